@@ -1,0 +1,25 @@
+# netsum: the README's two commands are `make demo` and `make test`; both set up first.
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test p4 bench clean
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/netsum demo $(DEMO_ARGS)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Compile every P4 program under p4/ with netsum's compiler (outputs in build/p4/).
+p4: setup
+	$(PY) -m netsum.build
+
+bench: setup
+	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf build .pytest_cache

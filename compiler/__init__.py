@@ -1,0 +1,1 @@
+"""netsum: compiler."""

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian 12 machine (run as root for the apt part):
+#   - the Debian packages netsum needs (mininet without recommends: Open vSwitch cannot run here),
+#   - a project virtualenv in .venv with the pinned Python dependencies,
+#   - Debian's mininet module made importable inside .venv (PyPI's mininet lacks mnexec).
+# Re-running it does nothing that is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PKGS=(mininet iproute2 ethtool iputils-ping tcpdump bridge-utils cpp)
+PY=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+    for p in "${APT_PKGS[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "setup: installing Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "setup: not root, skipping Debian packages: ${missing[*]} (privileged tests will skip)" >&2
+    fi
+fi
+
+stamp="$VENV/.netsum-installed"
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "setup: creating $VENV"
+    "$PY" -m venv "$VENV"
+fi
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "setup: installing netsum and its pinned dependencies into $VENV"
+    "$VENV/bin/pip" install -q --upgrade pip >/dev/null 2>&1 || true
+    "$VENV/bin/pip" install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+    "$VENV/bin/python" -c "import netsum, p4runtime_sh, grpc, scapy, numpy" 
+    touch "$stamp"
+fi
+
+# Debian's mininet (with mnexec) inside the venv, without exposing the rest of dist-packages.
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ -d /usr/lib/python3/dist-packages/mininet ] && [ ! -e "$site/mininet" ]; then
+    ln -s /usr/lib/python3/dist-packages/mininet "$site/mininet"
+fi
