@@ -1,0 +1,80 @@
+"""Child processes of a run (switches, workers), each in its own process group, all stopped on
+exit, on error and on SIGINT/SIGTERM: nothing a run starts is left running."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+__all__ = ["Child", "ProcessGroup"]
+
+
+@dataclass
+class Child:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path | None
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+@dataclass
+class ProcessGroup:
+    log_dir: Path
+    children: list[Child] = field(default_factory=list)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None,
+              log: bool = True) -> Child:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log" if log else None
+        out: IO[bytes] | int = subprocess.DEVNULL
+        if log_path is not None:
+            fh = open(log_path, "wb")
+            self._logs.append(fh)
+            out = fh
+        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env={**os.environ, **(env or {})}, start_new_session=True)
+        child = Child(name, popen, log_path)
+        self.children.append(child)
+        return child
+
+    def stop(self, timeout: float = 3.0) -> None:
+        """SIGTERM every group, wait, then SIGKILL what is left."""
+        for child in self.children:
+            if child.alive():
+                try:
+                    os.killpg(child.popen.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        for child in self.children:
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                child.popen.wait(remaining)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(child.popen.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                child.popen.wait()
+        for fh in self._logs:
+            fh.close()
+        self._logs.clear()
+
+    def __enter__(self) -> "ProcessGroup":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
