@@ -1,0 +1,253 @@
+"""P4Runtime entities as frozen dataclasses, encoded to and decoded from protobuf with a schema.
+
+The schema is an argument of `encode`/`decode`, never a global, so entities for several
+programs/switches can coexist.  Names are full control-plane names after encoding; decoding
+gives full names back.  Match fields that are don't-care are omitted on the wire (spec §9.1.1)
+and come back as absent: an entry's `match` holds only the fields that constrain it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from p4.v1 import p4runtime_pb2
+
+from controller import values
+from controller.errors import LiteralError, SchemaLookupError
+from controller.schema import Schema, TableInfo
+from controller.values import Exact, Lpm, Match, Optional, Range, Ternary
+
+__all__ = ["TableEntry", "MulticastGroup", "CounterCell", "Entity", "update",
+           "table_wildcard", "counter_wildcard", "groups_wildcard", "parse_table_entry"]
+
+_pb = p4runtime_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class TableEntry:
+    table: str                                   # full name
+    match: tuple[tuple[str, Match], ...] = ()    # (key field name, match), don't-cares omitted
+    action: str = ""                             # full action name; "" only in a key-only entry
+    params: tuple[int, ...] = ()                 # one per action parameter, in P4Info order
+    priority: int = 0
+    is_default: bool = False
+    # Read-only information from the switch; not part of an entry's identity.
+    counter: tuple[int, int] | None = field(default=None, compare=False)
+    is_const: bool = field(default=False, compare=False)
+
+    def identity(self) -> tuple[object, ...]:
+        """What names the entry on the switch (spec §9.1: match + priority)."""
+        return (self.table, self.is_default, self.match, self.priority)
+
+    def encode(self, schema: Schema) -> p4runtime_pb2.Entity:
+        t = schema.table(self.table)
+        ent = _pb.Entity()
+        te = ent.table_entry
+        te.table_id = t.id
+        te.priority = self.priority
+        te.is_default_action = self.is_default
+        for name, m in self.match:
+            kf = schema.key_field(t, name)
+            if values.is_dont_care(m, kf.bitwidth):
+                continue
+            fm = te.match.add()
+            fm.field_id = kf.id
+            _encode_match(fm, m, kf.bitwidth)
+        if self.action:
+            a = schema.table_action(t, self.action)
+            if len(self.params) != len(a.params):
+                raise LiteralError(
+                    f"action {a.alias!r} takes {len(a.params)} parameter(s) "
+                    f"({', '.join(p.name for p in a.params) or 'none'}), got {len(self.params)}")
+            te.action.action.action_id = a.id
+            for p, v in zip(a.params, self.params):
+                ap = te.action.action.params.add()
+                ap.param_id = p.id
+                try:
+                    ap.value = values.encode(v, p.bitwidth)
+                except LiteralError as exc:
+                    raise LiteralError(f"action {a.alias!r} parameter {p.name!r}: "
+                                       f"{exc.message}") from None
+        return ent
+
+    @classmethod
+    def decode(cls, ent: p4runtime_pb2.Entity, schema: Schema) -> "TableEntry":
+        te = ent.table_entry
+        t = schema.tables.get_id(te.table_id)
+        by_id = {f.id: f for f in t.key}
+        match = []
+        for fm in te.match:
+            kf = by_id.get(fm.field_id)
+            if kf is None:
+                raise SchemaLookupError(f"table {t.alias!r} has no key field id {fm.field_id}")
+            match.append((kf.name, _decode_match(fm, kf.bitwidth)))
+        action, params = "", ()
+        if te.action.HasField("action"):
+            a = schema.actions.get_id(te.action.action.action_id)
+            pw = {p.id: p.bitwidth for p in a.params}
+            got = {p.param_id: values.decode(p.value, pw.get(p.param_id, 8 * len(p.value)))
+                   for p in te.action.action.params}
+            action, params = a.name, tuple(got.get(p.id, 0) for p in a.params)
+        counter = None
+        if te.HasField("counter_data"):
+            counter = (te.counter_data.packet_count, te.counter_data.byte_count)
+        return cls(t.name, tuple(match), action, params, te.priority, te.is_default_action,
+                   counter, te.is_const)
+
+
+def _encode_match(fm: p4runtime_pb2.FieldMatch, m: Match, width: int) -> None:
+    if isinstance(m, Exact):
+        fm.exact.value = values.encode(m.value, width)
+    elif isinstance(m, Lpm):
+        fm.lpm.value = values.encode(m.value, width)
+        fm.lpm.prefix_len = m.prefix_len
+    elif isinstance(m, Ternary):
+        fm.ternary.value = values.encode(m.value, width)
+        fm.ternary.mask = values.encode(m.mask, width)
+    elif isinstance(m, Range):
+        fm.range.low = values.encode(m.low, width)
+        fm.range.high = values.encode(m.high, width)
+    elif isinstance(m, Optional) and m.value is not None:
+        fm.optional.value = values.encode(m.value, width)
+
+
+def _decode_match(fm: p4runtime_pb2.FieldMatch, width: int) -> Match:
+    kind = fm.WhichOneof("field_match_type")
+    if kind == "exact":
+        return Exact(values.decode(fm.exact.value, width))
+    if kind == "lpm":
+        return Lpm(values.decode(fm.lpm.value, width), fm.lpm.prefix_len)
+    if kind == "ternary":
+        return Ternary(values.decode(fm.ternary.value, width),
+                       values.decode(fm.ternary.mask, width))
+    if kind == "range":
+        return Range(values.decode(fm.range.low, width), values.decode(fm.range.high, width))
+    if kind == "optional":
+        return Optional(values.decode(fm.optional.value, width))
+    raise LiteralError(f"unsupported field match {kind!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class MulticastGroup:
+    """A PRE multicast group: replicas are (egress port, instance) pairs; `instance` becomes
+    the copy's egress_rid."""
+    mgid: int
+    replicas: tuple[tuple[int, int], ...] = ()
+
+    def identity(self) -> tuple[object, ...]:
+        return ("mcast", self.mgid)
+
+    def encode(self, schema: Schema | None = None) -> p4runtime_pb2.Entity:
+        ent = _pb.Entity()
+        g = ent.packet_replication_engine_entry.multicast_group_entry
+        g.multicast_group_id = self.mgid
+        for port, rid in self.replicas:
+            r = g.replicas.add()
+            # The deprecated uint32 field: PI-based servers (simple_switch_grpc) and
+            # p4runtime-shell both use it; `port` bytes only exist from P4Runtime 1.4.
+            r.egress_port = port
+            r.instance = rid
+        return ent
+
+    @classmethod
+    def decode(cls, ent: p4runtime_pb2.Entity, schema: Schema | None = None) -> "MulticastGroup":
+        g = ent.packet_replication_engine_entry.multicast_group_entry
+        reps = []
+        for r in g.replicas:
+            port = r.egress_port
+            if not port and r.port:
+                port = int.from_bytes(r.port, "big")
+            reps.append((port, r.instance))
+        return cls(g.multicast_group_id, tuple(reps))
+
+
+@dataclass(frozen=True, slots=True)
+class CounterCell:
+    counter: str
+    index: int
+    packets: int = 0
+    bytes: int = 0
+
+    def encode(self, schema: Schema) -> p4runtime_pb2.Entity:
+        c = schema.counter(self.counter)
+        ent = _pb.Entity()
+        ent.counter_entry.counter_id = c.id
+        ent.counter_entry.index.index = self.index
+        ent.counter_entry.data.packet_count = self.packets
+        ent.counter_entry.data.byte_count = self.bytes
+        return ent
+
+    @classmethod
+    def decode(cls, ent: p4runtime_pb2.Entity, schema: Schema) -> "CounterCell":
+        ce = ent.counter_entry
+        c = schema.counters.get_id(ce.counter_id)
+        return cls(c.name, ce.index.index, ce.data.packet_count, ce.data.byte_count)
+
+
+Entity = Union[TableEntry, MulticastGroup]
+
+
+def update(kind: int, entity: Entity, schema: Schema) -> p4runtime_pb2.Update:
+    """An Update of `kind` (p4runtime_pb2.Update.INSERT/MODIFY/DELETE) for `entity`."""
+    u = _pb.Update(type=kind)  # type: ignore[arg-type]
+    u.entity.CopyFrom(entity.encode(schema))
+    return u
+
+
+def table_wildcard(t: TableInfo | None, with_counters: bool = False) -> p4runtime_pb2.Entity:
+    """Read request for every entry of `t` (every table when None); spec §11.1."""
+    ent = _pb.Entity()
+    ent.table_entry.table_id = t.id if t is not None else 0
+    if with_counters and t is not None and t.direct_counter_id:
+        ent.table_entry.counter_data.SetInParent()
+    return ent
+
+
+def counter_wildcard(schema: Schema, name: str, index: int | None = None) -> p4runtime_pb2.Entity:
+    c = schema.counter(name)
+    if index is not None and not 0 <= index < c.size:
+        raise LiteralError(f"counter {c.alias!r} index {index} is out of range 0..{c.size - 1}")
+    ent = _pb.Entity()
+    ent.counter_entry.counter_id = c.id
+    if index is not None:
+        ent.counter_entry.index.index = index
+    return ent
+
+
+def groups_wildcard() -> p4runtime_pb2.Entity:
+    ent = _pb.Entity()
+    ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
+    return ent
+
+
+def parse_table_entry(schema: Schema, table: str, action: str | None, keys: list[str],
+                      params: list[str], priority: str | None = None) -> TableEntry:
+    """A TableEntry from simple_switch_CLI-style words (`table_add T A k1 k2 => p1 p2 [prio]`).
+    `action` None builds a key-only entry (for delete)."""
+    t = schema.table(table)
+    if len(keys) != len(t.key):
+        names = ", ".join(f"{f.name}:{f.kind.value}" for f in t.key) or "none"
+        raise LiteralError(f"table {t.alias!r} needs {len(t.key)} key value(s) ({names}), "
+                           f"got {len(keys)}")
+    match = tuple((f.name, values.parse_match(k, f.kind, f.bitwidth, f.name))
+                  for f, k in zip(t.key, keys))
+    prio = 0
+    if t.needs_priority:
+        if priority is None:
+            raise LiteralError(f"table {t.alias!r} has ternary/range/optional keys: give a "
+                               "priority (> 0) after the action parameters")
+        prio = values.parse_int(priority, 31, "priority")
+        if prio == 0:
+            raise LiteralError("priority must be > 0 (P4Runtime: larger wins)")
+    elif priority is not None:
+        raise LiteralError(f"table {t.alias!r} has only exact/lpm keys and takes no priority "
+                           f"(extra value {priority!r})")
+    if action is None:
+        return TableEntry(t.name, match, "", (), prio)
+    a = schema.table_action(t, action)
+    if len(params) != len(a.params):
+        raise LiteralError(f"action {a.alias!r} takes {len(a.params)} parameter(s) "
+                           f"({', '.join(p.name for p in a.params) or 'none'}), got {len(params)}")
+    pv = tuple(values.parse_int(v, p.bitwidth, f"parameter {p.name!r}")
+               for p, v in zip(a.params, params))
+    return TableEntry(t.name, match, a.name, pv, prio)
