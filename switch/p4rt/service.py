@@ -1,0 +1,250 @@
+"""P4Runtime semantics of one device, free of gRPC: pipeline configs, Write, Read, packet I/O.
+
+`DeviceService` owns the committed/saved forwarding-pipeline configs and dispatches each entity
+to `tables` / `entities`.  Concurrency invariant: every update is applied while holding
+`device.lock`, the lock the data plane holds per packet, so a packet sees each update entirely
+or not at all; reads hold it too, so a read is a consistent snapshot of each entity.
+Error invariant: a failed update changes nothing (validation happens before the data-plane call,
+and each data-plane call validates before it mutates).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from p4.v1 import p4runtime_pb2
+
+from switch.errors import Code, SwitchError
+from switch.p4rt import entities, tables
+from switch.p4rt.context import Context
+from switch.p4rt.errors import P4RTError, code_and_message
+from switch.p4rt.packetio import decode_packet_in, encode_packet_out
+from switch.p4rt.pipeline_config import (PipelineConfig, check_p4info_matches_json,
+                                         decode_device_config)
+from switch.p4rt.schema import Schema
+
+__all__ = ["DeviceService", "NO_PIPELINE"]
+
+NO_PIPELINE = "No forwarding pipeline config set for this device"
+Action = p4runtime_pb2.SetForwardingPipelineConfigRequest
+ResponseType = p4runtime_pb2.GetForwardingPipelineConfigRequest
+Update = p4runtime_pb2.Update
+
+_WRITERS: dict[str, Callable[[Context, int, Any], None]] = {
+    "table_entry": tables.write_table_entry,
+    "counter_entry": entities.write_counter,
+    "direct_counter_entry": entities.write_direct_counter,
+    "meter_entry": entities.write_meter,
+    "direct_meter_entry": entities.write_direct_meter,
+    "register_entry": entities.write_register,
+    "packet_replication_engine_entry": entities.write_pre,
+}
+_READERS: dict[str, Callable[[Context, Any], Any]] = {
+    "table_entry": tables.read_table_entries,
+    "counter_entry": entities.read_counters,
+    "direct_counter_entry": entities.read_direct_counters,
+    "meter_entry": entities.read_meters,
+    "direct_meter_entry": entities.read_direct_meters,
+    "register_entry": entities.read_registers,
+    "packet_replication_engine_entry": entities.read_pre,
+}
+
+
+class DeviceService:
+    """The P4Runtime view of one `switch.device.Device`."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self._committed: PipelineConfig | None = None
+        self._saved: PipelineConfig | None = None
+        self._ctx: Context | None = None
+
+    # ------------------------------------------------------------ pipeline config
+    @property
+    def context(self) -> Context:
+        if self._ctx is None:
+            raise P4RTError(Code.FAILED_PRECONDITION, NO_PIPELINE)
+        return self._ctx
+
+    def has_pipeline(self) -> bool:
+        return self._ctx is not None
+
+    def verify(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> PipelineConfig:
+        """Parse and cross-check a config and build its pipeline; no side effect."""
+        doc = decode_device_config(config.p4_device_config)
+        check_p4info_matches_json(config.p4info, doc)
+        try:
+            schema = Schema(config.p4info)
+        except P4RTError:
+            raise
+        try:
+            pipeline = type(self.device).build_pipeline(doc)
+        except SwitchError as exc:
+            raise P4RTError(Code.INVALID_ARGUMENT, f"device config rejected: {exc.message}") from None
+        _check_schema_fits_pipeline(schema, pipeline)
+        return PipelineConfig(config.p4info, bytes(config.p4_device_config),
+                              config.cookie.cookie if config.HasField("cookie") else None,
+                              schema, pipeline)
+
+    def set_pipeline(self, action: int, config: p4runtime_pb2.ForwardingPipelineConfig | None
+                     ) -> None:
+        if action == Action.UNSPECIFIED or action not in Action.Action.values():
+            raise P4RTError(Code.INVALID_ARGUMENT, f"Invalid SetForwardingPipelineConfig action "
+                            f"{action}")
+        if action == Action.COMMIT:
+            if self._saved is None:
+                raise P4RTError(Code.FAILED_PRECONDITION,
+                                "COMMIT without a config saved by VERIFY_AND_SAVE")
+            saved, self._saved = self._saved, None
+            self._install(saved, reconcile=False)
+            return
+        if config is None:
+            raise P4RTError(Code.INVALID_ARGUMENT, "Missing forwarding pipeline config")
+        verified = self.verify(config)
+        if action == Action.VERIFY:
+            return
+        if action == Action.VERIFY_AND_SAVE:
+            self._saved = verified
+            return
+        self._install(verified, reconcile=action == Action.RECONCILE_AND_COMMIT)
+
+    def _install(self, cfg: PipelineConfig, reconcile: bool) -> None:
+        metadata: dict[Any, bytes] = {}
+        if reconcile and self._ctx is not None:
+            with self.device.lock:
+                metadata = _replay_state(self._ctx, cfg)
+        with self.device.lock:
+            self.device.install(cfg.pipeline)
+            self._committed = cfg
+            self._ctx = Context(cfg.schema, cfg.pipeline, self.device, metadata)
+
+    def get_pipeline(self, response_type: int) -> p4runtime_pb2.ForwardingPipelineConfig:
+        cfg = self._committed
+        if cfg is None:
+            raise P4RTError(Code.FAILED_PRECONDITION, NO_PIPELINE)
+        if response_type not in ResponseType.ResponseType.values():
+            raise P4RTError(Code.INVALID_ARGUMENT, f"Invalid response_type {response_type}")
+        out = p4runtime_pb2.ForwardingPipelineConfig()
+        if cfg.cookie is not None:
+            out.cookie.cookie = cfg.cookie
+        if response_type in (ResponseType.ALL, ResponseType.P4INFO_AND_COOKIE):
+            out.p4info.CopyFrom(cfg.p4info)
+        if response_type in (ResponseType.ALL, ResponseType.DEVICE_CONFIG_AND_COOKIE):
+            out.p4_device_config = cfg.device_config
+        return out
+
+    # ------------------------------------------------------------ write / read
+    def write(self, updates: Any) -> list[tuple[Code, str]]:
+        """Apply updates in order (CONTINUE_ON_ERROR); one (code, message) per update."""
+        ctx = self.context
+        results: list[tuple[Code, str]] = []
+        for update in updates:
+            try:
+                self._write_one(ctx, update)
+                results.append((Code.OK, ""))
+            except Exception as exc:  # noqa: BLE001 - every failure becomes that update's error
+                results.append(code_and_message(exc))
+        return results
+
+    def _write_one(self, ctx: Context, update: p4runtime_pb2.Update) -> None:
+        if update.type not in (Update.INSERT, Update.MODIFY, Update.DELETE):
+            raise P4RTError(Code.INVALID_ARGUMENT, f"Invalid update type {update.type}")
+        kind = update.entity.WhichOneof("entity")
+        if kind is None:
+            raise P4RTError(Code.INVALID_ARGUMENT, "Update without an entity")
+        writer = _WRITERS.get(kind)
+        if writer is None:
+            raise P4RTError(Code.UNIMPLEMENTED, f"Writing {kind} is not supported")
+        with self.device.lock:
+            writer(ctx, update.type, getattr(update.entity, kind))
+
+    def read(self, entities_: Any) -> list[p4runtime_pb2.Entity]:
+        ctx = self.context
+        out: list[p4runtime_pb2.Entity] = []
+        for entity in entities_:
+            kind = entity.WhichOneof("entity")
+            if kind is None:
+                raise P4RTError(Code.INVALID_ARGUMENT, "Read of an empty entity")
+            reader = _READERS.get(kind)
+            if reader is None:
+                raise P4RTError(Code.UNIMPLEMENTED, f"Reading {kind} is not supported")
+            with self.device.lock:
+                for msg in reader(ctx, getattr(entity, kind)):
+                    e = p4runtime_pb2.Entity()
+                    getattr(e, kind).CopyFrom(msg)
+                    out.append(e)
+        return out
+
+    # ------------------------------------------------------------ packet I/O
+    def packet_out(self, packet: p4runtime_pb2.PacketOut) -> None:
+        ctx = self.context
+        cpu_port = getattr(self.device, "cpu_port", None)
+        if cpu_port is None:
+            raise P4RTError(Code.FAILED_PRECONDITION,
+                            "Packet I/O needs a CPU port (start the switch with --cpu-port)")
+        frame = encode_packet_out(ctx.schema, packet)
+        self.device.receive(cpu_port, frame)
+
+    def packet_in(self, frame: bytes) -> p4runtime_pb2.PacketIn | None:
+        ctx = self._ctx
+        if ctx is None:
+            return None
+        return decode_packet_in(ctx.schema, frame)
+
+
+def _check_schema_fits_pipeline(schema: Schema, pipeline: Any) -> None:
+    """Name-level check against the built pipeline (the JSON check ran before): every object a
+    handler may look up by name must exist, so handlers never hit a KeyError."""
+    groups = (("table", schema.tables, "tables"), ("counter", schema.counters, "counters"),
+              ("meter", schema.meters, "meters"), ("register", schema.registers, "registers"))
+    for kind, index, attr in groups:
+        built = getattr(pipeline, attr)
+        for info in index.values():
+            if info.name not in built:
+                raise P4RTError(Code.INVALID_ARGUMENT,
+                                f"P4Info {kind} '{info.name}' is missing from the loaded pipeline")
+
+
+def _replay_state(old: Context, new: PipelineConfig) -> dict[Any, bytes]:
+    """RECONCILE_AND_COMMIT: copy forwarding state of `old` into the not-yet-installed pipeline
+    of `new`, by name.  Anything that does not fit the new program fails the whole request
+    (INVALID_ARGUMENT naming it), so the old pipeline keeps running untouched."""
+    src, dst = old.pipeline, new.pipeline
+    metadata: dict[Any, bytes] = {}
+    try:
+        for name, table in src.tables.items():
+            if getattr(table, "hidden", False) or name not in new.schema.table_by_name:
+                continue
+            target = dst.tables[name]
+            for entry in table.entries():
+                if entry.is_const:
+                    continue
+                target.insert(entry)
+                cookie = old.entry_metadata.get((name, entry.key, entry.priority))
+                if cookie:
+                    metadata[(name, entry.key, entry.priority)] = cookie
+            if not getattr(target, "default_is_const", False):
+                target.set_default(table.default)
+        for name, counter in src.counters.items():
+            if name in dst.counters and not counter.is_direct and \
+                    dst.counters[name].size == counter.size:
+                for i in range(counter.size):
+                    dst.counters[name].write(i, counter.read(i))
+        for name, meter in src.meters.items():
+            if name in dst.meters and not meter.is_direct and dst.meters[name].size == meter.size:
+                for i in range(meter.size):
+                    dst.meters[name].set_config(i, meter.get_config(i))
+        for name, reg in src.registers.items():
+            if name in dst.registers and dst.registers[name].size == reg.size:
+                for i in range(reg.size):
+                    dst.registers[name].write(i, reg.read(i))
+        for mgid, replicas in src.pre.mc_groups().items():
+            dst.pre.mc_group_insert(mgid, replicas)
+        for sid, (replicas, length) in src.pre.clone_sessions().items():
+            dst.pre.clone_session_insert(sid, replicas, length)
+    except (SwitchError, KeyError) as exc:
+        message = exc.message if isinstance(exc, SwitchError) else f"missing {exc}"
+        raise P4RTError(Code.INVALID_ARGUMENT,
+                        f"RECONCILE_AND_COMMIT: state does not fit the new pipeline: {message}"
+                        ) from None
+    return metadata

@@ -1,0 +1,328 @@
+"""TableEntry Write and Read (P4Runtime spec §9.1) as pure functions on a `Context`.
+
+Decoding validates what P4Runtime owns: ids, byte-string widths (§8.4), the match-kind rules of
+§9.1.1 (don't-care fields are omitted; an LPM prefix of 0, a ternary mask of 0 or a full range
+are therefore invalid; masked-off bits must be zero; exact fields are mandatory), priorities
+(§9.1: > 0 exactly when a ternary/range/optional field exists), action scopes and parameters.
+The data plane then checks what it owns (duplicates, capacity) and raises `switch.errors`.
+Reads return canonical byte strings and omit don't-care fields, so a read entry written back is
+the same entry.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from p4.v1 import p4runtime_pb2
+
+from switch.entries import ActionCall, Exact, Lpm, Match, Optional, Range, TableEntry, Ternary
+from switch.entries import CounterValue, MeterConfig
+from switch.errors import Code, NotFound
+from switch.p4rt.codec import decode_uint, encode_uint
+from switch.p4rt.context import Context
+from switch.p4rt.errors import P4RTError
+from switch.p4rt.schema import MatchFieldInfo, MatchKind, TableInfo
+
+__all__ = ["write_table_entry", "read_table_entries", "decode_key", "encode_key",
+           "decode_action", "encode_action", "find_entry", "decode_meter_config",
+           "encode_meter_config"]
+
+Update = p4runtime_pb2.Update
+MAX_PRIORITY = (1 << 31) - 1
+
+
+def _invalid(message: str) -> P4RTError:
+    return P4RTError(Code.INVALID_ARGUMENT, message)
+
+
+# ---------------------------------------------------------------- match keys
+
+def decode_key(table: TableInfo, matches: "list[p4runtime_pb2.FieldMatch]") -> tuple[Match, ...]:
+    by_id: dict[int, p4runtime_pb2.FieldMatch] = {}
+    known = {f.id for f in table.match_fields}
+    for m in matches:
+        if m.field_id not in known:
+            raise _invalid(f"Invalid match field id {m.field_id} for table '{table.name}'")
+        if m.field_id in by_id:
+            raise _invalid(f"Duplicate match field id {m.field_id} for table '{table.name}'")
+        by_id[m.field_id] = m
+    return tuple(_decode_field(f, by_id.get(f.id), table.name) for f in table.match_fields)
+
+
+def _decode_field(f: MatchFieldInfo, m: "p4runtime_pb2.FieldMatch | None", table: str) -> Match:
+    width, what = f.bitwidth, f"table '{table}' field '{f.name}'"
+    full = (1 << width) - 1
+    kind = f.match_type
+    if m is None:
+        if kind == MatchKind.EXACT:
+            raise _invalid(f"{what}: exact match field is missing")
+        if kind == MatchKind.LPM:
+            return Lpm(0, 0)
+        if kind == MatchKind.TERNARY:
+            return Ternary(0, 0)
+        if kind == MatchKind.RANGE:
+            return Range(0, full)
+        if kind == MatchKind.OPTIONAL:
+            return Optional(None)
+        raise P4RTError(Code.UNIMPLEMENTED, f"{what}: unsupported match kind {kind}")
+    given = m.WhichOneof("field_match_type")
+    expected = {MatchKind.EXACT: "exact", MatchKind.LPM: "lpm", MatchKind.TERNARY: "ternary",
+                MatchKind.RANGE: "range", MatchKind.OPTIONAL: "optional"}.get(kind)
+    if given != expected:
+        raise _invalid(f"{what}: expected a {expected} match, got {given}")
+    if kind == MatchKind.EXACT:
+        return Exact(decode_uint(m.exact.value, width, what))
+    if kind == MatchKind.OPTIONAL:
+        return Optional(decode_uint(m.optional.value, width, what))
+    if kind == MatchKind.LPM:
+        value = decode_uint(m.lpm.value, width, what)
+        plen = m.lpm.prefix_len
+        if plen <= 0 or plen > width:
+            raise _invalid(f"{what}: prefix length {plen} out of 1..{width} "
+                           "(omit the field for a don't-care match)")
+        mask = full ^ ((1 << (width - plen)) - 1)
+        if value & ~mask:
+            raise _invalid(f"{what}: LPM value has bits set beyond the prefix length {plen}")
+        return Lpm(value, plen)
+    if kind == MatchKind.TERNARY:
+        value = decode_uint(m.ternary.value, width, what)
+        mask = decode_uint(m.ternary.mask, width, what + " mask")
+        if mask == 0:
+            raise _invalid(f"{what}: ternary mask is 0 (omit the field for a don't-care match)")
+        if value & ~mask:
+            raise _invalid(f"{what}: ternary value has bits set outside the mask")
+        return Ternary(value, mask)
+    low = decode_uint(m.range.low, width, what + " low")
+    high = decode_uint(m.range.high, width, what + " high")
+    if low > high:
+        raise _invalid(f"{what}: range low {low} > high {high}")
+    if low == 0 and high == full:
+        raise _invalid(f"{what}: range covers every value (omit the field for a don't-care match)")
+    return Range(low, high)
+
+
+def encode_key(table: TableInfo, key: tuple[Match, ...]) -> list[p4runtime_pb2.FieldMatch]:
+    out: list[p4runtime_pb2.FieldMatch] = []
+    for f, match in zip(table.match_fields, key):
+        fm = p4runtime_pb2.FieldMatch(field_id=f.id)
+        full = (1 << f.bitwidth) - 1
+        if isinstance(match, Exact):
+            fm.exact.value = encode_uint(match.value, f.bitwidth)
+        elif isinstance(match, Lpm):
+            if match.prefix_len == 0:
+                continue
+            fm.lpm.value = encode_uint(match.value, f.bitwidth)
+            fm.lpm.prefix_len = match.prefix_len
+        elif isinstance(match, Ternary):
+            if match.mask == 0:
+                continue
+            fm.ternary.value = encode_uint(match.value, f.bitwidth)
+            fm.ternary.mask = encode_uint(match.mask, f.bitwidth)
+        elif isinstance(match, Range):
+            if match.low == 0 and match.high == full:
+                continue
+            fm.range.low = encode_uint(match.low, f.bitwidth)
+            fm.range.high = encode_uint(match.high, f.bitwidth)
+        elif isinstance(match, Optional):
+            if match.value is None:
+                continue
+            fm.optional.value = encode_uint(match.value, f.bitwidth)
+        out.append(fm)
+    return out
+
+
+# ---------------------------------------------------------------- actions
+
+def decode_action(ctx: Context, table: TableInfo, ta: p4runtime_pb2.TableAction,
+                  for_default: bool) -> ActionCall:
+    kind = ta.WhichOneof("type")
+    if kind is None:
+        raise _invalid(f"table '{table.name}': entry has no action")
+    if kind != "action":
+        raise P4RTError(Code.UNIMPLEMENTED,
+                        f"table '{table.name}': action profiles are not supported ({kind})")
+    action = ctx.schema.action(ta.action.action_id)
+    if action.id not in table.action_ids:
+        raise _invalid(f"action '{action.name}' is not an action of table '{table.name}'")
+    if for_default and action.id in table.table_only_action_ids:
+        raise _invalid(f"action '{action.name}' is @tableonly in table '{table.name}'")
+    if not for_default and action.id in table.default_only_action_ids:
+        raise _invalid(f"action '{action.name}' is @defaultonly in table '{table.name}'")
+    index = action.param_index()
+    values: list[int | None] = [None] * len(action.params)
+    for p in ta.action.params:
+        i = index.get(p.param_id)
+        if i is None:
+            raise _invalid(f"Invalid param id {p.param_id} for action '{action.name}'")
+        if values[i] is not None:
+            raise _invalid(f"Duplicate param id {p.param_id} for action '{action.name}'")
+        info = action.params[i]
+        values[i] = decode_uint(p.value, info.bitwidth, f"action '{action.name}' param '{info.name}'")
+    missing = [action.params[i].name for i, v in enumerate(values) if v is None]
+    if missing:
+        raise _invalid(f"action '{action.name}': missing param(s) {', '.join(missing)}")
+    return ActionCall(action.name, tuple(v for v in values if v is not None))
+
+
+def encode_action(ctx: Context, call: ActionCall) -> p4runtime_pb2.TableAction:
+    action = ctx.schema.action_by_name[call.action]
+    ta = p4runtime_pb2.TableAction()
+    ta.action.action_id = action.id
+    for info, value in zip(action.params, call.params):
+        ta.action.params.add(param_id=info.id, value=encode_uint(value, info.bitwidth))
+    return ta
+
+
+# ---------------------------------------------------------------- meters (shared with entities)
+
+def decode_meter_config(cfg: p4runtime_pb2.MeterConfig, what: str) -> MeterConfig:
+    for name in ("cir", "cburst", "pir", "pburst"):
+        if getattr(cfg, name) < 0:
+            raise _invalid(f"{what}: negative {name}")
+    if cfg.cir > cfg.pir:
+        raise _invalid(f"{what}: cir {cfg.cir} > pir {cfg.pir}")
+    return MeterConfig(cfg.cir, cfg.cburst, cfg.pir, cfg.pburst)
+
+
+def encode_meter_config(cfg: MeterConfig) -> p4runtime_pb2.MeterConfig:
+    return p4runtime_pb2.MeterConfig(cir=cfg.cir, cburst=cfg.cburst, pir=cfg.pir, pburst=cfg.pburst)
+
+
+# ---------------------------------------------------------------- write
+
+def _priority(table: TableInfo, priority: int) -> int:
+    if table.needs_priority:
+        if priority <= 0 or priority > MAX_PRIORITY:
+            raise _invalid(f"table '{table.name}' has ternary/range/optional fields: priority "
+                           f"must be in 1..{MAX_PRIORITY}, got {priority}")
+    elif priority != 0:
+        raise _invalid(f"table '{table.name}' has only exact/lpm fields: priority must be 0, "
+                       f"got {priority}")
+    return priority
+
+
+def find_entry(ctx: Context, te: p4runtime_pb2.TableEntry) -> tuple[TableInfo, TableEntry]:
+    """The data-plane entry a (non-default) TableEntry message names; NOT_FOUND if none."""
+    table = ctx.schema.table(te.table_id)
+    key = decode_key(table, list(te.match))
+    priority = _priority(table, te.priority)
+    # The data plane raises NotFound (-> NOT_FOUND) for a missing entry.
+    return table, ctx.pipeline.tables[table.name].get(key, priority)
+
+
+def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> None:
+    table = ctx.schema.table(te.table_id)
+    dp_table = ctx.pipeline.tables[table.name]
+    if te.is_default_action:
+        _write_default(ctx, table, dp_table, kind, te)
+        return
+    if table.is_const:
+        raise P4RTError(Code.PERMISSION_DENIED,
+                        f"table '{table.name}' is const: its entries cannot be changed")
+    if te.idle_timeout_ns:
+        raise _invalid(f"table '{table.name}' does not support idle timeout")
+    key = decode_key(table, list(te.match))
+    priority = _priority(table, te.priority)
+    ekey = (table.name, key, priority)
+    if kind == Update.DELETE:
+        dp_table.delete(key, priority)
+        ctx.entry_metadata.pop(ekey, None)
+        return
+    if not te.HasField("action"):
+        raise _invalid(f"table '{table.name}': {Update.Type.Name(kind)} needs an action")
+    call = decode_action(ctx, table, te.action, for_default=False)
+    counter, meter = _direct_data(ctx, table, te)
+    if kind == Update.INSERT:
+        entry = TableEntry(key, call, priority, counter=counter or CounterValue(), meter=meter)
+        dp_table.insert(entry)
+    else:
+        old = dp_table.get(key, priority)
+        # A MODIFY changes the action; direct resources keep their state unless given.  The
+        # data plane's modify keeps the counter, so a given counter_data is written after it
+        # (that write cannot fail once the entry exists: the values are uint64).
+        dp_table.modify(TableEntry(key, call, priority,
+                                   meter=meter if te.HasField("meter_config") else old.meter))
+        if counter is not None:
+            dp_table.write_counter(key, priority, counter)
+    if te.metadata:
+        ctx.entry_metadata[ekey] = te.metadata
+    else:
+        ctx.entry_metadata.pop(ekey, None)
+
+
+def _direct_data(ctx: Context, table: TableInfo, te: p4runtime_pb2.TableEntry
+                 ) -> tuple[CounterValue | None, MeterConfig | None]:
+    counter = meter = None
+    if te.HasField("counter_data"):
+        if not table.direct_counter_id:
+            raise _invalid(f"table '{table.name}' has no direct counter")
+        counter = CounterValue(te.counter_data.packet_count, te.counter_data.byte_count)
+    if te.HasField("meter_config"):
+        if not table.direct_meter_id:
+            raise _invalid(f"table '{table.name}' has no direct meter")
+        meter = decode_meter_config(te.meter_config, f"table '{table.name}' meter_config")
+    return counter, meter
+
+
+def _write_default(ctx: Context, table: TableInfo, dp_table: object, kind: int,
+                   te: p4runtime_pb2.TableEntry) -> None:
+    if kind != Update.MODIFY:
+        raise _invalid(f"table '{table.name}': the default entry can only be modified, "
+                       f"not {Update.Type.Name(kind)}d")
+    if te.match:
+        raise _invalid(f"table '{table.name}': a default entry has no match fields")
+    if te.priority:
+        raise _invalid(f"table '{table.name}': a default entry has no priority")
+    if table.const_default_action_id or getattr(dp_table, "default_is_const", False):
+        raise P4RTError(Code.PERMISSION_DENIED,
+                        f"table '{table.name}': the default action is const")
+    if not te.HasField("action"):
+        raise _invalid(f"table '{table.name}': default entry needs an action")
+    call = decode_action(ctx, table, te.action, for_default=True)
+    dp_table.set_default(call)  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- read
+
+def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry
+                       ) -> Iterator[p4runtime_pb2.TableEntry]:
+    """Entries a read filter selects (§11.1): table_id 0 = every table; an empty match = every
+    entry; the default entry only when `is_default_action` is set."""
+    tables = ([ctx.schema.table(te.table_id)] if te.table_id
+              else sorted(ctx.schema.tables.values(), key=lambda t: t.id))
+    want_counter = te.HasField("counter_data")
+    want_meter = te.HasField("meter_config")
+    for table in tables:
+        dp_table = ctx.pipeline.tables[table.name]
+        if te.is_default_action:
+            out = p4runtime_pb2.TableEntry(table_id=table.id, is_default_action=True)
+            out.action.CopyFrom(encode_action(ctx, dp_table.default))
+            yield out
+            continue
+        if te.match:
+            key = decode_key(table, list(te.match))
+            try:
+                entries = [dp_table.get(key, te.priority)]
+            except NotFound:
+                entries = []
+        else:
+            entries = list(dp_table.entries())
+        for entry in entries:
+            yield encode_entry(ctx, table, entry, want_counter, want_meter)
+
+
+def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter: bool,
+                 want_meter: bool) -> p4runtime_pb2.TableEntry:
+    out = p4runtime_pb2.TableEntry(table_id=table.id, priority=entry.priority)
+    out.match.extend(encode_key(table, entry.key))
+    out.action.CopyFrom(encode_action(ctx, entry.action))
+    if entry.is_const:
+        out.is_const = True
+    cookie = ctx.entry_metadata.get((table.name, entry.key, entry.priority))
+    if cookie:
+        out.metadata = cookie
+    if want_counter and table.direct_counter_id:
+        out.counter_data.packet_count = entry.counter.packets
+        out.counter_data.byte_count = entry.counter.bytes
+    if want_meter and table.direct_meter_id and entry.meter is not None:
+        out.meter_config.CopyFrom(encode_meter_config(entry.meter))
+    return out
