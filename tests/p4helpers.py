@@ -1,0 +1,210 @@
+"""Test helpers for netsum frames and for driving netsum.p4 on the embedded switch.
+
+Owns: building and dissecting netsum frames with scapy (the header is packed from
+`workers.protocol.HEADER_FIELDS`, independently of the workers' wire code, so a test built on
+these helpers checks the P4 program against the protocol definition and not against itself),
+and `NetsumSwitch`, a thin wrapper over `switch.device.Device` that installs netsum.p4's table
+entries by their P4Info names (p4/README.md).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from workers.protocol import HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, UDP_PORT, MsgType
+
+__all__ = [
+    "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host", "pack_header", "unpack_header",
+    "netsum_frame", "Parsed", "parse_frame", "ipv4_checksum_ok", "NetsumSwitch", "mac_int",
+    "ip_int",
+]
+
+SERVICE_MAC = "02:00:00:00:00:fe"
+SERVICE_IP = "10.0.0.254"
+
+
+def mac_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+def ip_int(ip: str) -> int:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A worker (or a leaf switch seen from its parent): where it sits and how it is addressed."""
+    port: int
+    mac: str
+    ip: str
+    udp_port: int
+
+
+def worker_host(i: int, port: int | None = None) -> Host:
+    """Worker i (0-based): switch port i+1 unless given, MAC/IP derived from i."""
+    return Host(port if port is not None else i + 1, f"02:00:00:00:{(i >> 8) & 0xFF:02x}:{i & 0xFF:02x}",
+                f"10.0.{i >> 8}.{(i & 0xFF) + 1}", 40000 + i)
+
+
+def pack_header(**fields: int) -> bytes:
+    """The netsum header from field values (missing fields are 0), MSB first, per HEADER_FIELDS."""
+    unknown = set(fields) - {f.name for f in HEADER_FIELDS}
+    if unknown:
+        raise KeyError(f"not netsum header fields: {sorted(unknown)}")
+    acc = 0
+    for f in HEADER_FIELDS:
+        v = fields.get(f.name, 0)
+        if not 0 <= v < (1 << f.bits):
+            raise ValueError(f"{f.name}={v} does not fit in {f.bits} bits")
+        acc = (acc << f.bits) | v
+    return acc.to_bytes(HEADER_BYTES, "big")
+
+
+def unpack_header(data: bytes) -> dict[str, int]:
+    acc = int.from_bytes(data[:HEADER_BYTES], "big")
+    out: dict[str, int] = {}
+    shift = HEADER_BYTES * 8
+    for f in HEADER_FIELDS:
+        shift -= f.bits
+        out[f.name] = (acc >> shift) & ((1 << f.bits) - 1)
+    return out
+
+
+def netsum_frame(src: Host, *, job_id: int, slot: int, set: int = 0, values: Sequence[int],
+                 exp: int = 0, msg_type: int = MsgType.DATA, flags: int = 0, count: int = 0,
+                 offset: int = 0, dst_mac: str = SERVICE_MAC, dst_ip: str = SERVICE_IP,
+                 dst_port: int = UDP_PORT, truncate: int | None = None) -> bytes:
+    """A whole Ethernet frame; values are int32 (two's complement, big-endian)."""
+    payload = pack_header(msg_type=msg_type, flags=flags, job_id=job_id, set=set, slot=slot,
+                          exp=exp, count=count, offset=offset)
+    payload += struct.pack(f"!{len(values)}i", *values)
+    frame = bytes(Ether(src=src.mac, dst=dst_mac) / IP(src=src.ip, dst=dst_ip, id=1)
+                  / UDP(sport=src.udp_port, dport=dst_port) / payload)
+    return frame if truncate is None else frame[:truncate]
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    eth_src: str
+    eth_dst: str
+    ip_src: str
+    ip_dst: str
+    ip_checksum_ok: bool
+    sport: int
+    dport: int
+    udp_checksum: int
+    header: dict[str, int]
+    values: tuple[int, ...]
+
+
+def ipv4_checksum_ok(ip_header: bytes) -> bool:
+    total = sum(struct.unpack(f"!{len(ip_header) // 2}H", ip_header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def parse_frame(frame: bytes, k: int = K_DEFAULT) -> Parsed:
+    """Dissect an Ethernet/IPv4/UDP/netsum frame (raises if it is not one)."""
+    pkt = Ether(frame)
+    if IP not in pkt or UDP not in pkt:
+        raise ValueError(f"not IPv4/UDP: {pkt.summary()}")
+    ihl = pkt[IP].ihl * 4
+    body = bytes(pkt[UDP].payload)
+    if len(body) < HEADER_BYTES + 4 * k:
+        raise ValueError(f"netsum payload of {len(body)} bytes, expected {HEADER_BYTES + 4 * k}")
+    values = struct.unpack(f"!{k}i", body[HEADER_BYTES:HEADER_BYTES + 4 * k])
+    return Parsed(pkt[Ether].src, pkt[Ether].dst, pkt[IP].src, pkt[IP].dst,
+                  ipv4_checksum_ok(frame[14:14 + ihl]), pkt[UDP].sport, pkt[UDP].dport,
+                  pkt[UDP].chksum, unpack_header(body), tuple(values))
+
+
+class NetsumSwitch:
+    """netsum.p4 loaded into an embedded `switch.device.Device`, configured by table name."""
+
+    ING = "NetsumIngress"
+    EGR = "NetsumEgress"
+
+    def __init__(self, json_path: Any, device_id: int = 0) -> None:
+        # Imported here: the switch is another package, tests that only build frames need not it.
+        from switch.device import Device
+
+        with open(json_path, "rb") as fh:
+            config = fh.read()
+        self.device = Device(device_id=device_id)
+        self.pipeline = Device.build_pipeline(config)
+        self.device.install(self.pipeline)
+
+    # ---- control plane ----
+    def insert(self, table: str, key: Iterable[Any], action: str, params: Sequence[int] = ()) -> None:
+        from switch.entries import ActionCall, TableEntry
+
+        self.pipeline.tables[table].insert(
+            TableEntry(key=tuple(key), action=ActionCall(action, tuple(params))))
+
+    def add_job_root(self, job_id: int, slot_base: int, num_slots: int, num_workers: int,
+                     mgid: int) -> None:
+        from switch.entries import Exact
+
+        self.insert(f"{self.ING}.job", [Exact(job_id)], f"{self.ING}.job_root",
+                    [slot_base, num_slots, num_workers, mgid])
+
+    def add_job_leaf(self, job_id: int, slot_base: int, num_slots: int, num_workers: int,
+                     mgid: int, up_port: int, leaf: Host, up: Host) -> None:
+        from switch.entries import Exact
+
+        self.insert(f"{self.ING}.job", [Exact(job_id)], f"{self.ING}.job_leaf",
+                    [slot_base, num_slots, num_workers, mgid, up_port, mac_int(leaf.mac),
+                     ip_int(leaf.ip), mac_int(up.mac), ip_int(up.ip)])
+
+    def add_member(self, job_id: int, host: Host, index: int) -> None:
+        from switch.entries import Exact
+
+        self.insert(f"{self.ING}.member", [Exact(job_id), Exact(ip_int(host.ip))],
+                    f"{self.ING}.set_member", [1 << index])
+
+    def add_result_group(self, mgid: int, hosts: Sequence[Host], rid_base: int) -> None:
+        """Multicast group + one replica rewrite per host (rid = rid_base + position)."""
+        from switch.entries import Exact, Replica
+
+        self.pipeline.pre.mc_group_insert(
+            mgid, [Replica(h.port, rid_base + i) for i, h in enumerate(hosts)])
+        for i, h in enumerate(hosts):
+            self.insert(f"{self.EGR}.replica", [Exact(rid_base + i), Exact(h.port)],
+                        f"{self.EGR}.set_replica", [mac_int(h.mac), ip_int(h.ip), h.udp_port])
+
+    def add_job(self, job_id: int, hosts: Sequence[Host], *, slot_base: int = 0,
+                num_slots: int = 16, mgid: int | None = None, rid_base: int | None = None) -> None:
+        """A root job with `hosts` as members (worker index = position)."""
+        mgid = mgid if mgid is not None else 100 + job_id
+        self.add_job_root(job_id, slot_base, num_slots, len(hosts), mgid)
+        for i, h in enumerate(hosts):
+            self.add_member(job_id, h, i)
+        self.add_result_group(mgid, hosts, rid_base if rid_base is not None else job_id * 64 + 1)
+
+    def set_drop_rate(self, port: int, threshold: int, egress: bool = False) -> None:
+        from switch.entries import Exact
+
+        ctl, suffix = (self.EGR, "out") if egress else (self.ING, "in")
+        self.insert(f"{ctl}.drop_sim_{suffix}", [Exact(port)], f"{ctl}.set_drop_{suffix}",
+                    [threshold])
+
+    # ---- data plane ----
+    def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        return self.device.process(port, frame)
+
+    def counter(self, name: str, index: int) -> int:
+        """Packets counted by `NetsumIngress.<name>` or `NetsumEgress.<name>` at index."""
+        for ctl in (self.ING, self.EGR):
+            full = f"{ctl}.{name}"
+            if full in self.pipeline.counters:
+                return self.pipeline.counters[full].read(index).packets
+        raise KeyError(f"no counter {name}")
+
+    def register(self, name: str, index: int) -> int:
+        return self.pipeline.registers[f"{self.ING}.{name}"].read(index)

@@ -1,0 +1,74 @@
+"""netsum.p4 and workers/protocol.py describe the same wire format, field by field.
+
+Two independent readings of the P4 side: the source text (header declaration and constants) and
+the compiled BMv2 JSON (`header_types`, the parser's select on the UDP port), for every K.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from workers import protocol
+
+P4_SOURCE = Path(__file__).resolve().parents[2] / "p4" / "netsum.p4"
+
+
+def _source() -> str:
+    return P4_SOURCE.read_text()
+
+
+def _header_fields(text: str, header: str) -> list[tuple[str, int]]:
+    m = re.search(r"\bheader\s+" + re.escape(header) + r"\s*\{(.*?)\}", text, re.S)
+    assert m, f"no `header {header}` in {P4_SOURCE}"
+    body = re.sub(r"/\*.*?\*/|//[^\n]*", "", m.group(1), flags=re.S)
+    fields = re.findall(r"bit\s*<\s*(\d+)\s*>\s*(\w+)\s*;", body)
+    leftover = re.sub(r"bit\s*<\s*\d+\s*>\s*\w+\s*;", "", body).strip()
+    assert not leftover, f"unexpected text in header {header}: {leftover!r}"
+    return [(name, int(bits)) for bits, name in fields]
+
+
+def _const(text: str, name: str) -> tuple[int, int]:
+    m = re.search(r"\bconst\s+bit\s*<\s*(\d+)\s*>\s*" + re.escape(name) + r"\s*=\s*(\w+)\s*;", text)
+    assert m, f"no `const bit<W> {name}` in {P4_SOURCE}"
+    return int(m.group(1)), int(m.group(2), 0)
+
+
+def test_header_declaration_matches_protocol_fields() -> None:
+    declared = _header_fields(_source(), "netsum_t")
+    expected = [(f.name, f.bits) for f in protocol.HEADER_FIELDS]
+    assert declared == expected
+
+
+def test_header_is_whole_bytes_and_sized_as_protocol() -> None:
+    declared = _header_fields(_source(), "netsum_t")
+    assert sum(b for _, b in declared) == protocol.HEADER_BYTES * 8
+
+
+@pytest.mark.parametrize("name, width, value", [
+    ("NETSUM_UDP_PORT", 16, protocol.UDP_PORT),
+    ("MSG_DATA", 8, int(protocol.MsgType.DATA)),
+    ("MSG_RESULT", 8, int(protocol.MsgType.RESULT)),
+    ("FLAG_RETX", 8, int(protocol.Flags.RETX)),
+])
+def test_constants_match_protocol(name: str, width: int, value: int) -> None:
+    assert _const(_source(), name) == (width, value)
+
+
+def test_default_k_matches_protocol() -> None:
+    m = re.search(r"#ifndef\s+NETSUM_K\s*\n\s*#define\s+NETSUM_K\s+(\d+)", _source())
+    assert m, "netsum.p4 must default NETSUM_K under #ifndef so -DNETSUM_K overrides it"
+    assert int(m.group(1)) == protocol.K_DEFAULT
+
+
+def test_every_supported_k_has_a_value_list() -> None:
+    text = _source()
+    for k in protocol.K_SUPPORTED:
+        assert re.search(r"#(el)?if\s+NETSUM_K\s*==\s*" + str(k) + r"\b", text), k
+
+
+def test_register_slot_count_fits_the_header() -> None:
+    m = re.search(r"#ifndef\s+NETSUM_SLOTS\s*\n\s*#define\s+NETSUM_SLOTS\s+(\d+)", _source())
+    assert m
+    assert int(m.group(1)) <= protocol.MAX_SLOTS
