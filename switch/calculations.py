@@ -1,0 +1,115 @@
+"""Hash and checksum calculations (`calculations` in BMv2 JSON) and the checksum units.
+
+Input bytes are built as bmv2 does: the listed fields' bits concatenated MSB first, zero padded at
+the end to a whole byte.  Algorithms: crc16 (poly 0x8005 reflected, init 0, i.e. CRC-16/ARC),
+crc32 (IEEE, as zlib), csum16 (Internet checksum, RFC 1071), xor16, identity, random.
+"""
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from switch.expressions import ExprCompiler
+from switch.layout import Layout, cfg_error
+
+__all__ = ["ALGORITHMS", "crc16", "csum16", "xor16", "build_calculation"]
+
+
+def _crc16_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC16 = _crc16_table()
+
+
+def crc16(data: bytes) -> int:
+    crc = 0
+    t = _CRC16
+    for b in data:
+        crc = (crc >> 8) ^ t[(crc ^ b) & 0xFF]
+    return crc
+
+
+def crc32(data: bytes) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def csum16(data: bytes) -> int:
+    if len(data) & 1:
+        data += b"\x00"
+    n = int.from_bytes(data, "big")
+    # Fold the whole buffer 16 bits at a time: sum of words mod 0xffff equals the number mod 0xffff
+    # (2**16 == 1 mod 0xffff); one's complement sum is that residue, with 0xffff for non-zero 0.
+    total = n % 0xFFFF
+    if total == 0 and n != 0:
+        total = 0xFFFF
+    return (~total) & 0xFFFF
+
+
+def xor16(data: bytes) -> int:
+    if len(data) & 1:
+        data += b"\x00"
+    r = 0
+    for i in range(0, len(data), 2):
+        r ^= (data[i] << 8) | data[i + 1]
+    return r
+
+
+def identity(data: bytes) -> int:
+    return int.from_bytes(data, "big")
+
+
+ALGORITHMS: dict[str, Callable[[bytes], int]] = {
+    "crc16": crc16, "crc32": crc32, "csum16": csum16, "xor16": xor16, "identity": identity,
+}
+
+
+def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
+                      rng: random.Random) -> Callable[[list[int]], int]:
+    """A function F -> hash value for one JSON calculation object."""
+    algo = calc.get("algo")
+    inputs = calc.get("input", [])
+    if algo == "random":
+        return lambda F: rng.getrandbits(32)
+    fn = ALGORITHMS.get(algo)  # type: ignore[arg-type]
+    if fn is None:
+        raise cfg_error(path, f"hash algorithm {algo!r} is not supported (supported: "
+                              f"{sorted(ALGORITHMS) + ['random']})")
+    parts: list[tuple[str, int]] = []
+    comp = ExprCompiler(layout, path)
+    for k, el in enumerate(inputs):
+        t = el.get("type") if isinstance(el, dict) else None
+        if t == "field":
+            s = layout.slot(el["value"], f"{path}.input[{k}]")
+            parts.append((f"F[{s.index}]", s.width))
+        elif t == "hexstr":
+            # constants in a field list carry their width in `bitwidth` (p4c) when present
+            v = int(el["value"], 16)
+            parts.append((repr(v), int(el.get("bitwidth", max(8, v.bit_length())))))
+        elif t == "expression":
+            src, bits = comp.compile(el)
+            parts.append((src, int(el.get("bitwidth", bits or 32))))
+        else:
+            raise cfg_error(f"{path}.input[{k}]", f"input of type {t!r} is not supported")
+    total = sum(w for _, w in parts)
+    pad = (-total) % 8
+    nbytes = (total + pad) // 8
+    terms = []
+    shift = pad
+    for src, w in reversed(parts):
+        terms.append(f"(({src}) & {(1 << w) - 1}) << {shift}" if shift else
+                     f"(({src}) & {(1 << w) - 1})")
+        shift += w
+    body = " | ".join(terms) if terms else "0"
+    src = (f"def _calc(F):\n    return _algo(({body}).to_bytes({nbytes}, 'big'))\n")
+    ns: dict[str, Any] = {"_algo": fn}
+    exec(compile(src, f"<calc {calc.get('name')}>", "exec"), ns)
+    return ns["_calc"]  # type: ignore[no-any-return]

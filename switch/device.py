@@ -1,0 +1,116 @@
+"""The Device: one switch instance running at most one installed pipeline.
+
+This is the data-plane API of docs/architecture.md, used alike by the P4Runtime server, the
+daemon (`switch.cli`) and tests.  `lock` (an RLock) is held for each packet and must be held by
+control-plane callers around each operation, so no packet ever sees half an update.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from switch.errors import ConfigError, SwitchError
+from switch.pipeline import Pipeline, load_json
+from switch.primitives import AssertFailure
+from switch.stats import Stats
+from switch.v1model import V1Model
+
+__all__ = ["Device", "Pipeline", "MAX_FRAME"]
+
+MAX_FRAME = 65535          # largest frame accepted on a port (jumbo guard)
+_MAX_PORT = 511
+
+
+class Device:
+    def __init__(self, device_id: int = 0, drop_port: int = 511,
+                 cpu_port: int | None = None, seed: int | None = None) -> None:
+        if not 0 <= drop_port <= _MAX_PORT:
+            raise ValueError(f"drop port {drop_port} outside 0..{_MAX_PORT}")
+        if cpu_port is not None and not 0 < cpu_port <= _MAX_PORT:
+            raise ValueError(f"cpu port {cpu_port} outside 1..{_MAX_PORT}")
+        if cpu_port is not None and cpu_port == drop_port:
+            raise ValueError("cpu port and drop port must differ")
+        self.device_id = device_id
+        self.drop_port = drop_port
+        self.cpu_port = cpu_port
+        self.lock = threading.RLock()
+        self.stats = Stats()
+        self.pipeline: Pipeline | None = None
+        self.packet_in_handler: Callable[[bytes], None] | None = None
+        #: Set by the port layer: transmit(port, frame).  None = outputs are discarded.
+        self.transmit: Callable[[int, bytes], None] | None = None
+        self._seed = seed
+        self._v1: V1Model | None = None
+        self.log_packet: Callable[[str], None] | None = None
+
+    @staticmethod
+    def build_pipeline(config: bytes | str | dict[str, Any]) -> Pipeline:
+        """Parse and validate a BMv2 JSON program; raises ConfigError; no side effect."""
+        j = load_json(config)
+        try:
+            return Pipeline(j)
+        except ConfigError:
+            raise
+        except SwitchError as e:
+            raise ConfigError(e.message) from None
+        except RecursionError:
+            raise ConfigError("device config is nested too deeply") from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            # Malformed JSON of a shape no init step anticipated: still a load-time error.
+            raise ConfigError(f"malformed device config ({type(e).__name__}: {e})") from None
+
+    def install(self, pl: Pipeline) -> None:
+        """Swap in `pl` with fresh state (tables keep only const entries, registers zero)."""
+        with self.lock:
+            pl.reset_state()
+            if self._seed is not None:
+                pl.rng.seed(self._seed)
+            pl.ns.names["DROP_PORT"] = self.drop_port
+            pl.ns.names["STATS"] = self.stats
+            self.pipeline = pl
+            self._v1 = V1Model(pl, self.stats, self.drop_port)
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """Run one frame through the life cycle and return every output (port, frame),
+        including frames for the CPU port.  Never raises on packet content."""
+        out: list[tuple[int, bytes]] = []
+        with self.lock:
+            st = self.stats
+            st.rx_packets += 1
+            v1 = self._v1
+            if v1 is None:
+                st.no_pipeline += 1
+                return out
+            if not 0 <= port <= _MAX_PORT:
+                st.unknown_port += 1
+                return out
+            if len(frame) > MAX_FRAME:
+                st.oversize += 1
+                return out
+            try:
+                v1.process(port, bytes(frame), out)
+            except AssertFailure:
+                st.assert_failures += 1
+                out.clear()
+            except Exception:          # a bug must cost one packet, not the switch
+                st.internal_errors += 1
+                out.clear()
+            st.tx_packets += len(out)
+        return out
+
+    def receive(self, port: int, frame: bytes) -> None:
+        """Run one frame and deliver the outputs: CPU-port frames to `packet_in_handler`,
+        the rest to `transmit`."""
+        outs = self.process(port, frame)
+        if not outs:
+            return
+        cpu = self.cpu_port
+        tx = self.transmit
+        for p, data in outs:
+            if p == cpu:
+                h = self.packet_in_handler
+                if h is not None:
+                    h(data)
+            elif tx is not None:
+                tx(p, data)

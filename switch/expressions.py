@@ -1,0 +1,179 @@
+"""BMv2 JSON expressions -> Python source text over the field list `F`.
+
+bmv2 evaluates with unbounded integers and truncates only on writes (JSON_format.md), which is
+exactly Python's int semantics; p4c already inserts the `& mask` / `two_comp_mod` it needs.  Each
+compiled expression also carries an upper bound on its bit width (None when it may be negative or
+unbounded) so that writes can skip a redundant mask.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from switch.layout import Layout, cfg_error
+
+__all__ = ["Expr", "ExprCompiler", "unwrap"]
+
+Expr = tuple[str, int | None]      # (python source, max bits if known non-negative)
+
+_ARITH = {"+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^"}
+_CMP = {"==": "==", "!=": "!=", ">": ">", "<": "<", ">=": ">=", "<=": "<="}
+
+
+def unwrap(node: Any) -> Any:
+    """Strip p4c's single or double `{"type":"expression","value":...}` wrapping."""
+    while isinstance(node, dict) and node.get("type") == "expression" and \
+            isinstance(node.get("value"), dict):
+        node = node["value"]
+    return node
+
+
+def parse_hexstr(v: Any, path: str) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if not isinstance(v, str):
+        raise cfg_error(path, f"bad hexstr {v!r}")
+    try:
+        return int(v, 16)
+    except ValueError:
+        raise cfg_error(path, f"bad hexstr {v!r}") from None
+
+
+class ExprCompiler:
+    """Compiles expressions of one action / parser state / conditional.
+
+    `params` gives runtime_data widths (for `local` operands); `lookahead` (parser only) turns a
+    `lookahead` operand into source text."""
+
+    def __init__(self, layout: Layout, path: str, params: tuple[int, ...] = (),
+                 lookahead: Callable[[int, int], str] | None = None) -> None:
+        self.layout = layout
+        self.path = path
+        self.params = params
+        self.lookahead = lookahead
+
+    def compile(self, node: Any) -> Expr:
+        n = unwrap(node)
+        if not isinstance(n, dict):
+            raise cfg_error(self.path, f"bad expression {node!r}")
+        if "op" in n:
+            return self._op(n)
+        t = n.get("type")
+        v = n.get("value")
+        if t == "field":
+            s = self.layout.slot(v, self.path)
+            return f"F[{s.index}]", (None if s.signed else s.width)
+        if t == "hexstr":
+            c = parse_hexstr(v, self.path)
+            return repr(c), (c.bit_length() if c >= 0 else None)
+        if t == "bool":
+            return ("True" if v else "False"), 1
+        if t in ("local", "runtime_data"):
+            if not isinstance(v, int) or not 0 <= v < len(self.params):
+                raise cfg_error(self.path, f"runtime_data index {v!r} out of range")
+            return f"P[{v}]", self.params[v]
+        if t == "header":
+            h = self.layout.header(v, self.path)
+            return f"F[{h.valid}]", 1
+        if t == "lookahead" and self.lookahead is not None:
+            off, width = v
+            return self.lookahead(off, width), width
+        if t == "string":
+            return repr(str(v)), None
+        raise cfg_error(self.path, f"expression operand of type {t!r} is not supported")
+
+    def cond(self, node: Any) -> str:
+        return self.compile(node)[0]
+
+    def _op(self, n: dict[str, Any]) -> Expr:
+        op = n["op"]
+        left, right = n.get("left"), n.get("right")
+        if op in _ARITH:
+            a, ab = self.compile(left)
+            b, bb = self.compile(right)
+            bits: int | None = None
+            if ab is not None and bb is not None:
+                if op == "&":
+                    bits = min(ab, bb)
+                elif op in ("|", "^"):
+                    bits = max(ab, bb)
+                elif op == "+":
+                    bits = max(ab, bb) + 1
+                elif op == "*":
+                    bits = ab + bb
+                elif op == ">>":
+                    bits = ab
+            elif op == "&" and (ab is not None or bb is not None):
+                # x & m with m >= 0 lies in 0..m even when x is negative (two's complement)
+                bits = min(x for x in (ab, bb) if x is not None)
+            return f"({a} {_ARITH[op]} {b})", bits
+        if op in ("/", "%"):
+            a, ab = self.compile(left)
+            b, _ = self.compile(right)
+            py = "//" if op == "/" else "%"
+            # Division by zero is undefined in P4; bmv2 would abort.  We yield 0 instead.
+            return f"(({a}) {py} _d if (_d := {b}) else 0)", ab
+        if op in _CMP:
+            a, _ = self.compile(left)
+            b, _ = self.compile(right)
+            return f"({a} {_CMP[op]} {b})", 1
+        if op == "and":
+            return f"({self.cond(left)} and {self.cond(right)})", 1
+        if op == "or":
+            return f"({self.cond(left)} or {self.cond(right)})", 1
+        if op == "not":
+            return f"(not {self.cond(right)})", 1
+        if op == "~":
+            a, _ = self.compile(right)
+            return f"(~{a})", None
+        if op == "d2b":
+            a, ab = self.compile(right)
+            return (a, 1) if ab == 1 else (f"({a} != 0)", 1)
+        if op == "b2d":
+            a, _ = self.compile(right)
+            return f"(1 if {a} else 0)", 1
+        if op == "?":
+            c = self.cond(n.get("cond"))
+            a, ab = self.compile(left)
+            b, bb = self.compile(right)
+            bits = max(ab, bb) if ab is not None and bb is not None else None
+            return f"({a} if {c} else {b})", bits
+        if op == "two_comp_mod":
+            a, _ = self.compile(left)
+            w, _ = self.compile(right)
+            width = int(w)
+            half = 1 << (width - 1)
+            return f"((({a}) + {half} & {(1 << width) - 1}) - {half})", None
+        if op == "usat_cast":
+            a, _ = self.compile(left)
+            width = int(self.compile(right)[0])
+            top = (1 << width) - 1
+            return f"min(max({a}, 0), {top})", width
+        if op == "sat_cast":
+            a, _ = self.compile(left)
+            width = int(self.compile(right)[0])
+            hi = (1 << (width - 1)) - 1
+            return f"min(max({a}, {-hi - 1}), {hi})", None
+        if op == "valid":
+            h = self.layout.header(unwrap(right).get("value") if isinstance(unwrap(right), dict)
+                                   else None, self.path)
+            return f"F[{h.valid}]", 1
+        if op == "valid_union":
+            u = unwrap(right)
+            members = self.layout.unions.get(u.get("value") if isinstance(u, dict) else None)
+            if members is None:
+                raise cfg_error(self.path, f"unknown header union in {n!r}")
+            vs = " or ".join(f"F[{self.layout.headers[m].valid}]" for m in members) or "False"
+            return f"(1 if ({vs}) else 0)", 1
+        raise cfg_error(self.path, f"expression op {op!r} is not supported")
+
+
+def write_src(dst_index: int, width: int, signed: bool, src: Expr) -> str:
+    """Statement storing `src` into a field slot, truncating only when needed."""
+    code, bits = src
+    if signed:
+        half = 1 << (width - 1)
+        return f"F[{dst_index}] = (({code}) + {half} & {(1 << width) - 1}) - {half}"
+    if bits is not None and bits <= width:
+        return f"F[{dst_index}] = {code}"
+    return f"F[{dst_index}] = {code} & {(1 << width) - 1}"

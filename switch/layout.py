@@ -1,0 +1,216 @@
+"""Packet-state layout: where every header field lives in the flat field list `F`.
+
+A packet's state is one Python list: each field of each header instance (in JSON order) gets an
+index, followed by a hidden `$valid$` slot per instance; header stacks get a hidden "next index"
+slot.  Metadata instances are valid from the start.  A field holds an int in its type's range:
+`0 <= v < 2**w` for bit<w>, two's complement range for int<w>.  Copying a packet (clone,
+multicast) is `F[:]`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from switch.errors import ConfigError
+
+__all__ = ["FieldSlot", "HeaderInfo", "StackInfo", "Layout", "build_layout", "cfg_error"]
+
+
+def cfg_error(path: str, what: str) -> ConfigError:
+    return ConfigError(f"{path}: {what}")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSlot:
+    index: int
+    width: int
+    signed: bool
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+
+@dataclass(slots=True)
+class HeaderInfo:
+    name: str
+    id: int
+    type_name: str
+    metadata: bool
+    fields: list[tuple[str, FieldSlot]]      # in type order (incl. padding fields)
+    valid: int                               # index of the $valid$ slot
+    nbits: int
+
+    @property
+    def nbytes(self) -> int:
+        return (self.nbits + 7) // 8
+
+
+@dataclass(slots=True)
+class StackInfo:
+    name: str
+    id: int
+    headers: list[str]
+    next_slot: int
+
+
+@dataclass(slots=True)
+class Layout:
+    headers: dict[str, HeaderInfo] = field(default_factory=dict)
+    header_by_id: dict[int, str] = field(default_factory=dict)
+    stacks: dict[str, StackInfo] = field(default_factory=dict)
+    unions: dict[str, list[str]] = field(default_factory=dict)
+    aliases: dict[str, tuple[str, str]] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    enums: dict[str, dict[str, int]] = field(default_factory=dict)
+    field_lists: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    template: list[int] = field(default_factory=list)
+
+    def slot(self, ref: Any, path: str) -> FieldSlot:
+        """Resolve a JSON field reference [header, field] (or an alias) to its slot."""
+        if isinstance(ref, str) and ref in self.aliases:
+            ref = list(self.aliases[ref])
+        if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, str) for x in ref)):
+            raise cfg_error(path, f"bad field reference {ref!r}")
+        hname, fname = ref
+        h = self.headers.get(hname)
+        if h is None:
+            raise cfg_error(path, f"unknown header instance '{hname}'")
+        if fname == "$valid$":
+            return FieldSlot(h.valid, 1, False)
+        for n, s in h.fields:
+            if n == fname:
+                return s
+        raise cfg_error(path, f"header '{hname}' has no field '{fname}'")
+
+    def header(self, name: Any, path: str) -> HeaderInfo:
+        h = self.headers.get(name) if isinstance(name, str) else None
+        if h is None:
+            raise cfg_error(path, f"unknown header instance {name!r}")
+        return h
+
+    def find(self, hname: str, fname: str) -> FieldSlot | None:
+        try:
+            return self.slot([hname, fname], "")
+        except ConfigError:
+            return None
+
+    def error_code(self, name: str) -> int:
+        return self.errors.get(name, 0)
+
+
+def _list(j: dict[str, Any], key: str) -> list[Any]:
+    v = j.get(key, [])
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise cfg_error(key, f"expected a list, got {type(v).__name__}")
+    return v
+
+
+def _named(obj: Any, path: str) -> str:
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        raise cfg_error(path, "expected an object with a string 'name'")
+    return obj["name"]
+
+
+def build_layout(j: dict[str, Any]) -> Layout:
+    """init_header_types, init_headers, init_header_stacks, init_header_unions, init_errors,
+    init_enums, init_field_lists, init_field_aliases — in this order because each step refers
+    to names the previous ones define."""
+    lay = Layout()
+    # init_header_types
+    types: dict[str, list[tuple[str, int, bool]]] = {}
+    for i, t in enumerate(_list(j, "header_types")):
+        path = f"header_types[{i}]"
+        name = _named(t, path)
+        flds = []
+        for k, f in enumerate(t.get("fields", [])):
+            fp = f"{path} ('{name}').fields[{k}]"
+            if not (isinstance(f, list) and len(f) >= 2 and isinstance(f[0], str)):
+                raise cfg_error(fp, f"bad field {f!r}")
+            if f[1] == "*" or not isinstance(f[1], int):
+                raise cfg_error(fp, f"field '{f[0]}': variable-length (varbit) fields are not "
+                                    "supported")
+            if f[1] <= 0:
+                raise cfg_error(fp, f"field '{f[0]}': width {f[1]} must be positive")
+            signed = bool(f[2]) if len(f) > 2 else False
+            flds.append((f[0], f[1], signed))
+        types[name] = flds
+    # init_headers
+    index = 0
+    valid_slots: list[tuple[int, bool]] = []
+    for i, h in enumerate(_list(j, "headers")):
+        path = f"headers[{i}]"
+        name = _named(h, path)
+        tname = h.get("header_type")
+        if tname not in types:
+            raise cfg_error(f"{path} ('{name}')", f"unknown header_type {tname!r}")
+        if name in lay.headers:
+            raise cfg_error(f"{path} ('{name}')", "duplicate header instance name")
+        slots = []
+        nbits = 0
+        for fname, w, signed in types[tname]:
+            slots.append((fname, FieldSlot(index, w, signed)))
+            index += 1
+            nbits += w
+        meta = bool(h.get("metadata", False))
+        info = HeaderInfo(name, int(h.get("id", i)), tname, meta, slots, -1, nbits)
+        lay.headers[name] = info
+        lay.header_by_id[info.id] = name
+    for info in lay.headers.values():
+        info.valid = index
+        valid_slots.append((index, info.metadata))
+        index += 1
+    # init_header_stacks
+    for i, s in enumerate(_list(j, "header_stacks")):
+        path = f"header_stacks[{i}]"
+        name = _named(s, path)
+        ids = s.get("header_ids", [])
+        names = []
+        for hid in ids:
+            if hid not in lay.header_by_id:
+                raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
+            names.append(lay.header_by_id[hid])
+        lay.stacks[name] = StackInfo(name, int(s.get("id", i)), names, index)
+        index += 1
+    # init_header_unions
+    for i, u in enumerate(_list(j, "header_unions")):
+        path = f"header_unions[{i}]"
+        name = _named(u, path)
+        members = []
+        for hid in u.get("header_ids", []):
+            if hid not in lay.header_by_id:
+                raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
+            members.append(lay.header_by_id[hid])
+        lay.unions[name] = members
+    # init_errors
+    for i, e in enumerate(_list(j, "errors")):
+        if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+                and isinstance(e[1], int)):
+            raise cfg_error(f"errors[{i}]", f"bad error entry {e!r}")
+        lay.errors[e[0]] = e[1]
+    # init_enums
+    for i, en in enumerate(_list(j, "enums")):
+        name = _named(en, f"enums[{i}]")
+        lay.enums[name] = {m[0]: m[1] for m in en.get("entries", [])}
+    # init_field_lists
+    for i, fl in enumerate(_list(j, "field_lists")):
+        path = f"field_lists[{i}]"
+        _named(fl, path)
+        refs = []
+        for k, el in enumerate(fl.get("elements", [])):
+            if isinstance(el, dict) and el.get("type") == "field":
+                lay.slot(el.get("value"), f"{path}.elements[{k}]")
+                refs.append(tuple(el["value"]))
+        lay.field_lists[int(fl.get("id", i))] = refs   # type: ignore[arg-type]
+    # init_field_aliases
+    for i, a in enumerate(_list(j, "field_aliases")):
+        if not (isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)):
+            raise cfg_error(f"field_aliases[{i}]", f"bad alias {a!r}")
+        lay.slot(a[1], f"field_aliases[{i}] ('{a[0]}')")
+        lay.aliases[a[0]] = (a[1][0], a[1][1])
+    lay.template = [0] * index
+    for slot, meta in valid_slots:
+        lay.template[slot] = 1 if meta else 0
+    return lay

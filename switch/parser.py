@@ -1,0 +1,297 @@
+"""Parser and deparser: BMv2 JSON parse states and deparser order -> generated Python.
+
+Each parse state becomes a function `state(pkt) -> next state | None` (None = accept).  Header
+bytes are unpacked with one precompiled `struct.Struct` per header type: fields are grouped into
+byte-aligned chunks; a chunk holding one 8/16/32/64-bit field maps straight to a struct code, a
+run of such fields maps to a slice assignment `F[a:b] = S.unpack_from(buf, off)`, and sub-byte
+fields are shifted out of their chunk.  Parser errors raise `ParserError(code)`; the life cycle
+records the code in `parser_error` and keeps the packet (v1model semantics).
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from switch.expressions import ExprCompiler, parse_hexstr, unwrap, write_src
+from switch.layout import HeaderInfo, Layout, cfg_error
+from switch.primitives import PRIMITIVES, Namespace, PrimCtx
+
+__all__ = ["ParserError", "header_unpack", "header_pack", "parser_source", "deparser_source"]
+
+
+class ParserError(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+_INT = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def _chunks(h: HeaderInfo) -> list[list[tuple[int, int, bool]]]:
+    chunks: list[list[tuple[int, int, bool]]] = []
+    cur: list[tuple[int, int, bool]] = []
+    bits = 0
+    for _n, s in h.fields:
+        cur.append((s.index, s.width, s.signed))
+        bits += s.width
+        if bits % 8 == 0:
+            chunks.append(cur)
+            cur, bits = [], 0
+    if cur:
+        raise cfg_error(f"header '{h.name}'", f"type '{h.type_name}' is not a whole number of "
+                                              "bytes")
+    return chunks
+
+
+def _struct(ns: Namespace, h: HeaderInfo) -> tuple[str, list[tuple[list[Any], str]]]:
+    codes = []
+    info = []
+    for ch in _chunks(h):
+        n = sum(w for _, w, _ in ch) // 8
+        code = _INT.get(n, f"{n}s")
+        if len(ch) == 1 and ch[0][2] and n in _INT and ch[0][1] == n * 8:
+            code = code.lower()       # signed field of a struct-native width
+        codes.append(code)
+        info.append((ch, code))
+    st = struct.Struct(">" + "".join(codes))
+    return ns.ref(st, "S"), info
+
+
+def _contiguous_ints(info: list[tuple[list[Any], str]]) -> bool:
+    idx = [ch[0][0] for ch, _ in info]
+    return all(len(ch) == 1 and not code.endswith("s") and ch[0][1] == struct.calcsize(code) * 8
+               for ch, code in info) and idx == list(range(idx[0], idx[0] + len(idx)))
+
+
+def header_unpack(ns: Namespace, h: HeaderInfo) -> list[str]:
+    """Statements unpacking header `h` from `buf` at `off` into F (length already checked)."""
+    sname, info = _struct(ns, h)
+    if not info:
+        return []
+    if _contiguous_ints(info):
+        a = info[0][0][0][0]
+        return [f"F[{a}:{a + len(info)}] = {sname}.unpack_from(buf, off)"]
+    out = [f"_v = {sname}.unpack_from(buf, off)"]
+    for j, (ch, code) in enumerate(info):
+        raw = f"_v[{j}]"
+        if code.endswith("s"):
+            signed = len(ch) == 1 and ch[0][2]
+            raw = f"int.from_bytes(_v[{j}], 'big'{', signed=True' if signed else ''})"
+            if len(ch) == 1:
+                out.append(f"F[{ch[0][0]}] = {raw}")
+                continue
+        if len(ch) == 1 and (code.lower() == code or not ch[0][2]):
+            out.append(f"F[{ch[0][0]}] = {raw}")
+            continue
+        out.append(f"_c = {raw}")
+        shift = sum(w for _, w, _ in ch)
+        for idx, w, signed in ch:
+            shift -= w
+            val = f"_c >> {shift} & {(1 << w) - 1}" if shift else f"_c & {(1 << w) - 1}"
+            if signed:
+                half = 1 << (w - 1)
+                val = f"(({val}) ^ {half}) - {half}"
+            out.append(f"F[{idx}] = {val}")
+    return out
+
+
+def header_pack(ns: Namespace, h: HeaderInfo) -> str:
+    """Expression giving the bytes of header `h` from F."""
+    sname, info = _struct(ns, h)
+    if not info:
+        return "b''"
+    if _contiguous_ints(info):
+        a = info[0][0][0][0]
+        return f"{sname}.pack(*F[{a}:{a + len(info)}])"
+    args = []
+    for ch, code in info:
+        if len(ch) == 1 and not code.endswith("s") and (code.lower() == code or not ch[0][2]):
+            args.append(f"F[{ch[0][0]}]")
+            continue
+        terms = []
+        shift = sum(w for _, w, _ in ch)
+        for idx, w, signed in ch:
+            shift -= w
+            v = f"(F[{idx}] & {(1 << w) - 1})" if signed else f"F[{idx}]"
+            terms.append(f"{v} << {shift}" if shift else v)
+        val = " | ".join(terms)
+        if code.endswith("s"):
+            n = int(code[:-1])
+            args.append(f"({val}).to_bytes({n}, 'big')")
+        else:
+            args.append(f"({val})")
+    return f"{sname}.pack({', '.join(args)})"
+
+
+class _StateCompiler:
+    def __init__(self, layout: Layout, ns: Namespace, ctx: PrimCtx) -> None:
+        self.layout = layout
+        self.ns = ns
+        self.ctx = ctx
+        self.too_short = layout.errors.get("PacketTooShort", 1)
+        self.stack_oob = layout.errors.get("StackOutOfBounds", 3)
+
+    def extract(self, h: HeaderInfo) -> list[str]:
+        n = h.nbytes
+        return ([f"if off + {n} > _n:", "    pkt.off = off",
+                 f"    raise ParserError({self.too_short})"]
+                + header_unpack(self.ns, h) + [f"F[{h.valid}] = 1", f"off += {n}"])
+
+    def op(self, path: str, op: dict[str, Any]) -> list[str]:
+        kind = op.get("op")
+        params = op.get("parameters") or []
+        comp = ExprCompiler(self.layout, path, (), self.lookahead)
+        if kind == "extract":
+            p = params[0] if params else {}
+            t, v = p.get("type"), p.get("value")
+            if t == "regular":
+                return self.extract(self.layout.header(v, path))
+            if t == "stack":
+                st = self.layout.stacks.get(v)
+                if st is None:
+                    raise cfg_error(path, f"unknown header stack {v!r}")
+                out = [f"_k = F[{st.next_slot}]", f"if _k >= {len(st.headers)}:",
+                       "    pkt.off = off", f"    raise ParserError({self.stack_oob})"]
+                for k, hn in enumerate(st.headers):
+                    out.append(f"{'if' if k == 0 else 'elif'} _k == {k}:")
+                    out += ["    " + s for s in self.extract(self.layout.headers[hn])]
+                out.append(f"F[{st.next_slot}] = _k + 1")
+                return out
+            raise cfg_error(path, f"extract of {t!r} is not supported")
+        if kind == "set":
+            if len(params) != 2:
+                raise cfg_error(path, "set needs 2 parameters")
+            d = unwrap(params[0])
+            slot = self.layout.slot(d.get("value") if isinstance(d, dict) else None, path)
+            return [write_src(slot.index, slot.width, slot.signed, comp.compile(params[1]))]
+        if kind == "verify":
+            if len(params) != 2:
+                raise cfg_error(path, "verify needs 2 parameters")
+            err, _ = comp.compile(params[1])
+            return [f"if not {comp.cond(params[0])}:", "    pkt.off = off",
+                    f"    raise ParserError({err})"]
+        if kind in ("shift", "advance"):
+            amount, _ = comp.compile(params[0]) if params else ("0", 0)
+            nbytes = amount if kind == "shift" else f"(({amount}) >> 3)"
+            return [f"off += {nbytes}", "if off > _n:", "    off = _n", "    pkt.off = off",
+                    f"    raise ParserError({self.too_short})"]
+        if kind == "primitive":
+            inner = params[0] if params else None
+            inner = inner.get("value", inner) if isinstance(inner, dict) and "op" not in inner \
+                else inner
+            if not isinstance(inner, dict) or inner.get("op") not in PRIMITIVES:
+                raise cfg_error(path, f"parser primitive {inner!r} is not supported")
+            self.ctx.path = path
+            self.ctx.comp = comp
+            return PRIMITIVES[inner["op"]](self.ctx, inner.get("parameters") or [])
+        raise cfg_error(path, f"parser op {kind!r} is not supported")
+
+    def lookahead(self, bit_off: int, width: int) -> str:
+        la = self.ns.names.get("LA")
+        assert la is not None
+        return f"LA(buf, off, {bit_off}, {width})"
+
+    def state(self, path: str, st: dict[str, Any], fname: str,
+              names: dict[str, str]) -> str:
+        body = ["F = pkt.F", "buf = pkt.data", "off = pkt.off", "_n = len(buf)"]
+        for k, op in enumerate(st.get("parser_ops") or []):
+            if not isinstance(op, dict):
+                raise cfg_error(f"{path}.parser_ops[{k}]", f"bad parser op {op!r}")
+            body += self.op(f"{path}.parser_ops[{k}] ('{op.get('op')}')", op)
+        body.append("pkt.off = off")
+        comp = ExprCompiler(self.layout, f"{path}.transition_key", (), self.lookahead)
+        key_parts = []
+        for k, el in enumerate(st.get("transition_key") or []):
+            t = el.get("type") if isinstance(el, dict) else None
+            if t == "field":
+                s = self.layout.slot(el.get("value"), f"{path}.transition_key[{k}]")
+                key_parts.append((f"F[{s.index}]" if not s.signed else
+                                  f"(F[{s.index}] & {s.mask})", s.width))
+            elif t == "lookahead":
+                off, w = el["value"]
+                key_parts.append((self.lookahead(off, w), w))
+            elif t == "expression":
+                src, bits = comp.compile(el)
+                key_parts.append((src, bits or 32))
+            else:
+                raise cfg_error(f"{path}.transition_key[{k}]", f"key of type {t!r} is not "
+                                                               "supported")
+        terms, shift = [], 0
+        for src, w in reversed(key_parts):
+            terms.append(f"({src} << {shift})" if shift else src)
+            shift += (w + 7) // 8 * 8
+        if terms:
+            body.append(f"_key = {' | '.join(terms)}")
+        default = "None"
+        for k, tr in enumerate(st.get("transitions") or []):
+            tp = f"{path}.transitions[{k}]"
+            if not isinstance(tr, dict):
+                raise cfg_error(tp, f"bad transition {tr!r}")
+            nxt = tr.get("next_state")
+            if nxt is not None and nxt not in names:
+                raise cfg_error(tp, f"unknown next_state {nxt!r}")
+            target = names[nxt] if nxt is not None else "None"
+            t = tr.get("type", "hexstr")
+            if t == "default" or tr.get("value") == "default":
+                default = target
+                break
+            if t != "hexstr":
+                raise cfg_error(tp, f"transition of type {t!r} (value sets) is not supported")
+            if not terms:
+                raise cfg_error(tp, "value transition without a transition_key")
+            v = parse_hexstr(tr.get("value"), tp)
+            m = tr.get("mask")
+            if m is None:
+                body.append(f"if _key == {v}: return {target}")
+            else:
+                mv = parse_hexstr(m, tp)
+                body.append(f"if _key & {mv} == {v & mv}: return {target}")
+        body.append(f"return {default}")
+        return f"def {fname}(pkt):\n" + "".join(f"    {s}\n" for s in body)
+
+
+def lookahead_fn(too_short: int) -> Any:
+    def LA(buf: bytes, off: int, bit_off: int, width: int) -> int:
+        start = off * 8 + bit_off
+        end = start + width
+        nbytes = (end + 7) // 8 - off
+        if off + nbytes > len(buf):
+            raise ParserError(too_short)
+        v = int.from_bytes(buf[off:off + nbytes], "big")
+        return (v >> (nbytes * 8 - bit_off - width)) & ((1 << width) - 1)
+    return LA
+
+
+def parser_source(parser: dict[str, Any], path: str, layout: Layout, ns: Namespace,
+                  ctx: PrimCtx) -> tuple[str, str | None]:
+    """(source defining one function per state, name of the start state function)."""
+    ns.names["ParserError"] = ParserError
+    ns.names["LA"] = lookahead_fn(layout.errors.get("PacketTooShort", 1))
+    states = parser.get("parse_states") or []
+    names: dict[str, str] = {}
+    for k, st in enumerate(states):
+        if not isinstance(st, dict) or not isinstance(st.get("name"), str):
+            raise cfg_error(f"{path}.parse_states[{k}]", "bad parse state")
+        names[st["name"]] = f"PS{k}"
+    sc = _StateCompiler(layout, ns, ctx)
+    src = "".join(sc.state(f"{path}.parse_states[{k}] ('{st['name']}')", st, names[st["name"]],
+                           names) for k, st in enumerate(states))
+    init = parser.get("init_state")
+    if init is not None and init not in names:
+        raise cfg_error(path, f"init_state {init!r} is not a parse state")
+    return src, (names[init] if init is not None else None)
+
+
+def deparser_source(deparser: dict[str, Any], path: str, layout: Layout, ns: Namespace) -> str:
+    order = deparser.get("order") or []
+    if deparser.get("primitives"):
+        raise cfg_error(path, "deparser primitives are not supported")
+    body = ["out = []"]
+    for k, hn in enumerate(order):
+        h = layout.header(hn, f"{path}.order[{k}]")
+        if h.metadata:
+            continue
+        body.append(f"if F[{h.valid}]: out.append({header_pack(ns, h)})")
+    body.append("return b''.join(out)")
+    return "def DEPARSE(F):\n" + "".join(f"    {s}\n" for s in body)

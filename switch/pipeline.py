@@ -1,0 +1,501 @@
+"""Load a BMv2 JSON program into a `Pipeline`: validated objects plus generated packet code.
+
+The loader is a fixed sequence of small `init_<section>` steps in dependency order (format version
+first; header layout before anything that names fields; externs before the actions that use
+them; actions before tables; tables before the nodes that link them).  Every reference error is
+a `ConfigError` naming the object and its JSON path, raised here, never on a packet.  All
+generated code of one pipeline shares one namespace (`Namespace`), compiled once.
+"""
+from __future__ import annotations
+
+import json
+import operator
+import random
+from typing import Any
+
+from switch.actions import action_source
+from switch.calculations import build_calculation
+from switch.entries import ActionCall, Exact, Lpm, Match, Optional, Range, TableEntry, Ternary
+from switch.errors import ConfigError, SwitchError
+from switch.expressions import ExprCompiler, parse_hexstr
+from switch.layout import Layout, build_layout, cfg_error
+from switch.parser import deparser_source, parser_source
+from switch.primitives import AssertFailure, Namespace, PrimCtx, StdFields
+from switch.replication import PRE
+from switch.stateful import CounterArray, MeterArray, RegisterArray
+from switch.tables import ActionInfo, KeyField, Table
+
+__all__ = ["Pipeline", "ActionSpec", "load_json"]
+
+MAX_MINOR_VERSION = 24     # as bmv2: major 2, minor <= 24
+
+
+class ActionSpec:
+    __slots__ = ("name", "id", "runtime_data", "fn")
+
+    def __init__(self, name: str, id: int, runtime_data: tuple[tuple[str, int], ...],
+                 fn: Any) -> None:
+        self.name = name
+        self.id = id
+        self.runtime_data = runtime_data
+        self.fn = fn
+
+
+def load_json(config: bytes | str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(config, dict):
+        return config
+    try:
+        j = json.loads(config)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"device config is not valid JSON: {e}") from None
+    if not isinstance(j, dict):
+        raise ConfigError("device config: top level must be a JSON object")
+    return j
+
+
+def _list(j: dict[str, Any], key: str) -> list[Any]:
+    v = j.get(key) or []
+    if not isinstance(v, list):
+        raise cfg_error(key, "expected a list")
+    return v
+
+
+def _compile(src: str, ns: Namespace, label: str) -> None:
+    try:
+        code = compile(src, f"<netsum {label}>", "exec")
+    except SyntaxError as e:    # a loader bug, but still a clean load-time error
+        raise ConfigError(f"{label}: generated code does not compile ({e.msg})") from None
+    exec(code, ns.names)
+
+
+class Pipeline:
+    """One loaded program: the objects of the Device API plus the compiled packet code."""
+
+    def __init__(self, j: dict[str, Any]) -> None:
+        self.json = j
+        self.ns = Namespace()
+        self.rng = random.Random()
+        self.tables: dict[str, Table] = {}
+        self.actions: dict[str, ActionSpec] = {}
+        self.counters: dict[str, CounterArray] = {}
+        self.meters: dict[str, MeterArray] = {}
+        self.registers: dict[str, RegisterArray] = {}
+        self.calculations: dict[str, Any] = {}
+        self.pre = PRE()
+        self._actions_by_id: dict[int, ActionSpec] = {}
+        self.parser_start: Any = None
+        self.deparse: Any = None
+        self.ingress_init: Any = None
+        self.egress_init: Any = None
+        self.verify_checksums: Any = None
+        self.update_checksums: Any = None
+        self.init_meta()
+        self.layout: Layout = build_layout(j)
+        self.std = self.init_standard_metadata()
+        self.init_register_arrays()
+        self.init_counter_arrays()
+        self.init_meter_arrays()
+        self.init_calculations()
+        self.ns.names.update(DROP_PORT=511, STATS=None, RNG=self.rng, LOG_ON=False,
+                             LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure)
+        self.init_actions()
+        self.init_parsers()
+        self.init_deparsers()
+        self.init_pipelines()
+        self.init_checksums()
+
+    # -- sections --------------------------------------------------------------------------
+    def init_meta(self) -> None:
+        meta = self.json.get("__meta__")
+        if meta is None:
+            return
+        v = meta.get("version") if isinstance(meta, dict) else None
+        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)):
+            raise cfg_error("__meta__.version", f"bad version {v!r}")
+        if v[0] != 2 or v[1] > MAX_MINOR_VERSION:
+            raise cfg_error("__meta__.version", f"JSON format {v[0]}.{v[1]} is not supported "
+                                                f"(need 2.x with x <= {MAX_MINOR_VERSION})")
+
+    def init_standard_metadata(self) -> StdFields:
+        lay = self.layout
+
+        def find(name: str, alias: str | None = None) -> int | None:
+            s = lay.find("standard_metadata", name)
+            if s is None and alias is not None and alias in lay.aliases:
+                s = lay.find(*lay.aliases[alias])
+            if s is None and alias is not None:
+                s = lay.find(*alias.split(".", 1))
+            return s.index if s is not None else None
+
+        required = {}
+        for f in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length"):
+            idx = find(f)
+            if idx is None:
+                raise cfg_error("headers", f"standard_metadata.{f} is required by the v1model "
+                                           "switch and is missing")
+            required[f] = idx
+        return StdFields(
+            mcast_grp=find("mcast_grp", "intrinsic_metadata.mcast_grp"),
+            egress_rid=find("egress_rid", "intrinsic_metadata.egress_rid"),
+            checksum_error=find("checksum_error"), parser_error=find("parser_error"),
+            ingress_global_timestamp=find("ingress_global_timestamp",
+                                          "intrinsic_metadata.ingress_global_timestamp"),
+            egress_global_timestamp=find("egress_global_timestamp",
+                                         "intrinsic_metadata.egress_global_timestamp"),
+            **required)
+
+    def _sized(self, obj: Any, path: str) -> tuple[str, int, int]:
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            raise cfg_error(path, "expected an object with a string 'name'")
+        size = obj.get("size", 0)
+        if not isinstance(size, int) or size < 0:
+            raise cfg_error(f"{path} ('{obj['name']}')", f"bad size {size!r}")
+        return obj["name"], int(obj.get("id", 0)), size
+
+    def init_register_arrays(self) -> None:
+        for i, r in enumerate(_list(self.json, "register_arrays")):
+            name, rid, size = self._sized(r, f"register_arrays[{i}]")
+            w = r.get("bitwidth")
+            if not isinstance(w, int) or w <= 0:
+                raise cfg_error(f"register_arrays[{i}] ('{name}')", f"bad bitwidth {w!r}")
+            self.registers[name] = RegisterArray(name, rid, size, w)
+
+    def init_counter_arrays(self) -> None:
+        for i, c in enumerate(_list(self.json, "counter_arrays")):
+            name, cid, size = self._sized(c, f"counter_arrays[{i}]")
+            direct = bool(c.get("is_direct", False))
+            self.counters[name] = CounterArray(name, cid, 0 if direct else size, direct,
+                                               c.get("binding"))
+
+    def init_meter_arrays(self) -> None:
+        for i, m in enumerate(_list(self.json, "meter_arrays")):
+            path = f"meter_arrays[{i}]"
+            name, mid, size = self._sized(m, path)
+            unit = m.get("type", "packets")
+            if unit not in ("packets", "bytes"):
+                raise cfg_error(f"{path} ('{name}')", f"meter type {unit!r} is not supported")
+            if m.get("rate_count", 2) != 2:
+                raise cfg_error(f"{path} ('{name}')", "only two-rate meters are supported")
+            direct = bool(m.get("is_direct", False))
+            ma = MeterArray(name, mid, 0 if direct else size, unit, direct, m.get("binding"))
+            if direct and m.get("result_target"):
+                self.layout.slot(m["result_target"], f"{path}.result_target")
+                ma.result_target = tuple(m["result_target"])  # type: ignore[assignment]
+            self.meters[name] = ma
+
+    def init_calculations(self) -> None:
+        for i, c in enumerate(_list(self.json, "calculations")):
+            path = f"calculations[{i}]"
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                raise cfg_error(path, "expected an object with a string 'name'")
+            self.calculations[c["name"]] = build_calculation(
+                c, f"{path} ('{c['name']}')", self.layout, self.rng)
+
+    def _ctx(self, path: str, widths: tuple[int, ...] = ()) -> PrimCtx:
+        return PrimCtx(self.layout, ExprCompiler(self.layout, path, widths), self.ns, self.std,
+                       self.registers, self.counters, self.meters, self.calculations, path)
+
+    def init_actions(self) -> None:
+        srcs = []
+        specs = []
+        for i, a in enumerate(_list(self.json, "actions")):
+            path = f"actions[{i}]"
+            if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+                raise cfg_error(path, "expected an object with a string 'name'")
+            path = f"{path} ('{a['name']}')"
+            rd = []
+            for k, p in enumerate(a.get("runtime_data") or []):
+                if not (isinstance(p, dict) and isinstance(p.get("bitwidth"), int)):
+                    raise cfg_error(f"{path}.runtime_data[{k}]", f"bad parameter {p!r}")
+                rd.append((str(p.get("name", f"p{k}")), int(p["bitwidth"])))
+            aid = int(a.get("id", i))
+            if aid in self._actions_by_id:
+                raise cfg_error(path, f"duplicate action id {aid}")
+            ctx = self._ctx(path, tuple(w for _, w in rd))
+            fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
+            srcs.append(action_source(ctx, fname, a))
+            specs.append((a["name"], aid, tuple(rd), fname))
+        _compile("".join(srcs), self.ns, "actions")
+        for name, aid, rd, fname in specs:
+            spec = ActionSpec(name, aid, rd, self.ns.names[fname])
+            self._actions_by_id[aid] = spec
+            self.actions.setdefault(name, spec)
+
+    def init_parsers(self) -> None:
+        parsers = [p for p in _list(self.json, "parsers") if isinstance(p, dict)]
+        parser = next((p for p in parsers if p.get("name") == "parser"), None)
+        if parser is None:
+            raise cfg_error("parsers", "no parser named 'parser' (v1model needs one)")
+        src, start = parser_source(parser, "parsers[0] ('parser')", self.layout, self.ns,
+                                   self._ctx("parsers[0]"))
+        _compile(src, self.ns, "parser")
+        self.parser_start = self.ns.names[start] if start else None
+
+    def init_deparsers(self) -> None:
+        deps = [d for d in _list(self.json, "deparsers") if isinstance(d, dict)]
+        dep = next((d for d in deps if d.get("name") == "deparser"), None)
+        if dep is None:
+            raise cfg_error("deparsers", "no deparser named 'deparser' (v1model needs one)")
+        _compile(deparser_source(dep, "deparsers[0] ('deparser')", self.layout, self.ns),
+                 self.ns, "deparser")
+        self.deparse = self.ns.names["DEPARSE"]
+
+    # -- pipelines -------------------------------------------------------------------------
+    def init_pipelines(self) -> None:
+        pipes = {p.get("name"): (i, p) for i, p in enumerate(_list(self.json, "pipelines"))
+                 if isinstance(p, dict)}
+        for name in ("ingress", "egress"):
+            if name not in pipes:
+                raise cfg_error("pipelines", f"no pipeline named '{name}' (v1model needs one)")
+        for name in ("ingress", "egress"):
+            i, p = pipes[name]
+            init = self._init_pipeline(f"pipelines[{i}] ('{name}')", p)
+            if name == "ingress":
+                self.ingress_init = init
+            else:
+                self.egress_init = init
+
+    def _init_pipeline(self, path: str, p: dict[str, Any]) -> Any:
+        if p.get("action_profiles"):
+            raise cfg_error(f"{path}.action_profiles", "action profiles / selectors are not "
+                                                       "supported yet")
+        nodes: dict[str, str] = {}          # JSON node name -> namespace name
+        tables: list[tuple[str, dict[str, Any], Table]] = []
+        for k, t in enumerate(p.get("tables") or []):
+            tp = f"{path}.tables[{k}]"
+            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+                raise cfg_error(tp, "expected an object with a string 'name'")
+            tp = f"{tp} ('{t['name']}')"
+            table = self._init_table(tp, t)
+            if table.name in self.tables:
+                raise cfg_error(tp, "duplicate table name")
+            self.tables[table.name] = table
+            nodes[table.name] = self.ns.ref(object(), "N")
+            tables.append((tp, t, table))
+        conds = []
+        for k, c in enumerate(p.get("conditionals") or []):
+            cp = f"{path}.conditionals[{k}]"
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                raise cfg_error(cp, "expected an object with a string 'name'")
+            if c["name"] in nodes:
+                raise cfg_error(cp, f"node name '{c['name']}' used twice")
+            nodes[c["name"]] = self.ns.ref(object(), "N")
+            conds.append((f"{cp} ('{c['name']}')", c))
+
+        def ref(name: Any, where: str) -> str:
+            if name is None:
+                return "None"
+            if name not in nodes:
+                raise cfg_error(where, f"unknown next node {name!r}")
+            return nodes[name]
+
+        srcs = []
+        for cp, c in conds:
+            comp = ExprCompiler(self.layout, f"{cp}.expression")
+            cond = comp.cond(c.get("expression"))
+            srcs.append(f"def {nodes[c['name']]}(pkt):\n    F = pkt.F\n"
+                        f"    return {ref(c.get('true_next'), cp)} if {cond} else "
+                        f"{ref(c.get('false_next'), cp)}\n")
+        _compile("".join(srcs), self.ns, f"{path} conditionals")
+        plen = self.std.packet_length
+        for tp, t, table in tables:
+            meter_target = None
+            if table._meter is not None and table._meter.result_target is not None:
+                meter_target = self.layout.slot(list(table._meter.result_target), tp).index
+            self.ns.names[nodes[table.name]] = table.make_node(self._keyfn(tp, t, table), plen,
+                                                               meter_target)
+        for tp, t, table in tables:
+            nt = t.get("next_tables") or {}
+            if not isinstance(nt, dict):
+                raise cfg_error(f"{tp}.next_tables", "expected an object")
+            resolve = {k: self.ns.names[ref(v, f"{tp}.next_tables")] if v is not None else None
+                       for k, v in nt.items()}
+            base = t.get("base_default_next")
+            base_node = self.ns.names[ref(base, tp)] if base is not None else None
+            by_action = {a: resolve.get(a, base_node) for a in table.action_names}
+            hm = "__HIT__" in nt or "__MISS__" in nt
+            table.link(by_action, resolve.get("__HIT__", base_node),
+                       resolve.get("__MISS__", base_node), hm)
+            self._init_entries(tp, t, table)
+        init = p.get("init_table")
+        return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
+
+    def _init_table(self, tp: str, t: dict[str, Any]) -> Table:
+        if t.get("type", "simple") != "simple":
+            raise cfg_error(tp, f"table type {t.get('type')!r} (action profiles) is not "
+                                "supported yet")
+        key = []
+        for k, kf in enumerate(t.get("key") or []):
+            kp = f"{tp}.key[{k}]"
+            mt = kf.get("match_type") if isinstance(kf, dict) else None
+            if mt not in ("exact", "lpm", "ternary", "range", "optional", "valid"):
+                raise cfg_error(kp, f"match type {mt!r} is not supported")
+            if mt == "valid":
+                width = 1
+                self.layout.header(kf.get("target"), kp)
+                mt = "exact"
+            else:
+                width = self.layout.slot(kf.get("target"), kp).width
+            key.append(KeyField(str(kf.get("name", kf.get("target"))), mt, width))
+        names = t.get("actions") or []
+        ids = t.get("action_ids") or []
+        if len(names) != len(ids):
+            raise cfg_error(tp, "'actions' and 'action_ids' differ in length")
+        infos: dict[str, ActionInfo] = {}
+        for n, aid in zip(names, ids):
+            spec = self._actions_by_id.get(aid)
+            if spec is None or spec.name != n:
+                raise cfg_error(tp, f"action id {aid} ('{n}') is not a known action")
+            infos[n] = ActionInfo(n, aid, spec.runtime_data, spec.fn)
+        if not infos:
+            raise cfg_error(tp, "table has no actions")
+        counter = None
+        if t.get("with_counters"):
+            counter = next((c.name for c in self.counters.values()
+                            if c.is_direct and c.binding == t["name"]), None)
+            if counter is None:   # bmv2 keeps an anonymous direct counter then
+                counter = f"{t['name']}$counter"
+        meter = None
+        if t.get("direct_meters"):
+            meter = self.meters.get(t["direct_meters"])
+            if meter is None:
+                raise cfg_error(tp, f"unknown direct meter {t['direct_meters']!r}")
+        de = t.get("default_entry") or {}
+        table = Table(t["name"], int(t.get("id", 0)), tuple(key), infos,
+                      int(t.get("max_size", 1024)), is_const=bool(t.get("entries")),
+                      default_is_const=bool(de.get("action_const", False)),
+                      hidden=t["name"].startswith("tbl_") and not key,
+                      direct_counter=counter, direct_meter=meter)
+        if counter in self.counters:
+            self.counters[counter].table = table
+        if meter is not None:
+            meter.table = table
+        return table
+
+    def _keyfn(self, tp: str, t: dict[str, Any], table: Table) -> Any:
+        srcs = []
+        for k, kf in enumerate(t.get("key") or []):
+            kp = f"{tp}.key[{k}]"
+            if kf.get("match_type") == "valid":
+                srcs.append(f"F[{self.layout.header(kf.get('target'), kp).valid}]")
+                continue
+            s = self.layout.slot(kf.get("target"), kp)
+            src = f"F[{s.index}]"
+            if s.signed:
+                src = f"({src} & {s.mask})"
+            if kf.get("mask") is not None:
+                src = f"({src} & {parse_hexstr(kf['mask'], kp)})"
+            srcs.append(src)
+        if table.kind == "keyless":
+            return None
+        if table.kind == "exact":
+            if all(s.startswith("F[") and s.endswith("]") for s in srcs):
+                return operator.itemgetter(*(int(s[2:-1]) for s in srcs))
+            body = srcs[0] if len(srcs) == 1 else f"({', '.join(srcs)},)"
+        else:
+            terms, ranges = [], []
+            for src, shift in zip(srcs, table._shifts):
+                if shift is None:
+                    ranges.append(src)
+                else:
+                    terms.append(f"({src} << {shift})" if shift else src)
+            k = " | ".join(terms) or "0"
+            body = k if table.kind == "lpm" else f"({k}, ({''.join(r + ', ' for r in ranges)}))"
+        ns: dict[str, Any] = {}
+        exec(compile(f"def key(F):\n    return {body}\n", f"<key {table.name}>", "exec"), ns)
+        return ns["key"]
+
+    def _call(self, path: str, table: Table, aid: Any, data: Any) -> ActionCall:
+        spec = self._actions_by_id.get(aid)
+        if spec is None or spec.name not in table.action_names:
+            raise cfg_error(path, f"action id {aid!r} is not an action of table "
+                                  f"'{table.name}'")
+        params = tuple(parse_hexstr(d, path) for d in (data or []))
+        return ActionCall(spec.name, params)
+
+    def _init_entries(self, tp: str, t: dict[str, Any], table: Table) -> None:
+        de = t.get("default_entry")
+        try:
+            if isinstance(de, dict) and "action_id" in de:
+                table.set_initial_default(self._call(f"{tp}.default_entry", table,
+                                                     de["action_id"], de.get("action_data")))
+            else:
+                table.set_initial_default(ActionCall(table.action_names[0]) if
+                                          not self.actions[table.action_names[0]].runtime_data
+                                          else ActionCall(table.action_names[0], (0,) * len(
+                                              self.actions[table.action_names[0]].runtime_data)))
+            entries = t.get("entries") or []
+            prios = [e.get("priority", k) for k, e in enumerate(entries)]
+            top = max(prios, default=0) + 1
+            for k, e in enumerate(entries):
+                ep = f"{tp}.entries[{k}]"
+                key = tuple(self._match(f"{ep}.match_key[{m}]", kf, table.key[m].match_type)
+                            for m, kf in enumerate(e.get("match_key") or []))
+                ae = e.get("action_entry") or {}
+                call = self._call(ep, table, ae.get("action_id"), ae.get("action_data"))
+                # bmv2: smaller JSON priority wins; P4Runtime: larger wins.
+                prio = top - prios[k] if table.needs_priority else 0
+                table.insert(TableEntry(key, call, prio, is_const=True), _const_ok=True)
+        except SwitchError as e:
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"{tp}: {e.message}") from None
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise ConfigError(f"{tp}: malformed table entry ({e!r})") from None
+
+    def _match(self, path: str, kf: dict[str, Any], mt: str) -> Match:
+        def hx(name: str) -> int:
+            return parse_hexstr(kf.get(name), path)
+        if mt == "exact":
+            return Exact(hx("key"))
+        if mt == "lpm":
+            return Lpm(hx("key"), int(kf["prefix_length"]))
+        if mt == "ternary":
+            return Ternary(hx("key") & hx("mask"), hx("mask"))
+        if mt == "range":
+            return Range(hx("start"), hx("end"))
+        if mt == "optional":
+            return Optional(hx("key"))
+        raise cfg_error(path, f"match type {mt!r} not supported in entries")
+
+    def init_checksums(self) -> None:
+        verify, update = [], []
+        for i, c in enumerate(_list(self.json, "checksums")):
+            path = f"checksums[{i}]"
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                raise cfg_error(path, "expected an object with a string 'name'")
+            path = f"{path} ('{c['name']}')"
+            calc = self.calculations.get(c.get("calculation"))
+            if calc is None:
+                raise cfg_error(path, f"unknown calculation {c.get('calculation')!r}")
+            h = self.ns.ref(calc, "H")
+            tgt = self.layout.slot(c.get("target"), f"{path}.target")
+            cond = "True"
+            if c.get("if_cond") is not None:
+                cond = ExprCompiler(self.layout, f"{path}.if_cond").cond(c["if_cond"])
+            if c.get("verify", True):
+                err = self.std.checksum_error
+                action = f"F[{err}] = 1" if err is not None else "pass"
+                verify.append(f"    if {cond} and {h}(F) != F[{tgt.index}]:\n        {action}\n")
+            if c.get("update", True):
+                update.append(f"    if {cond}:\n        F[{tgt.index}] = {h}(F) & {tgt.mask}\n")
+        src = ""
+        if verify:
+            src += "def VERIFY(F):\n" + "".join(verify) + "    return None\n"
+        if update:
+            src += "def UPDATE(F):\n" + "".join(update) + "    return None\n"
+        _compile(src, self.ns, "checksums")
+        self.verify_checksums = self.ns.names.get("VERIFY")
+        self.update_checksums = self.ns.names.get("UPDATE")
+
+    # -- state -----------------------------------------------------------------------------
+    def reset_state(self) -> None:
+        for r in self.registers.values():
+            r.reset()
+        for c in self.counters.values():
+            c.reset()
+        for m in self.meters.values():
+            m.reset()
+        for t in self.tables.values():
+            t.reset()
+        self.pre.reset()

@@ -1,0 +1,345 @@
+"""Action primitives -> Python statements, one emitter per primitive name.
+
+Every emitter gets the primitive's JSON parameters and returns source lines (unindented) for the
+body of a generated function `f(F, P, pkt)`.  Names such as `R3`, `C1p`, `H0` refer to objects the
+pipeline puts in the generated code's namespace (`Namespace.ref`).  Unknown primitives are
+rejected at load time, never on a packet.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from switch.expressions import Expr, ExprCompiler, parse_hexstr, unwrap, write_src
+from switch.layout import FieldSlot, Layout, cfg_error
+
+__all__ = ["Namespace", "StdFields", "PrimCtx", "PRIMITIVES", "AssertFailure"]
+
+
+class AssertFailure(Exception):
+    """Raised by generated code for a failed assert()/assume(); the packet is dropped."""
+
+
+@dataclass(slots=True)
+class Namespace:
+    """Globals of the generated code of one pipeline."""
+    names: dict[str, Any] = field(default_factory=dict)
+    _ids: dict[int, str] = field(default_factory=dict)
+
+    def ref(self, obj: Any, hint: str) -> str:
+        key = id(obj)
+        if key in self._ids:
+            return self._ids[key]
+        name = f"{hint}{len(self.names)}"
+        self.names[name] = obj
+        self._ids[key] = name
+        return name
+
+
+@dataclass(frozen=True, slots=True)
+class StdFields:
+    """Slots of the standard_metadata fields the life cycle uses (None when absent)."""
+    ingress_port: int
+    egress_spec: int
+    egress_port: int
+    instance_type: int
+    packet_length: int
+    mcast_grp: int | None
+    egress_rid: int | None
+    checksum_error: int | None
+    parser_error: int | None
+    ingress_global_timestamp: int | None
+    egress_global_timestamp: int | None
+
+
+@dataclass(slots=True)
+class PrimCtx:
+    layout: Layout
+    comp: ExprCompiler
+    ns: Namespace
+    std: StdFields
+    registers: dict[str, Any]
+    counters: dict[str, Any]
+    meters: dict[str, Any]
+    calculations: dict[str, Any]
+    path: str
+
+    def expr(self, node: Any) -> Expr:
+        return self.comp.compile(node)
+
+    def dest(self, node: Any) -> FieldSlot:
+        n = unwrap(node)
+        if not isinstance(n, dict) or n.get("type") != "field":
+            raise cfg_error(self.path, f"destination must be a field, got {node!r}")
+        return self.layout.slot(n.get("value"), self.path)
+
+    def named(self, node: Any, kind: str, table: dict[str, Any]) -> Any:
+        n = unwrap(node)
+        name = n.get("value") if isinstance(n, dict) else None
+        obj = table.get(name)  # type: ignore[arg-type]
+        if obj is None:
+            raise cfg_error(self.path, f"unknown {kind} {name!r}")
+        return obj
+
+    def header_range(self, node: Any) -> tuple[int, int, int]:
+        n = unwrap(node)
+        h = self.layout.header(n.get("value") if isinstance(n, dict) else None, self.path)
+        first = h.fields[0][1].index if h.fields else h.valid
+        return first, first + len(h.fields), h.valid
+
+
+Emitter = Callable[[PrimCtx, list[Any]], list[str]]
+PRIMITIVES: dict[str, Emitter] = {}
+
+
+def primitive(*names: str) -> Callable[[Emitter], Emitter]:
+    def reg(fn: Emitter) -> Emitter:
+        for n in names:
+            PRIMITIVES[n] = fn
+        return fn
+    return reg
+
+
+def _nparams(ctx: PrimCtx, params: list[Any], n: int) -> None:
+    if len(params) < n:
+        raise cfg_error(ctx.path, f"expected {n} parameter(s), got {len(params)}")
+
+
+def _store(slot: FieldSlot, src: Expr) -> str:
+    return write_src(slot.index, slot.width, slot.signed, src)
+
+
+@primitive("assign", "modify_field")
+def _assign(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 2)
+    d = unwrap(p[0])
+    if isinstance(d, dict) and d.get("type") == "header":
+        return _assign_header(ctx, p)
+    return [_store(ctx.dest(p[0]), ctx.expr(p[1]))]
+
+
+@primitive("assign_header", "copy_header")
+def _assign_header(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 2)
+    a0, a1, av = ctx.header_range(p[0])
+    b0, b1, bv = ctx.header_range(p[1])
+    if a1 - a0 != b1 - b0:
+        raise cfg_error(ctx.path, "assign_header between headers of different types")
+    return [f"F[{a0}:{a1}] = F[{b0}:{b1}]", f"F[{av}] = F[{bv}]"]
+
+
+@primitive("assign_union")
+def _assign_union(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 2)
+    names = [ctx.layout.unions.get(unwrap(x).get("value")) for x in p[:2]]
+    if names[0] is None or names[1] is None or len(names[0]) != len(names[1]):
+        raise cfg_error(ctx.path, "assign_union: unknown or mismatched unions")
+    out = []
+    for a, b in zip(names[0], names[1]):
+        out += _assign_header(ctx, [{"type": "header", "value": a},
+                                    {"type": "header", "value": b}])
+    return out
+
+
+@primitive("assign_header_stack")
+def _assign_stack(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 2)
+    st = [ctx.layout.stacks.get(unwrap(x).get("value")) for x in p[:2]]
+    if st[0] is None or st[1] is None or len(st[0].headers) != len(st[1].headers):
+        raise cfg_error(ctx.path, "assign_header_stack: unknown or mismatched stacks")
+    out = [f"F[{st[0].next_slot}] = F[{st[1].next_slot}]"]
+    for a, b in zip(st[0].headers, st[1].headers):
+        out += _assign_header(ctx, [{"type": "header", "value": a},
+                                    {"type": "header", "value": b}])
+    return out
+
+
+@primitive("add_header")
+def _add_header(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 1)
+    a0, a1, v = ctx.header_range(p[0])
+    # bmv2 zeroes the fields of a header that becomes valid (P4 leaves them unspecified).
+    return [f"if not F[{v}]:", f"    F[{a0}:{a1}] = {[0] * (a1 - a0)!r}", f"    F[{v}] = 1"]
+
+
+@primitive("remove_header")
+def _remove_header(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 1)
+    return [f"F[{ctx.header_range(p[0])[2]}] = 0"]
+
+
+@primitive("mark_to_drop", "drop")
+def _mark_to_drop(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    out = [f"F[{ctx.std.egress_spec}] = DROP_PORT"]
+    if ctx.std.mcast_grp is not None:
+        out.append(f"F[{ctx.std.mcast_grp}] = 0")
+    return out
+
+
+@primitive("no_op")
+def _no_op(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    return []
+
+
+def _index_src(ctx: PrimCtx, node: Any) -> tuple[str, str]:
+    """(setup line, guard prefix) for an array index expression."""
+    src, bits = ctx.expr(node)
+    guard = "" if bits is not None else "0 <= "
+    return f"_i = {src}", guard
+
+
+@primitive("register_read")
+def _register_read(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 3)
+    dst = ctx.dest(p[0])
+    reg = ctx.named(p[1], "register_array", ctx.registers)
+    r = ctx.ns.ref(reg.values, "R")
+    setup, guard = _index_src(ctx, p[2])
+    return [setup, f"if {guard}_i < {reg.size}:",
+            "    " + _store(dst, (f"{r}[_i]", reg.bitwidth)),
+            "else:", "    STATS.register_oob += 1"]
+
+
+@primitive("register_write")
+def _register_write(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 3)
+    reg = ctx.named(p[0], "register_array", ctx.registers)
+    r = ctx.ns.ref(reg.values, "R")
+    setup, guard = _index_src(ctx, p[1])
+    val, bits = ctx.expr(p[2])
+    if bits is None or bits > reg.bitwidth:
+        val = f"({val}) & {(1 << reg.bitwidth) - 1}"
+    return [setup, f"if {guard}_i < {reg.size}:", f"    {r}[_i] = {val}",
+            "else:", "    STATS.register_oob += 1"]
+
+
+@primitive("count")
+def _count(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 2)
+    ctr = ctx.named(p[0], "counter_array", ctx.counters)
+    cp = ctx.ns.ref(ctr.packets, "Cp")
+    cb = ctx.ns.ref(ctr.bytes, "Cb")
+    setup, guard = _index_src(ctx, p[1])
+    return [setup, f"if {guard}_i < {ctr.size}:", f"    {cp}[_i] += 1",
+            f"    {cb}[_i] += F[{ctx.std.packet_length}]", "else:", "    STATS.counter_oob += 1"]
+
+
+@primitive("execute_meter")
+def _execute_meter(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 3)
+    m = ctx.named(p[0], "meter_array", ctx.meters)
+    mn = ctx.ns.ref(m, "M")
+    idx, _ = ctx.expr(p[1])
+    return [_store(ctx.dest(p[2]), (f"{mn}.execute({idx}, F[{ctx.std.packet_length}])", 2))]
+
+
+def _fl_id(ctx: PrimCtx, p: list[Any], i: int) -> str:
+    if len(p) <= i:
+        return "None"
+    n = unwrap(p[i])
+    if isinstance(n, dict) and n.get("type") == "hexstr":
+        return repr(parse_hexstr(n["value"], ctx.path))
+    return "None"
+
+
+@primitive("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress")
+def _clone(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 1)
+    sess, _ = ctx.expr(p[0])
+    return [f"pkt.clone = ({sess}, {_fl_id(ctx, p, 1)})"]
+
+
+@primitive("resubmit")
+def _resubmit(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    return [f"pkt.resubmit = {_fl_id(ctx, p, 0)} or 0"]
+
+
+@primitive("recirculate")
+def _recirculate(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    return [f"pkt.recirc = {_fl_id(ctx, p, 0)} or 0"]
+
+
+@primitive("modify_field_with_hash_based_offset")
+def _hash(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 4)
+    dst = ctx.dest(p[0])
+    base, _ = ctx.expr(p[1])
+    calc = ctx.named(p[2], "calculation", ctx.calculations)
+    h = ctx.ns.ref(calc, "H")
+    size, _ = ctx.expr(p[3])
+    return [f"_s = {size}",
+            _store(dst, (f"(({base}) + {h}(F) % _s if _s else ({base}))", None))]
+
+
+@primitive("modify_field_rng_uniform")
+def _random(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 3)
+    dst = ctx.dest(p[0])
+    lo, _ = ctx.expr(p[1])
+    hi, _ = ctx.expr(p[2])
+    return [f"_lo = {lo}", f"_hi = {hi}",
+            _store(dst, ("(RNG.randint(_lo, _hi) if _lo <= _hi else _lo)", None))]
+
+
+@primitive("generate_digest")
+def _digest(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    # Digests have no consumer in this switch (PI's digest stream is not offered); counted only.
+    return ["pkt.digests += 1"]
+
+
+@primitive("truncate")
+def _truncate(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 1)
+    return [f"pkt.truncate = {ctx.expr(p[0])[0]}"]
+
+
+@primitive("log_msg")
+def _log_msg(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 1)
+    n = unwrap(p[0])
+    msg = str(n.get("value")) if isinstance(n, dict) else ""
+    args = []
+    if len(p) > 1:
+        lst = unwrap(p[1])
+        for el in (lst.get("value") or []) if isinstance(lst, dict) else []:
+            args.append(ctx.expr(el)[0])
+    return [f"if LOG_ON: LOG_MSG({msg!r}, ({', '.join(args)}{',' if args else ''}))"]
+
+
+@primitive("exit")
+def _exit(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    return ["pkt.exited = True", "return"]
+
+
+@primitive("assert", "assume")
+def _assert(ctx: PrimCtx, p: list[Any]) -> list[str]:
+    _nparams(ctx, p, 1)
+    return [f"if not {ctx.comp.cond(p[0])}:", f"    raise AssertFailure({ctx.path!r})"]
+
+
+def _binop(op: str) -> Emitter:
+    def emit(ctx: PrimCtx, p: list[Any]) -> list[str]:
+        _nparams(ctx, p, 3)
+        a, _ = ctx.expr(p[1])
+        b, _ = ctx.expr(p[2])
+        return [_store(ctx.dest(p[0]), (f"(({a}) {op} ({b}))", None))]
+    return emit
+
+
+for _name, _op in (("add", "+"), ("subtract", "-"), ("bit_and", "&"), ("bit_or", "|"),
+                   ("bit_xor", "^"), ("shift_left", "<<"), ("shift_right", ">>")):
+    PRIMITIVES[_name] = _binop(_op)
+
+
+def _fieldop(op: str) -> Emitter:
+    def emit(ctx: PrimCtx, p: list[Any]) -> list[str]:
+        _nparams(ctx, p, 2)
+        d = ctx.dest(p[0])
+        b, _ = ctx.expr(p[1])
+        return [_store(d, (f"(F[{d.index}] {op} ({b}))", None))]
+    return emit
+
+
+PRIMITIVES["add_to_field"] = _fieldop("+")
+PRIMITIVES["subtract_from_field"] = _fieldop("-")

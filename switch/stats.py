@@ -1,0 +1,31 @@
+"""Data-plane statistics of one device: what was received, sent, dropped and why.
+
+Counters only ever grow; the packet path bumps them under `Device.lock`, readers may read them
+at any time (a slightly stale value is fine)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["Stats"]
+
+
+@dataclass(slots=True)
+class Stats:
+    rx_packets: int = 0          # frames handed to the device
+    tx_packets: int = 0          # frames produced on some port (incl. the CPU port)
+    dropped: int = 0             # packets dropped by the program (drop port, no replicas, ...)
+    parser_errors: int = 0       # packets whose parser stopped with an error (not dropped)
+    truncated: int = 0           # parser errors of kind PacketTooShort (frame shorter than headers)
+    checksum_errors: int = 0     # verify_checksum mismatches (packet still processed)
+    no_pipeline: int = 0         # frames received before any pipeline was installed
+    unknown_port: int = 0        # frames from a port number outside 0..511
+    oversize: int = 0            # frames larger than the configured maximum (jumbo guard)
+    register_oob: int = 0        # register reads/writes with an index past the array
+    counter_oob: int = 0         # counter/meter updates with an index past the array
+    assert_failures: int = 0     # assert()/assume() that failed (packet dropped)
+    recirc_loops: int = 0        # packets dropped for exceeding the resubmit/recirculate limit
+    no_tx_port: int = 0          # outputs to a port with no interface attached (daemon only)
+    internal_errors: int = 0     # unexpected exceptions on the packet path (packet dropped)
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)

@@ -1,0 +1,189 @@
+"""The v1model packet life cycle, as simple_switch runs it.
+
+parser -> verify checksums -> ingress -> end-of-ingress decision (I2E clone, resubmit,
+multicast via the PRE, drop, unicast) -> egress -> E2E clone / drop -> compute checksums ->
+deparser -> recirculate or transmit.  Controls run as `while node: node = node(pkt)`.
+Everything here runs with the device lock held by the caller.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from switch.parser import ParserError
+from switch.pipeline import Pipeline
+from switch.stats import Stats
+
+__all__ = ["Packet", "V1Model", "NORMAL", "INGRESS_CLONE", "EGRESS_CLONE", "RECIRC",
+           "REPLICATION", "RESUBMIT", "MAX_REINJECT"]
+
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
+MAX_REINJECT = 16     # resubmit/recirculate rounds before a packet is dropped (loop guard)
+
+
+class Packet:
+    """Per-packet state: the field list, the frame bytes and the parse offset, and the requests
+    actions made (clone, resubmit, recirculate, truncate, exit)."""
+    __slots__ = ("F", "data", "off", "clone", "resubmit", "recirc", "truncate", "exited",
+                 "digests")
+
+    def __init__(self, F: list[int], data: bytes) -> None:
+        self.F = F
+        self.data = data
+        self.off = 0
+        self.clone: tuple[int, int | None] | None = None
+        self.resubmit: int | None = None
+        self.recirc: int | None = None
+        self.truncate = 0
+        self.exited = False
+        self.digests = 0
+
+
+class V1Model:
+    def __init__(self, pl: Pipeline, stats: Stats, drop_port: int) -> None:
+        self.pl = pl
+        self.stats = stats
+        self.drop_port = drop_port
+        self.template = pl.layout.template
+        s = pl.std
+        self.s = s
+        self.ts0 = time.monotonic_ns()
+        self.too_short = pl.layout.errors.get("PacketTooShort", 1)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _preserved(self, F: list[int], fl: int | None) -> list[tuple[int, int]]:
+        if not fl:
+            return []
+        refs = self.pl.layout.field_lists.get(fl, [])
+        out = []
+        for h, f in refs:
+            slot = self.pl.layout.find(h, f)
+            if slot is not None:
+                out.append((slot.index, F[slot.index]))
+        return out
+
+    def _parse(self, port: int, data: bytes, itype: int,
+               keep: list[tuple[int, int]]) -> Packet:
+        s = self.s
+        pkt = Packet(self.template[:], data)
+        F = pkt.F
+        F[s.ingress_port] = port
+        F[s.packet_length] = len(data)
+        F[s.instance_type] = itype
+        if s.ingress_global_timestamp is not None:
+            F[s.ingress_global_timestamp] = (time.monotonic_ns() - self.ts0) // 1000
+        for idx, val in keep:
+            F[idx] = val
+        state = self.pl.parser_start
+        try:
+            while state is not None:
+                state = state(pkt)
+        except ParserError as e:
+            self.stats.parser_errors += 1
+            if e.code == self.too_short:
+                self.stats.truncated += 1
+            if s.parser_error is not None:
+                F[s.parser_error] = e.code
+        if self.pl.verify_checksums is not None:
+            self.pl.verify_checksums(F)
+            if s.checksum_error is not None and F[s.checksum_error]:
+                self.stats.checksum_errors += 1
+        return pkt
+
+    # -- life cycle ------------------------------------------------------------------------
+    def process(self, port: int, data: bytes, out: list[tuple[int, bytes]]) -> None:
+        self._ingress(port, data, NORMAL, [], out, 0)
+
+    def _ingress(self, port: int, data: bytes, itype: int, keep: list[tuple[int, int]],
+                 out: list[tuple[int, bytes]], depth: int) -> None:
+        pl = self.pl
+        s = self.s
+        pkt = self._parse(port, data, itype, keep)
+        F = pkt.F
+        node = pl.ingress_init
+        while node is not None:
+            node = node(pkt)
+        # End of ingress, in simple_switch's order.
+        if pkt.clone is not None:
+            session, fl = pkt.clone
+            self._clone(session, data, port, INGRESS_CLONE, self._preserved(F, fl), out, depth)
+        if pkt.resubmit is not None:
+            if depth >= MAX_REINJECT:
+                self.stats.recirc_loops += 1
+                return
+            self._ingress(port, data, RESUBMIT, self._preserved(F, pkt.resubmit), out,
+                          depth + 1)
+            return
+        mg = F[s.mcast_grp] if s.mcast_grp is not None else 0
+        if mg:
+            replicas = pl.pre.mc_group(mg)
+            if not replicas:
+                self.stats.dropped += 1
+            for rep in replicas:
+                copy = Packet(F[:], data)
+                copy.off = pkt.off
+                copy.F[s.instance_type] = REPLICATION
+                self._egress(copy, rep.port, rep.rid, out, depth)
+            return
+        spec = F[s.egress_spec]
+        if spec == self.drop_port:
+            self.stats.dropped += 1
+            return
+        pkt.exited = False
+        self._egress(pkt, spec, 0, out, depth)
+
+    def _clone(self, session: int, data: bytes, port: int, itype: int,
+               keep: list[tuple[int, int]], out: list[tuple[int, bytes]], depth: int) -> None:
+        cfg = self.pl.pre.clone_session(session)
+        if cfg is None:
+            return                       # unconfigured session: no copy (as bmv2)
+        replicas, trunc = cfg
+        for rep in replicas:
+            pkt = self._parse(port, data, itype, keep)
+            pkt.truncate = trunc
+            self._egress(pkt, rep.port, rep.rid, out, depth)
+
+    def _egress(self, pkt: Packet, port: int, rid: int, out: list[tuple[int, bytes]],
+                depth: int) -> None:
+        pl = self.pl
+        s = self.s
+        F = pkt.F
+        F[s.egress_port] = port
+        F[s.egress_spec] = 0
+        if s.egress_rid is not None:
+            F[s.egress_rid] = rid
+        if s.egress_global_timestamp is not None:
+            F[s.egress_global_timestamp] = (time.monotonic_ns() - self.ts0) // 1000
+        pkt.clone = None
+        pkt.exited = False
+        node = pl.egress_init
+        while node is not None:
+            node = node(pkt)
+        if pkt.clone is not None:
+            session, fl = pkt.clone
+            cfg = pl.pre.clone_session(session)
+            if cfg is not None:
+                for rep in cfg[0]:
+                    copy = Packet(F[:], pkt.data)
+                    copy.off = pkt.off
+                    copy.truncate = cfg[1]
+                    copy.F[s.instance_type] = EGRESS_CLONE
+                    if depth < MAX_REINJECT:
+                        self._egress(copy, rep.port, rep.rid, out, depth + 1)
+        if F[s.egress_spec] == self.drop_port:
+            self.stats.dropped += 1
+            return
+        if pl.update_checksums is not None:
+            pl.update_checksums(F)
+        frame = pl.deparse(F)
+        if pkt.off < len(pkt.data):
+            frame += pkt.data[pkt.off:]
+        if pkt.truncate and len(frame) > pkt.truncate:
+            frame = frame[:pkt.truncate]
+        if pkt.recirc is not None:
+            if depth >= MAX_REINJECT:
+                self.stats.recirc_loops += 1
+                return
+            self._ingress(port, frame, RECIRC, self._preserved(F, pkt.recirc), out, depth + 1)
+            return
+        out.append((port, frame))
