@@ -270,7 +270,7 @@ class Pipeline:
             if table.name in self.tables:
                 raise cfg_error(tp, "duplicate table name")
             self.tables[table.name] = table
-            nodes[table.name] = self.ns.ref(object(), "N")
+            nodes[table.name] = self.ns.fresh("N")
             tables.append((tp, t, table))
         conds = []
         for k, c in enumerate(p.get("conditionals") or []):
@@ -279,7 +279,7 @@ class Pipeline:
                 raise cfg_error(cp, "expected an object with a string 'name'")
             if c["name"] in nodes:
                 raise cfg_error(cp, f"node name '{c['name']}' used twice")
-            nodes[c["name"]] = self.ns.ref(object(), "N")
+            nodes[c["name"]] = self.ns.fresh("N")
             conds.append((f"{cp} ('{c['name']}')", c))
 
         def ref(name: Any, where: str) -> str:

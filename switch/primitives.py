@@ -36,6 +36,12 @@ class Namespace:
         self._ids[key] = name
         return name
 
+    def fresh(self, hint: str) -> str:
+        """A new unique global name, bound to None until the caller assigns it."""
+        name = f"{hint}{len(self.names)}"
+        self.names[name] = None
+        return name
+
 
 @dataclass(frozen=True, slots=True)
 class StdFields:
