@@ -10,6 +10,7 @@ and each data-plane call validates before it mutates).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from p4.v1 import p4runtime_pb2
@@ -109,12 +110,22 @@ class DeviceService:
         self._install(verified, reconcile=action == Action.RECONCILE_AND_COMMIT)
 
     def _install(self, cfg: PipelineConfig, reconcile: bool) -> None:
-        metadata: dict[Any, bytes] = {}
-        if reconcile and self._ctx is not None:
-            with self.device.lock:
-                metadata = _replay_state(self._ctx, cfg)
+        # Device.install resets the pipeline's state, so reconciling replays a snapshot after
+        # the swap; if the old state does not fit the new program, the old pipeline goes back
+        # with its state.  All of it under device.lock: packets see the old or the new switch.
         with self.device.lock:
+            old = self._committed if reconcile else None
+            snap = _snapshot(self._ctx) if reconcile and self._ctx is not None else None
             self.device.install(cfg.pipeline)
+            metadata: dict[Any, bytes] = {}
+            if snap is not None:
+                try:
+                    metadata = _restore(snap, cfg.pipeline, cfg.schema)
+                except P4RTError:
+                    assert old is not None
+                    self.device.install(old.pipeline)
+                    _restore(snap, old.pipeline, old.schema)
+                    raise
             self._committed = cfg
             self._ctx = Context(cfg.schema, cfg.pipeline, self.device, metadata)
 
@@ -205,43 +216,71 @@ def _check_schema_fits_pipeline(schema: Schema, pipeline: Any) -> None:
                                 f"P4Info {kind} '{info.name}' is missing from the loaded pipeline")
 
 
-def _replay_state(old: Context, new: PipelineConfig) -> dict[Any, bytes]:
-    """RECONCILE_AND_COMMIT: copy forwarding state of `old` into the not-yet-installed pipeline
-    of `new`, by name.  Anything that does not fit the new program fails the whole request
-    (INVALID_ARGUMENT naming it), so the old pipeline keeps running untouched."""
-    src, dst = old.pipeline, new.pipeline
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """Forwarding state of a pipeline, by name (RECONCILE_AND_COMMIT)."""
+    entries: dict[str, list[Any]]
+    defaults: dict[str, Any]
+    counters: dict[str, list[Any]]
+    meters: dict[str, list[Any]]
+    registers: dict[str, list[int]]
+    groups: dict[int, Any]
+    sessions: dict[int, Any]
+    metadata: dict[Any, bytes]
+
+
+def _snapshot(ctx: Context) -> _Snapshot:
+    pl = ctx.pipeline
+    visible = ctx.schema.table_by_name
+    return _Snapshot(
+        entries={n: [e for e in t.entries() if not e.is_const]
+                 for n, t in pl.tables.items() if n in visible},
+        defaults={n: t.default for n, t in pl.tables.items()
+                  if n in visible and not t.default_is_const},
+        counters={n: [c.read(i) for i in range(c.size)]
+                  for n, c in pl.counters.items() if not c.is_direct},
+        meters={n: [m.get_config(i) for i in range(m.size)]
+                for n, m in pl.meters.items() if not m.is_direct},
+        registers={n: [r.read(i) for i in range(r.size)] for n, r in pl.registers.items()},
+        groups=pl.pre.mc_groups(), sessions=pl.pre.clone_sessions(),
+        metadata=dict(ctx.entry_metadata))
+
+
+def _restore(snap: _Snapshot, pl: Any, schema: Schema) -> dict[Any, bytes]:
+    """Replay `snap` into the freshly installed `pl`; tables absent from the new P4Info are
+    dropped, arrays are carried over when name and size match.  Entries that the new program
+    rejects fail the request (INVALID_ARGUMENT naming the problem)."""
     metadata: dict[Any, bytes] = {}
     try:
-        for name, table in src.tables.items():
-            if getattr(table, "hidden", False) or name not in new.schema.table_by_name:
+        for name, entries in snap.entries.items():
+            if name not in schema.table_by_name:
                 continue
-            target = dst.tables[name]
-            for entry in table.entries():
-                if entry.is_const:
-                    continue
-                target.insert(entry)
-                cookie = old.entry_metadata.get((name, entry.key, entry.priority))
+            table = pl.tables[name]
+            for entry in entries:
+                table.insert(entry)
+                cookie = snap.metadata.get((name, entry.key, entry.priority))
                 if cookie:
                     metadata[(name, entry.key, entry.priority)] = cookie
-            if not getattr(target, "default_is_const", False):
-                target.set_default(table.default)
-        for name, counter in src.counters.items():
-            if name in dst.counters and not counter.is_direct and \
-                    dst.counters[name].size == counter.size:
-                for i in range(counter.size):
-                    dst.counters[name].write(i, counter.read(i))
-        for name, meter in src.meters.items():
-            if name in dst.meters and not meter.is_direct and dst.meters[name].size == meter.size:
-                for i in range(meter.size):
-                    dst.meters[name].set_config(i, meter.get_config(i))
-        for name, reg in src.registers.items():
-            if name in dst.registers and dst.registers[name].size == reg.size:
-                for i in range(reg.size):
-                    dst.registers[name].write(i, reg.read(i))
-        for mgid, replicas in src.pre.mc_groups().items():
-            dst.pre.mc_group_insert(mgid, replicas)
-        for sid, (replicas, length) in src.pre.clone_sessions().items():
-            dst.pre.clone_session_insert(sid, replicas, length)
+                if entry.counter.packets or entry.counter.bytes:
+                    table.write_counter(entry.key, entry.priority, entry.counter)
+            if name in snap.defaults and not table.default_is_const:
+                table.set_default(snap.defaults[name])
+        for name, values in snap.counters.items():
+            if name in pl.counters and pl.counters[name].size == len(values):
+                for i, v in enumerate(values):
+                    pl.counters[name].write(i, v)
+        for name, configs in snap.meters.items():
+            if name in pl.meters and pl.meters[name].size == len(configs):
+                for i, c in enumerate(configs):
+                    pl.meters[name].set_config(i, c)
+        for name, regs in snap.registers.items():
+            if name in pl.registers and pl.registers[name].size == len(regs):
+                for i, v in enumerate(regs):
+                    pl.registers[name].write(i, v)
+        for mgid, replicas in snap.groups.items():
+            pl.pre.mc_group_insert(mgid, replicas)
+        for sid, (replicas, length) in snap.sessions.items():
+            pl.pre.clone_session_insert(sid, replicas, length)
     except (SwitchError, KeyError) as exc:
         message = exc.message if isinstance(exc, SwitchError) else f"missing {exc}"
         raise P4RTError(Code.INVALID_ARGUMENT,
