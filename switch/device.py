@@ -6,6 +6,7 @@ control-plane callers around each operation, so no packet ever sees half an upda
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +43,28 @@ class Device:
         self.transmit: Callable[[int, bytes], None] | None = None
         self._seed = seed
         self._v1: V1Model | None = None
-        self.log_packet: Callable[[str], None] | None = None
+        self.log: logging.Logger | None = None
+
+    def set_logger(self, log: logging.Logger | None) -> None:
+        """Enable bmv2-like logging (log_msg() output, per-packet lines in the port layer)."""
+        self.log = log
+        if self.pipeline is not None:
+            self._bind_log(self.pipeline)
+
+    def _bind_log(self, pl: Pipeline) -> None:
+        log = self.log
+        on = log is not None and log.isEnabledFor(logging.INFO)
+        pl.ns.names["LOG_ON"] = on
+        if on:
+            assert log is not None
+
+            def log_msg(msg: str, args: tuple[Any, ...]) -> None:
+                try:
+                    text = msg.format(*args)
+                except (IndexError, ValueError, KeyError):
+                    text = f"{msg} {args}"
+                log.info("log_msg: %s", text)
+            pl.ns.names["LOG_MSG"] = log_msg
 
     @staticmethod
     def build_pipeline(config: bytes | str | dict[str, Any]) -> Pipeline:
@@ -68,6 +90,7 @@ class Device:
                 pl.rng.seed(self._seed)
             pl.ns.names["DROP_PORT"] = self.drop_port
             pl.ns.names["STATS"] = self.stats
+            self._bind_log(pl)
             self.pipeline = pl
             self._v1 = V1Model(pl, self.stats, self.drop_port)
 

@@ -1,0 +1,233 @@
+"""Switch ports and the packet loop: Linux interfaces (AF_PACKET) and UDP-tunnel ports.
+
+`-i N@IFACE` opens one AF_PACKET socket bound to IFACE (promiscuous).  `-i N@udp:HOST:PORT`
+binds a UDP socket; each datagram is one whole Ethernet frame; output goes to the fixed peer
+(`,PEERHOST:PEERPORT`) or else to wherever the last datagram on that port came from.
+One thread runs one selector over all sockets and calls `Device.receive` per frame; the device
+calls back `PortSet.transmit` for outputs.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import selectors
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from switch.device import MAX_FRAME, Device
+from switch.pcap import PcapWriter
+
+__all__ = ["PortKind", "PortSpec", "parse_port_spec", "PortSet"]
+
+_ETH_P_ALL = 0x0003
+_SOL_PACKET = 263
+_PACKET_ADD_MEMBERSHIP = 1
+_PACKET_MR_PROMISC = 1
+_PACKET_OUTGOING = 4
+_BATCH = 64                 # frames drained per readiness event before re-polling
+_MAX_PORT = 511
+
+
+class PortKind(enum.Enum):
+    LINUX = "linux"
+    UDP = "udp"
+
+
+@dataclass(frozen=True, slots=True)
+class PortSpec:
+    number: int
+    iface: str                        # interface name, or "udp:HOST:PORT" as given
+    kind: PortKind
+    bind: tuple[str, int] | None = None
+    peer: tuple[str, int] | None = None
+
+    @property
+    def pcap_name(self) -> str:
+        return self.iface.replace(":", "_").replace(",", "_").replace("/", "_")
+
+
+def _hostport(text: str, what: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{what} '{text}' is not HOST:PORT")
+    try:
+        p = int(port)
+    except ValueError:
+        raise ValueError(f"{what} '{text}': port '{port}' is not a number") from None
+    if not 0 <= p <= 65535:
+        raise ValueError(f"{what} '{text}': port {p} outside 0..65535")
+    return host.strip("[]"), p
+
+
+def parse_port_spec(text: str) -> PortSpec:
+    """`N@IFACE` or `N@udp:HOST:PORT[,PEERHOST:PEERPORT]`; ValueError with a clear message."""
+    num, sep, rest = text.partition("@")
+    if not sep or not rest:
+        raise ValueError(f"bad interface spec '{text}' (expected PORT@IFACE)")
+    try:
+        n = int(num)
+    except ValueError:
+        raise ValueError(f"bad interface spec '{text}': port '{num}' is not a number") from None
+    if not 0 <= n <= _MAX_PORT:
+        raise ValueError(f"bad interface spec '{text}': port {n} outside 0..{_MAX_PORT}")
+    if rest.startswith("udp:"):
+        local, _, peer = rest[4:].partition(",")
+        return PortSpec(n, rest, PortKind.UDP, _hostport(local, "UDP address"),
+                        _hostport(peer, "UDP peer") if peer else None)
+    if len(rest) > 15 or "/" in rest or " " in rest:
+        raise ValueError(f"bad interface spec '{text}': '{rest}' is not an interface name")
+    return PortSpec(n, rest, PortKind.LINUX)
+
+
+class _Port:
+    __slots__ = ("spec", "sock", "peer", "pcap_in", "pcap_out")
+
+    def __init__(self, spec: PortSpec, sock: socket.socket) -> None:
+        self.spec = spec
+        self.sock = sock
+        self.peer = spec.peer
+        self.pcap_in: PcapWriter | None = None
+        self.pcap_out: PcapWriter | None = None
+
+
+class PortSet:
+    def __init__(self, specs: list[PortSpec], device: Device, pcap_dir: Path | None = None,
+                 log: logging.Logger | None = None) -> None:
+        seen: set[int] = set()
+        for s in specs:
+            if s.number in seen:
+                raise ValueError(f"port {s.number} given twice")
+            seen.add(s.number)
+        self.specs = specs
+        self.device = device
+        self.pcap_dir = pcap_dir
+        self.log = log if log is not None and log.isEnabledFor(logging.DEBUG) else None
+        self.ports: dict[int, _Port] = {}
+        self.sel = selectors.DefaultSelector()
+
+    def open(self) -> None:
+        try:
+            for spec in self.specs:
+                sock = self._open_socket(spec)
+                port = _Port(spec, sock)
+                if self.pcap_dir is not None:
+                    port.pcap_in = PcapWriter(self.pcap_dir / f"{spec.pcap_name}_in.pcap")
+                    port.pcap_out = PcapWriter(self.pcap_dir / f"{spec.pcap_name}_out.pcap")
+                self.ports[spec.number] = port
+                self.sel.register(sock, selectors.EVENT_READ, port)
+        except BaseException:
+            self.close()
+            raise
+        self.device.transmit = self.transmit
+
+    @staticmethod
+    def _open_socket(spec: PortSpec) -> socket.socket:
+        if spec.kind is PortKind.UDP:
+            assert spec.bind is not None
+            fam = socket.AF_INET6 if ":" in spec.bind[0] else socket.AF_INET
+            sock = socket.socket(fam, socket.SOCK_DGRAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+                sock.bind(spec.bind)
+            except OSError as e:
+                sock.close()
+                raise OSError(e.errno, f"port {spec.number}: cannot bind UDP "
+                                       f"{spec.bind[0]}:{spec.bind[1]}: {e.strerror}") from None
+            sock.setblocking(False)
+            return sock
+        try:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+        except (OSError, AttributeError) as e:
+            raise OSError(getattr(e, "errno", None), f"port {spec.number}: cannot open a raw "
+                          f"socket for '{spec.iface}' ({e}); needs root/CAP_NET_RAW") from None
+        try:
+            sock.bind((spec.iface, 0))
+            ifindex = socket.if_nametoindex(spec.iface)
+            sock.setsockopt(_SOL_PACKET, _PACKET_ADD_MEMBERSHIP,
+                            struct.pack("iHH8s", ifindex, _PACKET_MR_PROMISC, 0, b""))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        except OSError as e:
+            sock.close()
+            raise OSError(e.errno, f"port {spec.number}: cannot attach to interface "
+                                   f"'{spec.iface}': {e.strerror}") from None
+        sock.setblocking(False)
+        return sock
+
+    # -- data path -------------------------------------------------------------------------
+    def transmit(self, port: int, frame: bytes) -> None:
+        p = self.ports.get(port)
+        if p is None:
+            self.device.stats.no_tx_port += 1
+            return
+        if p.pcap_out is not None:
+            p.pcap_out.write(frame)
+        if self.log is not None:
+            self.log.debug("Transmitting packet of size %d out of port %d", len(frame), port)
+        try:
+            if p.spec.kind is PortKind.UDP:
+                if p.peer is None:
+                    self.device.stats.no_tx_port += 1
+                    return
+                p.sock.sendto(frame, p.peer)
+            else:
+                p.sock.send(frame)
+        except OSError:
+            self.device.stats.no_tx_port += 1
+
+    def _drain(self, p: _Port) -> None:
+        sock = p.sock
+        receive = self.device.receive
+        udp = p.spec.kind is PortKind.UDP
+        num = p.spec.number
+        for _ in range(_BATCH):
+            try:
+                data, addr = sock.recvfrom(MAX_FRAME + 1)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return                # e.g. ICMP-induced errors on UDP; the socket stays usable
+            if udp:
+                if p.spec.peer is None:
+                    p.peer = addr
+            elif addr[2] == _PACKET_OUTGOING:
+                continue              # our own transmissions seen by the tap
+            if p.pcap_in is not None:
+                p.pcap_in.write(data)
+            if self.log is not None:
+                self.log.debug("Processing packet received on port %d (%d bytes)", num,
+                               len(data))
+            receive(num, data)
+
+    def run(self, should_stop: Callable[[], bool], poll: float = 0.2) -> None:
+        sel = self.sel
+        last_flush = time.monotonic()
+        while not should_stop():
+            for key, _ev in sel.select(poll):
+                self._drain(key.data)
+            now = time.monotonic()
+            if self.pcap_dir is not None and now - last_flush > 1.0:
+                last_flush = now
+                for p in self.ports.values():
+                    if p.pcap_in is not None and p.pcap_out is not None:
+                        p.pcap_in.flush()
+                        p.pcap_out.flush()
+
+    def close(self) -> None:
+        if self.device.transmit == self.transmit:
+            self.device.transmit = None
+        for p in self.ports.values():
+            try:
+                self.sel.unregister(p.sock)
+            except (KeyError, ValueError):
+                pass
+            p.sock.close()
+            for w in (p.pcap_in, p.pcap_out):
+                if w is not None:
+                    w.close()
+        self.ports.clear()
+        self.sel.close()
