@@ -1,0 +1,132 @@
+"""The loader rejects unsupported or malformed BMv2 JSON with a ConfigError naming the object
+and its JSON path, at load time, and never with any other exception."""
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from switch.device import Device
+from switch.errors import ConfigError
+
+ROUTER = json.loads((Path(__file__).resolve().parents[1] / "switch_json" / "router.json")
+                    .read_text())
+
+
+def action(j: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(a for a in j["actions"] if a["name"] == name)
+
+
+def table(j: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for p in j["pipelines"] for t in p["tables"] if t["name"] == name)
+
+
+def set_(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
+    def f(j: dict[str, Any]) -> None:
+        o = j
+        for k in path[:-1]:
+            o = o[k]
+        o[path[-1]] = value
+    return f
+
+
+CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("version", set_(["__meta__", "version"], [3, 0]), "__meta__.version"),
+    ("minor", set_(["__meta__", "version"], [2, 99]), "2.99 is not supported"),
+    ("primitive", lambda j: action(j, "MyIngress.drop")["primitives"][0].update(op="frobnicate"),
+     "actions[1] ('MyIngress.drop').primitives[0]: primitive 'frobnicate' is not supported"),
+    ("field", lambda j: action(j, "MyIngress.set_tos")["primitives"][0]["parameters"][0]
+     .update(value=["ipv4", "nope"]), "header 'ipv4' has no field 'nope'"),
+    ("header", lambda j: action(j, "MyIngress.set_tos")["primitives"][0]["parameters"][0]
+     .update(value=["ipv6", "x"]), "unknown header instance 'ipv6'"),
+    ("next", lambda j: table(j, "MyIngress.acl")["next_tables"].update(NoAction="nowhere"),
+     "unknown next node 'nowhere'"),
+    ("action id", lambda j: table(j, "MyIngress.acl").update(action_ids=[3, 1, 2]),
+     "tables[1] ('MyIngress.acl'): action id 2 ('NoAction') is not a known action"),
+    ("no parser", set_(["parsers"], []), "no parser named 'parser'"),
+    ("no egress", lambda j: j["pipelines"].pop(1), "no pipeline named 'egress'"),
+    ("hexstr", lambda j: table(j, "MyIngress.ipv4_lpm")["default_entry"].update(
+        action_id=2, action_data=["zz", "0x1"]), "bad hexstr 'zz'"),
+    ("unaligned", lambda j: j["header_types"][2]["fields"].append(["x", 3, False]),
+     "not a whole number of bytes"),
+    ("varbit", lambda j: j["header_types"][3]["fields"].append(["opts", "*"]),
+     "variable-length"),
+    ("algo", lambda j: j["calculations"][0].update(algo="crc32_custom"),
+     "hash algorithm 'crc32_custom' is not supported"),
+    ("profile", lambda j: j["pipelines"][0].update(action_profiles=[{"name": "p"}]),
+     "action profiles"),
+    ("match type", lambda j: table(j, "MyIngress.acl")["key"][0].update(match_type="fuzzy"),
+     "match type 'fuzzy' is not supported"),
+    ("jump", lambda j: action(j, "MyIngress.drop")["primitives"].insert(
+        0, {"op": "_jump", "parameters": [{"type": "hexstr", "value": "0x0"}]}),
+     "unstructured jump"),
+    ("expr op", lambda j: action(j, "MyIngress.set_tos")["primitives"][0]["parameters"]
+     .__setitem__(1, {"type": "expression", "value": {"op": "frob", "left": None,
+                                                     "right": None}}),
+     "expression op 'frob' is not supported"),
+    ("register", lambda j: action(j, "MyIngress.drop")["primitives"].append(
+        {"op": "register_read", "parameters": [{"type": "field", "value": ["ipv4", "ttl"]},
+                                              {"type": "register_array", "value": "r"},
+                                              {"type": "hexstr", "value": "0x0"}]}),
+     "unknown register_array 'r'"),
+    ("state", lambda j: j["parsers"][0]["parse_states"][0]["transitions"][0]
+     .update(next_state="parse_ipv6"), "unknown next_state 'parse_ipv6'"),
+    ("std", lambda j: j["header_types"][1]["fields"].pop(0),
+     "standard_metadata.ingress_port is required"),
+    ("headers type", set_(["headers"], 5), "headers: expected a list"),
+]
+
+
+@pytest.mark.parametrize("name, mutate, message", CASES, ids=[c[0] for c in CASES])
+def test_config_errors_name_object_and_path(name: str, mutate: Callable[[dict[str, Any]], None],
+                                            message: str) -> None:
+    j = copy.deepcopy(ROUTER)
+    mutate(j)
+    with pytest.raises(ConfigError) as ei:
+        Device.build_pipeline(json.dumps(j))
+    assert message in str(ei.value)
+
+
+@pytest.mark.parametrize("raw", [b"", b"not json", b"[1, 2]", b"\xff\xfe", b"{\"a\": }"])
+def test_not_a_json_object(raw: bytes) -> None:
+    with pytest.raises(ConfigError):
+        Device.build_pipeline(raw)
+
+
+JUNK: list[Any] = [None, 0, -1, "x", [], {}, [None], {"type": "field"}, True, 2**70, "0x"]
+
+
+def _paths(o: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    if isinstance(o, dict):
+        for k, v in o.items():
+            out += _paths(v, prefix + (k,))
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+def test_random_mutations_only_raise_config_error() -> None:
+    rnd = random.Random(4)
+    paths = _paths(ROUTER)
+    for _ in range(300):
+        j = copy.deepcopy(ROUTER)
+        path = rnd.choice(paths)
+        o = j
+        for k in path[:-1]:
+            o = o[k]
+        o[path[-1]] = rnd.choice(JUNK)
+        try:
+            Device.build_pipeline(j)
+        except ConfigError:
+            pass
+
+
+def test_fixture_loads_unchanged() -> None:
+    Device.build_pipeline(ROUTER)
