@@ -229,8 +229,10 @@ def parse_table_entry(schema: Schema, table: str, action: str | None, keys: list
         names = ", ".join(f"{f.name}:{f.kind.value}" for f in t.key) or "none"
         raise LiteralError(f"table {t.alias!r} needs {len(t.key)} key value(s) ({names}), "
                            f"got {len(keys)}")
-    match = tuple((f.name, values.parse_match(k, f.kind, f.bitwidth, f.name))
-                  for f, k in zip(t.key, keys))
+    parsed = [(f, values.parse_match(k, f.kind, f.bitwidth, f.name)) for f, k in zip(t.key, keys)]
+    # Don't-care fields are left out, as the switch will report the entry (spec §9.1.1), so an
+    # entry built here equals the one read back.
+    match = tuple((f.name, m) for f, m in parsed if not values.is_dont_care(m, f.bitwidth))
     prio = 0
     if t.needs_priority:
         if priority is None:

@@ -169,7 +169,16 @@ class Schema:
         return self.actions.get(name)
 
     def counter(self, name: str) -> CounterInfo:
-        return self.counters.get(name)
+        try:
+            return self.counters.get(name)
+        except SchemaLookupError:
+            for d in self.direct_counters:
+                if name in (d.name, d.alias):
+                    table = self.tables.get_id(d.direct_table_id)
+                    raise SchemaLookupError(
+                        f"{name!r} is a direct counter of table {table.alias!r}: its values "
+                        f"come with the entries (table_dump {table.alias})") from None
+            raise
 
     def table_action(self, table: TableInfo, name: str) -> ActionInfo:
         """An action the table may use; a miss names the table's actions."""

@@ -1,0 +1,377 @@
+"""The controller proper: one topology's switches, configured consistently and kept so.
+
+`Controller` owns, per switch, a ledger of everything it installed (multicast groups, table
+entries, in install order), the slot allocator, and the jobs.  Every change is planned first
+(pure, `jobs.py`), then written switch by switch; if a later switch refuses, the earlier
+switches are rolled back, so no operation leaves a job half-installed anywhere.  The ledger is
+what `restore` replays when a switch comes back empty (restart: the stream drops, or Read/Write
+answer FAILED_PRECONDITION), and what `adopt` rebuilds from the switches when a fresh process
+(e.g. one `netsum-ctl` invocation) takes over.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from p4.config.v1 import p4info_pb2
+
+from controller import ops
+from controller import program as P
+from controller.client import Endpoint, SwitchClient
+from controller.entities import CounterCell, MulticastGroup, TableEntry
+from controller.errors import (ControllerError, JobError, PipelineMissing, SwitchUnreachable)
+from controller.jobs import JobPlan, place_job, plan_drop, plan_forwarding, plan_job
+from controller.schema import Schema, load_p4info
+from controller.slots import SlotAllocator, SlotRange
+from controller.topology import JobSpec, Role, Topology
+
+__all__ = ["Program", "Job", "SwitchLedger", "Controller", "load_program"]
+
+_Item = TableEntry | MulticastGroup
+_Step = tuple[int, _Item, _Item | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A compiled pipeline: P4Info + target config (BMv2 JSON bytes).  The cookie names it, so a
+    switch running something else (or nothing, after a restart) is recognised."""
+    p4info: p4info_pb2.P4Info
+    device_config: bytes
+
+    @property
+    def cookie(self) -> int:
+        h = hashlib.sha256(self.p4info.SerializeToString(deterministic=True) + self.device_config)
+        return int.from_bytes(h.digest()[:8], "big") >> 1   # fits uint64 comfortably
+
+
+def load_program(p4info_path: str | Path, json_path: str | Path) -> Program:
+    try:
+        config = Path(json_path).read_bytes()
+    except OSError as exc:
+        raise ControllerError(f"cannot read BMv2 JSON {str(json_path)!r}: "
+                              f"{exc.strerror or exc}") from None
+    return Program(load_p4info(p4info_path), config)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    spec: JobSpec
+    plans: tuple[JobPlan, ...]        # one per switch the job touches
+
+    def plan_on(self, switch: str) -> JobPlan | None:
+        return next((p for p in self.plans if p.switch == switch), None)
+
+
+@dataclass(slots=True)
+class SwitchLedger:
+    """What the controller installed on one switch (mutable bookkeeping, not an entity)."""
+    groups: dict[int, MulticastGroup] = field(default_factory=dict)
+    entries: dict[tuple[object, ...], TableEntry] = field(default_factory=dict)
+
+    def apply(self, steps: Sequence[_Step]) -> None:
+        for kind, item, _ in steps:
+            book: dict = self.groups if isinstance(item, MulticastGroup) else self.entries
+            key = item.mgid if isinstance(item, MulticastGroup) else item.identity()
+            if kind == ops.DELETE:
+                book.pop(key, None)
+            else:
+                book[key] = item
+
+
+class Controller:
+    def __init__(self, topo: Topology, program: Program | None = None,
+                 timeout: float = 5.0) -> None:
+        self.topo = topo
+        self.program = program
+        self.clients = {s.name: SwitchClient(Endpoint(s.grpc_addr, s.device_id, s.election_id),
+                                             timeout) for s in topo.switches}
+        self.schemas: dict[str, Schema] = {}
+        self.ledgers = {s.name: SwitchLedger() for s in topo.switches}
+        self.allocators = {s.name: SlotAllocator(s.slots, s.name) for s in topo.switches}
+        self.jobs: dict[int, Job] = {}
+        self.drops: dict[tuple[str, int, str], float] = {}
+
+    # -- sessions -------------------------------------------------------------------------------
+    def connect(self) -> None:
+        opened = []
+        try:
+            for name, c in self.clients.items():
+                c.connect()
+                opened.append(c)
+                if not c.is_primary:
+                    h, lo = c.endpoint.election_id
+                    raise ControllerError(f"switch {name} ({c.endpoint.address}): another "
+                                          f"controller is primary; election id {h},{lo} is "
+                                          "not the highest")
+        except ControllerError:
+            for c in opened:
+                c.close()
+            raise
+
+    def close(self) -> None:
+        for c in self.clients.values():
+            c.close()
+
+    def __enter__(self) -> "Controller":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def schema(self, switch: str) -> Schema:
+        if switch not in self.schemas:
+            if self.program is not None:
+                self.schemas[switch] = Schema(self.program.p4info)
+            else:
+                got = self.clients[switch].get_pipeline()
+                if got is None:
+                    raise PipelineMissing(f"switch {switch} has no forwarding pipeline; push one "
+                                          "first (`netsum-ctl pipeline push`)")
+                self.schemas[switch] = Schema(got[0])
+            sw = self.topo.switch(switch)
+            pool = P.slot_pool(self.schemas[switch], sw.slots)
+            if pool < sw.slots:
+                raise ControllerError(f"switch {switch}: the topology gives it {sw.slots} slots "
+                                      f"but the program has only {pool}")
+        return self.schemas[switch]
+
+    # -- pipeline and forwarding ----------------------------------------------------------------
+    def push_pipeline(self, switches: Iterable[str] | None = None) -> None:
+        """Install the program (VERIFY_AND_COMMIT: the switch starts empty) and forget what
+        the ledger said about those switches."""
+        if self.program is None:
+            raise ControllerError("no program to push (give --p4info and a BMv2 JSON)")
+        for name in switches or self.clients:
+            self.clients[name].set_pipeline(self.program.p4info, self.program.device_config,
+                                            self.program.cookie)
+            self.schemas[name] = Schema(self.program.p4info)
+            self.ledgers[name] = SwitchLedger()
+            self.allocators[name] = SlotAllocator(self.topo.switch(name).slots, name)
+            for job_id in [j for j, job in self.jobs.items() if job.plan_on(name)]:
+                del self.jobs[job_id]
+
+    def install_forwarding(self) -> None:
+        changes: dict[str, list[_Step]] = {}
+        for sw in self.topo.switches:
+            entries, groups = plan_forwarding(self.topo, self.schema(sw.name), sw)
+            changes[sw.name] = [self._upsert(sw.name, g) for g in groups] + \
+                [self._upsert(sw.name, e) for e in entries]
+        self._transact(changes)
+
+    def _upsert(self, switch: str, item: _Item) -> _Step:
+        led = self.ledgers[switch]
+        prev = led.groups.get(item.mgid) if isinstance(item, MulticastGroup) else \
+            led.entries.get(item.identity())
+        return (ops.INSERT if prev is None else ops.MODIFY, item, prev)
+
+    # -- jobs -----------------------------------------------------------------------------------
+    def create_job(self, spec: JobSpec) -> Job:
+        if spec.id in self.jobs:
+            raise JobError(f"job {spec.id} already exists (delete it first, or pick another id)")
+        places = place_job(self.topo, spec)
+        granted: dict[str, SlotRange] = {}
+        try:
+            for name in places:
+                granted[name] = self.allocators[name].allocate(spec.id, spec.slots)
+            plans = tuple(plan_job(self.topo, self.schema(n), spec, places[n], granted[n])
+                          for n in places)
+            changes = {p.switch: [(ops.INSERT, p.group, None)] +
+                       [(ops.INSERT, e, None) for e in p.entries] for p in plans}
+            self._transact(changes)
+        except ControllerError:
+            for name in granted:
+                self.allocators[name].release(spec.id)
+            raise
+        job = Job(spec, plans)
+        self.jobs[spec.id] = job
+        return job
+
+    def delete_job(self, job_id: int) -> Job:
+        job = self._job(job_id)
+        changes = {p.switch: [(ops.DELETE, e, e) for e in reversed(p.entries)] +
+                   [(ops.DELETE, p.group, p.group)] for p in job.plans}
+        self._transact(changes)
+        for p in job.plans:
+            self.allocators[p.switch].release(job_id)
+        del self.jobs[job_id]
+        return job
+
+    def reset_job(self, job_id: int) -> Job:
+        """Zero the job's counters everywhere and re-assert its entries and groups (MODIFY to
+        the planned values, which repairs anything changed by hand)."""
+        job = self._job(job_id)
+        changes = {p.switch: [(ops.MODIFY, p.group, p.group)] +
+                   [(ops.MODIFY, e, e) for e in p.entries] for p in job.plans}
+        self._transact(changes)
+        for p in job.plans:
+            schema = self.schema(p.switch)
+            cells = [CounterCell(name, job_id) for _, name in P.JOB_COUNTERS]
+            ops.write_batch_cells(self.clients[p.switch], schema, cells)
+        return job
+
+    def _job(self, job_id: int) -> Job:
+        if job_id not in self.jobs:
+            known = ", ".join(str(j) for j in sorted(self.jobs)) or "none"
+            raise JobError(f"no job {job_id} (jobs: {known})")
+        return self.jobs[job_id]
+
+    # -- drop simulator -------------------------------------------------------------------------
+    def set_drop(self, switch: str, port: int, probability: float, direction: str = "in") -> None:
+        sw = self.topo.switch(switch)
+        if port not in sw.ports:
+            raise ControllerError(f"switch {switch} has no port {port} (ports: "
+                                  f"{', '.join(map(str, sw.ports))})")
+        entries = plan_drop(self.schema(switch), port, probability, direction)
+        self._transact({switch: [self._upsert(switch, e) for e in entries]})
+        for d in (("in", "out") if direction == "both" else (direction,)):
+            self.drops[(switch, port, d)] = probability
+
+    # -- statistics -----------------------------------------------------------------------------
+    def job_stats(self) -> list[dict[str, object]]:
+        """One row per (job, switch): the per-job counters at index job id (counters, not
+        registers: real simple_switch_grpc does not serve register reads)."""
+        rows = []
+        for job_id, job in sorted(self.jobs.items()):
+            for p in job.plans:
+                schema = self.schema(p.switch)
+                cells = {}
+                reads = [CounterCell(name, job_id).encode(schema) for _, name in P.JOB_COUNTERS]
+                for ent in reads:
+                    ent.counter_entry.ClearField("data")
+                for ent in self.clients[p.switch].read(reads):
+                    c = CounterCell.decode(ent, schema)
+                    cells[c.counter] = c
+                row: dict[str, object] = {"job": job_id, "switch": p.switch,
+                                          "role": p.role.value, "slots": str(p.slots)}
+                for col, name in P.JOB_COUNTERS:
+                    row[col] = cells[name].packets if name in cells else 0
+                rows.append(row)
+        return rows
+
+    # -- transactions ---------------------------------------------------------------------------
+    def _transact(self, changes: dict[str, list[_Step]]) -> None:
+        """Apply per-switch steps; all switches or none (earlier switches are rolled back)."""
+        done: list[tuple[str, list[_Step]]] = []
+        try:
+            for name, steps in changes.items():
+                if steps:
+                    ops.apply_all_or_nothing(self.clients[name], self.schema(name), steps)
+                    done.append((name, steps))
+        except ControllerError as exc:
+            failed_on = name
+            for prev_name, steps in reversed(done):
+                try:
+                    ops.apply_all_or_nothing(self.clients[prev_name], self.schema(prev_name),
+                                             _inverse(steps))
+                except ControllerError as undo:
+                    raise ControllerError(f"{failed_on}: {exc.message}; rolling back "
+                                          f"{prev_name} also failed: {undo.message}") from None
+            if len(changes) > 1:
+                # Several switches: say which one refused (the message alone would not).
+                exc.message = f"switch {failed_on}: {exc.message}"
+                exc.args = (exc.message,)
+            raise
+        for name, steps in done:
+            self.ledgers[name].apply(steps)
+
+    # -- adopt and restore ----------------------------------------------------------------------
+    def adopt(self) -> None:
+        """Rebuild the ledger, allocators and jobs from what the switches hold."""
+        jobs: dict[int, list[tuple[JobPlan, tuple[int, ...]]]] = {}
+        for sw in self.topo.switches:
+            client, schema = self.clients[sw.name], self.schema(sw.name)
+            led = SwitchLedger()
+            for g in ops.read_groups(client):
+                led.groups[g.mgid] = g
+            entries = [e for e in ops.read_entries(client, schema) if not e.is_const]
+            for e in entries:
+                led.entries[e.identity()] = e
+            self.ledgers[sw.name] = led
+            alloc = SlotAllocator(sw.slots, sw.name)
+            for e in entries:
+                if e.table != P.JOB:
+                    continue
+                job_id = e.match[0][1].value  # type: ignore[union-attr]
+                plan = _plan_from_switch(sw.name, schema, e, entries, led.groups)
+                alloc.reserve(job_id, plan.slots)
+                jobs.setdefault(job_id, []).append((plan, ()))
+            self.allocators[sw.name] = alloc
+        self.jobs = {}
+        for job_id, plans in jobs.items():
+            workers = tuple(h.name for p, _ in plans for h in self.topo.hosts
+                            if h.switch == p.switch and any(
+                                e.table == P.MEMBER and e.match[1][1].value == h.ipv4  # type: ignore[union-attr]
+                                for e in p.entries))
+            spec = JobSpec(job_id, workers, plans[0][0].slots.count)
+            self.jobs[job_id] = Job(spec, tuple(p for p, _ in plans))
+
+    def check(self, on_restore: Callable[[str, str], None] | None = None) -> list[str]:
+        """Notice switches that lost their state and restore them.  Returns the names restored.
+        A switch that is down stays on the list of suspects and is tried again next call."""
+        restored = []
+        for name, client in self.clients.items():
+            reason = None
+            try:
+                if not client.connected:
+                    client.connect()
+                    reason = "stream reconnected"
+                got = client.get_pipeline()
+                if got is None:
+                    reason = "pipeline missing"
+                elif self.program is not None and got[1] != self.program.cookie:
+                    reason = "pipeline replaced"
+                elif reason is not None:
+                    reason = None   # same pipeline after a stream blip: nothing lost
+                if reason is None:
+                    continue
+                self.restore(name)
+            except SwitchUnreachable:
+                continue
+            restored.append(name)
+            if on_restore is not None:
+                on_restore(name, reason)
+        return restored
+
+    def restore(self, switch: str) -> None:
+        """Push the pipeline to `switch` and replay everything the ledger says it holds."""
+        if self.program is None:
+            raise ControllerError(f"cannot restore {switch}: no program to push")
+        client = self.clients[switch]
+        led = self.ledgers[switch]
+        client.set_pipeline(self.program.p4info, self.program.device_config, self.program.cookie)
+        schema = self.schemas[switch] = Schema(self.program.p4info)
+        ops.write_batch(client, schema, ops.INSERT, list(led.groups.values()))
+        ops.write_batch(client, schema, ops.INSERT, list(led.entries.values()))
+
+
+def _inverse(steps: Sequence[_Step]) -> list[_Step]:
+    out: list[_Step] = []
+    for kind, item, prev in reversed(steps):
+        if kind == ops.INSERT:
+            out.append((ops.DELETE, item, item))
+        elif kind == ops.DELETE and prev is not None:
+            out.append((ops.INSERT, prev, None))
+        elif kind == ops.MODIFY and prev is not None:
+            out.append((ops.MODIFY, prev, item))
+    return out
+
+
+def _plan_from_switch(switch: str, schema: Schema, job_entry: TableEntry,
+                      entries: list[TableEntry], groups: dict[int, MulticastGroup]) -> JobPlan:
+    """A job's JobPlan on one switch, recovered from its `job` entry and the entries that
+    reference the same job id (members by key, replicas by rid)."""
+    a = schema.action(job_entry.action)
+    params = {p.name: v for p, v in zip(a.params, job_entry.params)}
+    job_id = job_entry.match[0][1].value  # type: ignore[union-attr]
+    role = Role.LEAF if a.name.endswith("job_leaf") else Role.ROOT
+    mine = [job_entry]
+    mine += [e for e in entries if e.table == P.MEMBER and
+             e.match[0][1].value == job_id]  # type: ignore[union-attr]
+    mine += [e for e in entries if e.table == P.REPLICA and
+             e.match[0][1].value >> 6 == job_id]  # type: ignore[union-attr]
+    mgid = params.get("mgid", P.job_mgid(job_id))
+    group = groups.get(mgid, MulticastGroup(mgid))
+    return JobPlan(switch, role, SlotRange(params["slot_base"], params["num_slots"]),
+                   tuple(mine), group)

@@ -1,0 +1,113 @@
+"""What the controller knows about the netsum P4 program's control-plane API (p4/README.md).
+
+The one place that spells the program's table, action, parameter and counter names, and the
+conventions the controller layers on top (multicast group and replication-id numbering,
+drop-simulator thresholds).  Everything else asks `entry()` to build entries by *name*, so a
+reordered parameter list in the P4 source cannot silently swap values, and a renamed table fails
+with the schema's "Did you mean" error instead of a wrong write.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from controller.entities import TableEntry
+from controller.errors import JobError, LiteralError
+from controller.schema import Schema
+from controller.values import Exact
+
+__all__ = [
+    "DMAC", "ARP", "JOB", "MEMBER", "REPLICA", "DROP_SIM_IN", "DROP_SIM_OUT", "DROP_ACTIONS", "FLOOD_MGID",
+    "JOB_COUNTERS", "PORT_COUNTERS", "entry", "job_mgid", "replica_rid", "drop_threshold",
+    "max_jobs", "slot_pool",
+]
+
+DMAC = "NetsumIngress.dmac"                  # ethernet.dstAddr → forward(port) | broadcast(mgid)
+ARP = "NetsumIngress.arp_responder"          # arp.tpa → arp_reply(mac)
+JOB = "NetsumIngress.job"                    # job_id → job_root(...) | job_leaf(...)
+MEMBER = "NetsumIngress.member"              # (job_id, ipv4.srcAddr) → set_member(worker_bit)
+REPLICA = "NetsumEgress.replica"             # (egress_rid, egress_port) → set_replica(...)
+DROP_SIM_IN = "NetsumIngress.drop_sim_in"    # ingress_port → set_drop_in(threshold)
+DROP_SIM_OUT = "NetsumEgress.drop_sim_out"   # egress_port → set_drop_out(threshold)
+#: Drop-simulator table → (action with a threshold, action that passes everything).
+DROP_ACTIONS = {DROP_SIM_IN: ("set_drop_in", "no_drop_in"),
+                DROP_SIM_OUT: ("set_drop_out", "no_drop_out")}
+
+#: The dmac table's default action floods with group 1 (`broadcast(1)` in the program).
+FLOOD_MGID = 1
+
+#: Per-job counters (indexed by job id), column name → counter name, in display order.
+JOB_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("data_in", "NetsumIngress.pkts_in"),
+    ("retx", "NetsumIngress.retransmissions"),
+    ("results_out", "NetsumEgress.results_out"),
+    ("partials_up", "NetsumEgress.partials_up"),
+    ("drop_non_member", "NetsumIngress.drop_non_member"),
+    ("drop_bad_slot", "NetsumIngress.drop_bad_slot"),
+    ("drop_unknown_job", "NetsumIngress.drop_unknown_job"),
+    ("drop_bad_type", "NetsumIngress.drop_bad_type"),
+    ("drop_malformed", "NetsumIngress.drop_malformed"),
+)
+#: Per-port counters of the drop simulator.
+PORT_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("sim_drops_in", "NetsumIngress.sim_drops_in"),
+    ("sim_drops_out", "NetsumEgress.sim_drops_out"),
+)
+
+#: Job multicast groups sit above this base so they never meet the flood group (1) or the
+#: small ids people pick by hand with mc_mgrp_create.
+_JOB_MGID_BASE = 0x1000
+
+
+def entry(schema: Schema, table: str, match: Mapping[str, int], action: str,
+          params: Mapping[str, int] | None = None) -> TableEntry:
+    """An exact-match entry with parameters given by name (order taken from the P4Info)."""
+    t = schema.table(table)
+    keys = []
+    for f in t.key:
+        short = f.name.rsplit(".", 1)[-1]
+        if short not in match and f.name not in match:
+            raise LiteralError(f"internal: no value for key field {f.name!r} of {t.alias!r}")
+        keys.append((f.name, Exact(match.get(short, match.get(f.name, 0)))))
+    a = schema.table_action(t, action)
+    given = dict(params or {})
+    missing = [p.name for p in a.params if p.name not in given]
+    extra = sorted(set(given) - {p.name for p in a.params})
+    if missing or extra:
+        raise LiteralError(f"action {a.alias!r} of the running program takes parameters "
+                           f"({', '.join(p.name for p in a.params)}); the controller has "
+                           f"({', '.join(given)}): is the pipeline the netsum program?")
+    return TableEntry(t.name, tuple(keys), a.name, tuple(given[p.name] for p in a.params))
+
+
+def job_mgid(job_id: int) -> int:
+    return _JOB_MGID_BASE + job_id
+
+
+def replica_rid(job_id: int, index: int) -> int:
+    """The replication id of a job's index-th copy.  (egress_rid, egress_port) keys the replica
+    table, so a rid names (job, destination); job ids start at 1, so rid 0 stays the flood's."""
+    if not 0 <= index < 64:
+        raise JobError(f"job {job_id}: more than 64 destinations on one switch")
+    return (job_id << 6) | index
+
+
+def drop_threshold(probability: float) -> int:
+    """set_drop_in/out(threshold) drops when a 16-bit random value is below `threshold`, i.e.
+    with probability threshold/65536; 1.0 is approximated by 65535/65536."""
+    if not 0.0 <= probability <= 1.0:
+        raise LiteralError(f"drop probability {probability} is not within 0..1")
+    return min(0xFFFF, round(probability * 0x10000))
+
+
+def max_jobs(schema: Schema) -> int:
+    """Job ids index the per-job counters; ids at or above their size would share cell 0."""
+    return schema.counter(JOB_COUNTERS[0][1]).size
+
+
+def slot_pool(schema: Schema, default: int) -> int:
+    """The slot pool size of the running build: the value registers hold two sets per slot.
+    Registers are only *declared* in P4Info (no access needed), so this works on any target."""
+    for r in schema.p4info.registers:
+        if r.preamble.name.endswith(".bitmap"):
+            return r.size // 2
+    return default

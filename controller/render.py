@@ -1,0 +1,28 @@
+"""Output for `netsum-ctl`: aligned text tables for people, JSON for scripts."""
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence, TextIO
+
+__all__ = ["table", "emit"]
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+    """Rows as an aligned text table under a header line; "(none)" when empty."""
+    if not rows:
+        return "(none)"
+    cols = list(columns) if columns is not None else list(rows[0])
+    cells = [[str(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def emit(out: TextIO, as_json: bool, data: Any, text: str) -> None:
+    """Print `data` as JSON when asked, else the human `text`."""
+    if as_json:
+        out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    else:
+        out.write(text + ("\n" if text and not text.endswith("\n") else ""))
