@@ -16,9 +16,12 @@ from switch.errors import Code
 from switch.p4rt.errors import P4RTError
 
 __all__ = ["Schema", "TableInfo", "MatchFieldInfo", "ParamInfo", "ActionInfo", "ResourceInfo",
-           "PacketMetadataInfo", "MatchKind"]
+           "PacketMetadataInfo", "MatchKind", "EXACT", "LPM", "TERNARY", "RANGE", "OPTIONAL"]
 
 MatchKind = p4info_pb2.MatchField.MatchType
+# Plain ints: the enum wrapper's attribute lookup is slow on the per-update path.
+EXACT, LPM, TERNARY, RANGE, OPTIONAL = (int(MatchKind.Value(n)) for n in
+                                        ("EXACT", "LPM", "TERNARY", "RANGE", "OPTIONAL"))
 _T = TypeVar("_T")
 
 
@@ -60,12 +63,8 @@ class TableInfo:
     size: int
     direct_counter_id: int      # 0 when none
     direct_meter_id: int        # 0 when none
-
-    @property
-    def needs_priority(self) -> bool:
-        """P4Runtime §9.1: priority is required iff a field is ternary, range or optional."""
-        return any(f.match_type in (MatchKind.TERNARY, MatchKind.RANGE, MatchKind.OPTIONAL)
-                   for f in self.match_fields)
+    #: P4Runtime §9.1: priority is required iff a field is ternary, range or optional.
+    needs_priority: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +130,9 @@ class Schema:
                     i for i, s in refs.items() if s == p4info_pb2.ActionRef.DEFAULT_ONLY),
                 const_default_action_id=t.const_default_action_id,
                 is_const=t.is_const_table, size=t.size,
-                direct_counter_id=direct_counter, direct_meter_id=direct_meter)
+                direct_counter_id=direct_counter, direct_meter_id=direct_meter,
+                needs_priority=any(f.match_type in (TERNARY, RANGE, OPTIONAL)
+                                   for f in t.match_fields))
         self.table_by_name = {t.name: t for t in self.tables.values()}
         self.action_by_name = {a.name: a for a in self.actions.values()}
         self.packet_metadata: dict[str, tuple[PacketMetadataInfo, ...]] = {

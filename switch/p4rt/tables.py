@@ -20,7 +20,7 @@ from switch.errors import Code, NotFound
 from switch.p4rt.codec import decode_uint, encode_uint
 from switch.p4rt.context import Context
 from switch.p4rt.errors import P4RTError
-from switch.p4rt.schema import MatchFieldInfo, MatchKind, TableInfo
+from switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchFieldInfo, TableInfo
 
 __all__ = ["write_table_entry", "read_table_entries", "decode_key", "encode_key",
            "decode_action", "encode_action", "find_entry", "decode_meter_config",
@@ -28,6 +28,10 @@ __all__ = ["write_table_entry", "read_table_entries", "decode_key", "encode_key"
 
 Update = p4runtime_pb2.Update
 MAX_PRIORITY = (1 << 31) - 1
+
+
+_ONEOF_OF_KIND = {EXACT: "exact", LPM: "lpm", TERNARY: "ternary", RANGE: "range",
+                  OPTIONAL: "optional"}
 
 
 def _invalid(message: str) -> P4RTError:
@@ -53,27 +57,26 @@ def _decode_field(f: MatchFieldInfo, m: "p4runtime_pb2.FieldMatch | None", table
     full = (1 << width) - 1
     kind = f.match_type
     if m is None:
-        if kind == MatchKind.EXACT:
+        if kind == EXACT:
             raise _invalid(f"{what}: exact match field is missing")
-        if kind == MatchKind.LPM:
+        if kind == LPM:
             return Lpm(0, 0)
-        if kind == MatchKind.TERNARY:
+        if kind == TERNARY:
             return Ternary(0, 0)
-        if kind == MatchKind.RANGE:
+        if kind == RANGE:
             return Range(0, full)
-        if kind == MatchKind.OPTIONAL:
+        if kind == OPTIONAL:
             return Optional(None)
         raise P4RTError(Code.UNIMPLEMENTED, f"{what}: unsupported match kind {kind}")
     given = m.WhichOneof("field_match_type")
-    expected = {MatchKind.EXACT: "exact", MatchKind.LPM: "lpm", MatchKind.TERNARY: "ternary",
-                MatchKind.RANGE: "range", MatchKind.OPTIONAL: "optional"}.get(kind)
+    expected = _ONEOF_OF_KIND.get(kind)
     if given != expected:
         raise _invalid(f"{what}: expected a {expected} match, got {given}")
-    if kind == MatchKind.EXACT:
+    if kind == EXACT:
         return Exact(decode_uint(m.exact.value, width, what))
-    if kind == MatchKind.OPTIONAL:
+    if kind == OPTIONAL:
         return Optional(decode_uint(m.optional.value, width, what))
-    if kind == MatchKind.LPM:
+    if kind == LPM:
         value = decode_uint(m.lpm.value, width, what)
         plen = m.lpm.prefix_len
         if plen <= 0 or plen > width:
@@ -83,7 +86,7 @@ def _decode_field(f: MatchFieldInfo, m: "p4runtime_pb2.FieldMatch | None", table
         if value & ~mask:
             raise _invalid(f"{what}: LPM value has bits set beyond the prefix length {plen}")
         return Lpm(value, plen)
-    if kind == MatchKind.TERNARY:
+    if kind == TERNARY:
         value = decode_uint(m.ternary.value, width, what)
         mask = decode_uint(m.ternary.mask, width, what + " mask")
         if mask == 0:
