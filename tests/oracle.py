@@ -1,0 +1,195 @@
+"""Test oracle: an in-process Python model of p4/netsum.p4's aggregation algorithm (single-switch
+root role), a fake lossy link, and a discrete-event loop that wires N worker cores through them
+on a virtual clock.
+
+This is a TEST ORACLE ONLY.  It exists so the worker core's unit tests can run thousands of
+rounds with loss in milliseconds.  No demo, experiment or end-to-end test may use it in place of
+the P4 switch.
+
+Model (per job, slot and set, as netsum.p4's registers): bitmap of workers seen, contribution
+count, max exponent, done flag, K int32 sums.  A DATA packet sets its worker's bit in its set
+and clears it in the other set; if the bit was clear it contributes (the first contribution of a
+round, bitmap empty before, initialises; later ones add with int32 wrap-around and max the
+exponent) and the last one (count == num_workers) multicasts the RESULT to every member; if the
+bit was already set it is a duplicate: a done set answers the sender alone, otherwise it is
+dropped.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workers import wire
+from workers.core import CoreState, Step, WorkerCore
+from workers.protocol import Flags, MsgType
+
+__all__ = ["OracleSwitch", "LossyLink", "Network", "SlotSet"]
+
+
+@dataclass(slots=True)
+class SlotSet:
+    bitmap: int = 0
+    count: int = 0
+    exp: int = 0
+    done: bool = False
+    offset: int = 0
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+
+
+@dataclass(slots=True)
+class OracleSwitch:
+    """Workers are addressed by small ints (their "source address"); `members[job]` lists
+    them in bit order, as the controller's member table would."""
+    k: int
+    members: dict[int, Sequence[int]]
+    num_slots: dict[int, int]
+    state: dict[tuple[int, int, int], SlotSet] = field(default_factory=dict)
+    contributions: int = 0
+    duplicates: int = 0
+    dropped: int = 0
+    overflowed: int = 0
+
+    def _set(self, job: int, slot: int, s: int) -> SlotSet:
+        key = (job, slot, s)
+        if key not in self.state:
+            self.state[key] = SlotSet(values=np.zeros(self.k, dtype=np.int32))
+        return self.state[key]
+
+    def process(self, src: int, payload: bytes) -> list[tuple[int, bytes]]:
+        try:
+            pkt = wire.decode(payload, self.k)
+        except wire.WireError:
+            self.dropped += 1
+            return []
+        h = pkt.header
+        workers = self.members.get(h.job_id)
+        if (workers is None or src not in workers or h.msg_type is not MsgType.DATA
+                or h.slot >= self.num_slots[h.job_id]):
+            self.dropped += 1
+            return []
+        bit = 1 << list(workers).index(src)
+        cur = self._set(h.job_id, h.slot, h.set)
+        other = self._set(h.job_id, h.slot, h.set ^ 1)
+        before = cur.bitmap
+        cur.bitmap |= bit
+        other.bitmap &= ~bit
+        if before & bit:
+            self.duplicates += 1
+            if cur.done:
+                return [(src, self._result(h, cur))]
+            return []
+        self.contributions += 1
+        if before == 0:
+            cur.count, cur.exp, cur.done, cur.offset = 1, h.exp, False, h.offset
+            cur.values = pkt.values.copy()
+        else:
+            cur.count += 1
+            cur.exp = max(cur.exp, h.exp)
+            wide = cur.values.astype(np.int64) + pkt.values
+            if (np.abs(wide) > np.iinfo(np.int32).max).any():
+                self.overflowed += 1
+            cur.values = wide.astype(np.int32)  # wraps like bit<32> addition
+        if cur.count != len(workers):
+            return []
+        cur.done = True
+        result = self._result(h, cur)
+        return [(w, result) for w in workers]
+
+    def _result(self, h: wire.Header, s: SlotSet) -> bytes:
+        head = wire.Header(MsgType.RESULT, Flags.NONE, h.job_id, h.set, h.slot, s.exp, s.count,
+                           h.offset)
+        return wire.encode(head, s.values, self.k)
+
+
+@dataclass(slots=True)
+class LossyLink:
+    """Each packet is lost with probability `loss`, else delivered after `delay` (+ up to
+    `jitter`), once more with probability `dup`, and with probability `reorder` held back by up
+    to `reorder_delay` so later packets overtake it.
+
+    `fifo` keeps each node's own packets in order (other nodes' packets still overtake them).
+    The worker->switch direction needs it: like SwitchML, netsum.p4 cannot tell a contribution
+    that overtook its worker's next round from a new one (docs/protocol.md, "Assumptions")."""
+    rng: np.random.Generator
+    loss: float = 0.0
+    dup: float = 0.0
+    reorder: float = 0.0
+    delay: float = 100e-6
+    jitter: float = 20e-6
+    reorder_delay: float = 2e-3
+    lost: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    fifo: bool = False
+    last: dict[int, float] = field(default_factory=dict)
+
+    def arrivals(self, now: float, node: int) -> list[float]:
+        if self.rng.random() < self.loss:
+            self.lost += 1
+            return []
+        copies = 2 if self.rng.random() < self.dup else 1
+        self.duplicated += copies - 1
+        times = []
+        for _ in range(copies):
+            t = now + self.delay + self.jitter * self.rng.random()
+            if self.rng.random() < self.reorder:
+                self.reordered += 1
+                t += self.reorder_delay * self.rng.random()
+            if self.fifo:
+                t = max(t, self.last.get(node, 0.0) + 1e-9)
+                self.last[node] = t
+            times.append(t)
+        return times
+
+
+@dataclass(slots=True)
+class Network:
+    """Discrete-event loop on a virtual clock: worker cores <-> link <-> switch <-> link."""
+    switch: OracleSwitch
+    uplink: LossyLink
+    downlink: LossyLink
+    queue: list[tuple[float, int, bool, int, bytes]] = field(default_factory=list)
+    seq: int = 0
+    now: float = 0.0
+    tamper: Callable[[int, bytes], bytes] | None = None
+
+    def _push(self, to_switch: bool, node: int, payload: bytes) -> None:
+        link = self.uplink if to_switch else self.downlink
+        for t in link.arrivals(self.now, node):
+            self.seq += 1
+            heapq.heappush(self.queue, (t, self.seq, to_switch, node, payload))
+
+    def _emit(self, worker: int, step: Step) -> None:
+        for payload in step.send:
+            self._push(True, worker, payload)
+
+    def run(self, cores: dict[int, WorkerCore], max_time: float = 3600.0) -> None:
+        """Run until every core is DONE.  WorkerTimeoutError from a core propagates."""
+        for w, core in cores.items():
+            self._emit(w, core.start(self.now))
+        steps = 0
+        while any(c.state is CoreState.RUNNING for c in cores.values()):
+            steps += 1
+            if steps > 2_000_000:
+                raise AssertionError("simulation made no progress in 2,000,000 steps")
+            deadlines = [(d, w) for w, c in cores.items()
+                         if (d := c.next_deadline()) is not None]
+            t_timer, w_timer = min(deadlines) if deadlines else (float("inf"), -1)
+            if self.queue and self.queue[0][0] <= t_timer:
+                t, _, to_switch, node, payload = heapq.heappop(self.queue)
+                self.now = max(self.now, t)
+                if to_switch:
+                    for dst, out in self.switch.process(node, payload):
+                        self._push(False, dst, out)
+                elif node in cores and cores[node].state is not CoreState.IDLE:
+                    if self.tamper is not None:
+                        payload = self.tamper(node, payload)
+                    self._emit(node, cores[node].receive(payload, self.now))
+            else:
+                self.now = max(self.now, t_timer)
+                self._emit(w_timer, cores[w_timer].tick(self.now))
+            if self.now > max_time:
+                raise AssertionError(f"simulation passed {max_time}s of virtual time")

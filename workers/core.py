@@ -1,0 +1,425 @@
+"""The worker protocol core, sans-I/O (like h11): no sockets, no clock.  It is given received
+netsum payloads and the current time, and returns payloads to send and events.
+
+Owns: splitting a tensor into K-element blocks, the window of outstanding slots (the job's slot
+range), shadow-set alternation per use of a slot, exponent agreement (docs/quantization.md),
+retransmission on timeout with backoff, accepting each result once, placing it by offset,
+statistics, and the no-progress deadline.
+
+Schedule (W = number of slots used, nb = number of blocks): slot i carries, in order, a
+bootstrap use (block i - W: zeros, proposal for block i), then blocks i, i + W, i + 2W, ...
+The packet of block b is quantized with E_b (learned from the result of the slot's previous
+use) and carries the proposal for block b + W.  Each use flips the slot's set; the set to start
+with on the next call is returned (`next_sets`) because the switch keeps state between calls.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workers import quant, wire
+from workers.errors import ProtocolStateError, WireError, WorkerError, WorkerTimeoutError
+from workers.protocol import (EXP_ZERO, HEADER_BYTES, K_DEFAULT, MAX_SLOTS, MAX_WORKERS, Flags,
+                              MsgType)
+
+__all__ = [
+    "JobConfig", "Timing", "CoreState", "Trigger", "TRANSITIONS", "ALLOWED_CALLS",
+    "Event", "ChunkDone", "Retransmitted", "DuplicateResult", "StaleResult", "Rejected",
+    "Finished", "Step", "Stats", "AllreduceResult", "WorkerCore", "AgreementError",
+]
+
+
+class AgreementError(WorkerError):
+    """A result carries an agreed exponent below this worker's own proposal: the switch (or
+    something between) does not compute max(exp); summing would overflow or lose precision."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobConfig:
+    """What every worker of one aggregation job agrees on (the controller's job description).
+    Slots are numbered 0..num_slots-1 within the job's range: the switch adds the job's
+    slot_base from its job table, so workers never see absolute register indices."""
+    job_id: int
+    num_workers: int
+    num_slots: int
+    k: int = K_DEFAULT
+
+    def __post_init__(self) -> None:
+        wire.check_k(self.k)
+        checks = (("job_id", self.job_id, 0, 0xFFFF), ("num_workers", self.num_workers, 1,
+                  MAX_WORKERS), ("num_slots", self.num_slots, 1, MAX_SLOTS))
+        for name, value, lo, hi in checks:
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Retransmission timer (Jacobson/Karels estimate, Karn's rule, exponential backoff) and
+    the no-progress deadline, all in seconds."""
+    rto_initial: float = 0.05
+    rto_min: float = 0.005
+    rto_max: float = 1.0
+    backoff: float = 2.0
+    progress_deadline: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
+            raise ValueError("need 0 < rto_min <= rto_initial <= rto_max")
+        if self.backoff < 1 or self.progress_deadline <= 0:
+            raise ValueError("need backoff >= 1 and progress_deadline > 0")
+
+
+class CoreState(enum.Enum):
+    IDLE = "idle"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Trigger(enum.Enum):
+    START = "start"
+    LAST_RESULT = "last result accepted"
+    NO_PROGRESS = "progress deadline passed"
+
+
+#: The state machine.  Any (state, trigger) pair not listed is a bug in the caller.
+TRANSITIONS: dict[tuple[CoreState, Trigger], CoreState] = {
+    (CoreState.IDLE, Trigger.START): CoreState.RUNNING,
+    (CoreState.RUNNING, Trigger.LAST_RESULT): CoreState.DONE,
+    (CoreState.RUNNING, Trigger.NO_PROGRESS): CoreState.FAILED,
+}
+
+#: Which methods each state accepts.  DONE still takes packets: late duplicates are counted.
+ALLOWED_CALLS: dict[str, frozenset[CoreState]] = {
+    "start": frozenset({CoreState.IDLE}),
+    "receive": frozenset({CoreState.RUNNING, CoreState.DONE}),
+    "tick": frozenset({CoreState.RUNNING, CoreState.DONE}),
+    "result": frozenset({CoreState.DONE}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkDone(Event):
+    block: int
+    offset: int
+    latency: float
+
+
+@dataclass(frozen=True, slots=True)
+class Retransmitted(Event):
+    slot: int
+    block: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateResult(Event):
+    slot: int
+    set: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class StaleResult(Event):
+    slot: int
+    set: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected(Event):
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(Event):
+    elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    send: tuple[bytes, ...] = ()
+    events: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    packets_sent: int
+    retransmissions: int
+    bootstrap_packets: int
+    results: int
+    duplicates: int
+    stale: int
+    rejected: int
+    chunks: int
+    elapsed: float
+    latencies: np.ndarray = field(compare=False, repr=False)
+
+    def latency_percentiles(self, q: Sequence[float] = (50, 99)) -> tuple[float, ...]:
+        if not len(self.latencies):
+            return tuple(float("nan") for _ in q)
+        return tuple(float(v) for v in np.percentile(self.latencies, q))
+
+
+@dataclass(frozen=True, slots=True)
+class AllreduceResult:
+    tensor: np.ndarray           # float32, the input's shape
+    stats: Stats
+    next_sets: tuple[int, ...]   # per slot of the job: the set its next use must take
+    exponents: np.ndarray = field(compare=False, repr=False)  # agreed, biased, per block
+    bound: np.ndarray = field(compare=False, repr=False)      # per element, before float32
+
+
+_IDLE = -1 << 62  # cur_block value of a slot with nothing in flight
+
+
+class WorkerCore:
+    """One worker's side of one allreduce of one tensor."""
+
+    def __init__(self, tensor: object, job: JobConfig, timing: Timing = Timing(),
+                 sets: Sequence[int] | None = None) -> None:
+        if not isinstance(job, JobConfig):
+            raise TypeError(f"job must be a JobConfig, got {type(job).__name__}")
+        x = quant.as_tensor(tensor)
+        self._shape = np.shape(tensor)
+        self._job = job
+        self._timing = timing
+        k = job.k
+        self._rows = quant.blocks(x, k)
+        self._length = len(x)
+        self._nb = len(self._rows)
+        self._shift = quant.scale_shift(job.num_workers)
+        # Validates finiteness before anything is sent: a bad gradient never reaches the wire.
+        self._proposals = quant.block_exponents(x, k).tolist()
+        self._agreed = np.zeros(self._nb, dtype=np.uint8)
+        self._sums = np.zeros((self._nb, k), dtype=np.int32)
+        if sets is None:
+            sets = (0,) * job.num_slots
+        if len(sets) != job.num_slots or any(s not in (0, 1) for s in sets):
+            raise ValueError(f"sets must be {job.num_slots} values of 0/1 (one per slot)")
+        self._next_sets = list(sets)
+        w = min(job.num_slots, self._nb)
+        self._w = w
+        self._cur_block = [_IDLE] * w
+        self._cur_set = [0] * w
+        self._packet: list[bytes] = [b""] * w
+        self._first_sent = [0.0] * w
+        self._attempts = [0] * w
+        self._rto = [timing.rto_initial] * w
+        self._accepted: list[tuple[int, int] | None] = [None] * w
+        self._timer = np.full(w, np.inf)
+        self._active = 0
+        self._srtt: float | None = None
+        self._rttvar = 0.0
+        self._base_rto = timing.rto_initial
+        self._codec = wire.header_codec()
+        self._size = HEADER_BYTES + 4 * k
+        self._zeros = bytes(4 * k)
+        self._latency = np.zeros(self._nb)
+        self._state = CoreState.IDLE
+        self._started = self._finished = self._progress = 0.0
+        self._sent = self._retx = self._boot = self._results = 0
+        self._dups = self._stale = self._rejected = self._chunks = 0
+
+    # -- state machine -----------------------------------------------------------------------
+
+    @property
+    def state(self) -> CoreState:
+        return self._state
+
+    def _check(self, call: str) -> None:
+        if self._state not in ALLOWED_CALLS[call]:
+            raise ProtocolStateError(f"{call}() is not allowed in state {self._state.value}")
+
+    def _fire(self, trigger: Trigger) -> None:
+        self._state = TRANSITIONS[(self._state, trigger)]
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def _offset(self, i: int, block: int) -> int:
+        # A bootstrap use (block < 0) is tagged with the offset of the block it proposes for.
+        return (block if block >= 0 else block + self._w) * self._job.k
+
+    def _build(self, i: int, block: int) -> bytes:
+        job = self._job
+        ahead = block + self._w
+        exp = self._proposals[ahead] if ahead < self._nb else EXP_ZERO
+        if block >= 0:
+            values = quant.quantize_block(self._rows[block], int(self._agreed[block]),
+                                          self._shift)
+        else:
+            values = self._zeros
+        head = self._codec.pack(msg_type=MsgType.DATA, flags=0, job_id=job.job_id,
+                                set=self._cur_set[i], slot=i, exp=exp, count=0,
+                                offset=self._offset(i, block))
+        return head + values
+
+    def _launch(self, i: int, block: int, now: float) -> bytes:
+        self._cur_block[i] = block
+        pkt = self._build(i, block)
+        self._packet[i] = pkt
+        self._first_sent[i] = now
+        self._attempts[i] = 0
+        self._rto[i] = self._base_rto
+        self._timer[i] = now + self._base_rto
+        self._sent += 1
+        if block < 0:
+            self._boot += 1
+        return pkt
+
+    def start(self, now: float) -> Step:
+        """Begin: the bootstrap packets of every slot in use."""
+        self._check("start")
+        self._fire(Trigger.START)
+        self._started = self._progress = now
+        out = []
+        for i in range(self._w):
+            self._cur_set[i] = self._next_sets[i]
+            out.append(self._launch(i, i - self._w, now))
+        self._active = self._w
+        return Step(tuple(out))
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    def receive(self, payload: bytes, now: float) -> Step:
+        """One received netsum payload (UDP payload).  Never raises for bad packets: they are
+        counted and reported as `Rejected`; the only error is a broken exponent agreement."""
+        self._check("receive")
+        try:
+            head = wire.decode_header(payload, self._job.k)
+        except WireError as exc:
+            self._rejected += 1
+            return Step((), (Rejected(str(exc)),))
+        job = self._job
+        if head.msg_type is not MsgType.RESULT or head.job_id != job.job_id:
+            self._rejected += 1
+            return Step((), (Rejected(f"not a result of job {job.job_id}: {head.msg_type.name} "
+                                      f"of job {head.job_id}"),))
+        i = head.slot
+        if not 0 <= i < self._w:
+            self._stale += 1
+            return Step((), (StaleResult(head.slot, head.set, head.offset),))
+        block = self._cur_block[i]
+        key = (head.set, head.offset)
+        if block == _IDLE or head.set != self._cur_set[i] or \
+                head.offset != self._offset(i, block):
+            if key == self._accepted[i]:
+                self._dups += 1
+                return Step((), (DuplicateResult(head.slot, head.set, head.offset),))
+            self._stale += 1
+            return Step((), (StaleResult(head.slot, head.set, head.offset),))
+        return self._accept(i, block, head, payload, now)
+
+    def _accept(self, i: int, block: int, head: wire.Header, payload: bytes, now: float) -> Step:
+        events: list[Event] = []
+        ahead = block + self._w
+        if ahead < self._nb:
+            if head.exp < self._proposals[ahead]:
+                raise AgreementError(
+                    f"job {self._job.job_id} slot {head.slot}: result agrees exponent "
+                    f"{head.exp} for block {ahead}, below this worker's proposal "
+                    f"{self._proposals[ahead]}; the switch must return max(exp)")
+            self._agreed[ahead] = head.exp
+        if block >= 0:
+            self._sums[block] = np.frombuffer(payload, dtype=">i4", offset=HEADER_BYTES)
+            latency = now - self._first_sent[i]
+            self._latency[block] = latency
+            self._chunks += 1
+            events.append(ChunkDone(block, block * self._job.k, latency))
+        if self._attempts[i] == 0:
+            self._sample_rtt(now - self._first_sent[i])
+        self._results += 1
+        self._accepted[i] = (head.set, head.offset)
+        self._progress = now
+        send: tuple[bytes, ...] = ()
+        if ahead < self._nb:
+            self._cur_set[i] ^= 1
+            send = (self._launch(i, ahead, now),)
+        else:
+            self._cur_block[i] = _IDLE
+            self._timer[i] = np.inf
+            self._next_sets[i] = self._cur_set[i] ^ 1
+            self._active -= 1
+            if self._active == 0:
+                self._fire(Trigger.LAST_RESULT)
+                self._finished = now
+                events.append(Finished(now - self._started))
+        return Step(send, tuple(events))
+
+    def _sample_rtt(self, rtt: float) -> None:
+        # RFC 6298: SRTT/RTTVAR with alpha 1/8, beta 1/4; RTO = SRTT + 4 RTTVAR, clamped.
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2
+        else:
+            self._rttvar += (abs(self._srtt - rtt) - self._rttvar) / 4
+            self._srtt += (rtt - self._srtt) / 8
+        t = self._timing
+        self._base_rto = min(max(self._srtt + 4 * self._rttvar, t.rto_min), t.rto_max)
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When tick() next has work: the earliest retransmission or the progress deadline."""
+        if self._state is not CoreState.RUNNING:
+            return None
+        return min(float(self._timer.min()), self._progress + self._timing.progress_deadline)
+
+    def tick(self, now: float) -> Step:
+        """Retransmit what timed out; raise WorkerTimeoutError after the progress deadline."""
+        self._check("tick")
+        if self._state is not CoreState.RUNNING:
+            return Step()
+        silent = now - self._progress
+        # Same expression as next_deadline(): (a + b) - a may be < b in floating point, and a
+        # caller woken at next_deadline() must see the deadline as passed.
+        if now >= self._progress + self._timing.progress_deadline:
+            self._fire(Trigger.NO_PROGRESS)
+            waiting = [i for i in range(self._w)
+                       if self._cur_block[i] != _IDLE]
+            raise WorkerTimeoutError(
+                f"job {self._job.job_id}: no result for {silent:.2f}s (deadline "
+                f"{self._timing.progress_deadline:g}s); {self._chunks}/{self._nb} chunks done, "
+                f"{len(waiting)} slots waiting (first: {waiting[:8]}); is every one of the "
+                f"{self._job.num_workers} workers running and the switch configured for this job?")
+        out = []
+        events: list[Event] = []
+        t = self._timing
+        for i in np.flatnonzero(self._timer <= now).tolist():
+            self._attempts[i] += 1
+            self._rto[i] = min(self._rto[i] * t.backoff, t.rto_max)
+            self._timer[i] = now + self._rto[i]
+            pkt = self._packet[i]
+            # Byte 1 is the flags field (HEADER_FIELDS: msg_type, flags, ...).
+            out.append(pkt[:1] + bytes((pkt[1] | Flags.RETX,)) + pkt[2:])
+            self._sent += 1
+            self._retx += 1
+            events.append(Retransmitted(i, self._cur_block[i],
+                                        self._attempts[i]))
+        return Step(tuple(out), tuple(events))
+
+    # -- results -----------------------------------------------------------------------------
+
+    def stats(self, now: float | None = None) -> Stats:
+        end = self._finished if self._state is CoreState.DONE else (now or self._progress)
+        return Stats(self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
+                     self._rejected, self._chunks, end - self._started, self._latency.copy())
+
+    def next_sets(self) -> tuple[int, ...]:
+        return tuple(self._next_sets)
+
+    def result(self) -> AllreduceResult:
+        self._check("result")
+        job = self._job
+        out = quant.dequantize(self._sums, self._agreed, job.num_workers, self._length)
+        bound = quant.error_bound(self._agreed, job.num_workers, job.k, self._length)
+        return AllreduceResult(out.reshape(self._shape), self.stats(), self.next_sets(),
+                               self._agreed.copy(), bound)

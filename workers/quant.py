@@ -1,0 +1,178 @@
+"""Block floating point quantization of float32 tensors to int32 (docs/quantization.md).
+
+Owns: validating tensors (dtype, shape, finiteness), per-block exponent proposals, the scale
+shift that keeps n-worker sums inside int32, quantizing with an agreed exponent, dequantizing
+sums, and the documented error bound.  Everything is vectorised over whole tensors; the worker
+core calls the same functions on single blocks.
+
+Invariants (proved in docs/quantization.md, tested in tests/unit/test_quant.py):
+  * proposal e of a block: the least integer with 2^e >= max|x|, clamped to [-126, 128]
+    (biased: e + EXP_BIAS in 1..255; EXP_ZERO = 0 for an all-zero block);
+  * with an agreed exponent E >= every worker's proposal and s = scale_shift(n),
+    q = rint(x * 2^(s-E)) satisfies |q| <= 2^s and n * 2^s <= 2^31 - 1: no int32 overflow;
+  * |2^(E-s) * sum(q) - sum(x)| <= n * 2^(E-s-1) before the final rounding to float32.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workers.errors import NonFiniteError, QuantError, SumOverflowError
+from workers.protocol import EXP_BIAS, EXP_ZERO, MAX_WORKERS
+
+__all__ = [
+    "EXP_MIN", "EXP_MAX", "INT32_MAX", "as_tensor", "num_blocks", "scale_shift",
+    "block_exponents", "quantize", "quantize_block", "dequantize", "error_bound", "unbias",
+    "blocks",
+]
+
+INT32_MAX = (1 << 31) - 1
+#: Unbiased exponent range carried by the 8-bit field (1..255).  2^128 exceeds every finite
+#: float32 and 2^-126 is the smallest normal one, so clamping never breaks 2^e >= max|x|.
+EXP_MIN = 1 - EXP_BIAS
+EXP_MAX = 255 - EXP_BIAS
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def as_tensor(tensor: object) -> np.ndarray:
+    """The tensor as a flat, contiguous float32 array (a view when it already is one).
+    float16/float32/float64 are accepted; a float64 value beyond float32 is an error."""
+    arr = np.asarray(tensor)
+    if arr.dtype.kind != "f" or arr.dtype.itemsize not in (2, 4, 8):
+        raise QuantError(f"tensor must be float16/float32/float64, got dtype {arr.dtype}")
+    if arr.size == 0:
+        raise QuantError("tensor is empty: nothing to aggregate")
+    if arr.size >= 1 << 32:
+        raise QuantError(f"tensor has {arr.size} elements; offsets are 32-bit (max 2^32 - 1)")
+    flat = np.ascontiguousarray(arr.reshape(-1))
+    if flat.dtype == np.float64:
+        big = np.abs(flat) > _F32_MAX
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            if np.isfinite(flat[i]):
+                raise QuantError(f"tensor element at offset {i} is {float(flat[i])!r}, beyond "
+                                 "the float32 range")
+    return flat.astype(np.float32, copy=False)
+
+
+def num_blocks(length: int, k: int) -> int:
+    return -(-length // k)
+
+
+def scale_shift(num_workers: int) -> int:
+    """The largest s with num_workers * 2^s <= 2^31 - 1 (30 for 1 worker, 25 for 32)."""
+    if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) \
+            or not 1 <= num_workers <= MAX_WORKERS:
+        raise QuantError(f"number of workers must be 1..{MAX_WORKERS}, got {num_workers!r}")
+    return (INT32_MAX // int(num_workers)).bit_length() - 1
+
+
+def blocks(x: np.ndarray, k: int) -> np.ndarray:
+    """(nb, k) view of x, zero-padded at the end (a copy only when len(x) % k != 0)."""
+    nb = num_blocks(len(x), k)
+    if len(x) == nb * k:
+        return x.reshape(nb, k)
+    padded = np.zeros(nb * k, dtype=x.dtype)
+    padded[:len(x)] = x
+    return padded.reshape(nb, k)
+
+
+def block_exponents(x: np.ndarray, k: int) -> np.ndarray:
+    """Biased exponent proposal (uint8) per block of k elements of the float32 array x.
+    Raises NonFiniteError naming the first NaN/Inf element."""
+    rows = blocks(x, k)
+    # max(max, -min) instead of abs(): two reductions, no temporary the size of the tensor.
+    with np.errstate(invalid="ignore"):
+        peak = np.maximum(rows.max(axis=1), -rows.min(axis=1))
+    bad = ~np.isfinite(peak)
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        row = rows[b]
+        i = int(np.flatnonzero(~np.isfinite(row))[0])
+        raise NonFiniteError(b * k + i, float(row[i]))
+    mant, ex = np.frexp(peak.astype(np.float64))
+    # peak = mant * 2^ex with mant in [0.5, 1): 2^ex > peak >= 2^(ex-1), equal only at 0.5.
+    e = ex.astype(np.int64) - (mant == 0.5)
+    biased = np.clip(e + EXP_BIAS, 1, 255).astype(np.uint8)
+    biased[peak == 0] = EXP_ZERO
+    return biased
+
+
+def unbias(exps: np.ndarray) -> np.ndarray:
+    return np.asarray(exps, dtype=np.int64) - EXP_BIAS
+
+
+def quantize(x: np.ndarray, agreed: np.ndarray, num_workers: int, k: int,
+             proposals: np.ndarray | None = None) -> np.ndarray:
+    """Quantize float32 x (one or more whole blocks, the last zero-padded) with the agreed
+    biased exponents -> (nb, k) int32.  `proposals`, when given, are this worker's own block
+    exponents; an agreed exponent below one of them is a protocol error (it could overflow)."""
+    s = scale_shift(num_workers)
+    rows = blocks(np.asarray(x, dtype=np.float32), k)
+    agreed = np.asarray(agreed)
+    if agreed.shape != (len(rows),):
+        raise QuantError(f"{len(rows)} blocks but {agreed.shape} agreed exponents")
+    if proposals is not None and (agreed < proposals).any():
+        b = int(np.flatnonzero(agreed < proposals)[0])
+        raise QuantError(f"block {b}: agreed exponent {int(agreed[b])} is below this worker's "
+                         f"proposal {int(proposals[b])} (exponent agreement is broken)")
+    zero = agreed == EXP_ZERO
+    d = s - unbias(np.where(zero, EXP_BIAS, agreed))
+    # Multiplying float32 by a power of two is exact (products that underflow are < 2^-126 and
+    # round to 0 either way) and rint of a float32 is exact, so float32 arithmetic gives the
+    # correctly rounded integer.  2^d must itself be a float32: d <= 127, else split in two.
+    d1 = np.minimum(d, 127)
+    f1 = np.ldexp(np.float32(1), d1.astype(np.int32)).astype(np.float32)
+    f1[zero] = 0
+    q = np.multiply(rows, f1[:, None], dtype=np.float32)
+    if (d > d1).any():
+        f2 = np.ldexp(np.float32(1), (d - d1).astype(np.int32)).astype(np.float32)
+        np.multiply(q, f2[:, None], out=q)
+    np.rint(q, out=q)
+    return q.astype(np.int32)
+
+
+def quantize_block(row: np.ndarray, agreed: int, shift: int) -> bytes:
+    """One block (float32, length k) quantized with the biased agreed exponent, as K big-endian
+    int32 bytes: the worker core's per-packet path.  Same integers as `quantize` (float64 holds
+    x * 2^d exactly for every float32 x and every d the exponent field allows)."""
+    if agreed == EXP_ZERO:
+        return bytes(4 * len(row))
+    factor = math.ldexp(1.0, shift - (agreed - EXP_BIAS))
+    return np.rint(row.astype(np.float64) * factor).astype(">i4").tobytes()
+
+
+def dequantize(sums: np.ndarray, agreed: np.ndarray, num_workers: int, length: int) -> np.ndarray:
+    """float32 tensor of `length` elements from (nb, k) int sums and their agreed exponents."""
+    s = scale_shift(num_workers)
+    sums = np.asarray(sums)
+    agreed = np.asarray(agreed)
+    if sums.ndim != 2 or agreed.shape != (sums.shape[0],):
+        raise QuantError(f"sums {sums.shape} and exponents {agreed.shape} do not match")
+    if length > sums.size:
+        raise QuantError(f"{length} elements asked from {sums.size} sums")
+    zero = agreed == EXP_ZERO
+    if (sums[zero] != 0).any():
+        b = int(np.flatnonzero(zero & (sums != 0).any(axis=1))[0])
+        raise QuantError(f"block {b} has agreed exponent 0 (all zero) but nonzero sums")
+    # int32 times a power of two is exact in float64 (31-bit integer, exponent within range).
+    factor = np.ldexp(1.0, (unbias(np.where(zero, EXP_BIAS, agreed)) - s).astype(np.int32))
+    wide = (sums.astype(np.float64) * factor[:, None]).reshape(-1)[:length]
+    with np.errstate(over="ignore"):
+        out = wide.astype(np.float32)
+    over = np.isinf(out)
+    if over.any():
+        i = int(np.flatnonzero(over)[0])
+        raise SumOverflowError(i, float(wide[i]))
+    return out
+
+
+def error_bound(agreed: np.ndarray, num_workers: int, k: int, length: int) -> np.ndarray:
+    """Per-element bound on |2^(E-s)*sum(q) - sum(x)| (float64, before rounding to float32):
+    num_workers * 2^(E-s-1), 0 for all-zero blocks."""
+    s = scale_shift(num_workers)
+    agreed = np.asarray(agreed)
+    bound = num_workers * np.ldexp(1.0, (unbias(agreed) - s - 1).astype(np.int32))
+    bound[agreed == EXP_ZERO] = 0.0
+    return np.repeat(bound, k)[:length]

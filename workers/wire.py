@@ -1,0 +1,427 @@
+"""Wire format: encoding and decoding of netsum packets (header + K big-endian int32 values), of
+batches of packets in one contiguous numpy buffer, and of the whole Ethernet/IPv4/UDP frames the
+unprivileged transport sends.
+
+The byte layout is derived from `protocol.HEADER_FIELDS` (the one definition): bit fields are
+grouped into byte-aligned big-endian units, so changing the field table changes the codec and
+the docs' diagram together.  Decoding validates everything and raises `WireError` with the
+reason; it never returns a half-parsed packet.
+"""
+from __future__ import annotations
+
+import functools
+import ipaddress
+import operator
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from workers import protocol
+from workers.errors import WireError
+from workers.protocol import HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT, Flags, MsgType
+
+__all__ = [
+    "Unit", "header_units", "packet_dtype", "Header", "Packet", "check_k",
+    "encode", "decode", "decode_header", "HeaderCodec", "header_codec", "encode_batch", "batch_bytes", "decode_batch",
+    "Endpoint", "FramePrefix", "build_frame", "parse_frame", "ParsedFrame", "ipv4_checksum",
+    "ETH_BYTES", "IPV4_BYTES", "UDP_BYTES", "ETHERTYPE_IPV4", "IPPROTO_UDP",
+]
+
+ETH_BYTES = 14
+IPV4_BYTES = 20
+UDP_BYTES = 8
+ETHERTYPE_IPV4 = 0x0800
+IPPROTO_UDP = 17
+_IPV4_TTL = 64
+_IPV4_DF = 0x4000
+_KNOWN_FLAGS = int(Flags.RETX)
+_MSG_TYPES = frozenset(int(m) for m in MsgType)
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A byte-aligned, big-endian unsigned word of the header holding one or more fields.
+    `fields` are (name, shift, width) with shift counted from the word's least significant bit."""
+    name: str
+    offset: int
+    size: int
+    fields: tuple[tuple[str, int, int], ...]
+
+
+@functools.cache
+def header_units() -> tuple[Unit, ...]:
+    """Group HEADER_FIELDS into words of 1, 2 or 4 bytes (P4 headers are packed MSB first)."""
+    units: list[Unit] = []
+    pending: list[tuple[str, int]] = []
+    bits = 0
+    offset = 0
+    for field in HEADER_FIELDS:
+        pending.append((field.name, field.bits))
+        bits += field.bits
+        if bits % 8:
+            continue
+        if bits not in (8, 16, 32):
+            raise AssertionError(f"header fields {[p[0] for p in pending]} span {bits} bits; "
+                                 "only 8/16/32-bit groups are supported")
+        shift = bits
+        parts = []
+        for name, width in pending:
+            shift -= width
+            parts.append((name, shift, width))
+        units.append(Unit("_".join(p[0] for p in pending), offset, bits // 8, tuple(parts)))
+        offset += bits // 8
+        pending, bits = [], 0
+    if pending:
+        raise AssertionError("header fields do not end on a byte boundary")
+    assert offset == HEADER_BYTES
+    return tuple(units)
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or k not in K_SUPPORTED:
+        raise WireError(f"K must be one of {K_SUPPORTED} (the P4 program's build), got {k!r}")
+    return k
+
+
+@functools.cache
+def packet_dtype(k: int) -> np.dtype:
+    """numpy structured dtype of one packet: the header words, then K big-endian int32."""
+    check_k(k)
+    codes = {1: "u1", 2: ">u2", 4: ">u4"}
+    fields = [(u.name, codes[u.size]) for u in header_units()]
+    fields.append(("values", ">i4", (k,)))
+    dt = np.dtype(fields)
+    assert dt.itemsize == protocol.packet_bytes(k) - (ETH_BYTES + IPV4_BYTES + UDP_BYTES)
+    return dt
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    msg_type: MsgType
+    flags: Flags
+    job_id: int
+    set: int
+    slot: int
+    exp: int
+    count: int
+    offset: int
+
+    def __post_init__(self) -> None:
+        for field in HEADER_FIELDS:
+            value = getattr(self, field.name)
+            try:
+                number = operator.index(value)
+            except TypeError:
+                number = -1
+            if isinstance(value, bool) or not 0 <= number < (1 << field.bits):
+                raise WireError(f"header field {field.name}={value!r} does not fit in "
+                                f"{field.bits} bits")
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    header: Header
+    values: np.ndarray  # int32, native byte order, length K
+
+
+def _pack_header_word(unit: Unit, header: Header) -> int:
+    word = 0
+    for name, shift, _ in unit.fields:
+        word |= int(getattr(header, name)) << shift
+    return word
+
+
+def encode(header: Header, values: np.ndarray | None, k: int) -> bytes:
+    """One packet.  `values` None means K zeros (bootstrap/proposal-only packets)."""
+    rec = np.zeros(1, dtype=packet_dtype(k))
+    for unit in header_units():
+        rec[unit.name] = _pack_header_word(unit, header)
+    if values is not None:
+        rec["values"][0] = _check_values(values, k, 1)
+    return rec.tobytes()
+
+
+def _check_values(values: np.ndarray, k: int, rows: int) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu":
+        raise WireError(f"packet values must be integers (int32), got dtype {arr.dtype}")
+    arr = arr.reshape(rows, k) if arr.size == rows * k else arr
+    if arr.shape != (rows, k) and not (rows == 1 and arr.shape == (k,)):
+        raise WireError(f"expected {rows}x{k} values, got shape {np.shape(values)}")
+    if arr.dtype.itemsize > 4 or arr.dtype.kind == "u":
+        info = np.iinfo(np.int32)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise WireError("packet values do not fit in int32")
+    return arr
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderCodec:
+    """Per-packet header packing for the worker's hot path: one struct call, the words built
+    from the same unit table as everything else (no per-call validation: callers own ranges)."""
+    layout: struct.Struct
+    units: tuple[Unit, ...]
+
+    def pack(self, **fields: int) -> bytes:
+        words = []
+        for unit in self.units:
+            word = 0
+            for name, shift, _ in unit.fields:
+                word |= fields.get(name, 0) << shift
+            words.append(word)
+        return self.layout.pack(*words)
+
+
+@functools.cache
+def header_codec() -> HeaderCodec:
+    codes = {1: "B", 2: "H", 4: "I"}
+    units = header_units()
+    return HeaderCodec(struct.Struct(">" + "".join(codes[u.size] for u in units)), units)
+
+
+def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
+    """Validate length, message type and flags; return the header."""
+    size = HEADER_BYTES + 4 * check_k(k)
+    if len(buf) != size:
+        what = "truncated" if len(buf) < size else "too long"
+        raise WireError(f"netsum packet {what}: {len(buf)} bytes, expected {size} "
+                        f"(header {HEADER_BYTES} + {k} x int32)")
+    values: dict[str, int] = {}
+    for unit in header_units():
+        word = int.from_bytes(bytes(buf[unit.offset:unit.offset + unit.size]), "big")
+        for name, shift, width in unit.fields:
+            values[name] = (word >> shift) & ((1 << width) - 1)
+    if values["msg_type"] not in _MSG_TYPES:
+        raise WireError(f"unknown netsum msg_type {values['msg_type']}")
+    if values["flags"] & ~_KNOWN_FLAGS:
+        raise WireError(f"unknown netsum flag bits 0x{values['flags'] & ~_KNOWN_FLAGS:02x}")
+    values["msg_type"] = MsgType(values["msg_type"])  # type: ignore[assignment]
+    values["flags"] = Flags(values["flags"])  # type: ignore[assignment]
+    return Header(**values)  # type: ignore[arg-type]
+
+
+def decode(buf: bytes | bytearray | memoryview, k: int) -> Packet:
+    header = decode_header(buf, k)
+    values = np.frombuffer(buf, dtype=">i4", count=k, offset=HEADER_BYTES).astype(np.int32)
+    return Packet(header, values)
+
+
+def encode_batch(fields: Mapping[str, int | np.ndarray], values: np.ndarray | None,
+                 k: int, count: int | None = None) -> np.ndarray:
+    """Many packets at once, as a structured array (one contiguous buffer, `.tobytes()` or
+    `batch_bytes` to split).  `fields` maps header field names to scalars or per-packet arrays;
+    missing fields are 0.  `values` is (n, K) integers, or None for zeros."""
+    n = count if count is not None else (len(values) if values is not None else None)
+    if n is None:
+        for v in fields.values():
+            if np.ndim(v):
+                n = len(v)  # type: ignore[arg-type]
+                break
+    if n is None:
+        raise WireError("encode_batch: cannot tell how many packets (give values or count)")
+    known = {f.name: f for f in HEADER_FIELDS}
+    for name in fields:
+        if name not in known:
+            raise WireError(f"encode_batch: unknown header field {name!r}; fields are "
+                            f"{list(known)}")
+    rec = np.zeros(n, dtype=packet_dtype(k))
+    for unit in header_units():
+        word = np.zeros(n, dtype=np.uint64)
+        for name, shift, width in unit.fields:
+            raw = fields.get(name, 0)
+            col = np.asarray(raw)
+            if col.dtype.kind not in "iub":
+                raise WireError(f"header field {name} must be integers, got {col.dtype}")
+            if col.ndim and col.shape != (n,):
+                raise WireError(f"header field {name}: {col.shape[0]} values for {n} packets")
+            if col.size and (col.min() < 0 or col.max() >= (1 << width)):
+                raise WireError(f"header field {name} does not fit in {width} bits")
+            word |= col.astype(np.uint64) << np.uint64(shift)
+        rec[unit.name] = word
+    if values is not None:
+        rec["values"] = _check_values(values, k, n)
+    return rec
+
+
+def batch_bytes(rec: np.ndarray) -> list[bytes]:
+    """Split an encoded batch into one bytes object per packet."""
+    raw = rec.tobytes()
+    size = rec.dtype.itemsize
+    return [raw[i:i + size] for i in range(0, len(raw), size)]
+
+
+def decode_batch(bufs: Sequence[bytes], k: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Decode many packets at once: per-field arrays and an (n, K) int32 array.  Every packet is
+    validated (length, msg_type, flags); the first bad one raises WireError naming its index."""
+    dt = packet_dtype(k)
+    for i, b in enumerate(bufs):
+        if len(b) != dt.itemsize:
+            raise WireError(f"packet {i}: {len(b)} bytes, expected {dt.itemsize}")
+    rec = np.frombuffer(b"".join(bufs), dtype=dt)
+    out: dict[str, np.ndarray] = {}
+    for unit in header_units():
+        word = rec[unit.name].astype(np.uint64)
+        for name, shift, width in unit.fields:
+            out[name] = ((word >> np.uint64(shift)) & np.uint64((1 << width) - 1)).astype(np.int64)
+    bad = ~np.isin(out["msg_type"], sorted(_MSG_TYPES)) | ((out["flags"] & ~_KNOWN_FLAGS) != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise WireError(f"packet {i}: unknown msg_type {out['msg_type'][i]} or flags "
+                        f"0x{out['flags'][i]:02x}")
+    return out, rec["values"].astype(np.int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ethernet / IPv4 / UDP frames
+
+
+def _mac(value: str | bytes) -> bytes:
+    if isinstance(value, bytes):
+        if len(value) != 6:
+            raise WireError(f"MAC address must be 6 bytes, got {len(value)}")
+        return value
+    parts = value.split(":")
+    try:
+        raw = bytes(int(p, 16) for p in parts)
+    except ValueError:
+        raw = b""
+    if len(parts) != 6 or len(raw) != 6 or any(len(p) not in (1, 2) for p in parts):
+        raise WireError(f"bad MAC address {value!r} (expected aa:bb:cc:dd:ee:ff)")
+    return raw
+
+
+def _ip(value: str | bytes) -> bytes:
+    if isinstance(value, bytes):
+        if len(value) != 4:
+            raise WireError(f"IPv4 address must be 4 bytes, got {len(value)}")
+        return value
+    try:
+        return ipaddress.IPv4Address(value).packed
+    except ValueError as exc:
+        raise WireError(f"bad IPv4 address {value!r}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One end of a netsum flow as it appears in frames: MAC, IPv4 address and UDP port."""
+    mac: bytes
+    ip: bytes
+    port: int = UDP_PORT
+
+    @classmethod
+    def parse(cls, mac: str | bytes, ip: str | bytes, port: int = UDP_PORT) -> Endpoint:
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise WireError(f"bad UDP port {port!r}")
+        return cls(_mac(mac), _ip(ip), port)
+
+    def __str__(self) -> str:
+        return (f"{':'.join(f'{b:02x}' for b in self.mac)}/"
+                f"{ipaddress.IPv4Address(self.ip)}:{self.port}")
+
+
+def ipv4_checksum(header: bytes) -> int:
+    """RFC 791 header checksum: ones' complement of the ones' complement sum of 16-bit words."""
+    if len(header) % 2:
+        raise WireError("IPv4 header length must be even")
+    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return (~total) & 0xFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class FramePrefix:
+    """The 42 bytes of Ethernet/IPv4/UDP headers for payloads of one fixed length between two
+    endpoints.  All netsum packets of a job have the same length, so the prefix (checksum
+    included) is computed once and each frame is `prefix + payload` (no per-packet work)."""
+    src: Endpoint
+    dst: Endpoint
+    payload_len: int
+    data: bytes
+
+    @classmethod
+    def build(cls, src: Endpoint, dst: Endpoint, payload_len: int) -> FramePrefix:
+        eth = dst.mac + src.mac + struct.pack("!H", ETHERTYPE_IPV4)
+        total = IPV4_BYTES + UDP_BYTES + payload_len
+        if total > 0xFFFF:
+            raise WireError(f"payload of {payload_len} bytes does not fit in one IPv4 packet")
+        # Identification 0 with DF set: these datagrams are never fragmented (RFC 6864).
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, _IPV4_DF, _IPV4_TTL, IPPROTO_UDP,
+                         0, src.ip, dst.ip)
+        ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
+        # UDP checksum 0 = "not computed" (allowed for IPv4, RFC 768).
+        udp = struct.pack("!HHHH", src.port, dst.port, UDP_BYTES + payload_len, 0)
+        return cls(src, dst, payload_len, eth + ip + udp)
+
+    def frame(self, payload: bytes) -> bytes:
+        if len(payload) != self.payload_len:
+            raise WireError(f"payload is {len(payload)} bytes, prefix built for "
+                            f"{self.payload_len}")
+        return self.data + payload
+
+
+def build_frame(src: Endpoint, dst: Endpoint, payload: bytes) -> bytes:
+    return FramePrefix.build(src, dst, len(payload)).frame(payload)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFrame:
+    src: Endpoint
+    dst: Endpoint
+    payload: bytes
+    packet: Packet
+
+
+def _udp_checksum(src_ip: bytes, dst_ip: bytes, udp: bytes) -> int:
+    pseudo = src_ip + dst_ip + struct.pack("!BBH", 0, IPPROTO_UDP, len(udp))
+    data = pseudo + udp + (b"\0" if len(udp) % 2 else b"")
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return (~total) & 0xFFFF or 0xFFFF
+
+
+def parse_frame(frame: bytes | bytearray | memoryview, k: int) -> ParsedFrame:
+    """Validate and take apart one Ethernet frame carrying a netsum packet.  Ethernet padding
+    after the IPv4 datagram is allowed; everything else inconsistent raises WireError."""
+    frame = bytes(frame)
+    if len(frame) < ETH_BYTES + IPV4_BYTES + UDP_BYTES:
+        raise WireError(f"frame truncated: {len(frame)} bytes is shorter than "
+                        f"Ethernet+IPv4+UDP headers ({ETH_BYTES + IPV4_BYTES + UDP_BYTES})")
+    (ethertype,) = struct.unpack_from("!H", frame, 12)
+    if ethertype != ETHERTYPE_IPV4:
+        raise WireError(f"not IPv4: ethertype 0x{ethertype:04x}")
+    vihl, _, total, _, frag, _, proto, _ = struct.unpack_from("!BBHHHBBH", frame, ETH_BYTES)
+    if vihl >> 4 != 4:
+        raise WireError(f"IPv4 version field is {vihl >> 4}")
+    ihl = (vihl & 0xF) * 4
+    if ihl < IPV4_BYTES:
+        raise WireError(f"IPv4 IHL {ihl // 4} is below 5")
+    if total < ihl + UDP_BYTES:
+        raise WireError(f"IPv4 total length {total} too small for its header and UDP")
+    if ETH_BYTES + total > len(frame):
+        raise WireError(f"frame truncated: IPv4 total length {total} but only "
+                        f"{len(frame) - ETH_BYTES} bytes after Ethernet")
+    ip_header = frame[ETH_BYTES:ETH_BYTES + ihl]
+    if ipv4_checksum(ip_header) != 0:
+        raise WireError("IPv4 header checksum mismatch")
+    if frag & 0x3FFF:
+        raise WireError("IPv4 fragment (netsum packets are never fragmented)")
+    if proto != IPPROTO_UDP:
+        raise WireError(f"IPv4 protocol {proto} is not UDP")
+    udp_at = ETH_BYTES + ihl
+    sport, dport, ulen, csum = struct.unpack_from("!HHHH", frame, udp_at)
+    if ulen != total - ihl:
+        raise WireError(f"UDP length {ulen} disagrees with IPv4 payload length {total - ihl}")
+    if UDP_PORT not in (sport, dport):
+        raise WireError(f"UDP ports {sport}->{dport}: neither is the netsum port {UDP_PORT}")
+    src_ip, dst_ip = ip_header[12:16], ip_header[16:20]
+    udp = frame[udp_at:udp_at + ulen]
+    if csum and _udp_checksum(src_ip, dst_ip, udp[:6] + b"\0\0" + udp[8:]) != csum:
+        raise WireError("UDP checksum mismatch")
+    payload = udp[UDP_BYTES:]
+    packet = decode(payload, k)
+    return ParsedFrame(Endpoint(frame[6:12], src_ip, sport), Endpoint(frame[0:6], dst_ip, dport),
+                       payload, packet)
