@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: What PI's Capabilities answers (its protos are 1.3-era); p4runtime-shell only displays it.
 API_VERSION = "1.3.0"
+#: Entities per ReadResponse (~1 MB for typical entities).
+READ_CHUNK = 16384
 _CLOSE = object()
 
 
@@ -96,8 +98,12 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             found = self.service.read(request.entities)
         except Exception as exc:  # noqa: BLE001 - reported as the RPC status
             _abort(context, exc)
-        # PI answers with one ReadResponse holding every entity.
-        yield p4runtime_pb2.ReadResponse(entities=found)
+        # PI answers with one ReadResponse holding every entity; so do we, up to a size that
+        # stays far below gRPC's default 4 MB receive limit (a wildcard register read of a big
+        # program would exceed it), beyond which the spec's streaming of several responses is
+        # used.
+        for start in range(0, max(len(found), 1), READ_CHUNK):
+            yield p4runtime_pb2.ReadResponse(entities=found[start:start + READ_CHUNK])
 
     def SetForwardingPipelineConfig(self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
                                     context: grpc.ServicerContext

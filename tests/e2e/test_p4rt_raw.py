@@ -426,3 +426,17 @@ def test_write_to_other_device_id(l2: RawClient) -> None:
     req.election_id.low = 10
     code, _ = rpc_code(lambda: l2.stub.Write(req))
     assert code == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_big_wildcard_read_is_split_into_several_responses(l2: RawClient, p4c_fixtures: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import switch.p4rt.server as server_module
+    monkeypatch.setattr(server_module, "READ_CHUNK", 1000)
+    l2.write([update(INSERT, table_entry=dmac(k.to_bytes(2, "big"))) for k in range(1, 2501)])
+    e = pb.Entity()
+    e.table_entry.table_id = DMAC
+    responses = list(l2.stub.Read(pb.ReadRequest(device_id=DEVICE_ID, entities=[e])))
+    assert [len(r.entities) for r in responses] == [1000, 1000, 500]
+    # An empty result is still one (empty) response, as PI sends.
+    l2.set_pipeline(*load(p4c_fixtures, "l2_mcast"))
+    assert len(list(l2.stub.Read(pb.ReadRequest(device_id=DEVICE_ID, entities=[e])))) == 1
