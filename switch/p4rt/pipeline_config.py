@@ -21,7 +21,8 @@ from switch.errors import Code
 from switch.p4rt.errors import P4RTError
 from switch.p4rt.schema import Schema
 
-__all__ = ["PipelineConfig", "decode_device_config", "check_p4info_matches_json"]
+__all__ = ["PipelineConfig", "decode_device_config", "check_p4info_matches_json",
+           "check_p4info_consistent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,14 +150,65 @@ def _mismatch(kind: str, name: str, what: str) -> P4RTError:
                      f"P4Info {kind} '{name}' does not match the BMv2 JSON: {what}")
 
 
+def check_p4info_consistent(p4info: p4info_pb2.P4Info) -> None:
+    """The P4Info must hold together on its own: unique non-zero ids, references that resolve,
+    positive widths.  Handlers rely on it (an action_ref to nowhere would fail at read time)."""
+    seen: dict[int, str] = {}
+
+    def preamble(kind: str, pre: p4info_pb2.Preamble) -> None:
+        if pre.id == 0 or not pre.name:
+            raise P4RTError(Code.INVALID_ARGUMENT, f"P4Info {kind} with id {pre.id} and name "
+                            f"'{pre.name}': both must be set")
+        if pre.id in seen:
+            raise P4RTError(Code.INVALID_ARGUMENT, f"P4Info id {pre.id} used by both "
+                            f"'{seen[pre.id]}' and {kind} '{pre.name}'")
+        seen[pre.id] = pre.name
+
+    def unique_positive(kind: str, owner: str, items: Any) -> None:
+        ids = [i.id for i in items]
+        if len(set(ids)) != len(ids) or any(i.bitwidth <= 0 for i in items):
+            raise P4RTError(Code.INVALID_ARGUMENT, f"P4Info {owner}: {kind} ids must be unique "
+                            "and widths positive")
+
+    for a in p4info.actions:
+        preamble("action", a.preamble)
+        unique_positive("param", f"action '{a.preamble.name}'", a.params)
+    actions = {a.preamble.id for a in p4info.actions}
+    for group in (p4info.counters, p4info.direct_counters, p4info.meters, p4info.direct_meters,
+                  p4info.registers):
+        for r in group:
+            preamble("resource", r.preamble)
+    for t in p4info.tables:
+        preamble("table", t.preamble)
+        unique_positive("match field", f"table '{t.preamble.name}'", t.match_fields)
+        for ref in t.action_refs:
+            if ref.id not in actions:
+                raise P4RTError(Code.INVALID_ARGUMENT, f"P4Info table '{t.preamble.name}' "
+                                f"refers to action id {ref.id}, which is not in the P4Info")
+        for rid in t.direct_resource_ids:
+            if rid not in seen:
+                raise P4RTError(Code.INVALID_ARGUMENT, f"P4Info table '{t.preamble.name}' "
+                                f"refers to resource id {rid}, which is not in the P4Info")
+    for h in p4info.controller_packet_metadata:
+        unique_positive("metadata", f"controller header '{h.preamble.name}'", h.metadata)
+
+
 def check_p4info_matches_json(p4info: p4info_pb2.P4Info, doc: dict[str, Any]) -> None:
     """Raise INVALID_ARGUMENT on the first P4Info object the JSON lacks or disagrees with."""
+    check_p4info_consistent(p4info)
     idx = _JsonIndex(doc)
+    action_names = {a.preamble.id: a.preamble.name for a in p4info.actions}
     for t in p4info.tables:
         name = t.preamble.name
         jt = idx.tables.get(name)
         if jt is None:
             raise _mismatch("table", name, "no table of that name in the JSON")
+        # The table's entries and default must be expressible in P4Info terms both ways.
+        want = {action_names[r.id] for r in t.action_refs}
+        got = {a for a in jt.get("actions", []) or [] if isinstance(a, str)}
+        if want != got:
+            raise _mismatch("table", name, f"actions {sorted(want)} in P4Info, {sorted(got)} in "
+                            "the JSON")
         jkeys = {k.get("name"): k for k in jt.get("key", []) or [] if isinstance(k, dict)}
         for mf in t.match_fields:
             jk = jkeys.get(mf.name)

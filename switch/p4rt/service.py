@@ -74,10 +74,7 @@ class DeviceService:
         """Parse and cross-check a config and build its pipeline; no side effect."""
         doc = decode_device_config(config.p4_device_config)
         check_p4info_matches_json(config.p4info, doc)
-        try:
-            schema = Schema(config.p4info)
-        except P4RTError:
-            raise
+        schema = Schema(config.p4info)
         try:
             pipeline = type(self.device).build_pipeline(doc)
         except SwitchError as exc:

@@ -222,7 +222,7 @@ def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> 
         raise P4RTError(Code.PERMISSION_DENIED,
                         f"table '{table.name}' is const: its entries cannot be changed")
     if te.idle_timeout_ns:
-        raise _invalid(f"table '{table.name}' does not support idle timeout")
+        raise P4RTError(Code.UNIMPLEMENTED, "idle timeouts are not supported by this switch")
     key = decode_key(table, list(te.match))
     priority = _priority(table, te.priority)
     ekey = (table.name, key, priority)

@@ -107,3 +107,40 @@ def test_bad_device_config_is_invalid_argument(data: bytes) -> None:
     with pytest.raises(P4RTError) as err:
         decode_device_config(data)
     assert err.value.code == Code.INVALID_ARGUMENT
+
+
+def _dangling_action_ref(info: p4info_pb2.P4Info, doc: dict[str, Any]) -> None:
+    info.tables[0].action_refs.add(id=0x01ABCDEF)
+
+
+def _duplicate_id(info: p4info_pb2.P4Info, doc: dict[str, Any]) -> None:
+    info.actions[1].preamble.id = info.actions[0].preamble.id
+
+
+def _duplicate_param_id(info: p4info_pb2.P4Info, doc: dict[str, Any]) -> None:
+    a = next(a for a in info.actions if a.preamble.name == "L2Ingress.forward")
+    a.params.add(id=1, name="port2", bitwidth=9)
+
+
+def _zero_width_field(info: p4info_pb2.P4Info, doc: dict[str, Any]) -> None:
+    info.tables[0].match_fields[0].bitwidth = 0
+
+
+def _fewer_actions_in_p4info(info: p4info_pb2.P4Info, doc: dict[str, Any]) -> None:
+    del info.tables[0].action_refs[0]
+
+
+def _dangling_direct_resource(info: p4info_pb2.P4Info, doc: dict[str, Any]) -> None:
+    info.tables[1].direct_resource_ids.append(0x13000099)
+
+
+@pytest.mark.parametrize("mutate", [_dangling_action_ref, _duplicate_id, _duplicate_param_id,
+                                    _zero_width_field, _fewer_actions_in_p4info,
+                                    _dangling_direct_resource])
+def test_inconsistent_p4info_is_invalid_argument(
+        p4c_fixtures: Path, mutate: Callable[[p4info_pb2.P4Info, dict[str, Any]], None]) -> None:
+    info, doc = load(p4c_fixtures, "l2_mcast")
+    mutate(info, doc)
+    with pytest.raises(P4RTError) as err:
+        check_p4info_matches_json(info, doc)
+    assert err.value.code == Code.INVALID_ARGUMENT and err.value.message
