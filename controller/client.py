@@ -97,17 +97,18 @@ class SwitchClient:
         self._session: _ShellSession | None = None
 
     # -- session ------------------------------------------------------------------------------
-    def connect(self) -> None:
+    def connect(self, timeout: float | None = None) -> None:
         """Open the stream and arbitrate.  Raises SwitchUnreachable; a backup session is kept
-        (reads work) and `is_primary` says so."""
+        (reads work) and `is_primary` says so.  `timeout` bounds the wait for the server."""
         self.close()
         ep = self.endpoint
+        wait = self.timeout if timeout is None else timeout
         probe = grpc.insecure_channel(ep.address)
         try:
-            grpc.channel_ready_future(probe).result(timeout=self.timeout)
+            grpc.channel_ready_future(probe).result(timeout=wait)
         except grpc.FutureTimeoutError:
             raise SwitchUnreachable(f"no P4Runtime server answers at {ep.address} "
-                                    f"(waited {self.timeout:g} s)") from None
+                                    f"(waited {wait:g} s)") from None
         except Exception as exc:  # grpc rejects malformed targets with assorted errors
             raise SwitchUnreachable(f"cannot connect to {ep.address!r}: {exc}") from None
         finally:

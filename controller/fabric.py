@@ -92,6 +92,7 @@ class Controller:
         self.allocators = {s.name: SlotAllocator(s.slots, s.name) for s in topo.switches}
         self.jobs: dict[int, Job] = {}
         self.drops: dict[tuple[str, int, str], float] = {}
+        self._unrestored: set[str] = set()
 
     # -- sessions -------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -307,27 +308,35 @@ class Controller:
             spec = JobSpec(job_id, workers, plans[0][0].slots.count)
             self.jobs[job_id] = Job(spec, tuple(p for p, _ in plans))
 
-    def check(self, on_restore: Callable[[str, str], None] | None = None) -> list[str]:
-        """Notice switches that lost their state and restore them.  Returns the names restored.
-        A switch that is down stays on the list of suspects and is tried again next call."""
+    def check(self, on_restore: Callable[[str, str], None] | None = None,
+              probe_timeout: float = 1.0) -> list[str]:
+        """Notice switches that lost their state and restore them; returns the names restored.
+        A switch that is down, or whose restore failed half-way, is tried again next call
+        (`_unrestored` remembers the latter even though its pipeline is back)."""
         restored = []
         for name, client in self.clients.items():
-            reason = None
+            reason = "previous restore incomplete" if name in self._unrestored else None
             try:
                 if not client.connected:
-                    client.connect()
-                    reason = "stream reconnected"
+                    client.connect(probe_timeout)
+                    reason = reason or "stream reconnected"
                 got = client.get_pipeline()
                 if got is None:
                     reason = "pipeline missing"
                 elif self.program is not None and got[1] != self.program.cookie:
                     reason = "pipeline replaced"
-                elif reason is not None:
-                    reason = None   # same pipeline after a stream blip: nothing lost
+                elif reason == "stream reconnected":
+                    reason = None   # same pipeline after a stream blip: nothing was lost
                 if reason is None:
                     continue
+                self._unrestored.add(name)
                 self.restore(name)
+                self._unrestored.discard(name)
             except SwitchUnreachable:
+                continue
+            except ControllerError as exc:
+                if on_restore is not None:
+                    on_restore(name, f"restore failed, will retry: {exc.message}")
                 continue
             restored.append(name)
             if on_restore is not None:
