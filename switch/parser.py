@@ -44,17 +44,20 @@ def _chunks(h: HeaderInfo) -> list[list[tuple[int, int, bool]]]:
     return chunks
 
 
-def _struct(ns: Namespace, h: HeaderInfo) -> tuple[str, list[tuple[list[Any], str]]]:
-    codes = []
+def _chunk_codes(h: HeaderInfo) -> list[tuple[list[Any], str]]:
     info = []
     for ch in _chunks(h):
         n = sum(w for _, w, _ in ch) // 8
         code = _INT.get(n, f"{n}s")
         if len(ch) == 1 and ch[0][2] and n in _INT and ch[0][1] == n * 8:
             code = code.lower()       # signed field of a struct-native width
-        codes.append(code)
         info.append((ch, code))
-    st = struct.Struct(">" + "".join(codes))
+    return info
+
+
+def _struct(ns: Namespace, h: HeaderInfo) -> tuple[str, list[tuple[list[Any], str]]]:
+    info = _chunk_codes(h)
+    st = struct.Struct(">" + "".join(code for _, code in info))
     return ns.ref(st, "S"), info
 
 
@@ -96,14 +99,14 @@ def header_unpack(ns: Namespace, h: HeaderInfo) -> list[str]:
     return out
 
 
-def header_pack(ns: Namespace, h: HeaderInfo) -> str:
-    """Expression giving the bytes of header `h` from F."""
-    sname, info = _struct(ns, h)
+def pack_parts(h: HeaderInfo) -> tuple[str, list[str]]:
+    """(struct codes, argument expressions over F) producing header `h`'s bytes."""
+    info = [(ch, code) for ch, code in _chunk_codes(h)]
     if not info:
-        return "b''"
+        return "", []
     if _contiguous_ints(info):
         a = info[0][0][0][0]
-        return f"{sname}.pack(*F[{a}:{a + len(info)}])"
+        return "".join(c for _, c in info), [f"*F[{a}:{a + len(info)}]"]
     args = []
     for ch, code in info:
         if len(ch) == 1 and not code.endswith("s") and (code.lower() == code or not ch[0][2]):
@@ -117,11 +120,18 @@ def header_pack(ns: Namespace, h: HeaderInfo) -> str:
             terms.append(f"{v} << {shift}" if shift else v)
         val = " | ".join(terms)
         if code.endswith("s"):
-            n = int(code[:-1])
-            args.append(f"({val}).to_bytes({n}, 'big')")
+            args.append(f"({val}).to_bytes({int(code[:-1])}, 'big')")
         else:
             args.append(f"({val})")
-    return f"{sname}.pack({', '.join(args)})"
+    return "".join(c for _, c in info), args
+
+
+def header_pack(ns: Namespace, h: HeaderInfo) -> str:
+    """Expression giving the bytes of header `h` from F."""
+    codes, args = pack_parts(h)
+    if not codes:
+        return "b''"
+    return f"{ns.ref(struct.Struct('>' + codes), 'S')}.pack({', '.join(args)})"
 
 
 class _StateCompiler:
@@ -283,15 +293,53 @@ def parser_source(parser: dict[str, Any], path: str, layout: Layout, ns: Namespa
     return src, (names[init] if init is not None else None)
 
 
+class _Deparser:
+    """Deparser specialised per header-validity pattern: the valid headers of a pattern are
+    packed by one combined `struct.Struct` call (all headers are whole bytes, so their struct
+    formats concatenate).  Patterns are compiled on first sight and cached."""
+
+    MAX_PATTERNS = 256
+
+    def __init__(self, headers: list[HeaderInfo]) -> None:
+        self.headers = headers
+        self.cache: dict[tuple[int, ...], Any] = {}
+
+    def build(self, key: tuple[int, ...]) -> Any:
+        codes, args = "", []
+        for h, valid in zip(self.headers, key):
+            if valid:
+                c, a = pack_parts(h)
+                codes += c
+                args += a
+        ns: dict[str, Any] = {"S": struct.Struct(">" + codes)}
+        src = f"def dep(F):\n    return S.pack({', '.join(args)})\n"
+        exec(compile(src, "<netsum deparser pattern>", "exec"), ns)
+        fn = ns["dep"]
+        if len(self.cache) < self.MAX_PATTERNS:
+            self.cache[key] = fn
+        return fn
+
+
 def deparser_source(deparser: dict[str, Any], path: str, layout: Layout, ns: Namespace) -> str:
     order = deparser.get("order") or []
     if deparser.get("primitives"):
         raise cfg_error(path, "deparser primitives are not supported")
-    body = ["out = []"]
+    headers = []
     for k, hn in enumerate(order):
         h = layout.header(hn, f"{path}.order[{k}]")
-        if h.metadata:
-            continue
-        body.append(f"if F[{h.valid}]: out.append({header_pack(ns, h)})")
-    body.append("return b''.join(out)")
-    return "def DEPARSE(F):\n" + "".join(f"    {s}\n" for s in body)
+        if not h.metadata:
+            headers.append(h)
+    if not headers:
+        return "def DEPARSE(F):\n    return b''\n"
+    for h in headers:
+        _chunks(h)                        # whole-byte check at load time
+    dp = _Deparser(headers)
+    ns.names["DCACHE"] = dp.cache
+    ns.names["DBUILD"] = dp.build
+    key = "(" + "".join(f"F[{h.valid}], " for h in headers) + ")"
+    return ("def DEPARSE(F):\n"
+            f"    key = {key}\n"
+            "    fn = DCACHE.get(key)\n"
+            "    if fn is None:\n"
+            "        fn = DBUILD(key)\n"
+            "    return fn(F)\n")

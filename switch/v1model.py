@@ -49,6 +49,13 @@ class V1Model:
         self.s = s
         self.ts0 = time.monotonic_ns()
         self.too_short = pl.layout.errors.get("PacketTooShort", 1)
+        # Hot-path copies of what _egress touches per replica.
+        self.i_eport = s.egress_port
+        self.i_espec = s.egress_spec
+        self.i_rid = s.egress_rid
+        self.i_ets = s.egress_global_timestamp
+        self.update = pl.update_checksums
+        self.deparse = pl.deparse
 
     # -- helpers ---------------------------------------------------------------------------
     def _preserved(self, F: list[int], fl: int | None) -> list[tuple[int, int]]:
@@ -146,38 +153,29 @@ class V1Model:
     def _egress(self, pkt: Packet, port: int, rid: int, out: list[tuple[int, bytes]],
                 depth: int) -> None:
         pl = self.pl
-        s = self.s
         F = pkt.F
-        F[s.egress_port] = port
-        F[s.egress_spec] = 0
-        if s.egress_rid is not None:
-            F[s.egress_rid] = rid
-        if s.egress_global_timestamp is not None:
-            F[s.egress_global_timestamp] = (time.monotonic_ns() - self.ts0) // 1000
+        F[self.i_eport] = port
+        F[self.i_espec] = 0
+        if self.i_rid is not None:
+            F[self.i_rid] = rid
+        if self.i_ets is not None:
+            F[self.i_ets] = (time.monotonic_ns() - self.ts0) // 1000
         pkt.clone = None
         pkt.exited = False
         node = pl.egress_init
         while node is not None:
             node = node(pkt)
         if pkt.clone is not None:
-            session, fl = pkt.clone
-            cfg = pl.pre.clone_session(session)
-            if cfg is not None:
-                for rep in cfg[0]:
-                    copy = Packet(F[:], pkt.data)
-                    copy.off = pkt.off
-                    copy.truncate = cfg[1]
-                    copy.F[s.instance_type] = EGRESS_CLONE
-                    if depth < MAX_REINJECT:
-                        self._egress(copy, rep.port, rep.rid, out, depth + 1)
-        if F[s.egress_spec] == self.drop_port:
+            self._egress_clone(pkt, depth, out)
+        if F[self.i_espec] == self.drop_port:
             self.stats.dropped += 1
             return
-        if pl.update_checksums is not None:
-            pl.update_checksums(F)
-        frame = pl.deparse(F)
-        if pkt.off < len(pkt.data):
-            frame += pkt.data[pkt.off:]
+        if self.update is not None:
+            self.update(F)
+        frame = self.deparse(F)
+        data = pkt.data
+        if pkt.off < len(data):
+            frame += data[pkt.off:]
         if pkt.truncate and len(frame) > pkt.truncate:
             frame = frame[:pkt.truncate]
         if pkt.recirc is not None:
@@ -187,3 +185,17 @@ class V1Model:
             self._ingress(port, frame, RECIRC, self._preserved(F, pkt.recirc), out, depth + 1)
             return
         out.append((port, frame))
+
+    def _egress_clone(self, pkt: Packet, depth: int, out: list[tuple[int, bytes]]) -> None:
+        assert pkt.clone is not None
+        session, _fl = pkt.clone
+        cfg = self.pl.pre.clone_session(session)
+        if cfg is None:
+            return
+        for rep in cfg[0]:
+            copy = Packet(pkt.F[:], pkt.data)
+            copy.off = pkt.off
+            copy.truncate = cfg[1]
+            copy.F[self.s.instance_type] = EGRESS_CLONE
+            if depth < MAX_REINJECT:
+                self._egress(copy, rep.port, rep.rid, out, depth + 1)
