@@ -55,8 +55,6 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.device_id: int = device.device_id
         self.service = DeviceService(device)
         self.arbitrator = Arbitrator(self.device_id)
-        # Serializes pipeline changes against each other; Write/Read take device.lock per update.
-        self._config_lock = threading.Lock()
         device.packet_in_handler = self._on_packet_in
 
     # ---------------------------------------------------------------- unary RPCs
@@ -115,9 +113,8 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 raise P4RTError(Code.UNKNOWN, f"Invalid device id {request.device_id} (this switch "
                                 f"is device {self.device_id})")
             self._check_writer(request)
-            with self._config_lock:
-                self.service.set_pipeline(
-                    request.action, request.config if request.HasField("config") else None)
+            self.service.set_pipeline(
+                request.action, request.config if request.HasField("config") else None)
         except Exception as exc:  # noqa: BLE001 - reported as the RPC status
             _abort(context, exc)
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()

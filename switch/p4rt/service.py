@@ -6,9 +6,14 @@ to `tables` / `entities`.  Concurrency invariant: every update is applied while 
 or not at all; reads hold it too, so a read is a consistent snapshot of each entity.
 Error invariant: a failed update changes nothing (validation happens before the data-plane call,
 and each data-plane call validates before it mutates).
+Config invariant: Write, Read and SetForwardingPipelineConfig are serialized by `_lock` (PI uses
+a shared mutex the same way), so a batch never lands in a pipeline that a concurrent config
+change has just replaced.  Lock order: `_lock` before `device.lock`; the packet-in path takes
+neither `_lock` nor waits on it.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +64,7 @@ class DeviceService:
         self._committed: PipelineConfig | None = None
         self._saved: PipelineConfig | None = None
         self._ctx: Context | None = None
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------ pipeline config
     @property
@@ -86,6 +92,11 @@ class DeviceService:
 
     def set_pipeline(self, action: int, config: p4runtime_pb2.ForwardingPipelineConfig | None
                      ) -> None:
+        with self._lock:
+            self._set_pipeline(action, config)
+
+    def _set_pipeline(self, action: int, config: p4runtime_pb2.ForwardingPipelineConfig | None
+                      ) -> None:
         if action == Action.UNSPECIFIED or action not in Action.Action.values():
             raise P4RTError(Code.INVALID_ARGUMENT, f"Invalid SetForwardingPipelineConfig action "
                             f"{action}")
@@ -127,7 +138,7 @@ class DeviceService:
             self._ctx = Context(cfg.schema, cfg.pipeline, self.device, metadata)
 
     def get_pipeline(self, response_type: int) -> p4runtime_pb2.ForwardingPipelineConfig:
-        cfg = self._committed
+        cfg = self._committed       # one reference read: consistent without the lock
         if cfg is None:
             raise P4RTError(Code.FAILED_PRECONDITION, NO_PIPELINE)
         if response_type not in ResponseType.ResponseType.values():
@@ -144,6 +155,10 @@ class DeviceService:
     # ------------------------------------------------------------ write / read
     def write(self, updates: Any) -> list[tuple[Code, str]]:
         """Apply updates in order (CONTINUE_ON_ERROR); one (code, message) per update."""
+        with self._lock:
+            return self._write(updates)
+
+    def _write(self, updates: Any) -> list[tuple[Code, str]]:
         ctx = self.context
         results: list[tuple[Code, str]] = []
         for update in updates:
@@ -167,6 +182,10 @@ class DeviceService:
             writer(ctx, update.type, getattr(update.entity, kind))
 
     def read(self, entities_: Any) -> list[p4runtime_pb2.Entity]:
+        with self._lock:
+            return self._read(entities_)
+
+    def _read(self, entities_: Any) -> list[p4runtime_pb2.Entity]:
         ctx = self.context
         out: list[p4runtime_pb2.Entity] = []
         for entity in entities_:
