@@ -1,0 +1,185 @@
+"""Scopes of the six V1Switch blocks: binds parameters to storage and declares block locals.
+
+Control-plane names are computed here once: ``<Block>.<local>`` or the ``@name`` annotation
+(a leading '.' makes it global), the names p4c puts in P4Info and the JSON.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast as A
+from .diagnostics import Diagnostics, unknown
+from .ir import ParamRef, TConst, TLoc
+from .layout import Layout
+from .resolve import ConstValue, Globals, const_eval, resolve_type
+from .scopes import Env, ExternInstance, Sym, SymKind
+from .types import Bits, ExternT, P4Type, StructT, show
+
+__all__ = ["BlockScope", "block_scope", "control_plane_name", "action_env", "annotation_arg",
+           "KNOWN_EXTERN_OBJECTS"]
+
+KNOWN_EXTERN_OBJECTS = ("register", "counter", "direct_counter", "meter", "direct_meter")
+
+
+def annotation_arg(annos: tuple[A.Annotation, ...], name: str) -> A.Expr | None:
+    for a in annos:
+        if a.name == name and a.args:
+            return a.args[0]
+    return None
+
+
+def has_annotation(annos: tuple[A.Annotation, ...], name: str) -> bool:
+    return any(a.name == name for a in annos)
+
+
+def control_plane_name(block: str, decl: A.Decl) -> str:
+    arg = annotation_arg(decl.annotations, "name")
+    if isinstance(arg, A.StrLit):
+        return arg.value[1:] if arg.value.startswith(".") else f"{block}.{arg.value}" \
+            if block else arg.value
+    return f"{block}.{decl.name}" if block else decl.name
+
+
+@dataclass
+class BlockScope:
+    role: str
+    decl: A.Decl
+    env: Env
+    externs: list[ExternInstance] = field(default_factory=list)
+    tables: list[A.TableDecl] = field(default_factory=list)
+    actions: list[A.ActionDecl] = field(default_factory=list)
+
+
+def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals,
+                diags: Diagnostics) -> BlockScope:
+    env = Env(None, g, decl.name)
+    scope = BlockScope(role, decl, env)
+    params = decl.params if isinstance(decl, (A.ParserDecl, A.ControlDecl)) else ()
+    for p in params:
+        pt = resolve_type(p.type, g, diags)
+        if pt is None:
+            continue
+        if isinstance(pt, ExternT) and pt.name in ("packet_in", "packet_out"):
+            env.add(Sym(SymKind.PACKET, p.name, pt.name))
+            continue
+        loc: TLoc | None = None
+        if lay.sm_type is not None and pt == lay.sm_type:
+            loc = lay.sm_loc
+        elif lay.hdr_loc is not None and pt == lay.hdr_loc.type:
+            loc = lay.hdr_loc
+        elif lay.meta_loc is not None and pt == lay.meta_loc.type:
+            loc = lay.meta_loc
+        if loc is None:
+            diags.error(p.pos, f"parameter '{p.name}' of '{decl.name}' has type {show(pt)}, "
+                               "which does not match the V1Switch headers or metadata type")
+            continue
+        env.add(Sym(SymKind.VAR, p.name, TLoc(loc.type, p.pos, loc.ref, p.name)))
+    locals_ = decl.locals if isinstance(decl, (A.ParserDecl, A.ControlDecl)) else ()
+    for d in locals_:
+        if isinstance(d, A.Decl) and env.syms.get(d.name) is not None:
+            diags.error(d.pos, f"re-declaration of '{d.name}' in '{decl.name}'")
+            continue
+        match d:
+            case A.ConstDecl(type=t, value=v):
+                tt = resolve_type(t, g, diags)
+                cv = const_eval(v, g, diags, {n: _cv(s) for n, s in env.syms.items()
+                                              if s.kind is SymKind.CONST})
+                if tt is not None and cv is not None:
+                    val = int(cv.value) & ((1 << tt.width) - 1) if isinstance(tt, Bits) \
+                        else cv.value
+                    env.add(Sym(SymKind.CONST, d.name, ConstValue(tt, val)))
+            case A.VarDecl(type=t, name=n):
+                tt = resolve_type(t, g, diags)
+                if tt is not None:
+                    env.add(Sym(SymKind.VAR, n, lay.alloc_local(n, tt, d.pos, key=d)))
+            case A.Instantiation():
+                inst = _instance(d, decl.name, g, diags)
+                if inst is not None:
+                    scope.externs.append(inst)
+                    env.add(Sym(SymKind.EXTERN, d.name, inst, inst.name))
+            case A.ActionDecl():
+                scope.actions.append(d)
+                env.add(Sym(SymKind.ACTION, d.name, d, control_plane_name(decl.name, d)))
+            case A.TableDecl():
+                scope.tables.append(d)
+                env.add(Sym(SymKind.TABLE, d.name, d, control_plane_name(decl.name, d)))
+    if isinstance(decl, A.ParserDecl):
+        for st in decl.states:
+            if st.name in env.syms or st.name in ("accept", "reject"):
+                diags.error(st.pos, f"re-declaration of '{st.name}' in '{decl.name}'")
+            env.add(Sym(SymKind.STATE, st.name, st))
+    return scope
+
+
+def _cv(s: Sym) -> ConstValue:
+    v = s.value
+    if isinstance(v, TConst):
+        return ConstValue(v.type, v.value)
+    assert isinstance(v, ConstValue)
+    return v
+
+
+def _instance(d: A.Instantiation, block: str, g: Globals,
+              diags: Diagnostics) -> ExternInstance | None:
+    t = d.type
+    tname = t.name if isinstance(t, A.TypeName) else "?"
+    if tname not in g.externs:
+        if tname in g.parsers or tname in g.controls:
+            diags.error(d.pos, f"unsupported construct: instantiating {tname} inside a block "
+                               "(sub-parsers and sub-controls)")
+        else:
+            diags.error(t.pos, unknown("extern type", tname, g.externs))
+        return None
+    if tname not in KNOWN_EXTERN_OBJECTS:
+        diags.error(t.pos, f"unsupported construct: extern '{tname}' (supported: "
+                           f"{', '.join(KNOWN_EXTERN_OBJECTS)})")
+        return None
+    et = resolve_type(t, g, diags)
+    if not isinstance(et, ExternT):
+        return None
+    edecl = g.externs[tname]
+    ctors = [m for m in edecl.methods if m.ret is None]
+    if ctors and not any(len(c.params) == len(d.args) for c in ctors):
+        diags.error(d.pos, f"{tname} takes {len(ctors[0].params)} constructor argument(s), "
+                           f"got {len(d.args)}")
+        return None
+    args: list[ConstValue | None] = []
+    for a in d.args:
+        cv = const_eval(a.value, g, diags) if a.value is not None else None
+        if cv is None:
+            return None
+        args.append(cv)
+    if tname == "register":
+        if not et.args or not isinstance(et.args[0], Bits):
+            diags.error(t.pos, "register needs an element type bit<W> or int<W>, e.g. "
+                               "register<bit<32>>(N)")
+            return None
+    if tname in ("register", "counter", "meter"):
+        size = args[0]
+        if size is not None and int(size.value) <= 0:
+            diags.error(d.args[0].pos, f"{tname} size must be positive, got {size.value}")
+            return None
+    return ExternInstance(control_plane_name(block, d), tname, et, tuple(args), d, block)
+
+
+def action_env(parent: Env, act: A.ActionDecl, g: Globals, diags: Diagnostics) -> Env:
+    """Env of an action called from a table: directionless parameters are runtime data."""
+    env = parent.child()
+    index = 0
+    for p in act.params:
+        pt = resolve_type(p.type, g, diags)
+        if pt is None:
+            continue
+        if p.direction == "":
+            if not isinstance(pt, (Bits,)) and not isinstance(pt, P4Type):
+                continue
+            env.add(Sym(SymKind.VAR, p.name, TLoc(pt, p.pos, ParamRef(index), p.name)))
+            index += 1
+        else:
+            # Directional parameters only make sense for direct calls, which are inlined
+            # with their arguments bound; a table-invoked action gets a placeholder.
+            env.add(Sym(SymKind.VAR, p.name, TLoc(pt, p.pos, ParamRef(-1), p.name)))
+    return env
+
+
+_ = (StructT,)

@@ -1,0 +1,219 @@
+"""GenerateJson: assemble the BMv2 JSON document (format 2.23) from the lowered pieces.
+
+Section order and object shapes follow p4c's bmv2 backend.  Order of work matters: the
+pipelines are lowered before the scalars header is written (lowering allocates temporaries),
+and the compute-checksum control before the verify one (p4c numbers their calculations so).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import ast as A
+from .blocks import BlockScope, annotation_arg, block_scope
+from .diagnostics import Diagnostics
+from .exprjson import Json
+from .layout import Layout, NameGen
+from .lower_action import LowerCtx
+from .lower_control import ControlLowering, PipelineState
+from .lower_parser import lower_checksums, lower_deparser, lower_parser
+from .lower_table import TableLowering, annotation_strings, explicit_id
+from .model import ControllerHeaderModel
+from .model import ControlPlane, CounterModel, MeterModel, RegisterModel
+from .resolve import Globals
+from .scopes import ExternInstance
+from .typecheck import Typer
+from .types import Bits, EnumT, HeaderT, width_of
+
+__all__ = ["GenerateJson"]
+
+_COUNTER_UNITS = {"packets": "PACKETS", "bytes": "BYTES", "packets_and_bytes": "BOTH"}
+
+
+class GenerateJson:
+    """Pass: (Globals, Layout) → (BMv2 JSON dict, ControlPlane model)."""
+
+    def run(self, g: Globals, lay: Layout, filename: str,
+            diags: Diagnostics) -> tuple[Json, ControlPlane]:
+        typer = Typer(lay, diags)
+        ctx = LowerCtx(g, lay, typer, diags)
+        cp = ControlPlane()
+        scopes = {role: block_scope(role, decl, lay, g, diags)
+                  for role, decl in lay.blocks.items()}
+        parser = lower_parser(ctx, scopes["parser"]) if "parser" in scopes else None
+        ps = PipelineState()
+        tl = TableLowering(ctx, cp, ps.actions)
+        pipelines: list[Json] = []
+        for pid, role in enumerate(("ingress", "egress")):
+            if role in scopes:
+                pipelines.append(ControlLowering(ctx, scopes[role], ps, tl).run(role, pid))
+        cknames = NameGen()
+        checksums: list[Json] = []
+        for role, verify in (("compute_checksum", False), ("verify_checksum", True)):
+            if role in scopes:
+                checksums += lower_checksums(ctx, scopes[role], verify, cknames)
+        for i, c in enumerate(checksums):
+            c["id"] = i
+        deparser = lower_deparser(ctx, scopes["deparser"]) if "deparser" in scopes else None
+        counters, meters, registers = self._externs(scopes, tl, ctx, cp)
+        self._controller_headers(g, lay, cp)
+        doc: dict[str, Any] = {
+            "header_types": self._header_types(lay),
+            "headers": self._headers(lay),
+            "header_stacks": [
+                {"name": n, "id": i, "size": st.size, "header_type": st.elem.name,
+                 "header_ids": [self._header_id(lay, e) for e in elems]}
+                for i, (n, st, elems) in enumerate(lay.stacks)],
+            "header_union_types": [], "header_unions": [], "header_union_stacks": [],
+            "field_lists": ctx.field_lists,
+            "errors": [[e, i] for i, e in enumerate(g.errors)],
+            "enums": [],
+            "parsers": [parser] if parser else [],
+            "parse_vsets": [],
+            "deparsers": [deparser] if deparser else [],
+            "meter_arrays": meters,
+            "counter_arrays": counters,
+            "register_arrays": registers,
+            "calculations": ctx.calculations,
+            "learn_lists": [],
+            "actions": ps.actions,
+            "pipelines": pipelines,
+            "checksums": checksums,
+            "force_arith": [],
+            "extern_instances": [],
+            "field_aliases": self._aliases(g, lay),
+            "program": Path(filename).name,
+            "__meta__": {"version": [2, 23], "compiler": "https://github.com/p4lang/p4c"},
+        }
+        return doc, cp
+
+    @staticmethod
+    def _header_types(lay: Layout) -> list[Json]:
+        out: list[Json] = [{"name": "scalars_0", "id": 0, "fields": [
+            [n, w, s] for n, w, s in lay.scalar_fields()]}]
+        seen: set[str] = set()
+        for inst in lay.instances:
+            if inst.type.name in seen:
+                continue
+            seen.add(inst.type.name)
+            out.append({"name": inst.type.name, "id": len(out), "fields": [
+                [n, width_of(t), isinstance(t, Bits) and t.signed] for n, t in inst.type.fields]})
+        return out
+
+    @staticmethod
+    def _headers(lay: Layout) -> list[Json]:
+        out: list[Json] = [{"name": "scalars", "id": 0, "header_type": "scalars_0",
+                            "metadata": True, "pi_omit": True}]
+        for inst in lay.instances:
+            out.append({"name": inst.name, "id": len(out), "header_type": inst.type.name,
+                        "metadata": inst.metadata, "pi_omit": True})
+        return out
+
+    @staticmethod
+    def _header_id(lay: Layout, name: str) -> int:
+        for i, inst in enumerate(lay.instances):
+            if inst.name == name:
+                return i + 1
+        return -1
+
+    @staticmethod
+    def _aliases(g: Globals, lay: Layout) -> list[Json]:
+        out: list[Json] = []
+        if lay.sm_type is None:
+            return out
+        for fname, _ in lay.sm_type.fields:
+            arg = annotation_arg(g.field_annotations.get(("standard_metadata_t", fname), ()),
+                                 "alias")
+            if isinstance(arg, A.StrLit):
+                out.append([arg.value, ["standard_metadata", fname]])
+        return out
+
+    def _externs(self, scopes: dict[str, BlockScope], tl: TableLowering, ctx: LowerCtx,
+                 cp: ControlPlane) -> tuple[list[Json], list[Json], list[Json]]:
+        counters: list[Json] = []
+        meters: list[Json] = []
+        registers: list[Json] = []
+        for role in ("parser", "verify_checksum", "ingress", "egress", "compute_checksum"):
+            scope = scopes.get(role)
+            if scope is None:
+                continue
+            for inst in scope.externs:
+                self._extern(inst, tl, ctx, cp, counters, meters, registers)
+        return counters, meters, registers
+
+    def _extern(self, inst: ExternInstance, tl: TableLowering, ctx: LowerCtx, cp: ControlPlane,
+                counters: list[Json], meters: list[Json], registers: list[Json]) -> None:
+        annos = inst.decl.annotations
+        strs = annotation_strings(annos)
+        eid = explicit_id(annos)
+        g = ctx.g
+
+        def member(i: int, enum_name: str) -> str:
+            cv = inst.args[i] if i < len(inst.args) else None
+            et = g.types.get(enum_name)
+            if cv is None or not isinstance(et, EnumT):
+                return ""
+            return et.members[int(cv.value)]
+
+        if inst.extern in ("counter", "direct_counter"):
+            direct = inst.extern == "direct_counter"
+            unit = member(0 if direct else 1, "CounterType")
+            binding = tl.direct_bindings.get(inst.name)
+            if direct and binding is None:
+                ctx.diags.warning(inst.decl.pos, f"direct_counter '{inst.name}' is not attached "
+                                                 "to any table")
+                return
+            size = 0 if direct else int(inst.args[0].value) if inst.args[0] else 0
+            j: Json = {"name": inst.name, "id": len(counters)}
+            if direct:
+                j.update({"is_direct": True, "binding": binding})
+            else:
+                j.update({"size": size, "is_direct": False})
+            counters.append(j)
+            cp.counters.append(CounterModel(inst.name, _COUNTER_UNITS.get(unit, "BOTH"), size,
+                                            binding if direct else None, strs, eid))
+        elif inst.extern in ("meter", "direct_meter"):
+            direct = inst.extern == "direct_meter"
+            unit = member(0 if direct else 1, "MeterType")
+            binding = tl.direct_bindings.get(inst.name)
+            if direct and binding is None:
+                ctx.diags.warning(inst.decl.pos, f"direct_meter '{inst.name}' is not attached "
+                                                 "to any table")
+                return
+            size = int(inst.args[0].value) if not direct and inst.args[0] else 0
+            j = {"name": inst.name, "id": len(meters), "is_direct": direct,
+                 "size": size if not direct else _table_size(tl, binding), "rate_count": 2,
+                 "type": unit or "packets"}
+            if direct:
+                j["binding"] = binding
+                tgt = ctx.direct_meter_targets.get(inst.name)
+                j["result_target"] = [tgt.header, tgt.field] if tgt else None
+            meters.append(j)
+            cp.meters.append(MeterModel(inst.name, (unit or "packets").upper(), j["size"],
+                                        binding if direct else None, strs, eid))
+        elif inst.extern == "register":
+            et = inst.type.args[0]
+            assert isinstance(et, Bits)
+            size = int(inst.args[0].value) if inst.args[0] else 0
+            registers.append({"name": inst.name, "id": len(registers), "size": size,
+                              "bitwidth": et.width})
+            cp.registers.append(RegisterModel(inst.name, et.width, et.signed, size, strs, eid))
+
+    @staticmethod
+    def _controller_headers(g: Globals, lay: Layout, cp: ControlPlane) -> None:
+        used = {inst.type.name for inst in lay.instances}
+        for tname in g.header_order:
+            annos = g.decl_annotations.get(tname, ())
+            arg = annotation_arg(annos, "controller_header")
+            t = g.types.get(tname)
+            if isinstance(arg, A.StrLit) and isinstance(t, HeaderT) and tname in used:
+                cp.controller_headers.append(ControllerHeaderModel(
+                    arg.value, tname, tuple((n, width_of(ft)) for n, ft in t.fields),
+                    annotation_strings(annos)))
+
+
+def _table_size(tl: TableLowering, binding: str | None) -> int:
+    for t in tl.cp.tables:
+        if t.name == binding:
+            return t.size
+    return 1024

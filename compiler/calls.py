@@ -1,0 +1,265 @@
+"""CheckTypes, call half: binds a call statement to what it calls and types its arguments.
+
+A call is one of: an action, a v1model/core extern function, a method of an extern instance,
+a header method (isValid/setValid/setInvalid), a header stack method, ``table.apply()``, or a
+packet_in/packet_out method.  Arguments are matched to the declared parameters (by position
+or name), generic parameters are inferred, and ``out``/``inout`` arguments must be writable.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from . import ast as A
+from .diagnostics import Pos, unknown
+from .ir import HeaderRef, ParamRef, StackRef, TConst, TExpr, TLoc
+from .resolve import resolve_type
+from .scopes import Env, ExternInstance, SymKind
+from .typecheck import Typer, expr_text
+from .types import Bits, HeaderT, InfInt, P4Type, StructT, TypeVar, show
+
+__all__ = ["CallKind", "CallInfo", "resolve_call"]
+
+
+class CallKind(enum.Enum):
+    ACTION = "action"
+    FUNCTION = "extern function"
+    METHOD = "extern method"
+    HEADER = "header method"
+    STACK = "header stack method"
+    APPLY = "table apply"
+    PACKET = "packet method"
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    kind: CallKind
+    name: str                       # action/function/method name
+    target: object                  # ActionDecl+qualified | ExternInstance | TLoc | TableDecl
+    args: tuple[TExpr | None, ...]  # aligned with params; None where omitted/don't-care
+    params: tuple[A.Param, ...]
+    type_args: tuple[P4Type, ...]
+    pos: Pos
+    qualified: str = ""
+
+
+def _match_args(call: A.Call, params: tuple[A.Param, ...], what: str,
+                typer: Typer) -> list[A.Expr | None] | None:
+    args = call.args
+    out: list[A.Expr | None] = [None] * len(params)
+    if any(a.name for a in args):
+        names = [p.name for p in params]
+        for a in args:
+            if a.name not in names:
+                typer.err(a.pos, unknown(f"parameter of {what}:", a.name or "?", names))
+                return None
+            out[names.index(a.name)] = a.value
+    else:
+        if len(args) > len(params):
+            typer.err(call.pos, f"{what} takes {len(params)} argument(s), got {len(args)}")
+            return None
+        for i, a in enumerate(args):
+            out[i] = a.value
+    for p, a in zip(params, out):
+        if a is None and p.default is None and not _optional(p):
+            typer.err(call.pos, f"{what}: missing argument for parameter '{p.name}'")
+            return None
+    return out
+
+
+def _optional(p: A.Param) -> bool:
+    return any(an.name == "optional" for an in p.annotations)
+
+
+def type_args_of(call: A.Call, typer: Typer, env: Env) -> tuple[P4Type, ...] | None:
+    out: list[P4Type] = []
+    for t in call.type_args:
+        r = resolve_type(t, env.g, typer.diags)
+        if r is None:
+            return None
+        out.append(r)
+    return tuple(out)
+
+
+def _typed_args(call: A.Call, params: tuple[A.Param, ...], what: str, typer: Typer, env: Env,
+                type_vars: dict[str, P4Type],
+                tparams: tuple[str, ...] = ()) -> tuple[TExpr | None, ...] | None:
+    exprs = _match_args(call, params, what, typer)
+    if exprs is None:
+        return None
+    g = env.g
+    ptypes: list[P4Type | None] = []
+    for p in params:
+        ptypes.append(resolve_type(p.type, g, typer.diags, _with_vars(tparams, type_vars)))
+    typed: list[TExpr | None] = [None] * len(params)
+    ok = True
+    # Pass 1: arguments whose types decide generic parameters (anything but bare literals).
+    for i, (p, e) in enumerate(zip(params, exprs)):
+        if e is None:
+            continue
+        pt = ptypes[i]
+        generic = isinstance(pt, TypeVar) and pt.name not in type_vars
+        te = typer.expr(e, env, None if generic or pt is None else pt)
+        if te is None:
+            ok = False
+            continue
+        if generic and not isinstance(te.type, InfInt):
+            assert isinstance(pt, TypeVar)
+            type_vars[pt.name] = te.type
+        typed[i] = te
+    # Pass 2: check every argument against its (now bound) parameter type.
+    for i, (p, e) in enumerate(zip(params, exprs)):
+        te = typed[i]
+        if te is None or e is None:
+            continue
+        pt = resolve_type(p.type, g, typer.diags, _with_vars(tparams, type_vars))
+        if isinstance(pt, TypeVar):
+            if isinstance(te.type, InfInt):
+                typer.err(e.pos, f"cannot infer the width of '{expr_text(e)}' for parameter "
+                                 f"'{p.name}' of {what}; add a cast")
+                ok = False
+            continue
+        if pt is not None and not _accepts(pt, te):
+            c = typer.coerce(te, pt, e.pos, f"argument '{p.name}' of {what}")
+            if c is None:
+                ok = False
+                continue
+            typed[i] = c
+        if p.direction in ("out", "inout"):
+            if not (isinstance(te, TLoc) and not isinstance(te.ref, ParamRef)):
+                typer.err(e.pos, f"argument '{p.name}' of {what} is an {p.direction} parameter;"
+                                 f" it needs a writable location, not '{expr_text(e)}'")
+                ok = False
+    return tuple(typed) if ok else None
+
+
+def _accepts(pt: P4Type, te: TExpr) -> bool:
+    if pt == te.type:
+        return True
+    # Lists ({a, b}) and structs go to generic data parameters of hash/checksum/digest.
+    return isinstance(pt, StructT) and te.type == pt
+
+
+def _with_vars(tparams: tuple[str, ...], tv: dict[str, P4Type]) -> dict[str, P4Type]:
+    """Type variables for resolve_type: bound ones, and unbound ones as TypeVar."""
+    out: dict[str, P4Type] = {n: TypeVar(n) for n in tparams}
+    out.update(tv)
+    return out
+
+
+def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
+    f = call.func
+    g = env.g
+    targs = type_args_of(call, typer, env)
+    if targs is None:
+        return None
+    if isinstance(f, A.Name):
+        sym = env.lookup(f.name, f.top_level)
+        if sym is None:
+            typer.err(f.pos, unknown("action or function", f.name, env.names()))
+            return None
+        if sym.kind is SymKind.ACTION:
+            decl = sym.value
+            assert isinstance(decl, A.ActionDecl)
+            args = _typed_args(call, decl.params, f"action '{f.name}'", typer, env, {})
+            if args is None:
+                return None
+            return CallInfo(CallKind.ACTION, f.name, decl, args, decl.params, targs, call.pos,
+                             sym.qualified)
+        if sym.kind is SymKind.FUNCTION:
+            fdecl = sym.value
+            assert isinstance(fdecl, A.FunctionDecl)
+            tv = dict(zip(fdecl.type_params, targs))
+            args = _typed_args(call, fdecl.params, f"'{f.name}'", typer, env, tv,
+                               fdecl.type_params)
+            if args is None:
+                return None
+            return CallInfo(CallKind.FUNCTION, f.name, fdecl, args, fdecl.params, targs,
+                            call.pos)
+        typer.err(f.pos, f"'{f.name}' is a {sym.kind.value}; it cannot be called")
+        return None
+    if not isinstance(f, A.Member):
+        typer.err(call.pos, "unsupported construct: this kind of call")
+        return None
+    base, m = f.expr, f.member
+    if isinstance(base, A.Name):
+        sym = env.lookup(base.name, base.top_level)
+        if sym is not None and sym.kind is SymKind.TABLE:
+            if m != "apply":
+                typer.err(f.pos, f"table '{base.name}' has no method '{m}' (only apply())")
+                return None
+            return CallInfo(CallKind.APPLY, base.name, sym.value, (), (), (), call.pos,
+                            sym.qualified)
+        if sym is not None and sym.kind is SymKind.EXTERN:
+            inst = sym.value
+            assert isinstance(inst, ExternInstance)
+            edecl = g.externs[inst.extern]
+            methods = [md for md in edecl.methods if md.name == m and md.ret is not None]
+            if not methods:
+                typer.err(f.pos, unknown(f"method of {inst.extern}:", m,
+                                         [md.name for md in edecl.methods if md.ret]))
+                return None
+            md = _overload(methods, len(call.args))
+            tv = dict(zip(edecl.type_params, inst.type.args))
+            if inst.extern == "register" and "I" not in tv:
+                tv["I"] = Bits(32)
+            if inst.extern in ("counter", "meter") and "I" not in tv:
+                tv["I"] = Bits(32)
+            tv.update(zip(md.type_params, targs))
+            args = _typed_args(call, md.params, f"'{inst.extern}.{m}'", typer, env, tv,
+                               edecl.type_params + md.type_params)
+            if args is None:
+                return None
+            return CallInfo(CallKind.METHOD, m, inst, args, md.params, targs, call.pos)
+        if sym is not None and sym.kind is SymKind.PACKET:
+            pk = g.externs.get(str(sym.value))
+            methods = [md for md in (pk.methods if pk else ()) if md.name == m]
+            if not methods:
+                typer.err(f.pos, unknown(f"method of {sym.value}:", m,
+                                         [md.name for md in (pk.methods if pk else ())]))
+                return None
+            md = _overload(methods, len(call.args))
+            tv = dict(zip(md.type_params, targs))
+            args = _typed_args(call, md.params, f"'{sym.value}.{m}'", typer, env, tv,
+                               md.type_params)
+            if args is None:
+                return None
+            return CallInfo(CallKind.PACKET, m, sym.value, args, md.params, targs, call.pos)
+    if m in ("isValid", "setValid", "setInvalid", "push_front", "pop_front"):
+        tb = typer.expr(base, env)
+        if tb is None:
+            return None
+        if isinstance(tb, TLoc) and isinstance(tb.ref, HeaderRef) and m != "push_front" \
+                and m != "pop_front":
+            if call.args:
+                typer.err(call.pos, f"{m}() takes no arguments")
+                return None
+            return CallInfo(CallKind.HEADER, m, tb, (), (), (), call.pos)
+        if isinstance(tb, TLoc) and isinstance(tb.ref, StackRef) and m in ("push_front",
+                                                                             "pop_front"):
+            if len(call.args) != 1 or call.args[0].value is None:
+                typer.err(call.pos, f"{m} takes one argument (a count)")
+                return None
+            n = typer.expr(call.args[0].value, env)
+            if n is None:
+                return None
+            if not isinstance(n, TConst):
+                typer.err(call.args[0].pos, f"the count of {m} must be a compile-time constant")
+                return None
+            return CallInfo(CallKind.STACK, m, tb, (n,), (), (), call.pos)
+        typer.err(f.pos, f"{show(tb.type)} has no method '{m}'")
+        return None
+    tb = typer.expr(base, env)
+    if tb is not None:
+        typer.err(f.pos, f"{show(tb.type)} has no method '{m}'")
+    return None
+
+
+def _overload(methods: list[A.MethodDecl], nargs: int) -> A.MethodDecl:
+    for md in methods:
+        if len(md.params) == nargs:
+            return md
+    return methods[0]
+
+
+_ = (HeaderT,)

@@ -1,0 +1,130 @@
+"""Typed intermediate representation of expressions, produced by CheckTypes.
+
+Every node carries its resolved :mod:`types` type, and names are already bound to storage
+(``Ref``s): a header instance, a field of one, a field of the ``scalars`` metadata header, an
+action parameter.  The BMv2 JSON generator consumes this without any scope lookups.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .diagnostics import Pos
+from .types import HeaderT, P4Type, StackT, StructT
+
+__all__ = ["Ref", "FieldRef", "HeaderRef", "StackRef", "StructRef", "ParamRef", "TExpr",
+           "TConst", "TLoc", "TUnary", "TBinary", "TCast", "TSlice", "TConcat", "TTernary",
+           "TIsValid", "TList", "TLookahead"]
+
+
+# ---------------------------------------------------------------- storage
+@dataclass(frozen=True, slots=True)
+class Ref:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRef(Ref):
+    header: str
+    field: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderRef(Ref):
+    name: str
+    type: HeaderT
+
+
+@dataclass(frozen=True, slots=True)
+class StackRef(Ref):
+    name: str
+    type: StackT
+
+
+@dataclass(frozen=True, slots=True)
+class StructRef(Ref):
+    type: StructT
+    members: tuple[tuple[str, "TLoc"], ...]
+
+    def member(self, name: str) -> "TLoc | None":
+        for n, loc in self.members:
+            if n == name:
+                return loc
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ParamRef(Ref):
+    """Directionless action parameter: BMv2 runtime_data index."""
+
+    index: int
+
+
+# ---------------------------------------------------------------- expressions
+@dataclass(frozen=True, slots=True)
+class TExpr:
+    type: P4Type
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class TConst(TExpr):
+    value: int | bool
+
+
+@dataclass(frozen=True, slots=True)
+class TLoc(TExpr):
+    ref: Ref
+    text: str  # the source spelling (p4c uses it for key names)
+
+
+@dataclass(frozen=True, slots=True)
+class TUnary(TExpr):
+    op: str
+    operand: TExpr
+
+
+@dataclass(frozen=True, slots=True)
+class TBinary(TExpr):
+    op: str
+    left: TExpr
+    right: TExpr
+
+
+@dataclass(frozen=True, slots=True)
+class TCast(TExpr):
+    operand: TExpr
+
+
+@dataclass(frozen=True, slots=True)
+class TSlice(TExpr):
+    operand: TExpr
+    hi: int
+    lo: int
+
+
+@dataclass(frozen=True, slots=True)
+class TConcat(TExpr):
+    left: TExpr
+    right: TExpr
+
+
+@dataclass(frozen=True, slots=True)
+class TTernary(TExpr):
+    cond: TExpr
+    then: TExpr
+    other: TExpr
+
+
+@dataclass(frozen=True, slots=True)
+class TIsValid(TExpr):
+    header: str
+
+
+@dataclass(frozen=True, slots=True)
+class TList(TExpr):
+    items: tuple[TExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TLookahead(TExpr):
+    """``pkt.lookahead<T>()``: parser only."""

@@ -1,0 +1,207 @@
+"""BuildLayout: where every piece of data lives in BMv2 — header instances and ``scalars``.
+
+Reads the ``V1Switch`` instantiation to find the headers type H and user metadata type M.
+H's fields become header instances (stacks become ``name[i]`` instances); M's fields and every
+local variable become fields of the ``scalars`` metadata header, as p4c's bmv2 backend does.
+Owns the name generator for generated scalars (``tmp``, ``tmp_0``, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast as A
+from .diagnostics import Diagnostics, NOPOS, Pos
+from .ir import FieldRef, HeaderRef, StackRef, StructRef, TLoc
+from .resolve import Globals, resolve_type
+from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, P4Type, StackT, StructT, UnionT,
+                    VarbitT, show, width_of)
+
+__all__ = ["Layout", "HeaderInstance", "BuildLayout", "ROLES", "NameGen"]
+
+#: V1Switch's six blocks in parameter order.
+ROLES = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
+
+
+class NameGen:
+    """p4c-style fresh names: 'tmp', then 'tmp_0', 'tmp_1', ... never reusing a taken name."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def new(self, base: str) -> str:
+        if base not in self.used:
+            self.used.add(base)
+            return base
+        i = 0
+        while f"{base}_{i}" in self.used:
+            i += 1
+        name = f"{base}_{i}"
+        self.used.add(name)
+        return name
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderInstance:
+    name: str
+    type: HeaderT
+    metadata: bool
+
+
+@dataclass
+class Layout:
+    blocks: dict[str, A.Decl] = field(default_factory=dict)  # role -> parser/control decl
+    instances: list[HeaderInstance] = field(default_factory=list)
+    stacks: list[tuple[str, StackT, list[str]]] = field(default_factory=list)
+    scalar_locals: list[tuple[str, int, bool]] = field(default_factory=list)
+    scalar_meta: list[tuple[str, int, bool]] = field(default_factory=list)
+    hdr_loc: TLoc | None = None
+    meta_loc: TLoc | None = None
+    sm_loc: TLoc | None = None
+    sm_type: StructT | None = None
+    names: NameGen = field(default_factory=NameGen)
+    local_slots: dict[int, TLoc] = field(default_factory=dict)  # id(VarDecl) -> storage
+    header_names: NameGen = field(default_factory=NameGen)
+
+    def alloc_local(self, base: str, t: P4Type, pos: Pos, key: object | None = None) -> TLoc:
+        """Storage for a local variable (once per declaration ``key``) or a temporary."""
+        if key is not None and id(key) in self.local_slots:
+            return self.local_slots[id(key)]
+        loc = self._storage(base, t, pos, base)
+        if key is not None:
+            self.local_slots[id(key)] = loc
+        return loc
+
+    def _storage(self, base: str, t: P4Type, pos: Pos, text: str) -> TLoc:
+        if isinstance(t, HeaderT):
+            name = self.header_names.new(base)
+            self.instances.append(HeaderInstance(name, t, False))
+            return TLoc(t, pos, HeaderRef(name, t), text)
+        if isinstance(t, StructT):
+            members = tuple((fn, self._storage(f"{base}_{fn}", ft, pos, f"{text}.{fn}"))
+                            for fn, ft in t.fields)
+            return TLoc(t, pos, StructRef(t, members), text)
+        name = self.names.new(base)
+        self.scalar_locals.append((name, width_of(t), isinstance(t, Bits) and t.signed))
+        return TLoc(t, pos, FieldRef("scalars", name), text)
+
+    def temp(self, t: P4Type, pos: Pos) -> TLoc:
+        return self._storage("tmp", t, pos, "tmp")
+
+    def scalar_fields(self) -> list[tuple[str, int, bool]]:
+        fields = [*self.scalar_locals, *self.scalar_meta]
+        total = sum(w for _, w, _ in fields)
+        if total % 8:
+            fields.append((self.names.new("_padding"), 8 - total % 8, False))
+        return fields
+
+
+class BuildLayout:
+    """Pass: Globals → Layout (reports a main that is not a V1Switch, unsupported shapes)."""
+
+    def run(self, g: Globals, diags: Diagnostics) -> Layout:
+        lay = Layout()
+        lay.names.used.add("_padding")  # p4c's first scalar padding is '_padding_0'
+        main = g.instances.get("main")
+        if main is None:
+            diags.error(NOPOS, "no 'main' package instantiation (expected V1Switch(...) main;)")
+            return lay
+        tname = main.type.name if isinstance(main.type, A.TypeName) else "?"
+        if tname != "V1Switch":
+            diags.error(main.type.pos, f"unsupported architecture package '{tname}': only "
+                                       "v1model's V1Switch is supported")
+            return lay
+        if len(main.args) != len(ROLES):
+            diags.error(main.pos, f"V1Switch takes {len(ROLES)} arguments, got {len(main.args)}")
+            return lay
+        for role, arg in zip(ROLES, main.args):
+            v = arg.value
+            if not (isinstance(v, A.Call) and isinstance(v.func, A.Name)):
+                diags.error(arg.pos, f"V1Switch argument '{role}' must be a parser or control "
+                                     "instantiation like Name()")
+                continue
+            decl: A.Decl | None = g.parsers.get(v.func.name) or g.controls.get(v.func.name)
+            if decl is None:
+                diags.error(v.pos, f"unknown parser or control '{v.func.name}'")
+                continue
+            want_parser = role == "parser"
+            if want_parser != isinstance(decl, A.ParserDecl):
+                diags.error(v.pos, f"V1Switch argument '{role}' must be a "
+                                   f"{'parser' if want_parser else 'control'}")
+                continue
+            lay.blocks[role] = decl
+        sm = g.types.get("standard_metadata_t")
+        if isinstance(sm, StructT):
+            lay.sm_type = sm
+            sm_header = HeaderT("standard_metadata", tuple(
+                (n, Bits(width_of(t))) for n, t in sm.fields) + ((("_padding", Bits(3)),)
+                                                                  if _pad(sm) else ()))
+            lay.instances.append(HeaderInstance("standard_metadata", sm_header, True))
+            lay.header_names.used.add("standard_metadata")
+            members = tuple((n, TLoc(t, NOPOS, FieldRef("standard_metadata", n), n))
+                            for n, t in sm.fields)
+            lay.sm_loc = TLoc(sm, NOPOS, StructRef(sm, members), "standard_metadata")
+        parser = lay.blocks.get("parser")
+        if isinstance(parser, A.ParserDecl) and len(parser.params) == 4:
+            h = resolve_type(parser.params[1].type, g, diags)
+            m = resolve_type(parser.params[2].type, g, diags)
+            if isinstance(h, StructT):
+                lay.hdr_loc = self._headers(h, lay, diags, parser.params[1].pos)
+            elif h is not None:
+                diags.error(parser.params[1].pos, f"headers type {show(h)} must be a struct")
+            if isinstance(m, StructT):
+                lay.meta_loc = self._metadata(m, m.name, lay, diags, parser.params[2].pos)
+            elif m is not None:
+                diags.error(parser.params[2].pos, f"metadata type {show(m)} must be a struct")
+        elif parser is not None:
+            diags.error(parser.pos, "the V1Switch parser must have 4 parameters "
+                                    "(packet_in, out H, inout M, inout standard_metadata_t)")
+        return lay
+
+    def _headers(self, t: StructT, lay: Layout, diags: Diagnostics, pos: Pos,
+                 prefix: str = "") -> TLoc:
+        members: list[tuple[str, TLoc]] = []
+        for fname, ft in t.fields:
+            name = prefix + fname
+            if isinstance(ft, HeaderT):
+                lay.header_names.used.add(name)
+                lay.instances.append(HeaderInstance(name, ft, False))
+                members.append((fname, TLoc(ft, pos, HeaderRef(name, ft), name)))
+            elif isinstance(ft, StackT):
+                elems = [f"{name}[{i}]" for i in range(ft.size)]
+                for e in elems:
+                    lay.header_names.used.add(e)
+                    lay.instances.append(HeaderInstance(e, ft.elem, False))
+                lay.stacks.append((name, ft, elems))
+                members.append((fname, TLoc(ft, pos, StackRef(name, ft), name)))
+            elif isinstance(ft, StructT):
+                members.append((fname, self._headers(ft, lay, diags, pos, name + ".")))
+            elif isinstance(ft, UnionT):
+                diags.error(pos, f"unsupported construct: header union '{ft.name}'")
+            else:
+                diags.error(pos, f"field '{fname}' of the headers struct has type {show(ft)}; "
+                                 "only headers, header stacks and structs of them are allowed")
+        return TLoc(t, pos, StructRef(t, tuple(members)), prefix.rstrip(".") or "hdr")
+
+    def _metadata(self, t: StructT, prefix: str, lay: Layout, diags: Diagnostics,
+                  pos: Pos) -> TLoc:
+        members: list[tuple[str, TLoc]] = []
+        for fname, ft in t.fields:
+            name = f"{prefix}.{fname}"
+            if isinstance(ft, (Bits, Bool, ErrorT, EnumT, VarbitT)):
+                lay.names.used.add(name)
+                lay.scalar_meta.append((name, width_of(ft), isinstance(ft, Bits) and ft.signed))
+                members.append((fname, TLoc(ft, pos, FieldRef("scalars", name), name)))
+            elif isinstance(ft, StructT):
+                members.append((fname, self._metadata(ft, name, lay, diags, pos)))
+            elif isinstance(ft, HeaderT):
+                hname = lay.header_names.new(fname)
+                lay.instances.append(HeaderInstance(hname, ft, False))
+                members.append((fname, TLoc(ft, pos, HeaderRef(hname, ft), hname)))
+            else:
+                diags.error(pos, f"unsupported construct: metadata field '{fname}' of type "
+                                 f"{show(ft)}")
+        return TLoc(t, pos, StructRef(t, tuple(members)), prefix)
+
+
+def _pad(sm: StructT) -> bool:
+    return sum(width_of(t) for _, t in sm.fields) % 8 != 0

@@ -1,0 +1,424 @@
+"""Lower an ingress/egress control to a BMv2 pipeline: tables, conditionals, actions.
+
+The apply block becomes a graph built in source order (p4c numbers ``node_<n>`` conditionals
+with one counter over all graph nodes, two per pipeline for its entry and exit).  Each fragment
+returns its entry node and the "holes" (next pointers) still to fill with what follows.
+Actions are localized the way p4c's LocalizeAllActions/DuplicateActions leave them: one JSON
+action per use, global ones (NoAction) copied to the front of the control.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import ast as A
+from .blocks import BlockScope, action_env, control_plane_name, has_annotation
+from .calls import CallKind, resolve_call
+from .diagnostics import Pos
+from .exprjson import Json, as_condition
+from .lower_action import ActionLowering, LowerCtx
+from .lower_table import TableLowering
+from .scopes import Env, SymKind
+from .synthesize import direct_action_call, group_order, hidden_action_base, is_simple
+from .types import Bool, show
+
+__all__ = ["PipelineState", "ControlLowering"]
+
+Hole = Callable[[str | None], None]
+
+
+@dataclass
+class Frag:
+    entry: str | None
+    holes: list[Hole]
+    terminal: bool = False
+
+
+@dataclass
+class PipelineState:
+    """Counters shared by both pipelines (ids are unique per category in the whole JSON)."""
+
+    actions: list[Json] = field(default_factory=list)
+    node_counter: int = 0
+    table_id: int = 0
+    cond_id: int = 0
+    applied: dict[str, Pos] = field(default_factory=dict)
+
+
+class ControlLowering:
+    def __init__(self, ctx: LowerCtx, scope: BlockScope, ps: PipelineState,
+                 tables: TableLowering) -> None:
+        self.ctx = ctx
+        self.scope = scope
+        self.ps = ps
+        self.tl = tables
+        self.env = scope.env
+        self.tables: list[Json] = []
+        self.conds: list[Json] = []
+        self.action_names = {a.name for a in scope.actions} | set(ctx.g.actions)
+        decl = scope.decl
+        assert isinstance(decl, A.ControlDecl)
+        self.decl = decl
+        self.order = group_order(decl.apply, self.action_names)
+        self.hidden: list[tuple[int, Json]] = []
+
+    def err(self, pos: Pos, msg: str) -> None:
+        self.ctx.diags.error(pos, msg)
+
+    # ------------------------------------------------------------ entry point
+    def run(self, name: str, pid: int) -> Json:
+        self.ps.node_counter += 2  # p4c's graph: entry and exit nodes of this control
+        applied = self._applied_tables()
+        self.tl.begin_control(self.scope, applied, self._direct_calls())
+        frag = self._seq(self.decl.apply.stmts, self.env)
+        for h in frag.holes:
+            h(None)
+        # Hidden actions follow the control's own actions, in block post-order.
+        for _, act in sorted(self.hidden, key=lambda x: x[0]):
+            act["id"] = len(self.ps.actions)
+            self.ps.actions.append(act)
+        self.tl.finish_ids(self.tables)
+        return {"name": name, "id": pid, "init_table": frag.entry, "tables": self.tables,
+                "action_profiles": [], "conditionals": self.conds}
+
+    def _applied_tables(self) -> list[A.TableDecl]:
+        names: set[str] = set()
+
+        def walk(s: A.Node | None) -> None:
+            match s:
+                case A.Block(stmts=ss):
+                    for x in ss:
+                        walk(x)
+                case A.If(cond=c, then=t, other=o):
+                    walk_expr(c)
+                    walk(t)
+                    walk(o)
+                case A.Switch(expr=e, cases=cs):
+                    walk_expr(e)
+                    for c in cs:
+                        walk(c.body)
+                case A.CallStmt(call=c):
+                    walk_expr(c)
+
+        def walk_expr(e: A.Expr) -> None:
+            match e:
+                case A.Call(func=A.Member(expr=A.Name(name=n), member="apply")):
+                    names.add(n)
+                case A.Member(expr=x) | A.Unary(operand=x):
+                    walk_expr(x)
+                case A.Binary(left=l, right=r):
+                    walk_expr(l)
+                    walk_expr(r)
+
+        walk(self.decl.apply)
+        return [t for t in self.scope.tables if t.name in names]
+
+    def _direct_calls(self) -> list[A.Call]:
+        calls: list[A.Call] = []
+
+        def walk(s: A.Node | None) -> None:
+            match s:
+                case A.Block(stmts=ss):
+                    for x in ss:
+                        walk(x)
+                case A.If(then=t, other=o):
+                    walk(t)
+                    walk(o)
+                case A.Switch(cases=cs):
+                    for c in cs:
+                        walk(c.body)
+                case A.CallStmt(call=c) if direct_action_call(s, self.action_names):
+                    calls.append(c)
+
+        walk(self.decl.apply)
+        return calls
+
+    # ------------------------------------------------------------ nodes
+    def _new_node_name(self) -> int:
+        n = self.ps.node_counter
+        self.ps.node_counter += 1
+        return n
+
+    def _table_json(self, tj: Json) -> None:
+        self._new_node_name()
+        tj["id"] = self.ps.table_id
+        self.ps.table_id += 1
+        self.tables.append(tj)
+
+    @staticmethod
+    def _set_all(tj: Json) -> Hole:
+        def fill(nxt: str | None) -> None:
+            tj["base_default_next"] = nxt
+            for k in tj["next_tables"]:
+                if tj["next_tables"][k] == "$hole":
+                    tj["next_tables"][k] = nxt
+        return fill
+
+    @staticmethod
+    def _set_key(d: Json, key: str) -> Hole:
+        def fill(nxt: str | None) -> None:
+            d[key] = nxt
+        return fill
+
+    # ------------------------------------------------------------ statements
+    def _seq(self, stmts: tuple[A.Stmt, ...], env: Env) -> Frag:
+        frags: list[Frag] = []
+        group: list[A.Stmt] = []
+        terminal = False
+        for s in stmts:
+            if isinstance(s, A.VarDecl) and s.init is None:
+                ActionLowering(self.ctx, self.scope.role)._stmt(s, env, [], [])
+                continue
+            if is_simple(s, self.action_names):
+                group.append(s)
+                if isinstance(s, A.Exit):
+                    frags.append(self._group(group, env))
+                    group = []
+                    terminal = True
+                    break
+                continue
+            if group:
+                frags.append(self._group(group, env))
+                group = []
+            if isinstance(s, A.Return):
+                terminal = True
+                break
+            frags.append(self._stmt(s, env))
+            if frags[-1].terminal:
+                terminal = True
+                break
+        if group:
+            frags.append(self._group(group, env))
+        return self._link(frags, terminal)
+
+    @staticmethod
+    def _link(frags: list[Frag], terminal: bool) -> Frag:
+        entry: str | None = None
+        pending: list[Hole] = []
+        started = False
+        for f in frags:
+            if f.entry is None:
+                if f.terminal:
+                    for h in pending:
+                        h(None)
+                    pending = []
+                    return Frag(entry, [], terminal=not started)
+                continue
+            if not started:
+                entry = f.entry
+                started = True
+            for h in pending:
+                h(f.entry)
+            pending = f.holes
+        if terminal:
+            for h in pending:
+                h(None)
+            return Frag(entry, [], terminal=entry is None)
+        return Frag(entry, pending)
+
+    def _group(self, group: list[A.Stmt], env: Env) -> Frag:
+        first = group[0]
+        lowering = ActionLowering(self.ctx, self.scope.role)
+        prims: list[Json] = []
+        returns: list[int] = []
+        for s in group:
+            lowering._stmt(s, env, prims, returns)
+        lowering._patch(prims, returns, len(prims))
+        base = hidden_action_base(first.pos.file, first.pos.line)
+        aname = self.ctx.names.new(base)
+        act = {"name": aname, "id": -1, "runtime_data": [], "primitives": prims}
+        self.hidden.append((self.order.get(id(first), len(self.order)), act))
+        tname = self.ctx.names.new(f"tbl_{aname}")
+        tj = self.tl.hidden_table(tname, act)
+        self._table_json(tj)
+        for k in tj["next_tables"]:
+            tj["next_tables"][k] = "$hole"
+        return Frag(tname, [self._set_all(tj)])
+
+    def _stmt(self, s: A.Stmt, env: Env) -> Frag:
+        match s:
+            case A.Block(stmts=ss):
+                return self._seq(ss, env.child())
+            case A.EmptyStmt():
+                return Frag(None, [])
+            case A.CallStmt(call=c):
+                return self._call(c, env, s)
+            case A.If():
+                return self._if(s, env)
+            case A.Switch():
+                return self._switch(s, env)
+        self.err(s.pos, f"unsupported construct: {type(s).__name__} in an apply block")
+        return Frag(None, [])
+
+    def _call(self, c: A.Call, env: Env, s: A.Stmt) -> Frag:
+        info = resolve_call(c, env, self.ctx.typer)
+        if info is None:
+            return Frag(None, [])
+        if info.kind is CallKind.APPLY:
+            tj = self._apply(info.target, c.pos)  # type: ignore[arg-type]
+            if tj is None:
+                return Frag(None, [])
+            for k in tj["next_tables"]:
+                tj["next_tables"][k] = "$hole"
+            return Frag(tj["name"], [self._set_all(tj)])
+        if info.kind is CallKind.ACTION:
+            tj = self.tl.direct_call_table(c, info, env)
+            if tj is None:
+                return Frag(None, [])
+            self._table_json(tj)
+            for k in tj["next_tables"]:
+                tj["next_tables"][k] = "$hole"
+            return Frag(tj["name"], [self._set_all(tj)])
+        return self._group([s], env)
+
+    def _apply(self, table: A.TableDecl, pos: Pos) -> Json | None:
+        qname = control_plane_name(self.decl.name, table)
+        prev = self.ps.applied.get(qname)
+        if prev is not None:
+            self.err(pos, f"table '{table.name}' is applied more than once (first at {prev}); "
+                          "BMv2 allows one application per table")
+            return None
+        self.ps.applied[qname] = pos
+        tj = self.tl.table(table, self.env)
+        if tj is None:
+            return None
+        self._table_json(tj)
+        return tj
+
+    @staticmethod
+    def _table_apply_of(e: A.Expr) -> tuple[str, str, bool] | None:
+        """(table, 'hit'|'miss', negated) for conditions like !t.apply().hit."""
+        neg = False
+        while isinstance(e, A.Unary) and e.op == "!":
+            neg = not neg
+            e = e.operand
+        if isinstance(e, A.Member) and e.member in ("hit", "miss") and \
+                isinstance(e.expr, A.Call) and isinstance(e.expr.func, A.Member) and \
+                e.expr.func.member == "apply" and isinstance(e.expr.func.expr, A.Name):
+            return e.expr.func.expr.name, e.member, neg
+        return None
+
+    def _if(self, s: A.If, env: Env) -> Frag:
+        hm = self._table_apply_of(s.cond)
+        if hm is not None:
+            tname, which, neg = hm
+            sym = env.lookup(tname)
+            if sym is None or sym.kind is not SymKind.TABLE:
+                self.err(s.cond.pos, f"'{tname}' is not a table")
+                return Frag(None, [])
+            tj = self._apply(sym.value, s.cond.pos)  # type: ignore[arg-type]
+            if tj is None:
+                return Frag(None, [])
+            on_true = "__HIT__" if (which == "hit") != neg else "__MISS__"
+            on_false = "__MISS__" if on_true == "__HIT__" else "__HIT__"
+            tj["base_default_next"] = None
+            nt: Json = {on_true: None, on_false: None}
+            tj["next_tables"] = nt
+            holes: list[Hole] = []
+            for key, branch in ((on_true, s.then), (on_false, s.other)):
+                f = self._stmt(branch, env.child()) if branch is not None else Frag(None, [])
+                if f.entry is not None:
+                    nt[key] = f.entry
+                    holes += f.holes
+                elif not f.terminal:
+                    holes.append(self._set_key(nt, key))
+            return Frag(tj["name"], holes)
+        if self._mentions_apply(s.cond):
+            self.err(s.cond.pos, "unsupported construct: table apply inside a complex condition "
+                                 "(use 'if (t.apply().hit)' or apply the table first)")
+            return Frag(None, [])
+        cond = self.ctx.typer.expr(s.cond, env, Bool())
+        if cond is None:
+            return Frag(None, [])
+        if not isinstance(cond.type, Bool):
+            self.err(s.cond.pos, f"an if condition must be bool, got {show(cond.type)}")
+            return Frag(None, [])
+        name = f"node_{self._new_node_name()}"
+        cj: Json = {"name": name, "id": self.ps.cond_id, "expression": as_condition(cond),
+                    "true_next": None, "false_next": None}
+        self.ps.cond_id += 1
+        self.conds.append(cj)
+        holes = []
+        for key, branch in (("true_next", s.then), ("false_next", s.other)):
+            f = self._stmt(branch, env.child()) if branch is not None else Frag(None, [])
+            if f.entry is not None:
+                cj[key] = f.entry
+                holes += f.holes
+            elif not f.terminal:
+                holes.append(self._set_key(cj, key))
+        return Frag(name, holes)
+
+    @staticmethod
+    def _mentions_apply(e: A.Expr) -> bool:
+        match e:
+            case A.Call(func=A.Member(member="apply")):
+                return True
+            case A.Member(expr=x) | A.Unary(operand=x):
+                return ControlLowering._mentions_apply(x)
+            case A.Binary(left=l, right=r):
+                return ControlLowering._mentions_apply(l) or ControlLowering._mentions_apply(r)
+        return False
+
+    def _switch(self, s: A.Switch, env: Env) -> Frag:
+        e = s.expr
+        if not (isinstance(e, A.Member) and e.member == "action_run" and isinstance(e.expr, A.Call)
+                and isinstance(e.expr.func, A.Member) and e.expr.func.member == "apply"
+                and isinstance(e.expr.func.expr, A.Name)):
+            self.err(s.pos, "unsupported construct: switch on anything but "
+                            "table.apply().action_run")
+            return Frag(None, [])
+        sym = env.lookup(e.expr.func.expr.name)
+        if sym is None or sym.kind is not SymKind.TABLE:
+            self.err(e.pos, f"'{e.expr.func.expr.name}' is not a table")
+            return Frag(None, [])
+        table = sym.value
+        assert isinstance(table, A.TableDecl)
+        tj = self._apply(table, e.pos)
+        if tj is None:
+            return Frag(None, [])
+        local_of = self.tl.last_local_names  # JSON action name per local action name
+        nt: Json = tj["next_tables"]
+        for k in nt:
+            nt[k] = "$hole"
+        holes: list[Hole] = [self._set_all(tj)]
+        pending_labels: list[str | None] = []
+        default_frag: Frag | None = None
+        seen: set[str] = set()
+        for case in s.cases:
+            pending_labels.append(case.label)
+            if case.label is not None:
+                if case.label not in local_of:
+                    self.err(case.pos, f"'{case.label}' is not an action of table "
+                                       f"'{table.name}'")
+                    continue
+                if case.label in seen:
+                    self.err(case.pos, f"duplicate switch label '{case.label}'")
+                seen.add(case.label)
+            if case.body is None:
+                continue
+            f = self._stmt(case.body, env.child())
+            for lbl in pending_labels:
+                if lbl is None:
+                    default_frag = f
+                    continue
+                jname = local_of.get(lbl)
+                if jname is None:
+                    continue
+                if f.entry is not None:
+                    nt[jname] = f.entry
+                elif f.terminal:
+                    nt[jname] = None
+            if f.entry is not None:
+                holes += f.holes
+            pending_labels = []
+        if default_frag is not None:
+            for k, v in nt.items():
+                if v == "$hole" and k not in [local_of.get(x) for x in seen]:
+                    if default_frag.entry is not None:
+                        nt[k] = default_frag.entry
+                    elif default_frag.terminal:
+                        nt[k] = None
+        return Frag(tj["name"], holes)
+
+
+_ = (action_env, has_annotation)

@@ -1,0 +1,383 @@
+"""Lower the parser (states, extract/set/verify/advance ops, select transitions), the
+deparser (emit order) and the checksum controls (``checksums`` + ``calculations``).
+
+Select keys and values are byte-padded concatenations of the key fields; a mask covering a
+whole field means "exact" and p4c then writes ``mask: null``; ranges expand to value/mask
+pairs.  An explicit ``transition reject`` compiles, as in p4c, to a final state (accept) with
+a warning.
+"""
+from __future__ import annotations
+
+from . import ast as A
+from .blocks import BlockScope
+from .calls import CallKind, resolve_call
+from .diagnostics import Pos
+from .exprjson import Json, as_condition, as_param, field_json, hexstr, lower_expr, ref_json, wrap
+from .ir import FieldRef, HeaderRef, StackRef, TConst, TExpr, TLoc, TLookahead
+from .layout import NameGen
+from .lower_action import ActionLowering, LowerCtx, as_param_b2d
+from .scopes import Env, SymKind
+from .types import Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, show, width_of
+
+__all__ = ["lower_parser", "lower_deparser", "lower_checksums", "range_to_masks"]
+
+
+def range_to_masks(lo: int, hi: int, width: int) -> list[tuple[int, int]]:
+    """Cover [lo, hi] with (value, mask) prefix pairs, lowest first."""
+    out: list[tuple[int, int]] = []
+    full = (1 << width) - 1
+    while lo <= hi:
+        size = 1
+        while lo % (size * 2) == 0 and lo + size * 2 - 1 <= hi and size * 2 <= full + 1:
+            size *= 2
+        out.append((lo, full & ~(size - 1)))
+        lo += size
+    return out
+
+
+def lower_parser(ctx: LowerCtx, scope: BlockScope) -> Json:
+    decl = scope.decl
+    assert isinstance(decl, A.ParserDecl)
+    states: list[Json] = []
+    names = {s.name for s in decl.states}
+    if "start" not in names:
+        ctx.diags.error(decl.pos, f"parser '{decl.name}' has no 'start' state")
+    for i, st in enumerate(decl.states):
+        env = scope.env.child()
+        ops: list[Json] = []
+        for s in st.stmts:
+            _state_stmt(ctx, s, env, ops)
+        key_json, transitions = _transition(ctx, st, env, names)
+        states.append({"name": st.name, "id": i, "parser_ops": ops, "transitions": transitions,
+                       "transition_key": key_json})
+    return {"name": "parser", "id": 0, "init_state": "start", "parse_states": states}
+
+
+def _state_stmt(ctx: LowerCtx, s: A.Stmt, env: Env, ops: list[Json]) -> None:
+    typer = ctx.typer
+    match s:
+        case A.Block(stmts=ss):
+            for x in ss:
+                _state_stmt(ctx, x, env, ops)
+        case A.EmptyStmt():
+            pass
+        case A.CallStmt(call=c):
+            info = resolve_call(c, env, typer)
+            if info is None:
+                return
+            if info.kind is CallKind.PACKET:
+                _packet_op(ctx, info.name, info.args, info.type_args, c.pos, ops)
+            elif info.kind is CallKind.FUNCTION and info.name == "verify":
+                cond, errc = info.args
+                assert cond is not None and errc is not None
+                tmp = ctx.layout.temp(Bool(), c.pos)
+                assert isinstance(tmp.ref, FieldRef)
+                ops.append({"parameters": [field_json(tmp.ref), as_param_b2d(cond)],
+                            "op": "set"})
+                ops.append({"parameters": [wrap("d2b", None, field_json(tmp.ref)),
+                                           lower_expr(errc)], "op": "verify"})
+            elif info.kind is CallKind.HEADER and info.name in ("setValid", "setInvalid"):
+                prims: list[Json] = []
+                ActionLowering(ctx, "parser").call(info, env, prims, c.pos)
+                for p in prims:
+                    ops.append({"parameters": [p], "op": "primitive"})
+            else:
+                prims = []
+                ActionLowering(ctx, "parser").call(info, env, prims, c.pos)
+                for p in prims:
+                    ops.append({"parameters": [p], "op": "primitive"})
+        case A.Assign(lhs=l, rhs=r):
+            _parser_assign(ctx, s, l, r, env, ops)
+        case A.VarDecl(init=r) if r is not None:
+            ActionLowering(ctx, "parser")._stmt(A.VarDecl(s.pos, s.annotations, s.type, s.name,
+                                                          None), env, [], [])
+            _parser_assign(ctx, s, A.Name(s.pos, s.name), r, env, ops)
+        case A.VarDecl():
+            ActionLowering(ctx, "parser")._stmt(s, env, [], [])
+        case _:
+            ctx.diags.error(s.pos, f"unsupported construct: {type(s).__name__} in a parser state")
+
+
+def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
+                   ops: list[Json]) -> None:
+    typer = ctx.typer
+    lhs = typer.expr(l, env)
+    if lhs is None:
+        return
+    if isinstance(r, A.Call) and isinstance(r.func, A.Member) and r.func.member == "lookahead":
+        la = typer.expr(r, env)
+        if isinstance(la, TLookahead) and isinstance(lhs, TLoc) and isinstance(lhs.ref, FieldRef):
+            if la.type != lhs.type:
+                ctx.diags.error(s.pos, f"type mismatch in assignment: expected "
+                                       f"{show(lhs.type)}, got {show(la.type)}")
+                return
+            ops.append({"parameters": [field_json(lhs.ref), {
+                "type": "lookahead", "value": [0, width_of(lhs.type)]}], "op": "set"})
+        elif la is not None:
+            ctx.diags.error(s.pos, "unsupported construct: lookahead into this target")
+        return
+    rhs = typer.expr(r, env, lhs.type)
+    if rhs is None:
+        return
+    if isinstance(lhs, TLoc) and isinstance(lhs.ref, FieldRef):
+        c2 = typer.coerce(rhs, lhs.type, s.pos, "assignment")
+        if c2 is not None:
+            ops.append({"parameters": [field_json(lhs.ref), as_param(c2)], "op": "set"})
+    elif isinstance(lhs, TLoc):
+        prims: list[Json] = []
+        ActionLowering(ctx, "parser").assign(lhs, rhs, s.pos, prims)
+        for p in prims:
+            ops.append({"parameters": [p], "op": "primitive"})
+    else:
+        ctx.diags.error(s.pos, "the left side of an assignment must be a writable location")
+
+
+def _packet_op(ctx: LowerCtx, name: str, args: tuple[TExpr | None, ...],
+               targs: tuple[object, ...], pos: Pos, ops: list[Json]) -> None:
+    if name == "extract":
+        hdr = args[0]
+        if len(args) > 1:
+            ctx.diags.error(pos, "unsupported construct: variable-size extract (varbit)")
+            return
+        if isinstance(hdr, TLoc) and isinstance(hdr.ref, StackRef):
+            ops.append({"parameters": [{"type": "stack", "value": hdr.ref.name}],
+                        "op": "extract"})
+        elif isinstance(hdr, TLoc) and isinstance(hdr.ref, HeaderRef):
+            ops.append({"parameters": [{"type": "regular", "value": hdr.ref.name}],
+                        "op": "extract"})
+        elif hdr is not None:
+            ctx.diags.error(pos, f"extract needs a header, not {show(hdr.type)}")
+    elif name == "advance":
+        n = args[0]
+        assert n is not None
+        ops.append({"parameters": [as_param(n)], "op": "advance"})
+    elif name == "emit":
+        ctx.diags.error(pos, "packet_out.emit can only be used in the deparser")
+    else:
+        ctx.diags.error(pos, f"unsupported construct: packet_in.{name} as a statement")
+
+
+def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
+                names: set[str]) -> tuple[list[Json], list[Json]]:
+    def target(name: str, pos: Pos) -> str | None:
+        if name == "accept":
+            return None
+        if name == "reject":
+            ctx.diags.warning(pos, "explicit transition to reject is compiled as accept by "
+                                   "BMv2 (the packet goes on with parser_error set)")
+            return None
+        if name not in names:
+            ctx.diags.error(pos, f"unknown parser state '{name}'" +
+                            _hint(name, names | {"accept", "reject"}))
+        return name
+
+    t = st.transition
+    if t is None:
+        ctx.diags.error(st.pos, f"parser state '{st.name}' has no transition")
+        return [], []
+    if isinstance(t, str):
+        return [], [{"type": "default", "value": None, "mask": None,
+                     "next_state": target(t, st.transition_pos)}]
+    keys: list[TExpr] = []
+    key_json: list[Json] = []
+    la_offset = 0
+    for k in t.keys:
+        te = ctx.typer.expr(k, env)
+        if te is None:
+            continue
+        if isinstance(te, TLookahead):
+            w = width_of(te.type) if isinstance(te.type, Bits) else sum(
+                width_of(ft) for _, ft in te.type.fields) if isinstance(te.type, HeaderT) else 0
+            key_json.append({"type": "lookahead", "value": [la_offset, w]})
+            keys.append(TConst(Bits(w), te.pos, 0))
+        elif isinstance(te, TLoc) and isinstance(te.ref, FieldRef):
+            key_json.append(field_json(te.ref))
+            keys.append(te)
+        elif isinstance(te.type, (Bits, Bool, ErrorT, EnumT)):
+            key_json.append(as_param(te))
+            keys.append(te)
+        else:
+            ctx.diags.error(k.pos, f"unsupported construct: select key of type {show(te.type)}")
+    if len(keys) != len(t.keys):
+        return key_json, []
+    widths = [width_of(k.type) if not isinstance(k.type, InfInt) else 32 for k in keys]
+    trans: list[Json] = []
+    for case in t.cases:
+        nxt = target(case.state, case.state_pos)
+        ks = case.keyset
+        if isinstance(ks, A.Default):
+            trans.append({"type": "default", "value": None, "mask": None, "next_state": nxt})
+            continue
+        elems = ks.items if isinstance(ks, A.ListExpr) else (ks,)
+        if len(elems) != len(keys):
+            ctx.diags.error(ks.pos, f"select case has {len(elems)} value(s) but the select has "
+                                    f"{len(keys)} key(s)")
+            continue
+        per_key: list[list[tuple[int, int]]] = []
+        ok = True
+        for e, k, w in zip(elems, keys, widths):
+            choices = _keyset_values(ctx, e, k.type if isinstance(k.type, Bits) else Bits(w),
+                                     env, w)
+            if choices is None:
+                ok = False
+                break
+            per_key.append(choices)
+        if not ok:
+            continue
+        combos: list[list[tuple[int, int]]] = [[]]
+        for ch in per_key:
+            combos = [c + [x] for c in combos for x in ch]
+        for combo in combos:
+            value = 0
+            mask = 0
+            all_exact = True
+            for (v, m), w in zip(combo, widths):
+                nb = (w + 7) // 8 * 8
+                value = (value << nb) | v
+                mask = (mask << nb) | m
+                if m != (1 << w) - 1:
+                    all_exact = False
+            total = sum((w + 7) // 8 * 8 for w in widths)
+            trans.append({"type": "hexstr", "value": hexstr(value, total)["value"],
+                          "mask": None if all_exact else hexstr(mask, total)["value"],
+                          "next_state": nxt})
+    return key_json, trans
+
+
+def _keyset_values(ctx: LowerCtx, e: A.Expr, t: Bits, env: Env,
+                   w: int) -> list[tuple[int, int]] | None:
+    full = (1 << w) - 1
+
+    def const(x: A.Expr) -> int | None:
+        te = ctx.typer.expr(x, env, t)
+        if te is None:
+            return None
+        if not isinstance(te, TConst):
+            ctx.diags.error(x.pos, "select case values must be compile-time constants")
+            return None
+        if te.type != t and not isinstance(te.type, (ErrorT, EnumT)):
+            c = ctx.typer.coerce(te, t, x.pos, "select case")
+            if c is None:
+                return None
+            te = c
+        return int(te.value) & full
+
+    if isinstance(e, A.Default):
+        return [(0, 0)]
+    if isinstance(e, A.Mask):
+        v, m = const(e.value), const(e.mask)
+        return None if v is None or m is None else [(v & m, m)]
+    if isinstance(e, A.Range):
+        lo, hi = const(e.lo), const(e.hi)
+        if lo is None or hi is None:
+            return None
+        if lo > hi:
+            ctx.diags.error(e.pos, f"empty range {lo}..{hi}")
+            return None
+        return range_to_masks(lo, hi, w)
+    v = const(e)
+    return None if v is None else [(v, full)]
+
+
+def _hint(name: str, names: set[str]) -> str:
+    from .diagnostics import suggest
+    s = suggest(name, names)
+    return f".{s}" if s else ""
+
+
+def lower_deparser(ctx: LowerCtx, scope: BlockScope) -> Json:
+    decl = scope.decl
+    assert isinstance(decl, A.ControlDecl)
+    order: list[str] = []
+
+    def emit_loc(loc: TLoc, pos: Pos) -> None:
+        ref = loc.ref
+        if isinstance(ref, HeaderRef):
+            order.append(ref.name)
+        elif isinstance(ref, StackRef):
+            order.extend(f"{ref.name}[{i}]" for i in range(ref.type.size))
+        elif hasattr(ref, "members"):
+            for _, m in ref.members:  # type: ignore[attr-defined]
+                emit_loc(m, pos)
+        else:
+            ctx.diags.error(pos, f"emit needs a header or a struct of headers, not "
+                                 f"{show(loc.type)}")
+
+    def walk(stmts: tuple[A.Stmt, ...]) -> None:
+        for s in stmts:
+            if isinstance(s, A.Block):
+                walk(s.stmts)
+                continue
+            if isinstance(s, A.CallStmt):
+                info = resolve_call(s.call, scope.env, ctx.typer)
+                if info is None:
+                    continue
+                if info.kind is CallKind.PACKET and info.name == "emit":
+                    a = info.args[0]
+                    if isinstance(a, TLoc):
+                        emit_loc(a, s.pos)
+                    continue
+            ctx.diags.error(s.pos, "unsupported construct: only packet.emit(...) calls are "
+                                   "supported in the deparser")
+
+    walk(decl.apply.stmts)
+    return {"name": "deparser", "id": 0, "order": order, "primitives": []}
+
+
+def lower_checksums(ctx: LowerCtx, scope: BlockScope, verify: bool,
+                    names: NameGen) -> list[Json]:
+    decl = scope.decl
+    assert isinstance(decl, A.ControlDecl)
+    out: list[Json] = []
+    want = "verify_checksum" if verify else "update_checksum"
+
+    def walk(stmts: tuple[A.Stmt, ...]) -> None:
+        for s in stmts:
+            if isinstance(s, A.Block):
+                walk(s.stmts)
+                continue
+            if isinstance(s, A.CallStmt):
+                info = resolve_call(s.call, scope.env, ctx.typer)
+                if info is None:
+                    continue
+                if info.kind is CallKind.FUNCTION and info.name in (want, want + "_with_payload"):
+                    cond, data, target, algo = info.args
+                    if not (isinstance(target, TLoc) and isinstance(target.ref, FieldRef)):
+                        ctx.diags.error(s.pos, "the checksum must be a header field")
+                        continue
+                    if not isinstance(algo, TConst) or not isinstance(algo.type, EnumT):
+                        ctx.diags.error(s.pos, "the algorithm must be a HashAlgorithm constant")
+                        continue
+                    inputs = ActionLowering(ctx, scope.role).calc_inputs(data, s.pos)
+                    if inputs is None:
+                        continue
+                    algo_name = algo.type.members[int(algo.value)]
+                    calc = ctx.calculation(algo_name, inputs)
+                    cj: Json = {"name": names.new("cksum"), "id": -1,
+                                "target": [target.ref.header, target.ref.field],
+                                "type": "generic", "calculation": calc, "verify": verify,
+                                "update": not verify}
+                    if info.name.endswith("_with_payload"):
+                        cj["type"] = "generic"
+                        ctx.calculations[-1]["input"].append({"type": "payload", "value": None})
+                    assert cond is not None
+                    if not (isinstance(cond, TConst) and cond.value is True):
+                        cj["if_cond"] = as_condition(cond)
+                    else:
+                        cj["if_cond"] = None
+                    out.append(cj)
+                    continue
+                role = "verify checksum" if verify else "compute checksum"
+                ctx.diags.error(s.pos, f"v1model: only {want}() calls are supported in the "
+                                       f"{role} control")
+                continue
+            if isinstance(s, A.EmptyStmt):
+                continue
+            ctx.diags.error(s.pos, f"unsupported construct: {type(s).__name__} in a checksum "
+                                   "control (only verify_checksum/update_checksum calls)")
+
+    walk(decl.apply.stmts)
+    return out
+
+
+_ = (SymKind, ref_json, Bool, lower_expr)

@@ -1,0 +1,510 @@
+"""Lower tables (keys, action lists, defaults, const entries, direct resources) and the
+actions they reference; records each table and action in the control-plane model.
+
+Action localization as p4c leaves it: every use of an action by a table (or by a direct call
+in ``apply``) gets its own JSON action; copies of global actions (NoAction) come first in the
+control, then local actions in declaration order, one copy per use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast as A
+from .blocks import BlockScope, action_env, annotation_arg, control_plane_name, has_annotation
+from .calls import CallInfo
+from .diagnostics import Pos, unknown
+from .exprjson import Json, hexstr
+from .ir import FieldRef, HeaderRef, TConst, TExpr, TIsValid, TLoc, TSlice
+from .lower_action import ActionLowering, LowerCtx
+from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
+from .resolve import const_eval, resolve_type
+from .scopes import Env, ExternInstance, SymKind
+from .typecheck import expr_text
+from .types import Bits, Bool, show, width_of
+
+__all__ = ["TableLowering", "annotation_strings"]
+
+_MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional")
+_SKIP_ANNOTATIONS = frozenset({"name", "id", "hidden", "defaultonly", "tableonly", "brief",
+                               "description", "field_list", "alias", "metadata", "pipeline",
+                               "deparser", "optional"})
+
+
+def annotation_strings(annos: tuple[A.Annotation, ...]) -> tuple[str, ...]:
+    """Annotations as P4Info preamble strings, e.g. '@noWarn("unused")'."""
+    return tuple(f"@{a.name}" + (f"({a.body})" if a.body else "")
+                 for a in annos if a.name not in _SKIP_ANNOTATIONS)
+
+
+def explicit_id(annos: tuple[A.Annotation, ...]) -> int | None:
+    arg = annotation_arg(annos, "id")
+    return arg.value if isinstance(arg, A.IntLit) else None
+
+
+@dataclass
+class _Key:
+    json: Json
+    model: KeyModel
+
+
+@dataclass
+class TableLowering:
+    ctx: LowerCtx
+    cp: ControlPlane
+    actions: list[Json]  # the program's JSON action list (shared with PipelineState)
+    direct_bindings: dict[str, str] = field(default_factory=dict)
+    scope: BlockScope | None = None
+    # (table name, local action name) -> JSON action index
+    table_actions: dict[tuple[str, str], int] = field(default_factory=dict)
+    call_actions: dict[int, int] = field(default_factory=dict)  # id(call) -> action index
+    last_local_names: dict[str, str] = field(default_factory=dict)
+
+    def err(self, pos: Pos, msg: str) -> None:
+        self.ctx.diags.error(pos, msg)
+
+    # ------------------------------------------------------------ actions
+    def begin_control(self, scope: BlockScope, applied: list[A.TableDecl],
+                      direct_calls: list[A.Call]) -> None:
+        self.scope = scope
+        env = scope.env
+        uses: list[tuple[str, object]] = []  # (action name, use key)
+        for t in applied:
+            for aname, _, _ in self._action_list(t, env, report=False):
+                uses.append((aname, (t.name, aname)))
+            d = self._default_call(t)
+            if d is not None and isinstance(d.func, A.Name) and \
+                    d.func.name not in [a for a, _, _ in self._action_list(t, env, False)]:
+                uses.append((d.func.name, (t.name, d.func.name)))
+        for c in direct_calls:
+            assert isinstance(c.func, A.Name)
+            uses.append((c.func.name, id(c)))
+        local = {a.name: a for a in scope.actions}
+        # Global actions first (p4c inserts their localized copies at the top of the control).
+        for aname, key in uses:
+            if aname not in local and aname in self.ctx.g.actions:
+                self._emit_action(self.ctx.g.actions[aname], aname, key, env)
+        for a in scope.actions:
+            for aname, key in uses:
+                if aname == a.name:
+                    self._emit_action(a, control_plane_name(scope.decl.name, a), key, env)
+
+    def _emit_action(self, decl: A.ActionDecl, cp_name: str, key: object, env: Env) -> None:
+        idx = len(self.actions)
+        if isinstance(key, tuple):
+            self.table_actions[key] = idx  # type: ignore[index]
+        else:
+            self.call_actions[key] = idx  # type: ignore[index]
+        g = self.ctx.g
+        aenv = action_env(env if g.actions.get(decl.name) is not decl
+                          else Env(None, g, env.block), decl, g, self.ctx.diags)
+        prims = ActionLowering(self.ctx, self.scope.role if self.scope else "ingress") \
+            .lower_body(decl.body.stmts, aenv)
+        runtime: list[Json] = []
+        params: list[tuple[str, int]] = []
+        for p in decl.params:
+            if p.direction:
+                continue
+            pt = resolve_type(p.type, g, self.ctx.diags)
+            if pt is None:
+                continue
+            if not isinstance(pt, (Bits, Bool)):
+                self.err(p.pos, f"action parameter '{p.name}' has type {show(pt)}; control-plane"
+                                " parameters must be bit<W> or int<W>")
+                continue
+            runtime.append({"name": p.name, "bitwidth": width_of(pt)})
+            params.append((p.name, width_of(pt)))
+        self.actions.append({"name": cp_name, "id": idx, "runtime_data": runtime,
+                             "primitives": prims})
+        if not has_annotation(decl.annotations, "hidden"):
+            self.cp.add_action(ActionModel(cp_name, tuple(params),
+                                           annotation_strings(decl.annotations),
+                                           explicit_id(decl.annotations)))
+
+    # ------------------------------------------------------------ table properties
+    @staticmethod
+    def _prop(t: A.TableDecl, name: str) -> A.TableProperty | None:
+        for p in t.properties:
+            if p.name == name:
+                return p
+        return None
+
+    def _default_call(self, t: A.TableDecl) -> A.Call | None:
+        p = self._prop(t, "default_action")
+        if p is None:
+            return None
+        v = p.value
+        if isinstance(v, A.Call):
+            return v
+        if isinstance(v, A.Name):
+            return A.Call(v.pos, v, (), ())
+        return None
+
+    def _action_list(self, t: A.TableDecl, env: Env,
+                     report: bool = True) -> list[tuple[str, A.Call, tuple[A.Annotation, ...]]]:
+        p = self._prop(t, "actions")
+        out: list[tuple[str, A.Call, tuple[A.Annotation, ...]]] = []
+        if p is None:
+            return out
+        for annos, call in p.value:  # type: ignore[attr-defined]
+            f = call.func
+            if not isinstance(f, A.Name):
+                if report:
+                    self.err(call.pos, "an actions list entry must be an action name")
+                continue
+            sym = env.lookup(f.name)
+            if sym is None or sym.kind is not SymKind.ACTION:
+                if report:
+                    self.err(f.pos, unknown("action", f.name,
+                                            [n for n in env.names()
+                                             if (s := env.lookup(n)) is not None
+                                             and s.kind is SymKind.ACTION])
+                             if sym is None else f"'{f.name}' is a {sym.kind.value}, not an action")
+                continue
+            out.append((f.name, call, annos))
+        return out
+
+    def table(self, t: A.TableDecl, env: Env) -> Json | None:
+        assert self.scope is not None
+        qname = control_plane_name(self.scope.decl.name, t)
+        known = ("key", "actions", "default_action", "size", "entries", "counters", "meters",
+                 "support_timeout", "implementation")
+        for p in t.properties:
+            if p.name not in known:
+                self.err(p.pos, unknown("table property", p.name, known))
+            elif p.name == "implementation":
+                self.err(p.pos, "unsupported construct: table implementation (action profiles)")
+        keys = self._keys(t, env)
+        acts = self._action_list(t, env)
+        if self._prop(t, "actions") is None:
+            self.err(t.pos, f"table '{t.name}' has no actions property")
+        names = [a for a, _, _ in acts]
+        if len(set(names)) != len(names):
+            self.err(t.pos, f"table '{t.name}' lists an action twice")
+        action_ids: list[int] = []
+        action_json_names: list[str] = []
+        self.last_local_names = {}
+        refs: list[ActionRefModel] = []
+        for aname, call, annos in acts:
+            idx = self.table_actions.get((t.name, aname))
+            if idx is None:
+                continue
+            action_ids.append(idx)
+            jn = self.actions[idx]["name"]
+            action_json_names.append(jn)
+            self.last_local_names[aname] = jn
+            sym_decl = env.lookup(aname)
+            dannos = sym_decl.value.annotations if sym_decl else ()  # type: ignore[union-attr]
+            scope = "DEFAULT_ONLY" if has_annotation(annos + dannos, "defaultonly") else \
+                "TABLE_ONLY" if has_annotation(annos + dannos, "tableonly") else ""
+            refs.append(ActionRefModel(jn, scope, annotation_strings(annos)))
+            if call.args:
+                self.err(call.pos, "unsupported construct: arguments in a table's actions list")
+        # Default action.
+        dp = self._prop(t, "default_action")
+        dcall = self._default_call(t)
+        default_const = bool(dp and dp.is_const)
+        default_idx: int | None = None
+        default_data: list[int] = []
+        if dcall is not None:
+            assert isinstance(dcall.func, A.Name)
+            dname = dcall.func.name
+            default_idx = self.table_actions.get((t.name, dname))
+            if dname not in names:
+                self.err(dcall.pos, f"default action '{dname}' is not in the actions list of "
+                                    f"table '{t.name}'")
+                default_idx = None
+            else:
+                default_data = self._action_data(dcall, dname, env) or []
+        elif "NoAction" in names:
+            default_idx = self.table_actions.get((t.name, "NoAction"))
+        elif names:
+            self.err(t.pos, f"table '{t.name}' needs a default_action (it has no NoAction)")
+        size_p = self._prop(t, "size")
+        size = 1024
+        if size_p is not None:
+            cv = const_eval(size_p.value, self.ctx.g, self.ctx.diags)  # type: ignore[arg-type]
+            if cv is not None:
+                size = int(cv.value)
+                if size <= 0:
+                    self.err(size_p.pos, f"table size must be positive, got {size}")
+        entries_p = self._prop(t, "entries")
+        entries_json = self._entries(t, keys, env) if entries_p is not None else None
+        max_size = size if size_p is not None or not entries_json else len(entries_json)
+        match_type = "exact"
+        kinds = [k.model.match_type for k in keys]
+        if "range" in kinds:
+            match_type = "range"
+        elif "ternary" in kinds or "optional" in kinds:
+            match_type = "ternary"
+        elif "lpm" in kinds:
+            match_type = "lpm"
+            if kinds.count("lpm") > 1:
+                self.err(t.pos, f"table '{t.name}' has more than one lpm key")
+        direct_counter = self._direct(t, "counters", "direct_counter", qname)
+        direct_meter = self._direct(t, "meters", "direct_meter", qname)
+        st = self._prop(t, "support_timeout")
+        support_timeout = isinstance(st.value, A.BoolLit) and st.value.value if st else False
+        default_name = self.actions[default_idx]["name"] if default_idx is not None else None
+        tj: Json = {
+            "name": qname, "id": -1, "key": [k.json for k in keys], "match_type": match_type,
+            "type": "simple", "max_size": max_size, "with_counters": direct_counter is not None,
+            "support_timeout": support_timeout, "direct_meters": direct_meter,
+            "action_ids": action_ids, "actions": action_json_names, "base_default_next": None,
+            "next_tables": {n: None for n in action_json_names},
+            "default_entry": {"action_id": default_idx if default_idx is not None else -1,
+                              "action_const": default_const,
+                              "action_data": [self._data_hex(default_idx, i, v)
+                                              for i, v in enumerate(default_data)],
+                              "action_entry_const": default_const},
+        }
+        if entries_json is not None:
+            tj["entries"] = entries_json
+        if not has_annotation(t.annotations, "hidden"):
+            resources = tuple(x for x in (direct_counter, direct_meter) if x)
+            self.cp.tables.append(TableModel(
+                qname, tuple(k.model for k in keys), tuple(refs), default_name or "",
+                tuple(default_data), default_const, size, bool(entries_p and entries_p.is_const),
+                entries_p is not None and bool(entries_json), resources,
+                annotation_strings(t.annotations), explicit_id(t.annotations)))
+        return tj
+
+    def _data_hex(self, idx: int | None, i: int, v: int) -> str:
+        if idx is None:
+            return hex(v)
+        rd = self.actions[idx]["runtime_data"]
+        w = rd[i]["bitwidth"] if i < len(rd) else None
+        return hexstr(v, w)["value"]
+
+    def _action_data(self, call: A.Call, aname: str, env: Env) -> list[int] | None:
+        sym = env.lookup(aname)
+        if sym is None or not isinstance(sym.value, A.ActionDecl):
+            return None
+        decl = sym.value
+        params = [p for p in decl.params if not p.direction]
+        if len(call.args) != len(params):
+            self.err(call.pos, f"action '{aname}' takes {len(params)} argument(s), got "
+                               f"{len(call.args)}")
+            return None
+        out: list[int] = []
+        for p, a in zip(params, call.args):
+            pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
+            if a.value is None or pt is None:
+                return None
+            te = self.ctx.typer.expr(a.value, env, pt)
+            if te is None:
+                return None
+            if not isinstance(te, TConst):
+                self.err(a.pos, f"argument '{p.name}' of default action '{aname}' must be a "
+                                "compile-time constant")
+                return None
+            c = self.ctx.typer.coerce(te, pt, a.pos, f"argument '{p.name}' of '{aname}'")
+            if c is None:
+                return None
+            out.append(int(c.value))
+        return out
+
+    def _direct(self, t: A.TableDecl, prop: str, extern: str, qname: str) -> str | None:
+        p = self._prop(t, prop)
+        if p is None:
+            return None
+        assert self.scope is not None
+        v = p.value
+        sym = self.scope.env.lookup(v.name) if isinstance(v, A.Name) else None
+        if sym is None or sym.kind is not SymKind.EXTERN or \
+                not isinstance(sym.value, ExternInstance) or sym.value.extern != extern:
+            self.err(p.pos, f"table property '{prop}' must name a {extern} instance")
+            return None
+        inst = sym.value
+        prev = self.direct_bindings.get(inst.name)
+        if prev is not None and prev != qname:
+            self.err(p.pos, f"{extern} '{inst.name}' is already attached to table '{prev}'")
+            return None
+        self.direct_bindings[inst.name] = qname
+        return inst.name
+
+    def _keys(self, t: A.TableDecl, env: Env) -> list[_Key]:
+        p = self._prop(t, "key")
+        out: list[_Key] = []
+        if p is None:
+            return out
+        for ke in p.value:  # type: ignore[attr-defined]
+            assert isinstance(ke, A.KeyElement)
+            if ke.match_kind not in _MATCH_KINDS:
+                self.err(ke.match_kind_pos, unknown("match kind", ke.match_kind, _MATCH_KINDS))
+                continue
+            name_arg = annotation_arg(ke.annotations, "name")
+            name = name_arg.value if isinstance(name_arg, A.StrLit) else expr_text(ke.expr)
+            te = self.ctx.typer.expr(ke.expr, env)
+            if te is None:
+                continue
+            mask: int | None = None
+            if isinstance(te, TIsValid):
+                target = [te.header, "$valid$"]
+                width = 1
+            else:
+                base: TExpr = te
+                if isinstance(te, TSlice):
+                    base = te.operand
+                    mask = ((1 << (te.hi - te.lo + 1)) - 1) << te.lo
+                if not (isinstance(base, TLoc) and isinstance(base.ref, FieldRef)):
+                    self.err(ke.expr.pos, f"unsupported construct: table key '{name}' (keys must"
+                                          " be fields, slices of fields or isValid())")
+                    continue
+                target = [base.ref.header, base.ref.field]
+                if not isinstance(te.type, (Bits, Bool)):
+                    self.err(ke.expr.pos, f"table key '{name}' has type {show(te.type)}")
+                    continue
+                width = width_of(te.type)
+            kj: Json = {"match_type": ke.match_kind, "name": name, "target": target,
+                        "mask": None}
+            if mask is not None and isinstance(te, TSlice):
+                kj["mask"] = hexstr(mask, width_of(te.operand.type))["value"]
+            out.append(_Key(kj, KeyModel(name, width, ke.match_kind,
+                                         annotation_strings(ke.annotations))))
+        return out
+
+    def _entries(self, t: A.TableDecl, keys: list[_Key], env: Env) -> list[Json]:
+        p = self._prop(t, "entries")
+        assert p is not None
+        if not p.is_const:
+            self.err(p.pos, "unsupported construct: non-const table entries (write 'const "
+                            "entries')")
+            return []
+        out: list[Json] = []
+        for i, ent in enumerate(p.value):  # type: ignore[arg-type]
+            assert isinstance(ent, A.TableEntry)
+            if len(ent.keyset) != len(keys):
+                self.err(ent.pos, f"entry has {len(ent.keyset)} key value(s), table "
+                                  f"'{t.name}' has {len(keys)} key(s)")
+                continue
+            mk: list[Json] = []
+            for ks, k in zip(ent.keyset, keys):
+                j = self._entry_key(ks, k, env)
+                if j is None:
+                    break
+                mk.append(j)
+            else:
+                f = ent.action.func
+                aname = f.name if isinstance(f, A.Name) else "?"
+                idx = self.table_actions.get((t.name, aname))
+                if idx is None:
+                    self.err(ent.action.pos, f"'{aname}' is not an action of table '{t.name}'")
+                    continue
+                data = self._action_data(ent.action, aname, env) or []
+                prio = i + 1
+                if ent.priority is not None:
+                    cv = const_eval(ent.priority, self.ctx.g, self.ctx.diags)
+                    prio = int(cv.value) if cv else prio
+                out.append({"match_key": mk, "action_entry": {
+                    "action_id": idx,
+                    "action_data": [self._data_hex(idx, j, v) for j, v in enumerate(data)]},
+                    "priority": prio})
+        return out
+
+    def _entry_key(self, ks: A.Expr, k: _Key, env: Env) -> Json | None:
+        mt = k.model.match_type
+        w = k.model.bitwidth
+        t = Bits(w)
+        full = (1 << w) - 1
+
+        def val(e: A.Expr) -> int | None:
+            te = self.ctx.typer.expr(e, env, t)
+            if te is None:
+                return None
+            if not isinstance(te, TConst):
+                self.err(e.pos, "table entry keys must be compile-time constants")
+                return None
+            return int(te.value) & full
+
+        def hx(v: int) -> str:
+            return hexstr(v, w)["value"]
+
+        if isinstance(ks, A.Default):
+            if mt == "exact":
+                self.err(ks.pos, "an exact key cannot be a wildcard")
+                return None
+            if mt == "lpm":
+                return {"match_type": "lpm", "key": hx(0), "prefix_length": 0}
+            if mt == "range":
+                return {"match_type": "range", "start": hx(0), "end": hx(full)}
+            return {"match_type": mt, "key": hx(0), "mask": hx(0)}
+        if isinstance(ks, A.Mask):
+            v, m = val(ks.value), val(ks.mask)
+            if v is None or m is None:
+                return None
+            if mt == "lpm":
+                plen = bin(m).count("1")
+                return {"match_type": "lpm", "key": hx(v & m), "prefix_length": plen}
+            if mt not in ("ternary", "optional"):
+                self.err(ks.pos, f"a masked value needs a ternary key, not {mt}")
+                return None
+            return {"match_type": "ternary", "key": hx(v & m), "mask": hx(m)}
+        if isinstance(ks, A.Range):
+            lo, hi = val(ks.lo), val(ks.hi)
+            if lo is None or hi is None:
+                return None
+            if mt != "range":
+                self.err(ks.pos, f"a range needs a range key, not {mt}")
+                return None
+            return {"match_type": "range", "start": hx(lo), "end": hx(hi)}
+        v = val(ks)
+        if v is None:
+            return None
+        if mt == "exact":
+            return {"match_type": "exact", "key": hx(v)}
+        if mt == "lpm":
+            return {"match_type": "lpm", "key": hx(v), "prefix_length": w}
+        if mt == "range":
+            return {"match_type": "range", "start": hx(v), "end": hx(v)}
+        if mt == "optional":
+            return {"match_type": "optional", "key": hx(v), "mask": hx(full)}
+        return {"match_type": "ternary", "key": hx(v), "mask": hx(full)}
+
+    # ------------------------------------------------------------ hidden tables
+    @staticmethod
+    def _keyless(name: str, action: Json) -> Json:
+        return {"name": name, "id": -1, "key": [], "match_type": "exact", "type": "simple",
+                "max_size": 1024, "with_counters": False, "support_timeout": False,
+                "direct_meters": None, "action_ids": [action["id"]],
+                "actions": [action["name"]], "base_default_next": None,
+                "next_tables": {action["name"]: None},
+                "default_entry": {"action_id": action["id"], "action_const": True,
+                                  "action_data": [], "action_entry_const": True}}
+
+    def hidden_table(self, name: str, action: Json) -> Json:
+        tj = self._keyless(name, action)
+        # The hidden action's id is assigned later (post-order); keep a live reference.
+        tj["_action"] = action
+        return tj
+
+    def direct_call_table(self, call: A.Call, info: CallInfo, env: Env) -> Json | None:
+        idx = self.call_actions.get(id(call))
+        if idx is None:
+            return None
+        act = self.actions[idx]
+        decl = info.target
+        assert isinstance(decl, A.ActionDecl) and isinstance(call.func, A.Name)
+        data: list[str] = []
+        for p, a in zip(info.params, info.args):
+            if p.direction:
+                continue
+            if not isinstance(a, TConst):
+                self.err(call.pos, f"unsupported construct: calling action '{decl.name}' from "
+                                   "apply with a run-time argument")
+                return None
+            data.append(hexstr(int(a.value), width_of(a.type))["value"])
+        base = decl.name
+        tj = self._keyless(self.ctx.names.new(f"tbl_{base}"), act)
+        tj["default_entry"]["action_data"] = data
+        return tj
+
+    def finish_ids(self, tables: list[Json]) -> None:
+        """Fill the ids of hidden actions (known only after the control is done)."""
+        for tj in tables:
+            act = tj.pop("_action", None)
+            if act is not None:
+                tj["action_ids"] = [act["id"]]
+                tj["default_entry"]["action_id"] = act["id"]
+
+
+_ = (HeaderRef,)

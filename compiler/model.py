@@ -1,0 +1,101 @@
+"""The control-plane model: what P4Info describes, collected while the JSON is generated.
+
+Frozen records in program order; ``p4info.py`` turns them into the protobuf (ids, aliases).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["KeyModel", "ActionRefModel", "TableModel", "ActionModel", "CounterModel",
+           "MeterModel", "RegisterModel", "ControllerHeaderModel", "ControlPlane"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyModel:
+    name: str
+    bitwidth: int
+    match_type: str  # exact, lpm, ternary, range, optional
+    annotations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRefModel:
+    name: str
+    scope: str  # "" | "TABLE_ONLY" | "DEFAULT_ONLY"
+    annotations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TableModel:
+    name: str
+    keys: tuple[KeyModel, ...]
+    actions: tuple[ActionRefModel, ...]
+    default_action: str
+    default_args: tuple[int, ...]
+    default_const: bool
+    size: int
+    is_const: bool
+    has_entries: bool
+    direct_resources: tuple[str, ...]
+    annotations: tuple[str, ...]
+    explicit_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionModel:
+    name: str
+    params: tuple[tuple[str, int], ...]
+    annotations: tuple[str, ...]
+    explicit_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CounterModel:
+    name: str
+    unit: str  # PACKETS, BYTES, BOTH
+    size: int
+    direct_table: str | None
+    annotations: tuple[str, ...]
+    explicit_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MeterModel:
+    name: str
+    unit: str  # PACKETS, BYTES
+    size: int
+    direct_table: str | None
+    annotations: tuple[str, ...]
+    explicit_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterModel:
+    name: str
+    bitwidth: int
+    signed: bool
+    size: int
+    annotations: tuple[str, ...]
+    explicit_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerHeaderModel:
+    name: str       # the annotation string, e.g. "packet_out"
+    type_name: str  # hashed for the id
+    fields: tuple[tuple[str, int], ...]
+    annotations: tuple[str, ...]
+
+
+@dataclass
+class ControlPlane:
+    tables: list[TableModel] = field(default_factory=list)
+    actions: list[ActionModel] = field(default_factory=list)
+    counters: list[CounterModel] = field(default_factory=list)
+    meters: list[MeterModel] = field(default_factory=list)
+    registers: list[RegisterModel] = field(default_factory=list)
+    controller_headers: list[ControllerHeaderModel] = field(default_factory=list)
+
+    def add_action(self, a: ActionModel) -> None:
+        if all(x.name != a.name for x in self.actions):
+            self.actions.append(a)

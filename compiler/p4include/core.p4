@@ -1,0 +1,40 @@
+/* netsum core library: the declarations every P4_16 program may use (P4_16 spec, "core library").
+   Written for netsum's compiler from the language specification. */
+#ifndef _NETSUM_CORE_P4_
+#define _NETSUM_CORE_P4_
+
+/* Error codes in the order the specification lists them; BMv2 numbers them from 0. */
+error {
+    NoError,
+    PacketTooShort,
+    NoMatch,
+    StackOutOfBounds,
+    HeaderTooShort,
+    ParserTimeout,
+    ParserInvalidArgument
+}
+
+extern packet_in {
+    void extract<T>(out T hdr);
+    void extract<T>(out T variableSizeHeader, in bit<32> variableFieldSizeInBits);
+    T lookahead<T>();
+    void advance(in bit<32> sizeInBits);
+    bit<32> length();
+}
+
+extern packet_out {
+    void emit<T>(in T hdr);
+}
+
+extern void verify(in bool check, in error toSignal);
+
+@noWarn("unused")
+action NoAction() {}
+
+match_kind {
+    exact,
+    ternary,
+    lpm
+}
+
+#endif

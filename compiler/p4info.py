@@ -1,0 +1,157 @@
+"""GenerateP4Info: the control-plane model → ``p4.config.v1.P4Info`` (and its text form).
+
+Ids come from :mod:`ids`; aliases are the shortest dotted suffix of a name that no other
+P4Info object shares; hidden tables and actions never reach the model.
+"""
+from __future__ import annotations
+
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+
+from .diagnostics import Diagnostics
+from .ids import Prefix, assign_ids
+from .model import ControlPlane
+
+__all__ = ["build_p4info", "p4info_text", "aliases"]
+
+_HEADER = "# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
+_MATCH = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
+          "ternary": p4info_pb2.MatchField.TERNARY, "range": p4info_pb2.MatchField.RANGE,
+          "optional": p4info_pb2.MatchField.OPTIONAL}
+
+
+def aliases(names: list[str]) -> dict[str, str]:
+    uniq = sorted(set(names))
+    out: dict[str, str] = {}
+    for n in uniq:
+        parts = n.split(".")
+        alias = n
+        for k in range(1, len(parts) + 1):
+            suffix = ".".join(parts[-k:])
+            clash = sum(1 for m in uniq if m == suffix or m.endswith("." + suffix))
+            if clash == 1:
+                alias = suffix
+                break
+        out[n] = alias
+    return out
+
+
+def _preamble(pre: p4info_pb2.Preamble, id_: int, name: str, alias: str,
+              annotations: tuple[str, ...]) -> None:
+    pre.id = id_
+    pre.name = name
+    pre.alias = alias
+    pre.annotations.extend(annotations)
+
+
+def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
+    info = p4info_pb2.P4Info()
+    info.pkg_info.arch = "v1model"
+    taken: set[int] = set()
+    tid = assign_ids(Prefix.TABLE, [(t.name, t.explicit_id) for t in cp.tables], diags, taken)
+    aid = assign_ids(Prefix.ACTION, [(a.name, a.explicit_id) for a in cp.actions], diags, taken)
+    cid = assign_ids(Prefix.COUNTER, [(c.name, c.explicit_id) for c in cp.counters
+                                      if c.direct_table is None], diags, taken)
+    dcid = assign_ids(Prefix.DIRECT_COUNTER, [(c.name, c.explicit_id) for c in cp.counters
+                                              if c.direct_table is not None], diags, taken)
+    mid = assign_ids(Prefix.METER, [(m.name, m.explicit_id) for m in cp.meters
+                                    if m.direct_table is None], diags, taken)
+    dmid = assign_ids(Prefix.DIRECT_METER, [(m.name, m.explicit_id) for m in cp.meters
+                                            if m.direct_table is not None], diags, taken)
+    rid = assign_ids(Prefix.REGISTER, [(r.name, r.explicit_id) for r in cp.registers], diags,
+                     taken)
+    hid = assign_ids(Prefix.CONTROLLER_HEADER,
+                     [(h.type_name, None) for h in cp.controller_headers], diags, taken)
+    alias = aliases([t.name for t in cp.tables] + [a.name for a in cp.actions]
+                    + [c.name for c in cp.counters] + [m.name for m in cp.meters]
+                    + [r.name for r in cp.registers] + [h.name for h in cp.controller_headers])
+    direct_ids = {**dcid, **dmid}
+    for t in cp.tables:
+        pt = info.tables.add()
+        _preamble(pt.preamble, tid[t.name], t.name, alias[t.name], t.annotations)
+        for i, k in enumerate(t.keys, 1):
+            mf = pt.match_fields.add()
+            mf.id = i
+            mf.name = k.name
+            mf.bitwidth = k.bitwidth
+            mf.match_type = _MATCH[k.match_type]
+            mf.annotations.extend(k.annotations)
+        for ref in t.actions:
+            ar = pt.action_refs.add()
+            ar.id = aid[ref.name]
+            if ref.scope:
+                ar.scope = p4info_pb2.ActionRef.Scope.Value(ref.scope)
+            ar.annotations.extend(ref.annotations)
+        if t.default_action:
+            if t.default_const:
+                pt.const_default_action_id = aid[t.default_action]
+            pt.initial_default_action.action_id = aid[t.default_action]
+            act = next(a for a in cp.actions if a.name == t.default_action)
+            for (pname, width), value in zip(act.params, t.default_args):
+                arg = pt.initial_default_action.arguments.add()
+                arg.param_id = act.params.index((pname, width)) + 1
+                arg.value = value.to_bytes(max((width + 7) // 8, 1), "big")
+        for r in t.direct_resources:
+            pt.direct_resource_ids.append(direct_ids[r])
+        pt.size = t.size
+        if t.is_const:
+            pt.is_const_table = True
+        if t.has_entries:
+            pt.has_initial_entries = True
+    for a in cp.actions:
+        pa = info.actions.add()
+        _preamble(pa.preamble, aid[a.name], a.name, alias[a.name], a.annotations)
+        for i, (pname, width) in enumerate(a.params, 1):
+            p = pa.params.add()
+            p.id = i
+            p.name = pname
+            p.bitwidth = width
+    units = {"PACKETS": p4info_pb2.CounterSpec.PACKETS, "BYTES": p4info_pb2.CounterSpec.BYTES,
+             "BOTH": p4info_pb2.CounterSpec.BOTH}
+    for c in cp.counters:
+        if c.direct_table is None:
+            pc = info.counters.add()
+            _preamble(pc.preamble, cid[c.name], c.name, alias[c.name], c.annotations)
+            pc.spec.unit = units[c.unit]
+            pc.size = c.size
+    for c in cp.counters:
+        if c.direct_table is not None:
+            pd = info.direct_counters.add()
+            _preamble(pd.preamble, dcid[c.name], c.name, alias[c.name], c.annotations)
+            pd.spec.unit = units[c.unit]
+            pd.direct_table_id = tid.get(c.direct_table, 0)
+    munits = {"PACKETS": p4info_pb2.MeterSpec.PACKETS, "BYTES": p4info_pb2.MeterSpec.BYTES}
+    for m in cp.meters:
+        if m.direct_table is None:
+            pm = info.meters.add()
+            _preamble(pm.preamble, mid[m.name], m.name, alias[m.name], m.annotations)
+            pm.spec.unit = munits[m.unit]
+            pm.size = m.size
+    for m in cp.meters:
+        if m.direct_table is not None:
+            pdm = info.direct_meters.add()
+            _preamble(pdm.preamble, dmid[m.name], m.name, alias[m.name], m.annotations)
+            pdm.spec.unit = munits[m.unit]
+            pdm.direct_table_id = tid.get(m.direct_table, 0)
+    for h in cp.controller_headers:
+        ph = info.controller_packet_metadata.add()
+        _preamble(ph.preamble, hid[h.type_name], h.name, alias[h.name], h.annotations)
+        for i, (fname, width) in enumerate(h.fields, 1):
+            md = ph.metadata.add()
+            md.id = i
+            md.name = fname
+            md.bitwidth = width
+    for r in cp.registers:
+        pr = info.registers.add()
+        _preamble(pr.preamble, rid[r.name], r.name, alias[r.name], r.annotations)
+        if r.signed:
+            pr.type_spec.bitstring.int.bitwidth = r.bitwidth
+        else:
+            pr.type_spec.bitstring.bit.bitwidth = r.bitwidth
+        pr.size = r.size
+    info.type_info.SetInParent()
+    return info
+
+
+def p4info_text(info: p4info_pb2.P4Info) -> str:
+    return _HEADER + text_format.MessageToString(info)

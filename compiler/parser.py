@@ -1,0 +1,559 @@
+"""Recursive-descent parser: tokens → :class:`ast.Program` (statements and declarations).
+
+Expressions and types come from :class:`parse_expr.ExprParser`.  Each parse function has the
+grammar rule it implements in a comment.  On a syntax error the parser reports it, skips to
+the end of the enclosing declaration and goes on, so one run reports several errors.
+"""
+from __future__ import annotations
+
+from .ast import (ActionDecl, Annotation, Assign, Block, Call, CallStmt, ConstDecl,
+                  ControlDecl, ControlTypeDecl, Decl, Default, EmptyStmt, EnumDecl, ErrorDecl,
+                  Exit, Expr, ExternDecl, Field, FunctionDecl, HeaderDecl, HeaderUnionDecl, If,
+                  Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Name, Node, PackageDecl,
+                  Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return, Select,
+                  SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl, TableEntry,
+                  TableProperty, Typedef, TypeName, VarDecl)
+from .diagnostics import Diagnostics
+from .lexer import Token, TokKind
+from .parse_expr import ExprParser, ParseError
+
+__all__ = ["parse"]
+
+
+def parse(tokens: list[Token], diags: Diagnostics) -> Program:
+    p = Parser(tokens, diags)
+    return p.program()
+
+
+class Parser(ExprParser):
+    def __init__(self, tokens: list[Token], diags: Diagnostics) -> None:
+        super().__init__(tokens)
+        self.diags = diags
+
+    def _recover(self, err: ParseError) -> None:
+        """Report, then skip to after the next ';' or '}' at nesting depth 0."""
+        self.diags.error(err.pos, err.message)
+        depth = 0
+        while self.tok.kind is not TokKind.EOF:
+            t = self.tok.text if self.tok.kind is TokKind.OP else ""
+            self.i += 1
+            if t == "{":
+                depth += 1
+            elif t == "}":
+                depth -= 1
+                if depth <= 0:
+                    return
+            elif t == ";" and depth == 0:
+                return
+
+    # program: declaration*
+    def program(self) -> Program:
+        decls: list[Node] = []
+        start = self.tok.pos
+        while self.tok.kind is not TokKind.EOF:
+            if self.accept(";"):
+                continue
+            try:
+                decls.append(self.declaration())
+            except ParseError as err:
+                self._recover(err)
+        return Program(start, tuple(decls))
+
+    # annotations: ('@' name ['(' tokens ')'])*
+    def annotations(self) -> tuple[Annotation, ...]:
+        out: list[Annotation] = []
+        while self.at("@"):
+            at = self.tok
+            self.i += 1
+            name = self.ident("an annotation name")
+            args: tuple[Expr, ...] = ()
+            body = ""
+            if self.at("(") and self.tok.pos.line == name.pos.line:
+                start = self.i + 1
+                depth = 0
+                while True:
+                    t = self.tok
+                    if t.kind is TokKind.EOF:
+                        raise ParseError(t.pos, "unterminated annotation")
+                    self.i += 1
+                    if t.text == "(" and t.kind is TokKind.OP:
+                        depth += 1
+                    elif t.text == ")" and t.kind is TokKind.OP:
+                        depth -= 1
+                        if depth == 0:
+                            break
+                body_toks = self.toks[start:self.i - 1]
+                body = "".join(t.text + (" " if t.text == "," else "") for t in body_toks)
+                sub = ExprParser(body_toks + [Token(TokKind.EOF, "", self.tok.pos)])
+                try:
+                    items = [sub.parse_expr()] if body_toks else []
+                    while sub.accept(","):
+                        items.append(sub.parse_expr())
+                    if sub.tok.kind is TokKind.EOF:
+                        args = tuple(items)
+                except ParseError:
+                    args = ()
+            out.append(Annotation(at.pos, name.text, args, body))
+        return tuple(out)
+
+    # declaration: annotations (constDecl | typedef | header | struct | enum | error
+    #   | match_kind | extern | parser | control | package | action | instantiation)
+    def declaration(self) -> Node:
+        annos = self.annotations()
+        t = self.tok
+        if self.accept("const"):
+            typ = self.parse_type()
+            name = self.ident()
+            self.expect("=")
+            value = self.parse_expr()
+            self.expect(";")
+            return ConstDecl(name.pos, annos, name.text, typ, value)
+        if self.at("typedef") or self.at("type"):
+            self.i += 1
+            typ = self.parse_type()
+            name = self.ident()
+            self.expect(";")
+            self.type_names.add(name.text)
+            return Typedef(name.pos, annos, name.text, typ, t.text == "type")
+        if self.at("header") or self.at("struct") or self.at("header_union"):
+            self.i += 1
+            name = self.ident()
+            self.type_names.add(name.text)
+            fields = self._fields()
+            cls = {"header": HeaderDecl, "struct": StructDecl, "header_union": HeaderUnionDecl}
+            return cls[t.text](name.pos, annos, name.text, fields)
+        if self.accept("enum"):
+            underlying = None
+            if self.at("bit") or self.at("int"):
+                underlying = self.parse_type()
+            name = self.ident()
+            self.type_names.add(name.text)
+            self.expect("{")
+            members: list[tuple[str, Expr | None]] = []
+            while not self.at("}"):
+                m = self.ident("an enum member")
+                val = self.parse_expr() if self.accept("=") else None
+                members.append((m.text, val))
+                if not self.accept(","):
+                    break
+            self.expect("}")
+            return EnumDecl(name.pos, annos, name.text, underlying, tuple(members))
+        if self.accept("error") or self.accept("match_kind"):
+            self.expect("{")
+            names: list[str] = []
+            while not self.at("}"):
+                names.append(self.ident().text)
+                if not self.accept(","):
+                    break
+            self.expect("}")
+            cls2 = ErrorDecl if t.text == "error" else MatchKindDecl
+            return cls2(t.pos, annos, t.text, tuple(names))
+        if self.accept("extern"):
+            return self._extern(annos)
+        if self.at("parser") or self.at("control"):
+            return self._parser_or_control(annos)
+        if self.accept("package"):
+            name = self.ident()
+            self.type_names.add(name.text)
+            tps = self._type_params()
+            params = self.params()
+            self.expect(";")
+            return PackageDecl(name.pos, annos, name.text, tps, params)
+        if self.at("action"):
+            return self.action(annos)
+        if self.starts_type() or (t.kind is TokKind.IDENT and self.peek().text in ("(", "<")):
+            if self.starts_type() and self.peek().kind is TokKind.IDENT and self.peek(2).text == "(":
+                raise ParseError(t.pos, "unsupported construct: function declarations")
+            return self.instantiation(annos)
+        raise ParseError(t.pos, f"syntax error, unexpected '{t}' at the start of a declaration")
+
+    # fields: '{' (annotations type name ';')* '}'
+    def _fields(self) -> tuple[Field, ...]:
+        self.expect("{")
+        fields: list[Field] = []
+        while not self.accept("}"):
+            annos = self.annotations()
+            typ = self.parse_type()
+            name = self.ident("a field name")
+            self.expect(";")
+            fields.append(Field(name.pos, annos, name.text, typ))
+        return tuple(fields)
+
+    # typeParams: ['<' name (',' name)* '>']
+    def _type_params(self) -> tuple[str, ...]:
+        if not self.accept("<"):
+            return ()
+        names = [self.ident("a type parameter").text]
+        while self.accept(","):
+            names.append(self.ident("a type parameter").text)
+        self.expect(">")
+        self.type_names.update(names)
+        return tuple(names)
+
+    # params: '(' [param (',' param)*] ')' ; param: annotations [direction] type name ['=' expr]
+    def params(self) -> tuple[Param, ...]:
+        self.expect("(")
+        out: list[Param] = []
+        if not self.at(")"):
+            while True:
+                annos = self.annotations()
+                direction = ""
+                for d in ("inout", "in", "out"):
+                    if self.accept(d):
+                        direction = d
+                        break
+                typ = self.parse_type()
+                name = self.ident("a parameter name")
+                default = self.parse_expr() if self.accept("=") else None
+                out.append(Param(name.pos, annos, name.text, direction, typ, default))
+                if not self.accept(","):
+                    break
+        self.expect(")")
+        return tuple(out)
+
+    # extern: 'extern' (name typeParams '{' method* '}' | type name typeParams params ';')
+    def _extern(self, annos: tuple[Annotation, ...]) -> Node:
+        if self.tok.kind is TokKind.IDENT and self.peek().text in ("{", "<") and \
+                not (self.peek().text == "<" and self._is_function_after_generic()):
+            name = self.ident()
+            self.type_names.add(name.text)
+            tps = self._type_params()
+            self.expect("{")
+            methods: list[MethodDecl] = []
+            while not self.accept("}"):
+                mannos = self.annotations()
+                abstract = self.accept("abstract")
+                if self.tok.text == name.text and self.peek().text == "(":
+                    m = self.ident()
+                    params = self.params()
+                    self.expect(";")
+                    methods.append(MethodDecl(m.pos, mannos, m.text, (), None, params))
+                    continue
+                ret = self.parse_type()
+                m = self.ident("a method name")
+                mtps = self._type_params()
+                params = self.params()
+                self.expect(";")
+                methods.append(MethodDecl(m.pos, mannos, m.text, mtps, ret, params, abstract))
+            return ExternDecl(name.pos, annos, name.text, tps, tuple(methods))
+        ret = self.parse_type()
+        name = self.ident()
+        tps = self._type_params()
+        params = self.params()
+        self.expect(";")
+        return FunctionDecl(name.pos, annos, name.text, tps, ret, params, None)
+
+    def _is_function_after_generic(self) -> bool:
+        # 'extern T f<T>(...)' never happens with T first; 'extern Name<T> {' is an extern type.
+        return False
+
+    # parserDecl: 'parser' name typeParams params (';' | ['(' ctorParams ')'] '{' locals states '}')
+    # controlDecl: 'control' name typeParams params (';' | ['(' ctorParams ')'] '{' locals apply '}')
+    def _parser_or_control(self, annos: tuple[Annotation, ...]) -> Node:
+        kw = self.tok.text
+        self.i += 1
+        name = self.ident()
+        tps = self._type_params()
+        params = self.params()
+        if self.accept(";"):
+            self.type_names.add(name.text)
+            cls = ParserTypeDecl if kw == "parser" else ControlTypeDecl
+            return cls(name.pos, annos, name.text, tps, params)
+        if tps:
+            raise ParseError(name.pos, f"unsupported construct: generic {kw} declarations")
+        ctor = self.params() if self.at("(") else ()
+        self.type_names.add(name.text)
+        self.expect("{")
+        locals_: list[Node] = []
+        if kw == "parser":
+            states: list[ParserState] = []
+            while not self.accept("}"):
+                try:
+                    sannos = self.annotations()
+                    if self.accept("state"):
+                        states.append(self._state(sannos))
+                    else:
+                        locals_.append(self._local(sannos))
+                except ParseError as err:
+                    self._recover(err)
+                    if self.tok.kind is TokKind.EOF:
+                        break
+            return ParserDecl(name.pos, annos, name.text, params, ctor, tuple(locals_),
+                              tuple(states))
+        apply: Block | None = None
+        while not self.accept("}"):
+            try:
+                lannos = self.annotations()
+                if self.at("apply") and self.peek().text == "{":
+                    self.i += 1
+                    apply = self.block()
+                elif self.at("action"):
+                    locals_.append(self.action(lannos))
+                elif self.accept("table"):
+                    locals_.append(self._table(lannos))
+                else:
+                    locals_.append(self._local(lannos))
+            except ParseError as err:
+                self._recover(err)
+                if self.tok.kind is TokKind.EOF:
+                    break
+        if apply is None:
+            raise ParseError(name.pos, f"control '{name.text}' has no apply block")
+        return ControlDecl(name.pos, annos, name.text, params, ctor, tuple(locals_), apply)
+
+    # local: constDecl | varDecl | instantiation
+    def _local(self, annos: tuple[Annotation, ...]) -> Node:
+        t = self.tok
+        if self.accept("const"):
+            typ = self.parse_type()
+            name = self.ident()
+            self.expect("=")
+            value = self.parse_expr()
+            self.expect(";")
+            return ConstDecl(name.pos, annos, name.text, typ, value)
+        if self.at("value_set"):
+            raise ParseError(t.pos, "unsupported construct: value_set")
+        typ = self.parse_type()
+        if self.at("("):
+            args = self.parse_args()
+            name = self.ident()
+            self.expect(";")
+            return Instantiation(name.pos, annos, name.text, typ, args)
+        name = self.ident("a variable name")
+        init = self.parse_expr() if self.accept("=") else None
+        self.expect(";")
+        return VarDecl(name.pos, annos, typ, name.text, init)
+
+    # instantiation: type '(' args ')' name ';'
+    def instantiation(self, annos: tuple[Annotation, ...]) -> Instantiation:
+        typ = self.parse_type()
+        if not self.at("("):
+            raise ParseError(self.tok.pos, "unsupported construct: global variable declarations")
+        args = self.parse_args()
+        name = self.ident()
+        self.expect(";")
+        return Instantiation(name.pos, annos, name.text, typ, args)
+
+    # action: 'action' name params block
+    def action(self, annos: tuple[Annotation, ...]) -> ActionDecl:
+        self.expect("action")
+        name = self.ident("an action name")
+        params = self.params()
+        body = self.block()
+        return ActionDecl(name.pos, annos, name.text, params, body)
+
+    # state: 'state' name '{' stmt* transition '}' ; transition: 'transition' (name ';' | select)
+    def _state(self, annos: tuple[Annotation, ...]) -> ParserState:
+        name = self.ident("a state name")
+        self.expect("{")
+        stmts: list[Stmt] = []
+        transition: Select | str | None = None
+        tpos = name.pos
+        while not self.accept("}"):
+            if self.at("transition"):
+                tpos = self.tok.pos
+                self.i += 1
+                if self.at("select"):
+                    transition = self._select()
+                else:
+                    transition = self.ident("a state name").text
+                    self.expect(";")
+                if not self.at("}"):
+                    raise ParseError(self.tok.pos, "syntax error, statements after 'transition'")
+                continue
+            stmts.append(self.statement())
+        return ParserState(name.pos, annos, name.text, tuple(stmts), transition, tpos)
+
+    # select: 'select' '(' exprs ')' '{' (keyset ':' name ';')* '}'
+    def _select(self) -> Select:
+        pos = self.expect("select").pos
+        self.expect("(")
+        keys = [self.parse_expr()]
+        while self.accept(","):
+            keys.append(self.parse_expr())
+        self.expect(")")
+        self.expect("{")
+        cases: list[SelectCase] = []
+        while not self.accept("}"):
+            ks = self.parse_keyset()
+            self.expect(":")
+            st = self.ident("a state name")
+            self.expect(";")
+            cases.append(SelectCase(ks.pos, ks, st.text, st.pos))
+        return Select(pos, tuple(keys), tuple(cases))
+
+    # table: 'table' name '{' property* '}'
+    def _table(self, annos: tuple[Annotation, ...]) -> TableDecl:
+        name = self.ident("a table name")
+        self.expect("{")
+        props: list[TableProperty] = []
+        while not self.accept("}"):
+            pannos = self.annotations()
+            is_const = self.accept("const")
+            pt = self.tok
+            pname = self.ident("a table property").text
+            self.expect("=")
+            value: object
+            if pname == "key":
+                self.expect("{")
+                keys: list[KeyElement] = []
+                while not self.accept("}"):
+                    e = self.parse_expr()
+                    self.expect(":")
+                    mk = self.ident("a match kind")
+                    kannos = self.annotations()
+                    self.expect(";")
+                    keys.append(KeyElement(e.pos, kannos, e, mk.text, mk.pos))
+                value = tuple(keys)
+            elif pname == "actions":
+                self.expect("{")
+                acts: list[tuple[tuple[Annotation, ...], Call]] = []
+                while not self.accept("}"):
+                    aannos = self.annotations()
+                    e = self.parse_expr()
+                    if not isinstance(e, Call):
+                        e = Call(e.pos, e, (), ())
+                    acts.append((aannos, e))
+                    self.expect(";")
+                value = tuple(acts)
+            elif pname == "entries":
+                self.expect("{")
+                entries: list[TableEntry] = []
+                while not self.accept("}"):
+                    epos = self.tok.pos
+                    prio = None
+                    if self.accept("priority"):
+                        self.expect("=")
+                        prio = self.parse_expr()
+                        self.expect(":")
+                    ks = self.parse_keyset()
+                    keyset = ks.items if isinstance(ks, ListExpr) else (ks,)
+                    self.expect(":")
+                    act = self.parse_expr()
+                    if not isinstance(act, Call):
+                        act = Call(act.pos, act, (), ())
+                    self.expect(";")
+                    entries.append(TableEntry(epos, tuple(keyset), act, prio))  # type: ignore[arg-type]
+                value = tuple(entries)
+            else:
+                value = self.parse_expr()
+                self.expect(";")
+            props.append(TableProperty(pt.pos, pname, is_const, value, pannos))
+        return TableDecl(name.pos, annos, name.text, tuple(props))
+
+    # block: '{' statement* '}'
+    def block(self) -> Block:
+        pos = self.expect("{").pos
+        stmts: list[Stmt] = []
+        while not self.accept("}"):
+            if self.tok.kind is TokKind.EOF:
+                raise ParseError(self.tok.pos, "syntax error, unexpected end of file, expected '}'")
+            try:
+                stmts.append(self.statement())
+            except ParseError as err:
+                self.diags.error(err.pos, err.message)
+                self._skip_statement()
+        return Block(pos, tuple(stmts))
+
+    def _skip_statement(self) -> None:
+        depth = 0
+        while self.tok.kind is not TokKind.EOF:
+            t = self.tok.text if self.tok.kind is TokKind.OP else ""
+            if t == "}" and depth == 0:
+                return
+            self.i += 1
+            if t == "{":
+                depth += 1
+            elif t == "}":
+                depth -= 1
+                if depth == 0:
+                    return
+            elif t == ";" and depth == 0:
+                return
+
+    # statement: block | if | switch | return | exit | ';' | varDecl | constDecl
+    #          | lvalue '=' expr ';' | call ';'
+    def statement(self) -> Stmt:
+        t = self.tok
+        if self.at("{"):
+            return self.block()
+        if self.accept(";"):
+            return EmptyStmt(t.pos)
+        if self.accept("if"):
+            self.expect("(")
+            cond = self.parse_expr()
+            self.expect(")")
+            then = self.statement()
+            other = self.statement() if self.accept("else") else None
+            return If(t.pos, cond, then, other)
+        if self.accept("return"):
+            value = None if self.at(";") else self.parse_expr()
+            self.expect(";")
+            return Return(t.pos, value)
+        if self.accept("exit"):
+            self.expect(";")
+            return Exit(t.pos)
+        if self.accept("switch"):
+            return self._switch(t)
+        annos = self.annotations()
+        if self.at("const"):
+            self.i += 1
+            typ = self.parse_type()
+            name = self.ident()
+            self.expect("=")
+            init = self.parse_expr()
+            self.expect(";")
+            return VarDecl(name.pos, annos, typ, name.text, init)
+        if self._starts_var_decl():
+            typ = self.parse_type()
+            name = self.ident("a variable name")
+            init = self.parse_expr() if self.accept("=") else None
+            self.expect(";")
+            return VarDecl(name.pos, annos, typ, name.text, init)
+        lhs = self.parse_expr()
+        if self.at("="):
+            pos = self.tok.pos
+            self.i += 1
+            rhs = self.parse_expr()
+            self.expect(";")
+            return Assign(pos, lhs, rhs)
+        if self.tok.text in ("+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="):
+            raise ParseError(self.tok.pos, f"unsupported construct: compound assignment "
+                                           f"'{self.tok.text}'")
+        if isinstance(lhs, Call):
+            self.expect(";")
+            return CallStmt(lhs.pos, lhs)
+        raise ParseError(self.tok.pos, f"syntax error, expected '=' or ';' but found '{self.tok}'")
+
+    def _starts_var_decl(self) -> bool:
+        t = self.tok
+        if t.kind is TokKind.KEYWORD and t.text in ("bit", "int", "bool", "varbit", "error"):
+            return t.text != "error" or self.peek().kind is TokKind.IDENT
+        if t.kind is TokKind.IDENT:
+            nxt = self.peek()
+            if nxt.kind is TokKind.IDENT:
+                return True
+            if nxt.text == "<" and t.text in self.type_names:
+                return True
+            if nxt.text == "[" and t.text in self.type_names:
+                return True
+        return False
+
+    # switch: 'switch' '(' expr ')' '{' (label ':' [block])* '}' ; label: name | default
+    def _switch(self, t: Token) -> Switch:
+        self.expect("(")
+        e = self.parse_expr()
+        self.expect(")")
+        self.expect("{")
+        cases: list[SwitchCase] = []
+        while not self.accept("}"):
+            lt = self.tok
+            label = None if self.accept("default") else self.ident("an action name").text
+            self.expect(":")
+            body = self.block() if self.at("{") else None
+            cases.append(SwitchCase(lt.pos, label, body))
+        return Switch(t.pos, e, tuple(cases))
+
+
+# Keep Default/Name/TypeName/Decl imported for type references in annotations of helpers.
+_ = (Default, Name, TypeName, Decl)

@@ -1,0 +1,312 @@
+"""ResolveNames: collect top-level declarations, resolve type expressions and constants.
+
+Produces :class:`Globals`, the program-wide symbol table every later pass reads.  Reports
+duplicate declarations, unknown type names (with the nearest known name) and non-constant
+widths.  Constant expressions are folded here with a small evaluator because widths
+(``bit<W>``) and ``const`` declarations must be known before any expression is typed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast as A
+from .diagnostics import Diagnostics, Pos, unknown
+from .types import (Bits, Bool, EnumT, ErrorT, ExternT, HeaderT, InfInt, MatchKindT, P4Type,
+                    StackT, Str, StructT, TypeVar, UnionT, VarbitT, Void, show)
+
+__all__ = ["Globals", "ResolveNames", "resolve_type", "const_eval", "ConstValue"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConstValue:
+    type: P4Type
+    value: int | bool
+
+
+@dataclass
+class Globals:
+    types: dict[str, P4Type] = field(default_factory=dict)
+    consts: dict[str, ConstValue] = field(default_factory=dict)
+    externs: dict[str, A.ExternDecl] = field(default_factory=dict)
+    functions: dict[str, A.FunctionDecl] = field(default_factory=dict)
+    actions: dict[str, A.ActionDecl] = field(default_factory=dict)
+    parsers: dict[str, A.ParserDecl] = field(default_factory=dict)
+    controls: dict[str, A.ControlDecl] = field(default_factory=dict)
+    blocks: dict[str, A.Decl] = field(default_factory=dict)  # parser/control/package types
+    instances: dict[str, A.Instantiation] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    match_kinds: list[str] = field(default_factory=list)
+    header_order: list[str] = field(default_factory=list)  # header type names, declared order
+    decl_annotations: dict[str, tuple[A.Annotation, ...]] = field(default_factory=dict)
+    field_annotations: dict[tuple[str, str], tuple[A.Annotation, ...]] = \
+        field(default_factory=dict)
+
+    def all_names(self) -> list[str]:
+        return [*self.types, *self.consts, *self.externs, *self.functions, *self.actions,
+                *self.parsers, *self.controls, *self.blocks, *self.instances]
+
+
+def const_eval(e: A.Expr, g: Globals, diags: Diagnostics,
+               local: dict[str, ConstValue] | None = None) -> ConstValue | None:
+    """Fold a compile-time constant expression; report and return None if it is not one."""
+    match e:
+        case A.IntLit(value=v, width=w, signed=s):
+            if w is None:
+                return ConstValue(InfInt(), v)
+            return ConstValue(Bits(w, s), _wrap(v, w, s))
+        case A.BoolLit(value=v):
+            return ConstValue(Bool(), v)
+        case A.Name(name=n):
+            if local and n in local:
+                return local[n]
+            if n in g.consts:
+                return g.consts[n]
+            diags.error(e.pos, f"'{n}' is not a compile-time constant" if n in g.all_names()
+                        else unknown("name", n, [*g.consts, *(local or {})]))
+            return None
+        case A.Member(expr=A.Name(name="error"), member=m):
+            if m in g.errors:
+                return ConstValue(ErrorT(), g.errors.index(m))
+            diags.error(e.pos, unknown("error", m, g.errors))
+            return None
+        case A.Member(expr=A.Name(name=tn), member=m) if isinstance(g.types.get(tn), EnumT):
+            et = g.types[tn]
+            assert isinstance(et, EnumT)
+            if m not in et.members:
+                diags.error(e.pos, unknown(f"member of '{tn}':", m, et.members))
+                return None
+            return ConstValue(et.underlying or et, et.values[et.members.index(m)])
+        case A.Cast(type=t, expr=x):
+            inner = const_eval(x, g, diags, local)
+            target = resolve_type(t, g, diags)
+            if inner is None or target is None:
+                return None
+            if isinstance(target, Bits):
+                return ConstValue(target, _wrap(int(inner.value), target.width, target.signed))
+            if isinstance(target, Bool):
+                return ConstValue(target, bool(inner.value))
+            return ConstValue(target, inner.value)
+        case A.Unary(op=op, operand=x):
+            v = const_eval(x, g, diags, local)
+            if v is None:
+                return None
+            if op == "!":
+                return ConstValue(Bool(), not v.value)
+            r = -int(v.value) if op == "-" else ~int(v.value)
+            return ConstValue(v.type, _fit(r, v.type))
+        case A.Binary(op=op, left=l, right=r):
+            a = const_eval(l, g, diags, local)
+            b = const_eval(r, g, diags, local)
+            if a is None or b is None:
+                return None
+            return fold_binary(op, a, b, e.pos, diags)
+    diags.error(e.pos, "expression is not a compile-time constant")
+    return None
+
+
+def fold_binary(op: str, a: ConstValue, b: ConstValue, pos: Pos,
+                diags: Diagnostics) -> ConstValue | None:
+    x, y = a.value, b.value
+    t = a.type if not isinstance(a.type, InfInt) else b.type
+    if op in ("&&", "||"):
+        return ConstValue(Bool(), (bool(x) and bool(y)) if op == "&&" else (bool(x) or bool(y)))
+    if op in ("==", "!=", "<", ">", "<=", ">="):
+        res = {"==": x == y, "!=": x != y, "<": x < y, ">": x > y, "<=": x <= y,
+               ">=": x >= y}[op]
+        return ConstValue(Bool(), res)
+    xi, yi = int(x), int(y)
+    if op in ("/", "%") and yi == 0:
+        diags.error(pos, "division by zero")
+        return None
+    if op == "++":
+        if not (isinstance(a.type, Bits) and isinstance(b.type, Bits)):
+            diags.error(pos, "concatenation needs operands of known width")
+            return None
+        return ConstValue(Bits(a.type.width + b.type.width), (xi << b.type.width) | yi)
+    ops = {"+": xi + yi, "-": xi - yi, "*": xi * yi, "&": xi & yi, "|": xi | yi, "^": xi ^ yi,
+           "<<": xi << yi if yi < 4096 else 0, ">>": xi >> yi,
+           "/": xi // yi if yi else 0, "%": xi % yi if yi else 0,
+           "|+|": xi + yi, "|-|": max(xi - yi, 0)}
+    if op not in ops:
+        diags.error(pos, f"operator '{op}' is not supported on constants")
+        return None
+    if op in ("<<", ">>"):
+        t = a.type
+    return ConstValue(t, _fit(ops[op], t))
+
+
+def _wrap(v: int, w: int, signed: bool) -> int:
+    v &= (1 << w) - 1 if w > 0 else 0
+    if signed and w > 0 and v >> (w - 1):
+        v -= 1 << w
+    return v
+
+
+def _fit(v: int, t: P4Type) -> int:
+    if isinstance(t, Bits):
+        return _wrap(v, t.width, t.signed)
+    return v
+
+
+def resolve_type(t: A.TypeExpr, g: Globals, diags: Diagnostics,
+                 type_vars: dict[str, P4Type] | None = None) -> P4Type | None:
+    """Bind a type expression to a semantic type, reporting unknown names and bad widths."""
+    match t:
+        case A.BitType(width=None):
+            return Bits(1)
+        case A.BitType(width=w) | A.IntType(width=w) if w is not None:
+            cv = const_eval(w, g, diags)
+            if cv is None:
+                return None
+            width = int(cv.value)
+            if width <= 0 or width > 2048:
+                diags.error(t.pos, f"invalid width {width}: must be between 1 and 2048")
+                return None
+            return Bits(width, isinstance(t, A.IntType))
+        case A.IntType(width=None):
+            return InfInt()
+        case A.VarbitType(width=w):
+            cv = const_eval(w, g, diags)
+            return VarbitT(int(cv.value)) if cv is not None else None
+        case A.BoolType():
+            return Bool()
+        case A.ErrorType():
+            return ErrorT()
+        case A.StringType():
+            return Str()
+        case A.VoidType():
+            return Void()
+        case A.StackType(elem=e, size=s):
+            et = resolve_type(e, g, diags, type_vars)
+            cv = const_eval(s, g, diags)
+            if et is None or cv is None:
+                return None
+            if not isinstance(et, HeaderT):
+                diags.error(t.pos, f"unsupported construct: stack of {show(et)} "
+                                   "(only header stacks are supported)")
+                return None
+            return StackT(et, int(cv.value))
+        case A.TypeName(name=n, args=args):
+            if type_vars is not None and n in type_vars:
+                return type_vars[n]
+            if n in g.types:
+                return g.types[n]
+            if n in g.externs:
+                resolved = [resolve_type(a, g, diags, type_vars) for a in args]
+                if any(r is None for r in resolved):
+                    return None
+                return ExternT(n, tuple(r for r in resolved if r is not None))
+            if n in g.blocks or n in g.parsers or n in g.controls:
+                return ExternT(n, ())
+            diags.error(t.pos, unknown("type", n, [*g.types, *g.externs]))
+            return None
+        case A.DontCareType():
+            return TypeVar("_")
+    diags.error(t.pos, "unsupported construct: this kind of type")
+    return None
+
+
+class ResolveNames:
+    """Pass: Program → Globals (reads only)."""
+
+    def run(self, prog: A.Program, diags: Diagnostics) -> Globals:
+        g = Globals()
+        seen: dict[str, Pos] = {}
+        for d in prog.decls:
+            self._declare(d, g, diags, seen)
+        return g
+
+    def _declare(self, d: A.Node, g: Globals, diags: Diagnostics, seen: dict[str, Pos]) -> None:
+        if isinstance(d, A.ErrorDecl):
+            for m in d.members:
+                if m not in g.errors:
+                    g.errors.append(m)
+            return
+        if isinstance(d, A.MatchKindDecl):
+            g.match_kinds.extend(m for m in d.members if m not in g.match_kinds)
+            return
+        assert isinstance(d, A.Decl)
+        name = d.name
+        # Overloaded extern functions and the duplicate NoAction of a re-included file are fine.
+        if name in seen and not isinstance(d, A.FunctionDecl):
+            diags.error(d.pos, f"re-declaration of '{name}' (first declared at {seen[name]})")
+            return
+        seen.setdefault(name, d.pos)
+        g.decl_annotations[name] = d.annotations
+        match d:
+            case A.ConstDecl(type=t, value=v):
+                tt = resolve_type(t, g, diags)
+                cv = const_eval(v, g, diags)
+                if tt is None or cv is None:
+                    return
+                if isinstance(tt, Bits) and isinstance(cv.type, (InfInt, Bits)):
+                    if isinstance(cv.type, Bits) and cv.type != tt:
+                        diags.error(v.pos, f"type mismatch: constant '{name}' is {show(tt)} but "
+                                           f"its value is {show(cv.type)}")
+                        return
+                    g.consts[name] = ConstValue(tt, _wrap(int(cv.value), tt.width, tt.signed))
+                else:
+                    g.consts[name] = ConstValue(tt, cv.value)
+            case A.Typedef(type=t):
+                tt = resolve_type(t, g, diags)
+                if tt is not None:
+                    g.types[name] = tt
+            case A.HeaderDecl(fields=fs) | A.StructDecl(fields=fs) | A.HeaderUnionDecl(fields=fs):
+                fields: list[tuple[str, P4Type]] = []
+                names: set[str] = set()
+                for f in fs:
+                    ft = resolve_type(f.type, g, diags)
+                    if f.name in names:
+                        diags.error(f.pos, f"duplicate field '{f.name}' in '{name}'")
+                    names.add(f.name)
+                    g.field_annotations[(name, f.name)] = f.annotations
+                    if ft is None:
+                        continue
+                    if isinstance(d, A.HeaderDecl) and not isinstance(ft, (Bits, VarbitT)):
+                        diags.error(f.pos, f"header field '{f.name}' has type {show(ft)}; "
+                                           "header fields must be bit<W>, int<W> or varbit<W>")
+                        continue
+                    fields.append((f.name, ft))
+                if isinstance(d, A.HeaderDecl):
+                    g.types[name] = HeaderT(name, tuple(fields))
+                    g.header_order.append(name)
+                elif isinstance(d, A.StructDecl):
+                    g.types[name] = StructT(name, tuple(fields),
+                                            tuple(a.name for a in d.annotations))
+                else:
+                    g.types[name] = UnionT(name, tuple(fields))
+            case A.EnumDecl(underlying=u, members=ms):
+                ut = resolve_type(u, g, diags) if u is not None else None
+                values: list[int] = []
+                for i, (m, ve) in enumerate(ms):
+                    if ve is None:
+                        if ut is not None:
+                            diags.error(d.pos, f"member '{m}' of serializable enum '{name}' "
+                                               "needs a value")
+                        values.append(i)
+                    else:
+                        cv = const_eval(ve, g, diags)
+                        values.append(int(cv.value) if cv else 0)
+                bits = ut if isinstance(ut, Bits) else None
+                g.types[name] = EnumT(name, tuple(m for m, _ in ms), bits, tuple(values))
+            case A.ExternDecl():
+                g.externs[name] = d
+            case A.FunctionDecl(body=None):
+                g.functions.setdefault(name, d)
+            case A.FunctionDecl():
+                diags.error(d.pos, "unsupported construct: functions with a body")
+            case A.ActionDecl():
+                g.actions[name] = d
+            case A.ParserDecl():
+                g.parsers[name] = d
+            case A.ControlDecl():
+                g.controls[name] = d
+            case A.ParserTypeDecl() | A.ControlTypeDecl() | A.PackageDecl():
+                g.blocks[name] = d
+            case A.Instantiation():
+                g.instances[name] = d
+            case _:
+                diags.error(d.pos, f"unsupported construct: {type(d).__name__}")
+
+
+_ = (MatchKindT, TypeVar, Str, Void)

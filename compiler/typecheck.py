@@ -1,0 +1,447 @@
+"""CheckTypes, expression half: AST expressions → typed IR (:mod:`ir`), with P4's width rules.
+
+Integer literals without a width have type ``int`` until an operand, an assignment target or a
+parameter gives them one (spec §8.9); constant sub-expressions fold.  Mismatched widths are
+errors (an explicit cast is required), never silent truncation.
+"""
+from __future__ import annotations
+
+from . import ast as A
+from .diagnostics import Diagnostics, Pos, unknown
+from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TBinary, TCast, TConcat,
+                 TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TTernary, TUnary)
+from .layout import Layout
+from .resolve import ConstValue, fold_binary, resolve_type
+from .scopes import Env, SymKind
+from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, StructT,
+                    VarbitT, show)
+
+__all__ = ["Typer", "expr_text"]
+
+_ARITH = ("+", "-", "*", "/", "%", "&", "|", "^", "|+|", "|-|")
+_COMPARE = ("==", "!=", "<", ">", "<=", ">=")
+
+
+def expr_text(e: A.Expr) -> str:
+    """p4c-like source spelling of an expression (used for key names and messages)."""
+    match e:
+        case A.Name(name=n, top_level=t):
+            return ("." if t else "") + n
+        case A.Member(expr=x, member=m):
+            return f"{expr_text(x)}.{m}"
+        case A.Index(expr=x, index=i):
+            return f"{expr_text(x)}[{expr_text(i)}]"
+        case A.Slice(expr=x, hi=h, lo=l):
+            return f"{expr_text(x)}[{expr_text(h)}:{expr_text(l)}]"
+        case A.IntLit(text=t):
+            return t
+        case A.BoolLit(value=v):
+            return "true" if v else "false"
+        case A.Call(func=f, args=args):
+            return f"{expr_text(f)}({', '.join(expr_text(a.value) if a.value else '_' for a in args)})"
+        case A.Unary(op=op, operand=x):
+            return f"{op}{expr_text(x)}"
+        case A.Binary(op=op, left=l, right=r):
+            return f"{expr_text(l)} {op} {expr_text(r)}"
+        case A.Cast(expr=x):
+            return f"(cast){expr_text(x)}"
+    return type(e).__name__
+
+
+class Typer:
+    """Types expressions in an :class:`Env`; reports errors and returns None for bad ones."""
+
+    def __init__(self, layout: Layout, diags: Diagnostics) -> None:
+        self.layout = layout
+        self.diags = diags
+
+    def err(self, pos: Pos, msg: str) -> None:
+        self.diags.error(pos, msg)
+
+    # ------------------------------------------------------------ coercion
+    def coerce(self, te: TExpr, target: P4Type, pos: Pos, what: str) -> TExpr | None:
+        """te converted implicitly to target (only int literals convert), else an error."""
+        if te.type == target:
+            return te
+        if isinstance(te, TConst) and isinstance(te.type, InfInt) and isinstance(target, Bits):
+            v = int(te.value)
+            if v < 0 and not target.signed:
+                v &= (1 << target.width) - 1
+            elif v >= 1 << target.width:
+                self.err(pos, f"value {v} does not fit in {show(target)} ({what})")
+                return None
+            return TConst(target, te.pos, v)
+        if isinstance(target, EnumT) and target.underlying is not None and te.type == target.underlying:
+            return te
+        if isinstance(te.type, EnumT) and te.type.underlying is not None and te.type.underlying == target:
+            return te
+        self.err(pos, f"type mismatch in {what}: expected {show(target)}, got {show(te.type)}"
+                 + ("; use an explicit cast" if isinstance(target, Bits)
+                    and isinstance(te.type, Bits) else ""))
+        return None
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e: A.Expr, env: Env, expected: P4Type | None = None) -> TExpr | None:
+        te = self._expr(e, env, expected)
+        if te is not None and expected is not None and isinstance(te.type, InfInt) \
+                and isinstance(expected, Bits):
+            return self.coerce(te, expected, e.pos, "this expression")
+        return te
+
+    def _expr(self, e: A.Expr, env: Env, expected: P4Type | None) -> TExpr | None:
+        match e:
+            case A.IntLit(value=v, width=None):
+                return TConst(InfInt(), e.pos, v)
+            case A.IntLit(value=v, width=w, signed=s):
+                assert w is not None
+                if w <= 0:
+                    self.err(e.pos, f"invalid width {w} in literal '{e.text}'")
+                    return None
+                limit = 1 << (w - 1 if s else w)
+                if v >= limit:
+                    self.err(e.pos, f"value {v} does not fit in {'int' if s else 'bit'}<{w}>")
+                    return None
+                return TConst(Bits(w, s), e.pos, v)
+            case A.BoolLit(value=v):
+                return TConst(Bool(), e.pos, v)
+            case A.Name():
+                return self._name(e, env)
+            case A.Member():
+                return self._member(e, env)
+            case A.Index(expr=x, index=i):
+                base = self.expr(x, env)
+                idx = self.expr(i, env)
+                if base is None or idx is None:
+                    return None
+                if not (isinstance(base, TLoc) and isinstance(base.ref, StackRef)):
+                    self.err(e.pos, f"indexing needs a header stack, not {show(base.type)}")
+                    return None
+                if not isinstance(idx, TConst):
+                    self.err(i.pos, "unsupported construct: header stack index that is not a "
+                                    "compile-time constant")
+                    return None
+                st = base.ref.type
+                n = int(idx.value)
+                if not 0 <= n < st.size:
+                    self.err(i.pos, f"index {n} out of bounds for header stack of size {st.size}")
+                    return None
+                name = f"{base.ref.name}[{n}]"
+                return TLoc(st.elem, e.pos, HeaderRef(name, st.elem), expr_text(e))
+            case A.Slice(expr=x, hi=h, lo=l):
+                return self._slice(e, x, h, l, env)
+            case A.Unary():
+                return self._unary(e, env, expected)
+            case A.Binary():
+                return self._binary(e, env, expected)
+            case A.Ternary(cond=c, then=a, other=b):
+                tc = self.expr(c, env, Bool())
+                ta = self.expr(a, env, expected)
+                tb = self.expr(b, env, expected)
+                if tc is None or ta is None or tb is None:
+                    return None
+                tc2 = self._want_bool(tc, c.pos, "a condition")
+                ta, tb = self._unify(ta, tb, e.pos, "'?:'")
+                if tc2 is None or ta is None or tb is None:
+                    return None
+                if isinstance(tc2, TConst):
+                    return ta if tc2.value else tb
+                if isinstance(ta.type, InfInt):
+                    self.err(e.pos, "cannot infer the width of '?:' operands; add a cast")
+                    return None
+                return TTernary(ta.type, e.pos, tc2, ta, tb)
+            case A.Cast(type=t, expr=x):
+                return self._cast(e, t, x, env)
+            case A.Call():
+                return self._call_expr(e, env)
+            case A.ListExpr(items=items):
+                typed = [self.expr(i, env) for i in items]
+                if any(t is None for t in typed):
+                    return None
+                return TList(Bool(), e.pos, tuple(t for t in typed if t is not None))
+            case A.StrLit():
+                self.err(e.pos, "unsupported construct: string value")
+                return None
+        self.err(e.pos, f"unsupported construct: {type(e).__name__} expression")
+        return None
+
+    def _want_bool(self, te: TExpr, pos: Pos, what: str) -> TExpr | None:
+        if isinstance(te.type, Bool):
+            return te
+        self.err(pos, f"{what} must be bool, got {show(te.type)}")
+        return None
+
+    def _name(self, e: A.Name, env: Env) -> TExpr | None:
+        sym = env.lookup(e.name, e.top_level)
+        if sym is None:
+            self.err(e.pos, unknown("name", e.name, env.names()))
+            return None
+        if sym.kind is SymKind.VAR:
+            loc = sym.value
+            assert isinstance(loc, TLoc)
+            return TLoc(loc.type, e.pos, loc.ref, loc.text)
+        if sym.kind is SymKind.CONST:
+            if isinstance(sym.value, TConst):
+                return TConst(sym.value.type, e.pos, sym.value.value)
+            cv = sym.value
+            assert isinstance(cv, ConstValue)
+            return TConst(cv.type, e.pos, cv.value)
+        self.err(e.pos, f"'{e.name}' is a {sym.kind.value}, not a value")
+        return None
+
+    def _member(self, e: A.Member, env: Env) -> TExpr | None:
+        x, m = e.expr, e.member
+        if isinstance(x, A.Name) and x.name == "error":
+            errs = env.g.errors
+            if m not in errs:
+                self.err(e.pos, unknown("error", m, errs))
+                return None
+            return TConst(ErrorT(), e.pos, errs.index(m))
+        if isinstance(x, A.Name):
+            sym = env.lookup(x.name, x.top_level)
+            if sym is not None and sym.kind is SymKind.TYPE:
+                et = sym.value
+                if isinstance(et, EnumT):
+                    if m not in et.members:
+                        self.err(e.pos, unknown(f"member of enum '{et.name}':", m, et.members))
+                        return None
+                    return TConst(et, e.pos, et.values[et.members.index(m)])
+                self.err(e.pos, f"type '{x.name}' has no member '{m}'")
+                return None
+        base = self.expr(x, env)
+        if base is None:
+            return None
+        if isinstance(base, TLoc):
+            ref = base.ref
+            text = f"{base.text}.{m}"
+            if isinstance(ref, StructRef):
+                loc = ref.member(m)
+                if loc is None:
+                    self.err(e.pos, unknown(f"field of '{ref.type.name}':", m,
+                                            [n for n, _ in ref.members]))
+                    return None
+                return TLoc(loc.type, e.pos, loc.ref, text)
+            if isinstance(ref, HeaderRef):
+                ft = ref.type.field(m)
+                if ft is None:
+                    if m in ("isValid", "setValid", "setInvalid"):
+                        self.err(e.pos, f"method '{m}' must be called: {m}()")
+                    else:
+                        self.err(e.pos, unknown(f"field of header '{ref.type.name}':", m,
+                                                [n for n, _ in ref.type.fields]))
+                    return None
+                return TLoc(ft, e.pos, FieldRef(ref.name, m), text)
+            if isinstance(ref, StackRef) and isinstance(base.type, StackT):
+                if m == "next":
+                    return TLoc(ref.type.elem, e.pos, ref, text)
+                if m == "size":
+                    return TConst(Bits(32), e.pos, ref.type.size)
+                self.err(e.pos, f"unsupported construct: header stack member '{m}'")
+                return None
+        self.err(e.pos, f"{show(base.type)} has no member '{m}'")
+        return None
+
+    def _slice(self, e: A.Expr, x: A.Expr, h: A.Expr, l: A.Expr, env: Env) -> TExpr | None:
+        base = self.expr(x, env)
+        th = self.expr(h, env)
+        tl = self.expr(l, env)
+        if base is None or th is None or tl is None:
+            return None
+        if not (isinstance(th, TConst) and isinstance(tl, TConst)):
+            self.err(e.pos, "slice bounds must be compile-time constants")
+            return None
+        if not isinstance(base.type, Bits):
+            self.err(e.pos, f"cannot slice a value of type {show(base.type)}")
+            return None
+        hi, lo = int(th.value), int(tl.value)
+        if not (0 <= lo <= hi < base.type.width):
+            self.err(e.pos, f"slice [{hi}:{lo}] out of range for {show(base.type)}")
+            return None
+        t = Bits(hi - lo + 1)
+        if isinstance(base, TConst):
+            return TConst(t, e.pos, (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1))
+        return TSlice(t, e.pos, base, hi, lo)
+
+    def _unary(self, e: A.Unary, env: Env, expected: P4Type | None) -> TExpr | None:
+        if e.op == "!":
+            x = self.expr(e.operand, env, Bool())
+            if x is None or self._want_bool(x, e.operand.pos, "operand of '!'") is None:
+                return None
+            if isinstance(x, TConst):
+                return TConst(Bool(), e.pos, not x.value)
+            return TUnary(Bool(), e.pos, "!", x)
+        x = self.expr(e.operand, env, expected if isinstance(expected, Bits) else None)
+        if x is None:
+            return None
+        if not isinstance(x.type, (Bits, InfInt)):
+            self.err(e.pos, f"operator '{e.op}' needs a number, got {show(x.type)}")
+            return None
+        if isinstance(x, TConst):
+            v = -int(x.value) if e.op == "-" else ~int(x.value)
+            if isinstance(x.type, Bits):
+                v &= (1 << x.type.width) - 1
+            elif e.op == "~":
+                self.err(e.pos, "cannot complement an integer of unknown width; add a cast")
+                return None
+            return TConst(x.type, e.pos, v)
+        return TUnary(x.type, e.pos, e.op, x)
+
+    def _unify(self, a: TExpr, b: TExpr, pos: Pos, what: str) -> tuple[TExpr | None, TExpr | None]:
+        if a.type == b.type:
+            return a, b
+        if isinstance(a.type, InfInt) and isinstance(b.type, Bits):
+            return self.coerce(a, b.type, pos, what), b
+        if isinstance(b.type, InfInt) and isinstance(a.type, Bits):
+            return a, self.coerce(b, a.type, pos, what)
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x.type, EnumT) and x.type.underlying is not None:
+                if y.type == x.type.underlying or isinstance(y.type, InfInt):
+                    if isinstance(y.type, InfInt):
+                        y = self.coerce(y, x.type.underlying, pos, what) or y
+                    return (x, y) if x is a else (y, x)
+        if isinstance(a.type, Bits) and isinstance(b.type, Bits):
+            self.err(pos, f"width mismatch in {what}: {show(a.type)} and {show(b.type)}; "
+                          "use an explicit cast")
+        else:
+            self.err(pos, f"type mismatch in {what}: {show(a.type)} and {show(b.type)}")
+        return None, None
+
+    def _binary(self, e: A.Binary, env: Env, expected: P4Type | None) -> TExpr | None:
+        op = e.op
+        what = f"'{op}'"
+        if op in ("&&", "||"):
+            a = self.expr(e.left, env, Bool())
+            b = self.expr(e.right, env, Bool())
+            if a is None or b is None:
+                return None
+            if self._want_bool(a, e.left.pos, f"operand of {what}") is None or \
+                    self._want_bool(b, e.right.pos, f"operand of {what}") is None:
+                return None
+            if isinstance(a, TConst) and isinstance(b, TConst):
+                return TConst(Bool(), e.pos, (a.value and b.value) if op == "&&"
+                              else (a.value or b.value))
+            return TBinary(Bool(), e.pos, op, a, b)
+        want = expected if isinstance(expected, Bits) and op not in _COMPARE else None
+        a = self.expr(e.left, env, None)
+        b = self.expr(e.right, env, None)
+        if a is None or b is None:
+            return None
+        if op in ("<<", ">>"):
+            if isinstance(a.type, InfInt) and want is not None and not isinstance(b, TConst):
+                a = self.coerce(a, want, e.pos, what)
+                if a is None:
+                    return None
+            if not isinstance(a.type, (Bits, InfInt)) or not isinstance(b.type, (Bits, InfInt)):
+                self.err(e.pos, f"operands of {what} must be numbers")
+                return None
+            if isinstance(b.type, Bits) and b.type.signed:
+                self.err(e.right.pos, "shift amount must be unsigned")
+                return None
+            if isinstance(a, TConst) and isinstance(b, TConst):
+                return self._fold(op, a, b, e.pos)
+            if isinstance(a.type, InfInt):
+                self.err(e.pos, f"cannot infer the width of the left operand of {what}; "
+                                "add a cast")
+                return None
+            return TBinary(a.type, e.pos, op, a, b)
+        if op == "++":
+            if isinstance(a.type, InfInt) or isinstance(b.type, InfInt):
+                self.err(e.pos, "operands of '++' need a known width; add a cast")
+                return None
+            if not (isinstance(a.type, Bits) and isinstance(b.type, Bits)):
+                self.err(e.pos, f"operands of '++' must be bit strings, got {show(a.type)} and "
+                                f"{show(b.type)}")
+                return None
+            t = Bits(a.type.width + b.type.width, a.type.signed)
+            if isinstance(a, TConst) and isinstance(b, TConst):
+                return TConst(t, e.pos, (int(a.value) << b.type.width) | int(b.value))
+            return TConcat(t, e.pos, a, b)
+        if isinstance(a.type, InfInt) and isinstance(b.type, InfInt) and want is not None \
+                and not (isinstance(a, TConst) and isinstance(b, TConst)):
+            a = self.coerce(a, want, e.pos, what)
+        ua, ub = self._unify(a, b, e.pos, what) if a is not None else (None, None)
+        if ua is None or ub is None:
+            return None
+        t = ua.type
+        if op in _COMPARE:
+            if op not in ("==", "!=") and not isinstance(t, (Bits, InfInt)):
+                self.err(e.pos, f"operator {what} needs numbers, got {show(t)}")
+                return None
+            if isinstance(t, (HeaderT, StructT, StackT)):
+                self.err(e.pos, f"unsupported construct: comparing {show(t)} values")
+                return None
+            if isinstance(ua, TConst) and isinstance(ub, TConst):
+                return self._fold(op, ua, ub, e.pos)
+            return TBinary(Bool(), e.pos, op, ua, ub)
+        if not isinstance(t, (Bits, InfInt)):
+            self.err(e.pos, f"operator {what} needs numbers, got {show(t)}")
+            return None
+        if isinstance(ua, TConst) and isinstance(ub, TConst):
+            return self._fold(op, ua, ub, e.pos)
+        if op in ("/", "%"):
+            self.err(e.pos, f"unsupported construct: '{op}' on run-time values (BMv2 target)")
+            return None
+        return TBinary(t, e.pos, op, ua, ub)
+
+    def _fold(self, op: str, a: TConst, b: TConst, pos: Pos) -> TExpr | None:
+        cv = fold_binary(op, ConstValue(a.type, a.value), ConstValue(b.type, b.value), pos,
+                         self.diags)
+        return TConst(cv.type, pos, cv.value) if cv is not None else None
+
+    def _cast(self, e: A.Cast, t: A.TypeExpr, x: A.Expr, env: Env) -> TExpr | None:
+        target = resolve_type(t, env.g, self.diags)
+        inner = self.expr(x, env)
+        if target is None or inner is None:
+            return None
+        src = inner.type
+        if isinstance(inner, TConst):
+            if isinstance(target, Bits) and isinstance(src, (Bits, InfInt, Bool, EnumT)):
+                v = int(inner.value) & ((1 << target.width) - 1)
+                if target.signed and v >> (target.width - 1):
+                    v -= 1 << target.width
+                return TConst(target, e.pos, v)
+            if isinstance(target, Bool) and isinstance(src, (Bits, InfInt)):
+                return TConst(target, e.pos, bool(inner.value))
+        if src == target:
+            return inner
+        ok = ((isinstance(target, Bits) and isinstance(src, (Bits, Bool)))
+              or (isinstance(target, Bool) and isinstance(src, Bits) and src.width == 1)
+              or (isinstance(target, Bits) and isinstance(src, EnumT) and src.underlying)
+              or (isinstance(target, EnumT) and isinstance(src, Bits)))
+        if isinstance(src, Bool) and isinstance(target, Bits) and target.width != 1:
+            ok = False
+        if not ok:
+            self.err(e.pos, f"illegal cast from {show(src)} to {show(target)}")
+            return None
+        return TCast(target, e.pos, inner)
+
+    def _call_expr(self, e: A.Call, env: Env) -> TExpr | None:
+        f = e.func
+        if isinstance(f, A.Member) and f.member == "isValid" and not e.args:
+            base = self.expr(f.expr, env)
+            if base is None:
+                return None
+            if isinstance(base, TLoc) and isinstance(base.ref, HeaderRef):
+                return TIsValid(Bool(), e.pos, base.ref.name)
+            self.err(e.pos, f"isValid() needs a header, not {show(base.type)}")
+            return None
+        if isinstance(f, A.Member) and f.member == "lookahead" and len(e.type_args) == 1:
+            pk = env.lookup(f.expr.name) if isinstance(f.expr, A.Name) else None
+            if pk is None or pk.kind is not SymKind.PACKET:
+                self.err(e.pos, "lookahead is a method of packet_in")
+                return None
+            t = resolve_type(e.type_args[0], env.g, self.diags)
+            if t is None:
+                return None
+            if not isinstance(t, (Bits, HeaderT)):
+                self.err(e.pos, f"unsupported construct: lookahead of {show(t)}")
+                return None
+            return TLookahead(t, e.pos)
+        if isinstance(f, A.Member) and f.member in ("hit", "miss", "action_run"):
+            self.err(e.pos, "unsupported construct: table apply result here")
+            return None
+        self.err(e.pos, f"unsupported construct: call of '{expr_text(f)}' inside an expression"
+                        " (call it as a statement)")
+        return None
+
+
+_ = (ParamRef, VarbitT)
