@@ -1,1 +1,25 @@
-"""netsum: workers."""
+"""netsum workers: the wire protocol, block floating point quantization, the sans-I/O worker
+core, transports and the allreduce API.
+
+    from workers import allreduce, JobConfig, UdpTransport
+    with UdpTransport(service=("10.0.0.254", UDP_PORT)) as t:
+        result = allreduce(grad, t, JobConfig(job_id=1, num_workers=4, num_slots=256))
+    result.tensor, result.stats
+"""
+from __future__ import annotations
+
+from workers.api import Worker, allreduce
+from workers.core import AllreduceResult, JobConfig, Stats, Timing, WorkerCore
+from workers.errors import (NonFiniteError, ProtocolStateError, QuantError, SumOverflowError,
+                            TransportError, WireError, WorkerError, WorkerTimeoutError)
+from workers.protocol import K_DEFAULT, MAX_WORKERS, UDP_PORT
+from workers.transport import FrameTransport, Transport, UdpTransport
+from workers.wire import Endpoint
+
+__all__ = [
+    "allreduce", "Worker", "AllreduceResult", "JobConfig", "Stats", "Timing", "WorkerCore",
+    "Transport", "UdpTransport", "FrameTransport", "Endpoint",
+    "WorkerError", "WireError", "QuantError", "NonFiniteError", "SumOverflowError",
+    "ProtocolStateError", "WorkerTimeoutError", "TransportError",
+    "UDP_PORT", "K_DEFAULT", "MAX_WORKERS",
+]

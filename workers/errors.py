@@ -40,6 +40,7 @@ class SumOverflowError(QuantError):
                          "range; the inputs are too large to sum in float32")
         self.offset = offset
         self.value = value
+        self.next_sets: tuple[int, ...] | None = None  # set by allreduce: the round completed
 
 
 class ProtocolStateError(WorkerError, RuntimeError):

@@ -1,0 +1,81 @@
+"""The public allreduce: drives a `WorkerCore` over a `Transport` with the real clock.
+
+`allreduce` is one call on one tensor.  `Worker` keeps what must survive between calls of the
+same job: the shadow set each slot takes next (the switch keeps slot state across calls), and
+refuses to go on after a failed call, when that state is unknown.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from workers.core import AllreduceResult, CoreState, Event, JobConfig, Timing, WorkerCore
+from workers.errors import ProtocolStateError, QuantError, SumOverflowError, WorkerError
+from workers.transport import Transport
+
+__all__ = ["allreduce", "Worker"]
+
+
+def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
+              timing: Timing = Timing(), sets: Sequence[int] | None = None,
+              clock: Callable[[], float] = time.monotonic,
+              on_event: Callable[[Event], None] | None = None) -> AllreduceResult:
+    """Sum `tensor` with the other workers of `job`; returns the float32 sum (the input's
+    shape), statistics and `next_sets` to pass to the next call of the same job.
+
+    Every worker of the job must call with a tensor of the same length.  Raises QuantError for
+    a bad tensor (before sending anything), WorkerTimeoutError when no result arrives for
+    `timing.progress_deadline` seconds, TransportError for socket failures."""
+    core = WorkerCore(tensor, job, timing, sets)
+    transport.send(core.start(clock()).send)
+    while core.state is CoreState.RUNNING:
+        deadline = core.next_deadline()
+        wait = 0.0 if deadline is None else max(0.0, deadline - clock())
+        for payload in transport.receive(wait):
+            step = core.receive(payload, clock())
+            if step.send:
+                transport.send(step.send)
+            if on_event is not None:
+                for ev in step.events:
+                    on_event(ev)
+        step = core.tick(clock())
+        if step.send:
+            transport.send(step.send)
+        if on_event is not None:
+            for ev in step.events:
+                on_event(ev)
+    try:
+        return core.result()
+    except SumOverflowError as exc:
+        exc.next_sets = core.next_sets()  # the round completed: the switch state is known
+        raise
+
+
+class Worker:
+    """One worker process's handle on one job: repeated allreduce calls on one transport."""
+
+    def __init__(self, transport: Transport, job: JobConfig, timing: Timing = Timing()) -> None:
+        self.transport = transport
+        self.job = job
+        self.timing = timing
+        self._sets: tuple[int, ...] | None = None
+        self._broken: str | None = None
+
+    def allreduce(self, tensor: object) -> AllreduceResult:
+        if self._broken:
+            raise ProtocolStateError(
+                f"job {self.job.job_id}: a previous allreduce failed ({self._broken}); the "
+                "switch's slot state is unknown - reset the job's slots and start a new Worker")
+        try:
+            result = allreduce(tensor, self.transport, self.job, timing=self.timing,
+                               sets=self._sets)
+        except SumOverflowError as exc:
+            self._sets = exc.next_sets
+            raise
+        except QuantError:
+            raise  # the tensor was rejected before anything was sent: the switch is untouched
+        except WorkerError as exc:
+            self._broken = type(exc).__name__
+            raise
+        self._sets = result.next_sets
+        return result

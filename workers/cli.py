@@ -1,0 +1,184 @@
+"""`netsum-worker`: run one worker of one aggregation job.
+
+Kernel UDP (inside a namespace / Mininet host):
+    netsum-worker --job 1 --workers 4 --slots 256 --udp 10.0.0.254 --bind 10.0.0.1 \\
+        --size 1000000 --rank 0 --check
+Unprivileged frames over UDP to an embedded switch port:
+    netsum-worker --job 1 --workers 2 --slots 64 --frames 127.0.0.1:9001 \\
+        --mac 02:00:00:00:00:01 --ip 10.0.0.1 --service-mac 02:00:00:00:00:fe \\
+        --service-ip 10.0.0.254 --size 100000 --rank 0 --check
+
+Data: `--input file.npy`, or synthetic (`--size`, `--seed`, `--rank`: rank r's tensor is
+deterministic, so `--check` can recompute every rank's tensor and verify the sum against the
+documented bound).  Errors are reported in one line; exit status 0 ok, 1 failure or check
+mismatch, 2 bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from workers import wire
+from workers.api import Worker
+from workers.core import AllreduceResult, JobConfig, Timing
+from workers.errors import WorkerError
+from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
+from workers.transport import FrameTransport, Transport, UdpTransport, parse_hostport
+
+__all__ = ["main", "build_parser", "synthetic"]
+
+
+class UsageError(Exception):
+    pass
+
+
+def synthetic(seed: int, rank: int, size: int) -> np.ndarray:
+    """Rank `rank`'s test tensor: normal values of a rank-dependent magnitude, some zeros."""
+    rng = np.random.default_rng([seed, rank])
+    x = rng.standard_normal(size) * 10.0 ** rng.uniform(-2, 2)
+    x[rng.random(size) < 0.05] = 0.0
+    return x.astype(np.float32)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="netsum-worker", description="Run one netsum worker.")
+    job = p.add_argument_group("job (as configured on the switch by netsum-ctl)")
+    job.add_argument("--job", type=int, required=True, help="job id")
+    job.add_argument("--workers", type=int, required=True, help=f"workers in the job (1..{MAX_WORKERS})")
+    job.add_argument("--slots", type=int, required=True, help="slots of the job's range (the window)")
+    job.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED, help="values per packet (P4 build)")
+    tr = p.add_argument_group("transport (exactly one)")
+    tr.add_argument("--udp", metavar="SERVICE_IP[:PORT]", help="kernel UDP to the aggregation service")
+    tr.add_argument("--frames", metavar="HOST:PORT", help="Ethernet frames over UDP to a netsum-switch udp port")
+    tr.add_argument("--bind", metavar="IP[:PORT]", help=f"local address (udp default 0.0.0.0:{UDP_PORT}; frames default 127.0.0.1:0)")
+    tr.add_argument("--mac", help="frames: this worker's MAC")
+    tr.add_argument("--ip", help="frames: this worker's IPv4 (the controller's member key)")
+    tr.add_argument("--port", type=int, default=UDP_PORT, help="frames: this worker's UDP port")
+    tr.add_argument("--service-mac", help="frames: the switch's service MAC")
+    tr.add_argument("--service-ip", help="frames: the switch's service IPv4")
+    data = p.add_argument_group("data")
+    data.add_argument("--input", type=Path, help=".npy float tensor to sum")
+    data.add_argument("--size", type=int, help="synthetic tensor length")
+    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--rank", type=int, default=0, help="synthetic: this worker's rank")
+    data.add_argument("--check", action="store_true", help="synthetic: verify the sum of all ranks")
+    data.add_argument("--output", type=Path, help="write the sum (.npy)")
+    run = p.add_argument_group("run")
+    run.add_argument("--iterations", type=int, default=1)
+    run.add_argument("--timeout", type=float, default=10.0, help="seconds without progress before failing")
+    run.add_argument("--rto", type=float, default=0.05, help="initial retransmission timeout (s)")
+    run.add_argument("--json", action="store_true", help="one JSON object per iteration")
+    return p
+
+
+def _transport(a: argparse.Namespace) -> Transport:
+    if bool(a.udp) == bool(a.frames):
+        raise UsageError("give exactly one of --udp and --frames")
+    try:
+        if a.udp:
+            service = parse_hostport(a.udp, UDP_PORT)
+            bind = parse_hostport(a.bind, UDP_PORT) if a.bind else ("0.0.0.0", UDP_PORT)
+            return UdpTransport(service, bind)
+        missing = [n for n in ("mac", "ip", "service_mac", "service_ip") if not getattr(a, n)]
+        if missing:
+            raise UsageError("--frames needs " + ", ".join("--" + m.replace("_", "-")
+                                                           for m in missing))
+        switch = parse_hostport(a.frames)
+        bind = parse_hostport(a.bind, 0) if a.bind else ("127.0.0.1", 0)
+        local = wire.Endpoint.parse(a.mac, a.ip, a.port)
+        service = wire.Endpoint.parse(a.service_mac, a.service_ip, UDP_PORT)
+        return FrameTransport(switch, local, service, bind, k=a.k)
+    except (ValueError, wire.WireError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _tensor(a: argparse.Namespace) -> np.ndarray:
+    if (a.input is None) == (a.size is None):
+        raise UsageError("give exactly one of --input and --size")
+    if a.input is not None:
+        try:
+            return np.load(a.input, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{a.input}: cannot load a .npy array: {exc}") from None
+    if a.size < 1:
+        raise UsageError("--size must be at least 1")
+    if not 0 <= a.rank < a.workers:
+        raise UsageError(f"--rank must be in 0..{a.workers - 1}")
+    return synthetic(a.seed, a.rank, a.size)
+
+
+def _check(a: argparse.Namespace, res: AllreduceResult) -> bool:
+    true = np.sum([synthetic(a.seed, r, a.size).astype(np.float64) for r in range(a.workers)],
+                  axis=0)
+    err = np.abs(res.tensor.astype(np.float64) - true)
+    return bool((err <= res.bound + np.abs(true) * 2.0**-24 + 2.0**-150).all())
+
+
+def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | None) -> str:
+    st = res.stats
+    p50, p99 = st.latency_percentiles()
+    rate = res.tensor.size / st.elapsed if st.elapsed > 0 else float("inf")
+    row = dict(iteration=it, job=a.job, elements=int(res.tensor.size), elapsed_s=st.elapsed,
+               elements_per_s=rate, packets_sent=st.packets_sent,
+               retransmissions=st.retransmissions, duplicates=st.duplicates, stale=st.stale,
+               rejected=st.rejected, chunk_latency_p50_ms=p50 * 1e3,
+               chunk_latency_p99_ms=p99 * 1e3, check=ok)
+    if a.json:
+        return json.dumps(row)
+    check = "" if ok is None else ("  check ok" if ok else "  CHECK FAILED")
+    return (f"iteration {it}: {row['elements']} elements in {st.elapsed:.3f}s "
+            f"({rate / 1e6:.2f} M elem/s), {st.packets_sent} packets, {st.retransmissions} "
+            f"retransmissions, chunk latency p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms{check}")
+
+
+def run(a: argparse.Namespace) -> int:
+    if a.check and a.size is None:
+        raise UsageError("--check needs synthetic data (--size)")
+    if a.iterations < 1:
+        raise UsageError("--iterations must be at least 1")
+    try:
+        job = JobConfig(a.job, a.workers, a.slots, a.k)
+        timing = Timing(rto_initial=a.rto, rto_min=min(a.rto, 0.005), progress_deadline=a.timeout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    tensor = _tensor(a)
+    status = 0
+    transport = _transport(a)
+    try:
+        worker = Worker(transport, job, timing)
+        for it in range(a.iterations):
+            res = worker.allreduce(tensor)
+            ok = _check(a, res) if a.check else None
+            print(_report(a, it, res, ok), flush=True)
+            if ok is False:
+                status = 1
+        if a.output is not None:
+            np.save(a.output, res.tensor)
+    finally:
+        transport.close()
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        return run(a)
+    except UsageError as exc:
+        print(f"netsum-worker: error: {exc}", file=sys.stderr)
+        return 2
+    except (WorkerError, OSError) as exc:
+        print(f"netsum-worker: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("netsum-worker: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
