@@ -1,0 +1,164 @@
+"""The netsum-switch daemon as a subprocess, driven over UDP ports on 127.0.0.1: startup line,
+forwarding, malformed frames, pcap files, clean exit on SIGTERM/SIGINT, one-line CLI errors."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scapy.layers.l2 import Ether
+from scapy.utils import rdpcap
+
+CALC = struct.Struct(">BIIIB")
+
+
+def free_udp_ports(n: int) -> list[int]:
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def switch_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "switch", *args]
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.Popen(switch_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "ready" not in line:
+        proc.kill()
+        raise AssertionError(f"no ready line: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc
+
+
+@pytest.fixture
+def calc_json(p4c_fixtures: Path) -> Path:
+    return p4c_fixtures / "calc_state.json"
+
+
+@pytest.fixture
+def peer() -> Iterator[socket.socket]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(2.0)
+    yield s
+    s.close()
+
+
+def calc_frame(op: int, a: int, b: int) -> bytes:
+    return bytes(Ether(dst="02:00:00:00:00:0b", src="02:00:00:00:00:0a", type=0x1234)) + \
+        CALC.pack(op, a, b, 0, 0)
+
+
+def test_forwarding_malformed_pcap_and_sigterm(calc_json: Path, peer: socket.socket,
+                                               tmp_path: Path) -> None:
+    p1, p2 = free_udp_ports(2)
+    proc = start(["--no-grpc", "--pcap", str(tmp_path), "-i", f"1@udp:127.0.0.1:{p1}",
+                  "-i", f"2@udp:127.0.0.1:{p2}", str(calc_json)], tmp_path)
+    try:
+        peer.sendto(calc_frame(0x2B, 40, 2), ("127.0.0.1", p1))
+        data, addr = peer.recvfrom(2048)
+        assert addr == ("127.0.0.1", p1)                 # replied on the ingress port
+        assert CALC.unpack(data[14:28])[3] == 42
+        for junk in (b"", b"\x01", os.urandom(13), os.urandom(40), os.urandom(3000)):
+            peer.sendto(junk, ("127.0.0.1", p1))
+        peer.sendto(calc_frame(0x2D, 50, 8), ("127.0.0.1", p1))
+        while True:                                        # junk may produce outputs too
+            data, _ = peer.recvfrom(2048)
+            if len(data) >= 28 and data[14] == 0x2D:
+                break
+        assert CALC.unpack(data[14:28])[3] == 42
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    name = f"udp_127.0.0.1_{p1}"
+    ins = rdpcap(str(tmp_path / f"{name}_in.pcap"))
+    outs = rdpcap(str(tmp_path / f"{name}_out.pcap"))
+    assert len(ins) == 7 and len(outs) >= 2
+    assert bytes(ins[0]) == calc_frame(0x2B, 40, 2)
+
+
+def test_fixed_peer_and_sigint(calc_json: Path, peer: socket.socket, tmp_path: Path) -> None:
+    p1 = free_udp_ports(1)[0]
+    sink = peer.getsockname()[1]
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    proc = start(["--no-grpc", "-i", f"1@udp:127.0.0.1:{p1},127.0.0.1:{sink}", str(calc_json)],
+                 tmp_path)
+    try:
+        sender.sendto(calc_frame(0x2B, 1, 1), ("127.0.0.1", p1))
+        data, _ = peer.recvfrom(2048)                      # output goes to the fixed peer
+        assert CALC.unpack(data[14:28])[3] == 2
+    finally:
+        sender.close()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_grpc_server_starts(calc_json: Path, tmp_path: Path) -> None:
+    proc = start(["--device-id", "3", str(calc_json), "--",
+                  "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "64"], tmp_path)
+    assert proc.stdout is not None
+    try:
+        pass
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args, code, message", [
+    ([], 2, "a program JSON (or --no-p4) is required"),
+    (["--no-p4", "x.json"], 2, "not both"),
+    (["--no-p4", "-i", "1@"], 2, "bad interface spec"),
+    (["--no-p4", "-i", "600@eth0"], 2, "outside 0..511"),
+    (["--no-p4", "-i", "1@udp:127.0.0.1:nope"], 2, "is not a number"),
+    (["--no-p4", "-i", "1@udp:127.0.0.1:1", "-i", "1@udp:127.0.0.1:2"], 2, "twice"),
+    (["--no-p4", "-L", "loud"], 2, "invalid choice"),
+    (["--no-p4", "--", "--cpu-port", "511"], 2, "--cpu-port"),
+    (["--no-p4", "--", "--grpc-server-addr", "nohost"], 2, "HOST:PORT"),
+    (["--no-p4", "--", "--frobnicate"], 2, "unrecognized arguments"),
+    (["missing.json"], 2, "not found"),
+    (["--no-p4", "--pcap", "/nonexistent/dir"], 2, "does not exist"),
+])
+def test_cli_errors_are_one_line(args: list[str], code: int, message: str,
+                                 tmp_path: Path) -> None:
+    r = subprocess.run(switch_cmd(*args), capture_output=True, text=True, timeout=30,
+                       cwd=tmp_path,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+    assert r.returncode == code
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], r.stderr
+
+
+def test_bad_program_and_busy_port(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"__meta__": {"version": [9, 0]}}')
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    r = subprocess.run(switch_cmd("--no-grpc", str(bad)), capture_output=True, text=True,
+                       timeout=30, env=env)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "__meta__.version" in r.stderr
+    busy = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    busy.bind(("127.0.0.1", 0))
+    try:
+        r = subprocess.run(switch_cmd("--no-grpc", "--no-p4", "-i",
+                                      f"1@udp:127.0.0.1:{busy.getsockname()[1]}"),
+                           capture_output=True, text=True, timeout=30, env=env)
+    finally:
+        busy.close()
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot bind" in r.stderr

@@ -1,0 +1,61 @@
+"""The daemon on Linux interfaces (AF_PACKET) over a veth pair this test creates and deletes."""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scapy.layers.l2 import Ether
+
+CALC = struct.Struct(">BIIIB")
+PACKET_OUTGOING = 4
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+@pytest.mark.privileged
+def test_calc_over_veth(privileged: None, p4c_fixtures: Path) -> None:
+    tag = f"{os.getpid() % 100000}"
+    sw_if, host_if = f"nsw{tag}a", f"nsw{tag}b"
+    ip("link", "add", sw_if, "type", "veth", "peer", "name", host_if)
+    proc = None
+    try:
+        for i in (sw_if, host_if):
+            ip("link", "set", i, "up")
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        proc = subprocess.Popen([sys.executable, "-m", "switch", "--no-grpc", "-i",
+                                 f"1@{sw_if}", str(p4c_fixtures / "calc_state.json")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        assert proc.stdout is not None and "ready" in proc.stdout.readline()
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+        s.bind((host_if, 0))
+        frame = bytes(Ether(dst="02:00:00:00:00:0b", src="02:00:00:00:00:0a",
+                            type=0x1234)) + CALC.pack(0x2B, 20, 22, 0, 0)
+        s.send(frame)
+        deadline = time.monotonic() + 5
+        result = None
+        while time.monotonic() < deadline and result is None:
+            r, _, _ = select.select([s], [], [], 0.5)
+            if not r:
+                continue
+            data, addr = s.recvfrom(4096)
+            if addr[2] != PACKET_OUTGOING and len(data) >= 28 and data[12:14] == b"\x12\x34":
+                result = CALC.unpack(data[14:28])[3]
+        s.close()
+        assert result == 42
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=10)
+            assert proc.returncode == 0, err
+        subprocess.run(["ip", "link", "del", sw_if], capture_output=True, timeout=10)
