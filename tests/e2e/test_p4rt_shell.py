@@ -7,6 +7,7 @@ Batches are never sent through it (its 0.0.6 error iterator loops on partly fail
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,53 @@ def test_indirect_counter_and_const_table(server: tuple[Device, P4RuntimeServer]
         assert "PERMISSION_DENIED" in str(err.value)
     finally:
         sh.teardown()
+
+
+# p4c's rendering of two @controller_header headers (9-bit port + 7-bit pad each).
+PACKET_HEADERS = """
+controller_packet_metadata { preamble { id: 67121543 name: "packet_out" alias: "packet_out" }
+  metadata { id: 1 name: "egress_port" bitwidth: 9 } metadata { id: 2 name: "_pad" bitwidth: 7 } }
+controller_packet_metadata { preamble { id: 67146229 name: "packet_in" alias: "packet_in" }
+  metadata { id: 1 name: "ingress_port" bitwidth: 9 } metadata { id: 2 name: "_pad" bitwidth: 7 } }
+"""
+
+
+def test_packet_out_and_packet_in_through_the_shell(p4c_fixtures: Path, tmp_path: Path) -> None:
+    cpu = 64
+    dev = Device(device_id=DEVICE_ID, cpu_port=cpu)
+    sent: list[tuple[int, bytes]] = []
+    dev.transmit = lambda port, data: sent.append((port, data))
+    srv = P4RuntimeServer(dev, "127.0.0.1:0").start()
+    p4info = tmp_path / "l2_cpu.p4info.txtpb"
+    p4info.write_text((p4c_fixtures / "l2_mcast.p4info.txtpb").read_text() + PACKET_HEADERS)
+    try:
+        sh.setup(device_id=DEVICE_ID, grpc_addr=f"127.0.0.1:{srv.port}", election_id=(0, 1),
+                 config=sh.FwdPipeConfig(str(p4info), str(p4c_fixtures / "l2_mcast.json")),
+                 verbose=False)
+        try:
+            # Frames to dst ...:42 go to the CPU; the PacketOut's 2 header bytes + payload
+            # start with 0x0100 0000 0007, which dmac forwards to port 6.
+            to_cpu = sh.TableEntry("L2Ingress.dmac")(action="L2Ingress.forward")
+            to_cpu.match["hdr.eth.dst"] = "00:00:00:00:00:42"
+            to_cpu.action["port"] = str(cpu)
+            to_cpu.insert()
+            out = sh.TableEntry("L2Ingress.dmac")(action="L2Ingress.forward")
+            out.match["hdr.eth.dst"] = "01:00:00:00:00:07"
+            out.action["port"] = "6"
+            out.insert()
+            sniffer = sh.PacketIn()
+            payload = bytes.fromhex("00000007") + b"\xee" * 60
+            sh.PacketOut(payload, egress_port="2").send()        # 2 << 7 = 0x0100
+            frame = bytes.fromhex("000000000042000000000001") + b"\x08\x00" + b"q" * 50
+            dev.receive(3, frame)
+            got = list(sniffer.sniff(timeout=1.0))
+            assert len(got) == 1
+            assert got[0].packet.payload == frame[2:]
+            deadline = time.monotonic() + 2
+            while not sent and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert sent == [(6, b"\x01\x00" + payload)]
+        finally:
+            sh.teardown()
+    finally:
+        srv.stop(None)
