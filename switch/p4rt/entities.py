@@ -20,8 +20,7 @@ from switch.p4rt.codec import decode_uint, encode_uint
 from switch.p4rt.context import Context
 from switch.p4rt.errors import P4RTError
 from switch.p4rt.schema import ResourceInfo
-from switch.p4rt.tables import decode_meter_config, encode_meter_config, find_entry
-from switch.p4rt.tables import encode_key
+from switch.p4rt.tables import decode_meter_config, encode_key, encode_meter_config, find_entry
 
 __all__ = ["write_counter", "read_counters", "write_direct_counter", "read_direct_counters",
            "write_meter", "read_meters", "write_direct_meter", "read_direct_meters",
@@ -64,10 +63,6 @@ def _all_or_one(index: dict[int, ResourceInfo], ident: int, lookup: Any) -> list
 
 # ---------------------------------------------------------------- counters
 
-def _counter_value(info: ResourceInfo, data: p4runtime_pb2.CounterData) -> CounterValue:
-    return CounterValue(data.packet_count, data.byte_count)
-
-
 def _counter_data(value: CounterValue) -> p4runtime_pb2.CounterData:
     return p4runtime_pb2.CounterData(packet_count=value.packets, byte_count=value.bytes)
 
@@ -78,7 +73,8 @@ def write_counter(ctx: Context, kind: int, ce: p4runtime_pb2.CounterEntry) -> No
     if not ce.HasField("index"):
         raise _invalid(f"counter '{info.name}': a write needs an index")
     idx = _index(info, ce.index.index, "counter")
-    ctx.pipeline.counters[info.name].write(idx, _counter_value(info, ce.data))
+    ctx.pipeline.counters[info.name].write(idx, CounterValue(ce.data.packet_count,
+                                                             ce.data.byte_count))
 
 
 def read_counters(ctx: Context, ce: p4runtime_pb2.CounterEntry

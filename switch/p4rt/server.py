@@ -79,7 +79,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 raise P4RTError(Code.UNIMPLEMENTED,
                                 "Only CONTINUE_ON_ERROR atomicity is supported")
             results = self.service.write(request.updates)
-        except P4RTError as exc:
+        except Exception as exc:  # noqa: BLE001 - reported as the RPC status
             _abort(context, exc)
         if any(code != Code.OK for code, _ in results):
             status = batch_status(results)
