@@ -20,10 +20,20 @@ ETH_B = "02:00:00:00:00:0b"
 CALC = struct.Struct(">BIIIB")
 
 
-@pytest.fixture
-def dev(p4c_fixtures: Path) -> Device:
+def program_json(source: str, fixtures: Path) -> bytes:
+    """BMv2 JSON of a fixture program: real p4c's output, or netsum's compiler's (round trip
+    P4 -> netsum-p4c -> switch), so both toolchains are held to the same packet behaviour."""
+    if source == "p4c":
+        return (fixtures / "calc_state.json").read_bytes()
+    compiler = pytest.importorskip("compiler")
+    result = compiler.compile_file(str(fixtures / "calc_state.p4"))
+    return result.json_text().encode()
+
+
+@pytest.fixture(params=["p4c", "netsum-p4c"])
+def dev(request: pytest.FixtureRequest, p4c_fixtures: Path) -> Device:
     d = Device(seed=1)
-    d.install(Device.build_pipeline((p4c_fixtures / "calc_state.json").read_bytes()))
+    d.install(Device.build_pipeline(program_json(request.param, p4c_fixtures)))
     return d
 
 
