@@ -5,7 +5,8 @@ Measured side by side in one run, on l2_mcast (real p4c output) with exact-match
 - gRPC batch: one WriteRequest of --batch updates per RPC;
 - gRPC single: one update per WriteRequest (what p4runtime-shell's .insert() sends);
 - p4runtime-shell: TableEntry(...).insert() as a user writes it;
-- p4runtime-shell client only: building the same TableEntry and its protobuf, nothing sent.
+- p4runtime-shell client only: building the same TableEntry and its protobuf, nothing sent;
+- empty RPC: Capabilities round trips, the floor any single-update Write sits on.
 Ratios are printed against gRPC single; nothing here is a pass/fail threshold.  The server
 runs in its own process (as netsum-switch does), so client and server do not share a GIL.
 
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             fresh()
             results["gRPC single"] = timed(n, lambda: [c.write([u]) for u in updates])
             fresh()
+            caps = pb.CapabilitiesRequest()
+            results["empty RPC (Capabilities)"] = timed(
+                n, lambda: [c.stub.Capabilities(caps) for _ in range(n)])
 
         import p4runtime_sh.shell as sh
         sh.setup(device_id=0, grpc_addr=f"127.0.0.1:{port}", election_id=(0, 1),
