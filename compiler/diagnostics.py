@@ -79,6 +79,8 @@ class Diagnostics:
         self.items.append(Diagnostic(Severity.ERROR, pos, message, self._line(pos)))
 
     def warning(self, pos: Pos, message: str) -> None:
+        if any(d.pos == pos and d.message == message for d in self.items):
+            return
         self.items.append(Diagnostic(Severity.WARNING, pos, message, self._line(pos)))
 
     @property

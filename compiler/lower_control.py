@@ -14,8 +14,10 @@ from typing import Callable
 from . import ast as A
 from .blocks import BlockScope, action_env, control_plane_name, has_annotation
 from .calls import CallKind, resolve_call
-from .diagnostics import Pos
+from .diagnostics import Diagnostics, Pos
+from .resolve import const_eval
 from .exprjson import Json, as_condition
+from .ir import TConst
 from .lower_action import ActionLowering, LowerCtx
 from .lower_table import TableLowering
 from .scopes import Env, SymKind
@@ -127,7 +129,10 @@ class ControlLowering:
                 case A.Switch(cases=cs):
                     for c in cs:
                         walk(c.body)
-                case A.CallStmt(call=c) if direct_action_call(s, self.action_names):
+                case A.CallStmt(call=c) if direct_action_call(s, self.action_names) and \
+                        all(a.value is not None and const_eval(a.value, self.ctx.g, Diagnostics())
+                            is not None for a in c.args):
+                    # Calls with run-time arguments are inlined into hidden actions instead.
                     calls.append(c)
 
         walk(self.decl.apply)
@@ -262,6 +267,10 @@ class ControlLowering:
                 tj["next_tables"][k] = "$hole"
             return Frag(tj["name"], [self._set_all(tj)])
         if info.kind is CallKind.ACTION:
+            if any(a is not None and not isinstance(a, TConst) and not p.direction
+                   for p, a in zip(info.params, info.args)):
+                # Run-time arguments cannot be table action data: inline into a hidden action.
+                return self._group([s], env)
             tj = self.tl.direct_call_table(c, info, env)
             if tj is None:
                 return Frag(None, [])
