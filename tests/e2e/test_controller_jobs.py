@@ -1,0 +1,316 @@
+"""The controller driving the netsum program on embedded switches over real gRPC: forwarding,
+job lifecycle, slot exhaustion, a two-level tree configured from one topology file and proved by
+a round of aggregation through three switches, rollback across switches, and a switch restart
+after which the controller restores everything (checked by reads and by packets)."""
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from controller import ops
+from controller import program as P
+from controller.cli import main
+from controller.client import Endpoint, SwitchClient
+from controller.schema import Schema, load_p4info
+from controller.errors import AllocationError, ControllerError
+from controller.fabric import Controller, Program, load_program
+from controller.topology import JobSpec, Topology, parse_topology
+from switch.device import Device
+from switch.p4rt.server import P4RuntimeServer
+from workers import wire
+from workers.protocol import K_DEFAULT, MsgType, Flags
+
+ROOT = Path(__file__).resolve().parents[2]
+K = K_DEFAULT
+
+
+@pytest.fixture(scope="module")
+def netsum_program() -> tuple[Path, Path]:
+    build = pytest.importorskip("netsum.build")
+    try:
+        json_path, info_path = build.ensure_built(k=K)
+    except build.BuildError as exc:
+        pytest.fail(f"p4/netsum.p4 does not build: {exc}")
+    return info_path, json_path
+
+
+class Sw:
+    """An embedded switch with its P4Runtime server on a free loopback port."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.dev = Device(device_id=0)
+        self.srv = P4RuntimeServer(self.dev, f"127.0.0.1:{port}").start()
+        self.port = self.srv.port
+
+    def restart(self) -> None:
+        """Kill and start again on the same address: a fresh, empty switch."""
+        self.srv.stop(None)
+        self.__init__(self.port)  # type: ignore[misc]
+
+    def stop(self) -> None:
+        self.srv.stop(None)
+
+
+@pytest.fixture
+def switches() -> Iterator[dict[str, Sw]]:
+    made: dict[str, Sw] = {}
+    try:
+        yield made
+    finally:
+        for s in made.values():
+            s.stop()
+
+
+def topology(example: str, switches: dict[str, Sw], tmp_path: Path, **changes: object) -> Path:
+    """The example file with each switch's grpc_addr pointing at a fresh embedded switch."""
+    doc = yaml.safe_load((ROOT / "examples" / example).read_text())
+    for s in doc["switches"]:
+        switches[s["name"]] = Sw()
+        s["grpc_addr"] = f"127.0.0.1:{switches[s['name']].port}"
+        s.update(changes.get(s["name"], {}))  # type: ignore[arg-type]
+    path = tmp_path / example
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def ctl(topo: Path, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    rc = main([*argv, "--topo", str(topo), "--timeout", "3"], out, err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def ok(topo: Path, *argv: str) -> str:
+    rc, out, err = ctl(topo, *argv)
+    assert rc == 0, err
+    return out
+
+
+def data_frame(topo: Topology, host: str, job: int, slot: int, values: np.ndarray,
+               exp: int = 130, set_: int = 0) -> tuple[int, bytes]:
+    """(ingress port, frame) of `host`'s DATA packet to its switch's service address."""
+    h = topo.host(host)
+    svc = topo.switch(h.switch).service
+    src = wire.Endpoint(h.mac.to_bytes(6, "big"), h.ipv4.to_bytes(4, "big"), h.udp_port)
+    dst = wire.Endpoint(svc.mac.to_bytes(6, "big"), svc.ipv4.to_bytes(4, "big"))
+    header = wire.Header(MsgType.DATA, Flags.NONE, job, set_, slot, exp, 0, slot * K)
+    return h.port, wire.build_frame(src, dst, wire.encode(header, values, K))
+
+
+def vec(seed: int) -> np.ndarray:
+    return np.arange(K, dtype=np.int32) * seed - 1000 * seed
+
+
+def test_single_switch_job_lifecycle_and_aggregation(netsum_program, switches, tmp_path) -> None:
+    info, js = netsum_program
+    topo_path = topology("single.yaml", switches, tmp_path)
+    out = ok(topo_path, "setup", "--p4info", str(info), str(js))
+    assert "2 job(s) installed on 1 switch(es)" in out
+    jobs = json.loads(ok(topo_path, "job", "list", "--json"))
+    assert [(j["job"], j["slots"], j["contributors"]) for j in jobs["jobs"]] == [
+        (1, "0..511", 4), (2, "512..767", 2)]
+    assert jobs["slots"] == [{"switch": "s1", "free_slots": 256, "pool": 1024}]
+
+    # A round of job 2 (h1, h2): the second contribution comes back to both as the sum.
+    topo = parse_topology(topo_path.read_text())
+    dev = switches["s1"].dev
+    port, f = data_frame(topo, "h1", 2, 7, vec(1))
+    assert dev.process(port, f) == []
+    port, f = data_frame(topo, "h2", 2, 7, vec(2), exp=131)
+    outs = dev.process(port, f)
+    assert sorted(p for p, _ in outs) == [1, 2]
+    for p, frame in outs:
+        got = wire.parse_frame(frame, K)
+        h = topo.host({1: "h1", 2: "h2"}[p])
+        assert got.dst.ip == h.ipv4.to_bytes(4, "big") and got.dst.port == h.udp_port
+        assert got.packet.header.msg_type is MsgType.RESULT and got.packet.header.exp == 131
+        assert np.array_equal(got.packet.values, vec(1) + vec(2))
+    # A packet from a non-member is dropped and counted.
+    port, f = data_frame(topo, "h3", 2, 7, vec(3))
+    assert dev.process(port, f) == []
+    stats = json.loads(ok(topo_path, "stats", "--json"))
+    row = next(r for r in stats if r["job"] == 2)
+    assert (row["data_in"], row["results_out"], row["drop_non_member"]) == (3, 2, 1)
+
+    # Slot exhaustion: refused with what is free, nothing installed.
+    before = count_entries(topo_path, info)
+    rc, _, err = ctl(topo_path, "job", "create", "3", "--workers", "h3,h4", "--slots", "300")
+    assert rc == 1 and err == ("netsum-ctl: error: job 3 needs 300 contiguous slots on s1 but "
+                               "only 256 of 1024 are free (largest free range: 256 at "
+                               "768..1023)\n")
+    assert count_entries(topo_path, info) == before
+    ok(topo_path, "job", "create", "3", "--workers", "h3,h4", "--slots", "256")
+    assert "job 2 reset" in ok(topo_path, "job", "reset", "2")
+    row = next(r for r in json.loads(ok(topo_path, "stats", "--json")) if r["job"] == 2)
+    assert row["data_in"] == 0
+    ok(topo_path, "job", "delete", "1")
+    jobs = json.loads(ok(topo_path, "job", "list", "--json"))
+    assert [j["job"] for j in jobs["jobs"]] == [2, 3]
+    assert jobs["slots"][0]["free_slots"] == 512
+    rc, _, err = ctl(topo_path, "job", "delete", "1")
+    assert rc == 1 and "no job 1 (jobs: 2, 3)" in err
+    rc, _, err = ctl(topo_path, "job", "create", "2", "--workers", "h1", "--slots", "1")
+    assert rc == 1 and "job 2 already exists" in err
+
+
+def count_entries(topo_path: Path, info: Path) -> int:
+    """Entries on the (first) switch, read by a session of its own (closed again, so the next
+    netsum-ctl call can take the same election id)."""
+    topo = parse_topology(topo_path.read_text())
+    c = SwitchClient(Endpoint(topo.switches[0].grpc_addr, 0, (0, 5)))
+    c.connect()
+    try:
+        return len(ops.read_entries(c, Schema(load_p4info(info)), None))
+    finally:
+        c.close()
+
+
+def relay(outs: list[tuple[int, bytes]], links: dict[int, tuple[Sw, int]],
+          hosts: dict[int, list[tuple[int, bytes]]]) -> None:
+    """Deliver a switch's outputs: over a link into the next switch (recursively), or to the
+    host list of that port."""
+    for port, frame in outs:
+        if port in links:
+            nxt, in_port = links[port]
+            relay(nxt.dev.process(in_port, frame), {}, hosts)
+        else:
+            hosts.setdefault(port, []).append(frame)
+
+
+@pytest.fixture
+def tree(netsum_program, switches, tmp_path) -> Iterator[tuple[Controller, Topology]]:
+    info, js = netsum_program
+    topo_path = topology("tree.yaml", switches, tmp_path)
+    c = Controller(parse_topology(topo_path.read_text(), str(topo_path)),
+                   load_program(info, js), timeout=3)
+    c.connect()
+    try:
+        c.push_pipeline()
+        c.install_forwarding()
+        yield c, c.topo
+    finally:
+        c.close()
+
+
+def aggregate_through_tree(c: Controller, switches: dict[str, Sw], job: int, slot: int,
+                           workers: tuple[str, ...], set_: int = 0) -> dict[str, np.ndarray]:
+    """One round: every worker's DATA enters its leaf; partials go up, the result comes down.
+    Returns what each worker received."""
+    topo = c.topo
+    root, l1, l2 = switches["root"], switches["leaf1"], switches["leaf2"]
+    # Leaf uplink port 3 -> root ports 1/2; root ports 1/2 -> leaf uplink port 3.
+    up = {"leaf1": {3: (root, 1)}, "leaf2": {3: (root, 2)}}
+    got: dict[str, list[bytes]] = {}
+    for i, w in enumerate(workers):
+        h = topo.host(w)
+        port, f = data_frame(topo, w, job, slot, vec(i + 1), set_=set_)
+        leaf = switches[h.switch]
+        at_root: dict[int, list[tuple[int, bytes]]] = {}
+        for out_port, frame in leaf.dev.process(port, f):
+            if out_port == 3:
+                in_port = up[h.switch][3][1]
+                for rp, rf in root.dev.process(in_port, frame):
+                    at_root.setdefault(rp, []).append((rp, rf))
+            else:
+                got.setdefault(f"{h.switch}:{out_port}", []).append(frame)
+        for rp, items in at_root.items():
+            leaf_back = {1: l1, 2: l2}[rp]
+            name = {1: "leaf1", 2: "leaf2"}[rp]
+            for _, rf in items:
+                for lp, lf in leaf_back.dev.process(3, rf):
+                    got.setdefault(f"{name}:{lp}", []).append(lf)
+    by_host = {}
+    for where, frames in got.items():
+        sw, port = where.split(":")
+        h = next(x for x in topo.hosts if x.switch == sw and x.port == int(port))
+        assert len(frames) == 1, where
+        parsed = wire.parse_frame(frames[0], K)
+        assert parsed.dst.mac == h.mac.to_bytes(6, "big") and parsed.dst.port == h.udp_port
+        assert parsed.packet.header.msg_type is MsgType.RESULT
+        by_host[h.name] = parsed.packet.values
+    return by_host
+
+
+def test_tree_configured_from_one_file_aggregates(tree, switches) -> None:
+    c, topo = tree
+    job = c.create_job(topo.jobs[0])
+    assert {p.switch: p.role.value for p in job.plans} == {
+        "leaf1": "leaf", "leaf2": "leaf", "root": "root"}
+    results = aggregate_through_tree(c, switches, 1, 3, ("h1", "h2", "h3", "h4"))
+    want = vec(1) + vec(2) + vec(3) + vec(4)
+    assert sorted(results) == ["h1", "h2", "h3", "h4"]
+    assert all(np.array_equal(v, want) for v in results.values())
+    rows = {(r["job"], r["switch"]): r for r in c.job_stats()}
+    assert rows[(1, "root")]["data_in"] == 2 and rows[(1, "root")]["results_out"] == 2
+    assert rows[(1, "leaf1")]["partials_up"] == 1 and rows[(1, "leaf2")]["results_out"] == 2
+
+
+def test_tree_rollback_across_switches(tree, switches) -> None:
+    c, topo = tree
+    before = {n: (dict(c.ledgers[n].entries), dict(c.ledgers[n].groups)) for n in c.clients}
+    snapshot = {n: sorted(map(repr, ops.read_entries(cl, c.schema(n), None)))
+                for n, cl in c.clients.items()}
+    # Someone installed a member entry for job 1 on the root by hand: the root's part of the
+    # job fails with ALREADY_EXISTS after both leaves were written, so the leaves roll back.
+    leaf1 = topo.switch("leaf1").service.ipv4
+    hand = P.entry(c.schema("root"), P.MEMBER, {"job_id": 1, "srcAddr": leaf1}, "set_member",
+                   {"worker_bit": 1})
+    ops.write_batch(c.clients["root"], c.schema("root"), ops.INSERT, [hand])
+    with pytest.raises(ControllerError) as info:
+        c.create_job(topo.jobs[0])
+    assert "switch root" in str(info.value) and "ALREADY_EXISTS" in str(info.value)
+    ops.write_batch(c.clients["root"], c.schema("root"), ops.DELETE, [hand])
+    after = {n: sorted(map(repr, ops.read_entries(cl, c.schema(n), None)))
+             for n, cl in c.clients.items()}
+    assert after == snapshot
+    assert {n: (dict(c.ledgers[n].entries), dict(c.ledgers[n].groups)) for n in c.clients} == before
+    assert all(not a.ranges for a in c.allocators.values()) and not c.jobs
+    # Nothing was left behind that would stop the job from being created now.
+    c.create_job(topo.jobs[0])
+
+
+def test_tree_slot_exhaustion_on_one_switch(netsum_program, switches, tmp_path) -> None:
+    info, js = netsum_program
+    topo_path = topology("tree.yaml", switches, tmp_path, root={"slots": 300})
+    rc, _, err = ctl(topo_path, "setup", "--p4info", str(info), str(js))
+    # Job 1 (256 slots) fits everywhere; job 2 (128) does not fit on the root.
+    assert rc == 1 and err == ("netsum-ctl: error: job 2 needs 128 contiguous slots on root but "
+                               "only 44 of 300 are free (largest free range: 44 at 256..299)\n")
+    jobs = json.loads(ok(topo_path, "job", "list", "--json"))
+    assert sorted({j["job"] for j in jobs["jobs"]}) == [1]       # nothing of job 2 anywhere
+    assert {s["switch"]: s["free_slots"] for s in jobs["slots"]} == {
+        "root": 44, "leaf1": 768, "leaf2": 768}
+
+
+def test_restart_restores_everything(tree, switches) -> None:
+    c, topo = tree
+    c.create_job(topo.jobs[0])
+    c.create_job(topo.jobs[1])
+    c.set_drop("leaf2", 1, 0.25, "both")
+    owned = {n: sorted(map(repr, ops.read_entries(cl, c.schema(n), None)))
+             for n, cl in c.clients.items()}
+    groups = {n: ops.read_groups(cl) for n, cl in c.clients.items()}
+    assert c.check() == []                          # nothing lost yet: nothing to do
+
+    switches["leaf2"].restart()
+    switches["root"].restart()
+    restored: list[tuple[str, str]] = []
+    assert sorted(c.check(lambda n, why: restored.append((n, why)))) == ["leaf2", "root"]
+    assert {n for n, _ in restored} == {"leaf2", "root"}
+    for n, cl in c.clients.items():
+        assert sorted(map(repr, ops.read_entries(cl, c.schema(n), None))) == owned[n], n
+        assert ops.read_groups(cl) == groups[n], n
+    drop = [e for e in ops.read_entries(c.clients["leaf2"], c.schema("leaf2"), P.DROP_SIM_IN)]
+    assert [e.params for e in drop] == [(P.drop_threshold(0.25),)]
+    # And the data plane works again: a round of job 1 through the restarted root and leaf.
+    c.set_drop("leaf2", 1, 0.0, "both")
+    results = aggregate_through_tree(c, switches, 1, 0, ("h1", "h2", "h3", "h4"))
+    want = vec(1) + vec(2) + vec(3) + vec(4)
+    assert sorted(results) == ["h1", "h2", "h3", "h4"]
+    assert all(np.array_equal(v, want) for v in results.values())
+    assert c.check() == []
