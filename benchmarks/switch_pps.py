@@ -5,10 +5,12 @@
 
 Measured side by side in one run (ratios are what to compare across machines):
   (a) the simple IPv4 router (tests/switch_json/router.json, one lpm entry),
-  (b) netsum aggregation packets: K register read-modify-writes per packet, the result
-      multicast to N ports with a per-replica egress rewrite, IPv4 checksum update.  Uses
-      netsum.p4's compiled JSON when given with --json (or when build/p4/netsum.json exists);
-      otherwise a stand-in JSON with the same per-packet work, generated below.
+  (b) aggregation packets on a stand-in JSON (generated below) that does the per-packet work of
+      netsum.p4 on every packet: K register read-modify-writes, the result multicast to N ports
+      with a per-replica egress rewrite, IPv4 checksum update (--json runs another program
+      instead, with default actions only);
+  (c) netsum.p4 itself, compiled by netsum's compiler (netsum.build) and configured like the
+      controller does (tests/p4helpers.NetsumSwitch): N workers streaming contributions.
 Paths: in-process `Device.process`; the daemon's port loop over UDP on 127.0.0.1 (switch in a
 child process, same PortSet/Device code as `netsum-switch`), next to a bare recv->send loop
 over the same sockets; over veth with AF_PACKET when run as root with --veth.
@@ -195,6 +197,50 @@ def router_frame() -> bytes:
                  IP(src="10.1.0.2", dst="10.0.0.5") / UDP(sport=1, dport=2) / (b"r" * 64))
 
 
+def netsum_traffic(k: int, workers: int) -> tuple[Device, list[tuple[int, bytes]]] | None:
+    """netsum.p4 (built by netsum.build with netsum's compiler) configured with one job of
+    `workers` members, and a round-robin stream of contributions over 64 slots x 2 sets, as
+    workers send them.  None when the program cannot be built here."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from p4helpers import NetsumSwitch, netsum_config, netsum_frame, worker_host
+        sw = NetsumSwitch(netsum_config(k))
+    except Exception as e:           # compiler missing or failing: fall back to the stand-in
+        print(f"  (netsum.p4 unavailable: {type(e).__name__}: {str(e)[:120]})")
+        return None
+    hosts = [worker_host(i) for i in range(workers)]
+    slots = 64
+    sw.add_job(3, hosts, num_slots=slots)
+    frames = [(h.port, netsum_frame(h, job_id=3, slot=r % slots, set=(r // slots) % 2,
+                                    values=list(range(k)), exp=130))
+              for r in range(2 * slots) for h in hosts]
+    return sw.device, frames
+
+
+def inprocess_netsum(k: int, workers: int, seconds: float, profile: bool) -> float | None:
+    got = netsum_traffic(k, workers)
+    if got is None:
+        return None
+    dev, frames = got
+    for p, f in frames:
+        dev.process(p, f)
+    prof = cProfile.Profile() if profile else None
+    n = 0
+    t0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    while time.perf_counter() - t0 < seconds:
+        for p, f in frames:
+            dev.process(p, f)
+        n += len(frames)
+    rate = n / (time.perf_counter() - t0)
+    if prof:
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    assert dev.stats.internal_errors == 0
+    return rate
+
+
 def make_device(kind: str, k: int, workers: int, json_path: Path | None) -> Device:
     dev = Device()
     if kind == "router":
@@ -358,9 +404,6 @@ def main() -> int:
     ap.add_argument("--no-udp", action="store_true")
     args = ap.parse_args()
     json_path = args.json
-    default = ROOT / "build" / "p4" / "netsum.json"
-    if json_path is None and default.is_file() and args.k == 32:
-        json_path = None   # netsum.p4 needs controller-installed tables; stand-in unless --json
     print(f"switch_pps: K={args.k}, {args.workers} multicast replicas, {args.seconds}s per run")
     for kind in ("router", "agg"):
         pps, outs = inprocess(kind, args.k, args.workers, args.seconds,
@@ -368,8 +411,13 @@ def main() -> int:
         label = "ipv4 router" if kind == "router" else \
             f"aggregation ({'netsum.p4' if json_path else 'stand-in'}, K={args.k})"
         print(f"  in-process  {label:34s} {pps:10,.0f} pkt/s in  ({outs} out per packet)")
+    rate = inprocess_netsum(args.k, args.workers, args.seconds, False)
+    if rate is not None:
+        print(f"  in-process  {'netsum.p4 (compiled), job of %d' % args.workers:34s} "
+              f"{rate:10,.0f} pkt/s in  (1 result multicast per {args.workers} inputs)")
     if args.profile:
-        inprocess("agg", args.k, args.workers, args.seconds, json_path, profile=True)
+        if inprocess_netsum(args.k, args.workers, args.seconds, True) is None:
+            inprocess("agg", args.k, args.workers, args.seconds, json_path, profile=True)
     if not args.no_udp:
         for kind in ("router", "agg"):
             sw, bare = udp_runs(kind, args.k, args.workers, args.seconds,
