@@ -317,15 +317,23 @@ def _free_udp_ports(n: int) -> list[int]:
 
 def over_udp(target: Any, args: tuple[Any, ...], in_port: int, sinks: list[socket.socket],
              frame: bytes, seconds: float) -> float:
-    """Send `frame` to in_port at a paced rate that keeps the target busy; count what comes
-    back on the sink sockets (pps of forwarded input frames)."""
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        return over_link(target, args, lambda f: tx.sendto(f, ("127.0.0.1", in_port)), sinks,
+                         frame, seconds)
+    finally:
+        tx.close()
+
+
+def over_link(target: Any, args: tuple[Any, ...], send: Any, sinks: list[socket.socket],
+              frame: bytes, seconds: float) -> float:
+    """Send `frame` at a paced rate that keeps the target (run in a child process) busy;
+    count what comes back on the sink sockets (pps of forwarded input frames)."""
     ctx = mp.get_context("fork")
     ready = ctx.Event()
     proc = ctx.Process(target=target, args=args + (ready,), daemon=True)
     proc.start()
     ready.wait(10)
-    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    dst = ("127.0.0.1", in_port)
     for s in sinks:
         s.setblocking(False)
     received = 0
@@ -340,13 +348,15 @@ def over_udp(target: Any, args: tuple[Any, ...], in_port: int, sinks: list[socke
         if now >= deadline:
             break
         while sent - received // n_out < window:
-            tx.sendto(frame, dst)
+            send(frame)
             sent += 1
         got = 0
         for s in sinks:
             try:
                 while True:
-                    s.recv(65536)
+                    _data, addr = s.recvfrom(65536)
+                    if s.family == socket.AF_PACKET and addr[2] == 4:
+                        continue          # PACKET_OUTGOING: our own send seen by the tap
                     got += 1
             except BlockingIOError:
                 pass
@@ -361,7 +371,6 @@ def over_udp(target: Any, args: tuple[Any, ...], in_port: int, sinks: list[socke
     elapsed = time.perf_counter() - t0
     proc.kill()
     proc.join()
-    tx.close()
     return received / n_out / elapsed
 
 
@@ -394,6 +403,65 @@ def udp_runs(kind: str, k: int, workers: int, seconds: float,
     return sw, bare
 
 
+def _veth_switch_proc(kind: str, k: int, workers: int, ifaces: list[tuple[int, str]],
+                      ready: Any) -> None:
+    from switch.ports import PortSet, parse_port_spec
+    dev = make_device(kind, k, workers, None)
+    ps = PortSet([parse_port_spec(f"{n}@{i}") for n, i in ifaces], dev)
+    ps.open()
+    ready.set()
+    try:
+        ps.run(lambda: False)
+    finally:
+        ps.close()
+
+
+def _raw(iface: str) -> socket.socket:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.bind((iface, 0))
+    return s
+
+
+def _veth_bare_proc(iface_in: str, iface_out: str, ready: Any) -> None:
+    rx, tx = _raw(iface_in), _raw(iface_out)
+    ready.set()
+    while True:
+        data, addr = rx.recvfrom(65536)
+        if addr[2] != 4:              # not our own outgoing frames
+            tx.send(data)
+
+
+def veth_runs(kind: str, k: int, workers: int, seconds: float) -> tuple[float, float]:
+    """Router / stand-in over veth pairs created here (and deleted in finally)."""
+    nums = [2] if kind == "router" else list(range(1, workers + 1))
+    pairs = sorted({1, *nums})
+    tag = os.getpid() % 10000
+    names = {n: (f"bsw{tag}p{n}", f"bh{tag}p{n}") for n in pairs}
+    try:
+        for a, b in names.values():
+            subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b],
+                           check=True, capture_output=True)
+            for i in (a, b):
+                subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{i}.disable_ipv6=1"],
+                               capture_output=True)
+                subprocess.run(["ip", "link", "set", i, "up"], check=True,
+                               capture_output=True)
+        frame = router_frame() if kind == "router" else agg_frame(k)
+        tx = _raw(names[1][1])
+        sinks = [_raw(names[n][1]) for n in nums]
+        sw = over_link(_veth_switch_proc, (kind, k, workers, [(n, names[n][0]) for n in pairs]),
+                       tx.send, sinks, frame, seconds)
+        bare = over_link(_veth_bare_proc, (names[1][0], names[nums[0]][0]), tx.send,
+                         sinks[:1], frame, seconds)
+        for s in sinks + [tx]:
+            s.close()
+        return sw, bare
+    finally:
+        for a, _ in names.values():
+            subprocess.run(["ip", "link", "del", a], capture_output=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=2.0)
@@ -402,6 +470,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None, help="netsum.p4 compiled JSON")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--no-udp", action="store_true")
+    ap.add_argument("--veth", action="store_true", help="also over veth pairs (root)")
     args = ap.parse_args()
     json_path = args.json
     print(f"switch_pps: K={args.k}, {args.workers} multicast replicas, {args.seconds}s per run")
@@ -425,6 +494,15 @@ def main() -> int:
             label = "ipv4 router" if kind == "router" else f"aggregation (K={args.k})"
             print(f"  udp ports   {label:34s} {sw:10,.0f} pkt/s in  | bare recv->send loop "
                   f"{bare:10,.0f} pkt/s | ratio {sw / bare:5.2f}")
+    if args.veth:
+        if os.geteuid() != 0:
+            print("  veth: skipped (needs root)")
+        else:
+            for kind in ("router", "agg"):
+                sw, bare = veth_runs(kind, args.k, args.workers, args.seconds)
+                label = "ipv4 router" if kind == "router" else f"aggregation (K={args.k})"
+                print(f"  veth        {label:34s} {sw:10,.0f} pkt/s in  | bare recv->send loop "
+                      f"{bare:10,.0f} pkt/s | ratio {sw / bare:5.2f}")
     return 0
 
 
