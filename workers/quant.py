@@ -78,13 +78,26 @@ def blocks(x: np.ndarray, k: int) -> np.ndarray:
     return padded.reshape(nb, k)
 
 
+def _block_peaks(rows: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """max|x| per row of the (nb, k) array; NaN/Inf propagate.  A max along a short last axis
+    pays numpy's per-row overhead (about 3x a copy); transposing cache-sized chunks first makes
+    the reduction run along long contiguous rows instead."""
+    nb, k = rows.shape
+    peak = np.empty(nb, dtype=np.float32)
+    tmp = np.empty((k, min(chunk, nb)), dtype=np.float32)
+    for start in range(0, nb, chunk):
+        part = rows[start:start + chunk]
+        view = tmp[:, :len(part)]
+        np.abs(part.T, out=view)
+        np.max(view, axis=0, out=peak[start:start + len(part)])
+    return peak
+
+
 def block_exponents(x: np.ndarray, k: int) -> np.ndarray:
     """Biased exponent proposal (uint8) per block of k elements of the float32 array x.
     Raises NonFiniteError naming the first NaN/Inf element."""
     rows = blocks(x, k)
-    # max(max, -min) instead of abs(): two reductions, no temporary the size of the tensor.
-    with np.errstate(invalid="ignore"):
-        peak = np.maximum(rows.max(axis=1), -rows.min(axis=1))
+    peak = _block_peaks(rows)
     bad = ~np.isfinite(peak)
     if bad.any():
         b = int(np.flatnonzero(bad)[0])
@@ -104,10 +117,13 @@ def unbias(exps: np.ndarray) -> np.ndarray:
 
 
 def quantize(x: np.ndarray, agreed: np.ndarray, num_workers: int, k: int,
-             proposals: np.ndarray | None = None) -> np.ndarray:
+             proposals: np.ndarray | None = None, out: np.ndarray | None = None,
+             chunk: int = 4096) -> np.ndarray:
     """Quantize float32 x (one or more whole blocks, the last zero-padded) with the agreed
     biased exponents -> (nb, k) int32.  `proposals`, when given, are this worker's own block
-    exponents; an agreed exponent below one of them is a protocol error (it could overflow)."""
+    exponents; an agreed exponent below one of them is a protocol error (it could overflow).
+    `out`, an (nb, k) integer array or view (e.g. the values of an encoded batch, big-endian),
+    receives the integers directly and is returned: one pass less than encoding afterwards."""
     s = scale_shift(num_workers)
     rows = blocks(np.asarray(x, dtype=np.float32), k)
     agreed = np.asarray(agreed)
@@ -117,6 +133,10 @@ def quantize(x: np.ndarray, agreed: np.ndarray, num_workers: int, k: int,
         b = int(np.flatnonzero(agreed < proposals)[0])
         raise QuantError(f"block {b}: agreed exponent {int(agreed[b])} is below this worker's "
                          f"proposal {int(proposals[b])} (exponent agreement is broken)")
+    if out is not None and (out.shape != rows.shape or out.dtype.kind != "i"
+                            or out.dtype.itemsize != 4):
+        raise QuantError(f"out must be an int32 array of shape {rows.shape}, got "
+                         f"{out.dtype} {out.shape}")
     zero = agreed == EXP_ZERO
     d = s - unbias(np.where(zero, EXP_BIAS, agreed))
     # Multiplying float32 by a power of two is exact (products that underflow are < 2^-126 and
@@ -125,12 +145,21 @@ def quantize(x: np.ndarray, agreed: np.ndarray, num_workers: int, k: int,
     d1 = np.minimum(d, 127)
     f1 = np.ldexp(np.float32(1), d1.astype(np.int32)).astype(np.float32)
     f1[zero] = 0
-    q = np.multiply(rows, f1[:, None], dtype=np.float32)
-    if (d > d1).any():
-        f2 = np.ldexp(np.float32(1), (d - d1).astype(np.int32)).astype(np.float32)
-        np.multiply(q, f2[:, None], out=q)
-    np.rint(q, out=q)
-    return q.astype(np.int32)
+    f2 = np.ldexp(np.float32(1), (d - d1).astype(np.int32)).astype(np.float32)
+    split = bool((d > d1).any())
+    if out is None:
+        out = np.empty(rows.shape, dtype=np.int32)
+    # Cache-sized chunks: the float32 temporary stays in cache between the three passes.
+    tmp = np.empty((min(chunk, len(rows)), rows.shape[1]), dtype=np.float32)
+    for start in range(0, len(rows), chunk):
+        stop = min(start + chunk, len(rows))
+        q = tmp[:stop - start]
+        np.multiply(rows[start:stop], f1[start:stop, None], out=q)
+        if split:
+            np.multiply(q, f2[start:stop, None], out=q)
+        np.rint(q, out=q)
+        np.copyto(out[start:stop], q, casting="unsafe")  # exact: integers with |q| <= 2^30
+    return out
 
 
 def quantize_block(row: np.ndarray, agreed: int, shift: int) -> bytes:

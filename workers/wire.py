@@ -23,7 +23,7 @@ from workers.errors import WireError
 from workers.protocol import HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT, Flags, MsgType
 
 __all__ = [
-    "Unit", "header_units", "packet_dtype", "Header", "Packet", "check_k",
+    "Unit", "header_units", "header_dtype", "packet_dtype", "Header", "Packet", "check_k",
     "encode", "decode", "decode_header", "HeaderCodec", "header_codec", "encode_batch", "batch_bytes", "decode_batch",
     "Endpoint", "FramePrefix", "build_frame", "parse_frame", "ParsedFrame", "ipv4_checksum",
     "ETH_BYTES", "IPV4_BYTES", "UDP_BYTES", "ETHERTYPE_IPV4", "IPPROTO_UDP",
@@ -85,12 +85,20 @@ def check_k(k: int) -> int:
     return k
 
 
+_WORD_CODES = {1: "u1", 2: ">u2", 4: ">u4"}
+
+
+@functools.cache
+def header_dtype() -> np.dtype:
+    """numpy structured dtype of the header alone (its words, packed)."""
+    return np.dtype([(u.name, _WORD_CODES[u.size]) for u in header_units()])
+
+
 @functools.cache
 def packet_dtype(k: int) -> np.dtype:
     """numpy structured dtype of one packet: the header words, then K big-endian int32."""
     check_k(k)
-    codes = {1: "u1", 2: ">u2", 4: ">u4"}
-    fields = [(u.name, codes[u.size]) for u in header_units()]
+    fields = [(u.name, _WORD_CODES[u.size]) for u in header_units()]
     fields.append(("values", ">i4", (k,)))
     dt = np.dtype(fields)
     assert dt.itemsize == protocol.packet_bytes(k) - (ETH_BYTES + IPV4_BYTES + UDP_BYTES)
@@ -209,10 +217,12 @@ def decode(buf: bytes | bytearray | memoryview, k: int) -> Packet:
 
 
 def encode_batch(fields: Mapping[str, int | np.ndarray], values: np.ndarray | None,
-                 k: int, count: int | None = None) -> np.ndarray:
+                 k: int, count: int | None = None, fill: bool = True) -> np.ndarray:
     """Many packets at once, as a structured array (one contiguous buffer, `.tobytes()` or
     `batch_bytes` to split).  `fields` maps header field names to scalars or per-packet arrays;
-    missing fields are 0.  `values` is (n, K) integers, or None for zeros."""
+    missing fields are 0.  `values` is (n, K) integers, or None for zeros - or, with
+    fill=False, left unwritten for a caller that fills `rec["values"]` itself (the quantizer's
+    `out=`), saving a pass over the batch."""
     n = count if count is not None else (len(values) if values is not None else None)
     if n is None:
         for v in fields.values():
@@ -226,22 +236,34 @@ def encode_batch(fields: Mapping[str, int | np.ndarray], values: np.ndarray | No
         if name not in known:
             raise WireError(f"encode_batch: unknown header field {name!r}; fields are "
                             f"{list(known)}")
-    rec = np.zeros(n, dtype=packet_dtype(k))
+    if values is not None:
+        values = _check_values(values, k, n)
+    # Headers are assembled in a dense array first, then copied into the packets in one
+    # strided pass: writing each header word straight into the 140-byte records would touch
+    # every cache line of the batch once per word.
+    head = np.empty(n, dtype=header_dtype())
     for unit in header_units():
-        word = np.zeros(n, dtype=np.uint64)
+        word: np.ndarray | int = 0
         for name, shift, width in unit.fields:
-            raw = fields.get(name, 0)
-            col = np.asarray(raw)
+            col = np.asarray(fields.get(name, 0))
             if col.dtype.kind not in "iub":
                 raise WireError(f"header field {name} must be integers, got {col.dtype}")
             if col.ndim and col.shape != (n,):
                 raise WireError(f"header field {name}: {col.shape[0]} values for {n} packets")
             if col.size and (col.min() < 0 or col.max() >= (1 << width)):
                 raise WireError(f"header field {name} does not fit in {width} bits")
-            word |= col.astype(np.uint64) << np.uint64(shift)
-        rec[unit.name] = word
+            if col.ndim:
+                word = word | (col.astype(np.uint64) << np.uint64(shift))
+            else:
+                word = word | (int(col) << shift)
+        head[unit.name] = word
+    rec = np.empty(n, dtype=packet_dtype(k))
+    raw = rec.view(np.uint8).reshape(n, rec.dtype.itemsize)
+    raw[:, :HEADER_BYTES] = head.view(np.uint8).reshape(n, HEADER_BYTES)
     if values is not None:
-        rec["values"] = _check_values(values, k, n)
+        rec["values"] = values
+    elif fill:
+        rec["values"] = 0
     return rec
 
 
