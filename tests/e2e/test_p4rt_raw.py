@@ -440,3 +440,13 @@ def test_big_wildcard_read_is_split_into_several_responses(l2: RawClient, p4c_fi
     # An empty result is still one (empty) response, as PI sends.
     l2.set_pipeline(*load(p4c_fixtures, "l2_mcast"))
     assert len(list(l2.stub.Read(pb.ReadRequest(device_id=DEVICE_ID, entities=[e])))) == 1
+
+
+def test_full_table_is_resource_exhausted(client: RawClient, p4c_fixtures: Path) -> None:
+    info, js = load(p4c_fixtures, "l2_mcast")
+    doc = json.loads(js)
+    next(t for t in doc["pipelines"][0]["tables"] if t["name"] == "L2Ingress.dmac")["max_size"] = 2
+    next(t for t in info.tables if t.preamble.id == DMAC).size = 2
+    client.set_pipeline(info, json.dumps(doc).encode())
+    errs = write_error(client, *(update(INSERT, table_entry=dmac(bytes([k]))) for k in (1, 2, 3)))
+    assert [c for c, _ in errs] == [0, 0, 8]

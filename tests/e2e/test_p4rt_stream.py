@@ -232,3 +232,28 @@ def test_bad_packet_out_gets_a_stream_error(switch: tuple, p4c_fixtures: Path,
     finally:
         primary.close()
         backup.close()
+
+
+def test_role_name_is_unimplemented(switch: tuple) -> None:
+    _, srv, _ = switch
+    s = Stream(client(srv, 1).stub)
+    try:
+        s.arbitrate(DEVICE_ID, 3, role="p4rt-role")
+        assert s.recv() is None
+        assert s.error is not None and s.error.code() == grpc.StatusCode.UNIMPLEMENTED
+    finally:
+        s.close()
+
+
+def test_seventeenth_stream_is_resource_exhausted(switch: tuple) -> None:
+    _, srv, _ = switch
+    clients = [client(srv, i + 1) for i in range(17)]
+    try:
+        replies = [c.connect() for c in clients]
+        assert all(r is not None for r in replies[:16])
+        assert replies[16] is None
+        assert clients[16].stream is not None and clients[16].stream.error is not None
+        assert clients[16].stream.error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        for c in clients:
+            c.close()
