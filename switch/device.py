@@ -112,7 +112,7 @@ class Device:
                 st.oversize += 1
                 return out
             try:
-                v1.process(port, bytes(frame), out)
+                v1.process(port, frame if type(frame) is bytes else bytes(frame), out)
             except AssertFailure:
                 st.assert_failures += 1
                 out.clear()

@@ -103,6 +103,10 @@ class Pipeline:
         self.init_deparsers()
         self.init_pipelines()
         self.init_checksums()
+        # Per-packet work only for what the program reads: timestamps cost a clock call.
+        used = json.dumps([j.get(k) for k in ("actions", "pipelines", "parsers", "calculations",
+                                              "checksums")])
+        self.uses_timestamps = "global_timestamp" in used
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:

@@ -53,7 +53,8 @@ class V1Model:
         self.i_eport = s.egress_port
         self.i_espec = s.egress_spec
         self.i_rid = s.egress_rid
-        self.i_ets = s.egress_global_timestamp
+        self.i_ets = s.egress_global_timestamp if pl.uses_timestamps else None
+        self.i_its = s.ingress_global_timestamp if pl.uses_timestamps else None
         self.update = pl.update_checksums
         self.deparse = pl.deparse
 
@@ -77,8 +78,8 @@ class V1Model:
         F[s.ingress_port] = port
         F[s.packet_length] = len(data)
         F[s.instance_type] = itype
-        if s.ingress_global_timestamp is not None:
-            F[s.ingress_global_timestamp] = (time.monotonic_ns() - self.ts0) // 1000
+        if self.i_its is not None:
+            F[self.i_its] = (time.monotonic_ns() - self.ts0) // 1000
         for idx, val in keep:
             F[idx] = val
         state = self.pl.parser_start

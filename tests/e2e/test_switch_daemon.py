@@ -162,3 +162,19 @@ def test_bad_program_and_busy_port(tmp_path: Path) -> None:
     finally:
         busy.close()
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot bind" in r.stderr
+
+
+def test_log_console_and_file(calc_json: Path, peer: socket.socket, tmp_path: Path) -> None:
+    p1 = free_udp_ports(1)[0]
+    log = tmp_path / "sw.log"
+    proc = start(["--no-grpc", "--log-console", "--log-file", str(log), "-L", "debug",
+                  "-i", f"1@udp:127.0.0.1:{p1}", str(calc_json)], tmp_path)
+    try:
+        peer.sendto(calc_frame(0x2B, 1, 2), ("127.0.0.1", p1))
+        peer.recvfrom(2048)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert "Processing packet received on port 1" in out
+    assert "Transmitting packet of size" in log.read_text()

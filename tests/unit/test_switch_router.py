@@ -175,3 +175,36 @@ def test_install_gives_fresh_state(dev: Device) -> None:
     pl = dev.pipeline
     dev.install(pl)
     assert pl.tables["MyIngress.ipv4_lpm"].entries() == []
+
+
+def test_control_from_another_thread_while_packets_flow(dev: Device) -> None:
+    """Control calls take device.lock (as the P4Runtime server does); packets never see a
+    half-made update and nothing raises."""
+    import threading
+
+    fwd(dev, "10.0.0.0", 8, 4)
+    lpm = dev.pipeline.tables["MyIngress.ipv4_lpm"]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def control() -> None:
+        try:
+            i = 0
+            while not stop.is_set():
+                key = (Lpm(ip("10.1.0.0") + (i % 200 << 8), 24),)
+                with dev.lock:
+                    lpm.insert(TableEntry(key, ActionCall("MyIngress.ipv4_forward", (NH, 5))))
+                with dev.lock:
+                    lpm.delete(key)
+                i += 1
+        except BaseException as e:   # surfaced below
+            errors.append(e)
+
+    t = threading.Thread(target=control)
+    t.start()
+    try:
+        ports = {dev.process(9, pkt("10.1.3.3"))[0][0] for _ in range(2000)}
+    finally:
+        stop.set()
+        t.join()
+    assert not errors and ports <= {4, 5} and dev.stats.internal_errors == 0
