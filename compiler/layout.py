@@ -128,6 +128,11 @@ class BuildLayout:
                 diags.error(v.pos, f"V1Switch argument '{role}' must be a "
                                    f"{'parser' if want_parser else 'control'}")
                 continue
+            if not self._signature_ok(role, decl, g):
+                diags.error(v.pos, f"V1Switch argument '{role}' must have the parameters "
+                                   f"{_SIGNATURES[role]}; '{decl.name}' has "
+                                   f"({', '.join(_param_text(p) for p in decl.params)})")  # type: ignore[attr-defined]
+                continue
             lay.blocks[role] = decl
         sm = g.types.get("standard_metadata_t")
         if isinstance(sm, StructT):
@@ -156,6 +161,20 @@ class BuildLayout:
             diags.error(parser.pos, "the V1Switch parser must have 4 parameters "
                                     "(packet_in, out H, inout M, inout standard_metadata_t)")
         return lay
+
+    @staticmethod
+    def _signature_ok(role: str, decl: A.Decl, g: Globals) -> bool:
+        params = decl.params  # type: ignore[attr-defined]
+        want = _SIGNATURES[role].count(",") + 1
+        if len(params) != want:
+            return False
+        first = params[0].type
+        first_name = first.name if isinstance(first, A.TypeName) else ""
+        if role == "parser":
+            return first_name == "packet_in"
+        if role == "deparser":
+            return first_name == "packet_out"
+        return first_name not in ("packet_in", "packet_out")
 
     def _headers(self, t: StructT, lay: Layout, diags: Diagnostics, pos: Pos,
                  prefix: str = "") -> TLoc:
@@ -201,6 +220,22 @@ class BuildLayout:
                 diags.error(pos, f"unsupported construct: metadata field '{fname}' of type "
                                  f"{show(ft)}")
         return TLoc(t, pos, StructRef(t, tuple(members)), prefix)
+
+
+_SIGNATURES = {
+    "parser": "(packet_in, out H, inout M, inout standard_metadata_t)",
+    "verify_checksum": "(inout H, inout M)",
+    "ingress": "(inout H, inout M, inout standard_metadata_t)",
+    "egress": "(inout H, inout M, inout standard_metadata_t)",
+    "compute_checksum": "(inout H, inout M)",
+    "deparser": "(packet_out, in H)",
+}
+
+
+def _param_text(p: A.Param) -> str:
+    t = p.type
+    tname = t.name if isinstance(t, A.TypeName) else type(t).__name__
+    return f"{p.direction + ' ' if p.direction else ''}{tname} {p.name}"
 
 
 def _pad(sm: StructT) -> bool:

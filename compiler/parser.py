@@ -268,6 +268,7 @@ class Parser(ExprParser):
         if kw == "parser":
             states: list[ParserState] = []
             while not self.accept("}"):
+                self._no_eof(kw, name.text)
                 try:
                     sannos = self.annotations()
                     if self.accept("state"):
@@ -276,12 +277,11 @@ class Parser(ExprParser):
                         locals_.append(self._local(sannos))
                 except ParseError as err:
                     self._recover(err)
-                    if self.tok.kind is TokKind.EOF:
-                        break
             return ParserDecl(name.pos, annos, name.text, params, ctor, tuple(locals_),
                               tuple(states))
         apply: Block | None = None
         while not self.accept("}"):
+            self._no_eof(kw, name.text)
             try:
                 lannos = self.annotations()
                 if self.at("apply") and self.peek().text == "{":
@@ -295,11 +295,14 @@ class Parser(ExprParser):
                     locals_.append(self._local(lannos))
             except ParseError as err:
                 self._recover(err)
-                if self.tok.kind is TokKind.EOF:
-                    break
         if apply is None:
             raise ParseError(name.pos, f"control '{name.text}' has no apply block")
         return ControlDecl(name.pos, annos, name.text, params, ctor, tuple(locals_), apply)
+
+    def _no_eof(self, kw: str, name: str) -> None:
+        if self.tok.kind is TokKind.EOF:
+            raise ParseError(self.tok.pos, f"syntax error, unexpected end of file: missing '}}' "
+                                           f"to close {kw} '{name}'")
 
     # local: constDecl | varDecl | instantiation
     def _local(self, annos: tuple[Annotation, ...]) -> Node:
@@ -327,6 +330,8 @@ class Parser(ExprParser):
     # instantiation: type '(' args ')' name ';'
     def instantiation(self, annos: tuple[Annotation, ...]) -> Instantiation:
         typ = self.parse_type()
+        if self.tok.kind is TokKind.IDENT and self.peek().text in ("(", "<"):
+            raise ParseError(self.tok.pos, "unsupported construct: function declarations")
         if not self.at("("):
             raise ParseError(self.tok.pos, "unsupported construct: global variable declarations")
         args = self.parse_args()
@@ -361,7 +366,14 @@ class Parser(ExprParser):
                 if not self.at("}"):
                     raise ParseError(self.tok.pos, "syntax error, statements after 'transition'")
                 continue
-            stmts.append(self.statement())
+            if self.tok.kind is TokKind.EOF:
+                raise ParseError(self.tok.pos, f"syntax error, unexpected end of file: missing "
+                                               f"'}}' to close state '{name.text}'")
+            try:
+                stmts.append(self.statement())
+            except ParseError as err:
+                self.diags.error(err.pos, err.message)
+                self._skip_statement()
         return ParserState(name.pos, annos, name.text, tuple(stmts), transition, tpos)
 
     # select: 'select' '(' exprs ')' '{' (keyset ':' name ';')* '}'

@@ -274,6 +274,7 @@ class ResolveNames:
                     g.types[name] = StructT(name, tuple(fields),
                                             tuple(a.name for a in d.annotations))
                 else:
+                    diags.error(d.pos, f"unsupported construct: header_union '{name}'")
                     g.types[name] = UnionT(name, tuple(fields))
             case A.EnumDecl(underlying=u, members=ms):
                 ut = resolve_type(u, g, diags) if u is not None else None
