@@ -55,7 +55,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.device_id: int = device.device_id
         self.service = DeviceService(device)
         self.arbitrator = Arbitrator(self.device_id)
-        device.packet_in_handler = self._on_packet_in
+        device.packet_in_handler = self.on_packet_in
 
     # ---------------------------------------------------------------- unary RPCs
     def _check_writer(self, request: Any) -> None:
@@ -190,7 +190,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             msg.error.packet_out.packet_out.CopyFrom(packet)
             conn.send(msg)
 
-    def _on_packet_in(self, frame: bytes) -> None:
+    def on_packet_in(self, frame: bytes) -> None:
         """Called by the data plane for each frame sent to the CPU port."""
         try:
             packet = self.service.packet_in(frame)
@@ -220,8 +220,9 @@ class P4RuntimeServer:
         self.device = device
         self.address = address
         self.servicer = P4RuntimeServicer(device)
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
-                                                              thread_name_prefix="p4rt"))
+        self._executor = futures.ThreadPoolExecutor(max_workers=max_workers,
+                                                    thread_name_prefix="p4rt")
+        self._server = grpc.server(self._executor)
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
         self.port = self._server.add_insecure_port(address)
         if self.port == 0:
@@ -232,7 +233,11 @@ class P4RuntimeServer:
         return self
 
     def stop(self, grace: float | None = None) -> None:
+        """Stop serving; open streams end with UNAVAILABLE.  Idempotent."""
         self._server.stop(grace).wait()
+        self._executor.shutdown(wait=False)
+        if self.device.packet_in_handler == self.servicer.on_packet_in:
+            self.device.packet_in_handler = None
 
     def wait(self) -> None:
         self._server.wait_for_termination()
