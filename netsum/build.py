@@ -126,8 +126,9 @@ def _netsum_compiler() -> tuple[Any, type[Exception]]:
     # Imported late so that `--p4c` and the CLI's error path work without netsum's compiler.
     try:
         import compiler
-    except ImportError as exc:
-        raise BuildError(f"netsum's compiler is not importable: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a broken install is reported, not a traceback
+        raise BuildError(f"netsum's compiler is not importable: "
+                         f"{type(exc).__name__}: {exc}") from exc
     compile_source = getattr(compiler, "compile_source", None)
     compile_error = getattr(compiler, "CompileError", None)
     if compile_source is None or not isinstance(compile_error, type):

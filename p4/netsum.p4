@@ -11,7 +11,7 @@
  * Standard P4_16 for v1model; real p4c (p4c-bm2-ss) compiles it unchanged.  Rules kept for BMv2:
  * every register read-modify-write is inside one action (BMv2 locks the registers per action),
  * no `if` inside actions (decisions are taken in `apply` and pick an action; the exponent max
- * uses the `?:` expression), every register index is range-checked before use.
+ * is a borrow-and-mask computation), every register index is range-checked before use.
  *
  * Build-time parameters (cpp, e.g. -DNETSUM_K=64):
  *   NETSUM_K         values per packet: 32 (default) or 64
@@ -405,7 +405,11 @@ control NetsumIngress(inout headers_t hdr, inout metadata_t meta,
         meta.count = meta.count + 1;
         contributions.write(meta.idx, meta.count);
         max_exp.read(meta.exp, meta.idx);
-        meta.exp = (meta.exp > hdr.netsum.exp) ? meta.exp : hdr.netsum.exp;
+        /* max without `if`: bit 8 of the 9-bit difference old - new is the borrow, set exactly
+         * when old < new; it becomes an all-ones mask that selects new. */
+        bit<9> diff = (bit<9>)meta.exp - (bit<9>)hdr.netsum.exp;
+        bit<8> take_new = (bit<8>)(diff >> 8);
+        meta.exp = meta.exp ^ ((meta.exp ^ hdr.netsum.exp) & (8w0 - take_new));
         max_exp.write(meta.idx, meta.exp);
         NS_VALUES(NS_ADD_VALUE)
     }

@@ -8,6 +8,7 @@ entries by their P4Info names (p4/README.md).
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -18,13 +19,22 @@ from scapy.layers.l2 import Ether
 from workers.protocol import HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, UDP_PORT, MsgType
 
 __all__ = [
-    "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host", "pack_header", "unpack_header",
+    "netsum_config", "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host", "pack_header", "unpack_header",
     "netsum_frame", "Parsed", "parse_frame", "ipv4_checksum_ok", "NetsumSwitch", "mac_int",
     "ip_int",
 ]
 
 SERVICE_MAC = "02:00:00:00:00:fe"
 SERVICE_IP = "10.0.0.254"
+
+
+@functools.cache
+def netsum_config(k: int = K_DEFAULT) -> bytes:
+    """netsum.p4's BMv2 JSON for K=k, built by netsum.build if stale; read once per process."""
+    from netsum.build import ensure_built
+
+    json_path, _ = ensure_built(k)
+    return json_path.read_bytes()
 
 
 def mac_int(mac: str) -> int:
@@ -130,12 +140,11 @@ class NetsumSwitch:
     ING = "NetsumIngress"
     EGR = "NetsumEgress"
 
-    def __init__(self, json_path: Any, device_id: int = 0) -> None:
-        # Imported here: the switch is another package, tests that only build frames need not it.
+    def __init__(self, config: bytes, device_id: int = 0) -> None:
+        """`config`: the BMv2 JSON bytes (e.g. of `netsum.build.ensure_built(k)[0]`)."""
+        # Imported here: tests that only build frames do not need the switch package.
         from switch.device import Device
 
-        with open(json_path, "rb") as fh:
-            config = fh.read()
         self.device = Device(device_id=device_id)
         self.pipeline = Device.build_pipeline(config)
         self.device.install(self.pipeline)

@@ -5,6 +5,7 @@ the compiled BMv2 JSON (`header_types`, the parser's select on the UDP port), fo
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -72,3 +73,23 @@ def test_register_slot_count_fits_the_header() -> None:
     m = re.search(r"#ifndef\s+NETSUM_SLOTS\s*\n\s*#define\s+NETSUM_SLOTS\s+(\d+)", _source())
     assert m
     assert int(m.group(1)) <= protocol.MAX_SLOTS
+
+
+# ---- the compiled program (what the switch actually runs) ----
+
+@pytest.mark.parametrize("k", protocol.K_SUPPORTED)
+def test_compiled_header_types_match_protocol(k: int) -> None:
+    from netsum.build import ensure_built
+
+    doc = json.loads(ensure_built(k)[0].read_text())
+    types = {t["name"]: t["fields"] for t in doc["header_types"]}
+    assert [(name, bits) for name, bits, *_ in types["netsum_t"]] == [
+        (f.name, f.bits) for f in protocol.HEADER_FIELDS]
+    values = types["values_t"]
+    assert len(values) == k and all(bits == 32 for _, bits, *_ in values)
+    # the parser enters the netsum header exactly on the protocol's UDP port
+    states = {s["name"]: s for p in doc["parsers"] for s in p["parse_states"]}
+    to_netsum = [t for t in states["parse_udp"]["transitions"] if t["next_state"] == "parse_netsum"]
+    assert [int(t["value"], 16) for t in to_netsum] == [protocol.UDP_PORT]
+    assert states["parse_udp"]["transition_key"] == [{"type": "field",
+                                                      "value": ["udp", "dstPort"]}]
