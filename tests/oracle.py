@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -26,7 +27,14 @@ from workers import wire
 from workers.core import CoreState, Step, WorkerCore
 from workers.protocol import Flags, MsgType
 
-__all__ = ["OracleSwitch", "LossyLink", "Network", "SlotSet"]
+__all__ = ["Fabric", "OracleSwitch", "LossyLink", "Network", "SlotSet"]
+
+
+class Fabric(Protocol):
+    """What the network loop needs from a switch: a payload from a worker in, (worker,
+    payload) pairs out.  `OracleSwitch` is one; a test may adapt the real P4 switch too."""
+
+    def process(self, src: int, payload: bytes) -> list[tuple[int, bytes]]: ...
 
 
 @dataclass(slots=True)
@@ -148,7 +156,7 @@ class LossyLink:
 @dataclass(slots=True)
 class Network:
     """Discrete-event loop on a virtual clock: worker cores <-> link <-> switch <-> link."""
-    switch: OracleSwitch
+    switch: Fabric
     uplink: LossyLink
     downlink: LossyLink
     queue: list[tuple[float, int, bool, int, bytes]] = field(default_factory=list)
