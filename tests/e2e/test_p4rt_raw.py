@@ -208,6 +208,8 @@ def test_commit_wipes_state_and_reconcile_keeps_it(l2: RawClient, p4c_fixtures: 
     l2.set_pipeline(info, js, action=Cfg.RECONCILE_AND_COMMIT)
     assert len(read_all(l2, table_entry=pb.TableEntry(table_id=DMAC))) == 1
     assert len(read_all(l2, packet_replication_engine_entry=group(0))) == 1
+    frame = bytes.fromhex("000000000001" "0000000000aa" "0800") + b"x" * 46
+    assert [port for port, _ in server[0].process(2, frame)] == [1]
     l2.set_pipeline(info, js, action=Cfg.VERIFY_AND_COMMIT)
     assert read_all(l2, table_entry=pb.TableEntry(table_id=DMAC)) == []
     assert read_all(l2, packet_replication_engine_entry=group(0)) == []
@@ -450,3 +452,29 @@ def test_full_table_is_resource_exhausted(client: RawClient, p4c_fixtures: Path)
     client.set_pipeline(info, json.dumps(doc).encode())
     errs = write_error(client, *(update(INSERT, table_entry=dmac(bytes([k]))) for k in (1, 2, 3)))
     assert [c for c, _ in errs] == [0, 0, 8]
+
+
+def test_reconcile_that_does_not_fit_keeps_the_old_pipeline_and_state(
+        l2: RawClient, p4c_fixtures: Path, server: tuple[Device, P4RuntimeServer]) -> None:
+    l2.write([update(INSERT, table_entry=dmac(b"\x01")),
+              update(INSERT, packet_replication_engine_entry=group(3, (1, 1)))])
+    # A new program whose dmac no longer offers `forward`: the entry cannot be replayed.
+    info, js = load(p4c_fixtures, "l2_mcast")
+    doc = json.loads(js)
+    t = next(t for t in doc["pipelines"][0]["tables"] if t["name"] == "L2Ingress.dmac")
+    i = t["actions"].index("L2Ingress.forward")
+    del t["actions"][i], t["action_ids"][i]
+    t["next_tables"] = {k: v for k, v in t["next_tables"].items() if k != "L2Ingress.forward"}
+    p4_dmac = next(t for t in info.tables if t.preamble.id == DMAC)
+    keep = [r for r in p4_dmac.action_refs if r.id != FORWARD]
+    del p4_dmac.action_refs[:]
+    p4_dmac.action_refs.extend(keep)
+    code, details = rpc_code(lambda: l2.set_pipeline(info, json.dumps(doc).encode(),
+                                                     action=Cfg.RECONCILE_AND_COMMIT, cookie=9))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "RECONCILE" in details
+    # Still the old program, with its state.
+    assert l2.get_pipeline().p4info.tables[0].action_refs[0].id == FORWARD
+    assert len(read_all(l2, table_entry=pb.TableEntry(table_id=DMAC))) == 1
+    assert len(read_all(l2, packet_replication_engine_entry=group(0))) == 1
+    frame = bytes.fromhex("000000000001" "0000000000aa" "0800") + b"x" * 46
+    assert [port for port, _ in server[0].process(2, frame)] == [1]
