@@ -220,3 +220,16 @@ def test_console_script_in_a_subprocess(l2: Switch) -> None:
 def test_shell_command_line(l2: Switch) -> None:
     out = l2.ok("shell", "--dry-run", "--device-id", "0", "--election-id", "0,3")
     assert f"--grpc-addr {l2.addr} --device-id 0 --election-id 0,3" in out
+
+
+def test_shell_opens_p4runtime_shell_on_the_same_switch(l2: Switch) -> None:
+    """`shell` hands over to p4runtime-shell with our ids; it sees the entry we added."""
+    exe = Path(sys.executable).with_name("netsum-ctl")
+    if not exe.exists():
+        pytest.skip(f"console script not installed beside {sys.executable}")
+    l2.ok("table_add", "dmac", "forward", "00:00:00:00:00:07", "=>", "7")
+    script = ("print('ENTRIES', len(list(table_entry['L2Ingress.dmac'].read())))\nexit\n")
+    p = subprocess.run([str(exe), "shell", "--grpc-addr", l2.addr], input=script,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "ENTRIES 1" in p.stdout

@@ -314,3 +314,72 @@ def test_restart_restores_everything(tree, switches) -> None:
     assert sorted(results) == ["h1", "h2", "h3", "h4"]
     assert all(np.array_equal(v, want) for v in results.values())
     assert c.check() == []
+
+
+def test_topology_verbs_and_drop_simulator(netsum_program, switches, tmp_path) -> None:
+    info, js = netsum_program
+    topo_path = topology("single.yaml", switches, tmp_path)
+    out = ok(topo_path, "pipeline", "push", "--p4info", str(info), str(js))
+    assert "pipeline pushed to s1" in out
+    ok(topo_path, "setup", "--p4info", str(info), str(js))
+    ok(topo_path, "job", "delete", "1")
+    ok(topo_path, "job", "create", "1")                # workers and slots from the file
+    jobs = json.loads(ok(topo_path, "job", "list", "--json"))["jobs"]
+    assert [(j["job"], j["contributors"], j["slots"]) for j in jobs] == [
+        (1, 4, "0..511"), (2, 2, "512..767")]
+
+    ok(topo_path, "dropsim", "set", "3", "0.5", "--direction", "both")
+    ok(topo_path, "dropsim", "set", "3", "0.25")         # in only: modifies the existing entry
+    addr = parse_topology(topo_path.read_text()).switches[0].grpc_addr
+    out, err = io.StringIO(), io.StringIO()
+    # Without --topo the same verb talks to one switch by address.
+    assert main(["dropsim", "set", "4", "1", "--grpc-addr", addr], out, err) == 0, err.getvalue()
+    ins = json.loads(ok(topo_path, "table_dump", "drop_sim_in", "--json"))
+    outs = json.loads(ok(topo_path, "table_dump", "drop_sim_out", "--json"))
+    assert {r["match"]["standard_metadata.ingress_port"]: r["params"] for r in ins
+            if not r["is_default"]} == {"3": {"threshold": 16384}, "4": {"threshold": 65535}}
+    assert [r["params"] for r in outs if not r["is_default"]] == [{"threshold": 32768}]
+    # Everything at 100 % on port 3: h3's packets never arrive; the counter says so.
+    ok(topo_path, "dropsim", "set", "3", "1")
+    topo = parse_topology(topo_path.read_text())
+    port, f = data_frame(topo, "h3", 1, 0, vec(1))
+    assert switches["s1"].dev.process(port, f) == []
+    cells = json.loads(ok(topo_path, "counter_read", "sim_drops_in", "3", "--json"))
+    assert cells[0]["packets"] == 1
+
+    rc, out_text, err_text = ctl(topo_path, "stats", "--watch", "0.01", "--count", "2")
+    assert rc == 0 and out_text.count("per-job counters at") == 2
+    assert "drop_non_member" in out_text
+
+    for argv, message in [
+        (("dropsim", "set", "9", "0.1"), "switch s1 has no port 9 (ports: 1, 2, 3, 4)"),
+        (("dropsim", "set", "1", "1.5"), "drop probability 1.5 is not within 0..1"),
+        (("job", "create", "7"), "job 7 is not in"),
+        (("job", "create", "7", "--workers", "h1,h9", "--slots", "4"), "no host named 'h9'"),
+        (("job", "create", "300", "--workers", "h1", "--slots", "4"),
+         "job id 300 is out of range 1..255"),
+        (("job", "delete", "99"), "no job 99 (jobs: 1, 2)"),
+    ]:
+        rc, _, err_text = ctl(topo_path, *argv)
+        assert rc == 1 and message in err_text and err_text.count("\n") == 1, err_text
+    # Refused requests left nothing behind: same jobs, same free slots.
+    after = json.loads(ok(topo_path, "job", "list", "--json"))
+    assert [j["job"] for j in after["jobs"]] == [1, 2] and after["slots"][0]["free_slots"] == 256
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["hosts"][1].update(mac="nope"), "hosts[1].mac: 'nope' is not a MAC address"),
+    (lambda d: d["jobs"][0]["workers"].append("h7"), "jobs[0].workers[4]: no host named 'h7'"),
+    (lambda d: d.pop("switches"), "<top>: missing required key 'switches'"),
+])
+def test_bad_topology_file_via_cli(tmp_path, mutate, message) -> None:  # type: ignore[no-untyped-def]
+    doc = yaml.safe_load((ROOT / "examples" / "single.yaml").read_text())
+    mutate(doc)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    for argv in (("job", "list"), ("setup",), ("table_dump", "dmac")):
+        rc, out, err = ctl(path, *argv)
+        assert rc == 1 and err.startswith(f"netsum-ctl: error: {path}: {message}"), err
+        assert err.count("\n") == 1
+    rc, _, err = ctl(tmp_path / "missing.yaml", "job", "list")
+    assert rc == 1 and "cannot read topology file" in err
