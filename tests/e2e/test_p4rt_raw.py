@@ -201,7 +201,8 @@ def test_verify_save_commit_and_get_response_types(client: RawClient, p4c_fixtur
     assert got[R.DEVICE_CONFIG_AND_COOKIE].p4_device_config == js
 
 
-def test_commit_wipes_state_and_reconcile_keeps_it(l2: RawClient, p4c_fixtures: Path) -> None:
+def test_commit_wipes_state_and_reconcile_keeps_it(l2: RawClient, p4c_fixtures: Path,
+                                                   server: tuple[Device, P4RuntimeServer]) -> None:
     info, js = load(p4c_fixtures, "l2_mcast")
     l2.write([update(INSERT, table_entry=dmac(b"\x01")),
               update(INSERT, packet_replication_engine_entry=group(3, (1, 1)))])
