@@ -1,30 +1,34 @@
 """The compiler pipeline: one list of passes, run in order, stopping between passes on errors.
 
+Each pass reads the :class:`CompileState` fields filled by earlier passes and fills its own.
 Order matters: names must be resolved (and constants folded) before the layout can read the
-V1Switch types; the layout must exist before any expression can be bound to storage; the
-JSON must be generated before the P4Info because lowering decides which tables and actions
-exist (unapplied tables and inlined-only actions are dropped, as p4c does).
+V1Switch types; the layout must exist before any expression can be bound to storage; every
+block is type-checked before code generation so one run reports all type errors; the JSON is
+generated before the P4Info because lowering decides which tables and actions exist
+(unapplied tables and inlined-only actions are dropped, as p4c does).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from p4.config.v1 import p4info_pb2
 
+from . import ast as A
 from .bmv2_json import GenerateJson
 from .check import CheckTypes
 from .diagnostics import CompileError, Diagnostic, Diagnostics, NOPOS
-from .layout import BuildLayout
+from .layout import BuildLayout, Layout
 from .lexer import tokenize
+from .model import ControlPlane
 from .p4info import build_p4info, p4info_text
 from .parser import parse
 from .preprocess import preprocess
-from .resolve import ResolveNames
+from .resolve import Globals, ResolveNames
 
-__all__ = ["CompileResult", "compile_source", "compile_file"]
+__all__ = ["CompileResult", "CompileState", "PIPELINE", "compile_source", "compile_file"]
 
 
 @dataclass(frozen=True)
@@ -40,35 +44,80 @@ class CompileResult:
         return p4info_text(self.p4info)
 
 
+@dataclass
+class CompileState:
+    """What the passes hand to each other (each pass fills the fields it owns)."""
+
+    text: str
+    filename: str
+    include_dirs: Sequence[str | Path]
+    defines: Mapping[str, str | None] | None
+    diags: Diagnostics = field(default_factory=Diagnostics)
+    preprocessed: str = ""
+    program: A.Program | None = None
+    globals: Globals | None = None
+    layout: Layout | None = None
+    bmv2_json: dict[str, Any] = field(default_factory=dict)
+    control_plane: ControlPlane | None = None
+    p4info: p4info_pb2.P4Info | None = None
+
+
+def _preprocess(s: CompileState) -> None:
+    s.preprocessed = preprocess(s.text, s.filename, s.include_dirs, s.defines, s.diags) or ""
+
+
+def _parse(s: CompileState) -> None:
+    s.program = parse(tokenize(s.preprocessed, s.filename, s.diags), s.diags)
+
+
+def _resolve(s: CompileState) -> None:
+    assert s.program is not None
+    s.globals = ResolveNames().run(s.program, s.diags)
+
+
+def _layout(s: CompileState) -> None:
+    assert s.globals is not None
+    s.layout = BuildLayout().run(s.globals, s.diags)
+
+
+def _check(s: CompileState) -> None:
+    assert s.globals is not None and s.layout is not None
+    CheckTypes().run(s.globals, s.layout, s.diags)
+
+
+def _generate(s: CompileState) -> None:
+    assert s.globals is not None and s.layout is not None
+    s.bmv2_json, s.control_plane = GenerateJson().run(s.globals, s.layout, s.filename, s.diags)
+
+
+def _p4info(s: CompileState) -> None:
+    assert s.control_plane is not None
+    s.p4info = build_p4info(s.control_plane, s.diags)
+
+
+#: (name, pass) in execution order; the driver stops after the first pass that reports errors.
+PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
+    ("Preprocess", _preprocess),        # cpp: #include/#define, line markers kept for positions
+    ("Parse", _parse),                  # lexer + recursive descent; recovers per declaration
+    ("ResolveNames", _resolve),         # global symbols, types, folded constants
+    ("BuildLayout", _layout),           # V1Switch blocks; header instances and scalars
+    ("CheckTypes", _check),             # every block, action and table; v1model placement
+    ("GenerateJson", _generate),        # inlining, synthesized tables, jumps, BMv2 document
+    ("GenerateP4Info", _p4info),        # ids, aliases, the protobuf
+)
+
+
 def compile_source(text: str, filename: str = "<string>", include_dirs: Sequence[str | Path] = (),
                    defines: Mapping[str, str | None] | None = None) -> CompileResult:
     """Compile P4_16 source text; raises CompileError with every diagnostic found."""
-    diags = Diagnostics()
+    state = CompileState(text, filename, include_dirs, defines)
     if filename != "<string>":
-        diags.sources[filename] = text.splitlines()
-    # 1. C preprocessor (#include, #define) with line markers kept for positions.
-    pre = preprocess(text, filename, include_dirs, defines, diags)
-    diags.check()
-    assert pre is not None
-    # 2. Lex and parse; syntax errors recover at declaration boundaries.
-    program = parse(tokenize(pre, filename, diags), diags)
-    diags.check()
-    # 3. ResolveNames: global symbol table, types, constants.
-    g = ResolveNames().run(program, diags)
-    diags.check()
-    # 4. BuildLayout: header instances and scalars from V1Switch's H and M.
-    layout = BuildLayout().run(g, diags)
-    diags.check()
-    # 5. CheckTypes: every statement and expression of every block, v1model placement rules.
-    CheckTypes().run(g, layout, diags)
-    diags.check()
-    # 6. GenerateJson: lowering (inlining, synthesized tables, jumps) and the BMv2 document.
-    doc, cp = GenerateJson().run(g, layout, filename, diags)
-    diags.check()
-    # 7. GenerateP4Info: ids, aliases, the protobuf.
-    info = build_p4info(cp, diags)
-    diags.check()
-    return CompileResult(doc, info, tuple(diags.warnings))
+        state.diags.sources[filename] = text.splitlines()
+    for _name, run in PIPELINE:
+        run(state)
+        state.diags.check()
+    assert state.p4info is not None
+    return CompileResult(state.bmv2_json, state.p4info, tuple(state.diags.warnings))
 
 
 def compile_file(path: str | Path, include_dirs: Sequence[str | Path] = (),
