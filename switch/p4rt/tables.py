@@ -269,8 +269,8 @@ def _direct_data(ctx: Context, table: TableInfo, te: p4runtime_pb2.TableEntry
 def _write_default(ctx: Context, table: TableInfo, dp_table: object, kind: int,
                    te: p4runtime_pb2.TableEntry) -> None:
     if kind != Update.MODIFY:
-        raise _invalid(f"table '{table.name}': the default entry can only be modified, "
-                       f"not {Update.Type.Name(kind)}d")
+        raise _invalid(f"table '{table.name}': the default entry can only be modified "
+                       f"(got {Update.Type.Name(kind)})")
     if te.match:
         raise _invalid(f"table '{table.name}': a default entry has no match fields")
     if te.priority:
