@@ -108,10 +108,10 @@ def test_counters_count_per_job_packets_and_bytes() -> None:
 # ---- drop simulator ----
 
 def test_ingress_drop_simulator_rate() -> None:
-    """10 % (threshold 6554/65536) on one ingress port: 10 % ± 2 % of 5000 packets (> 4 sigma)."""
+    """10 % (threshold 6554/65536) on one ingress port: 10 % ± 2 % of 10k packets (6.7 sigma)."""
     sw = make_switch()
     sw.set_drop_rate(1, 6554)
-    n = 5000
+    n = 10_000
     # packets of an unknown job: the cheapest path after the simulator, counted either way
     frame = netsum_frame(worker_host(0), job_id=77, slot=0, values=VALUES)
     for _ in range(n):
