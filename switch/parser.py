@@ -233,8 +233,11 @@ class _StateCompiler:
             shift += (w + 7) // 8 * 8
         if terms:
             body.append(f"_key = {' | '.join(terms)}")
-        default = "None"
-        for k, tr in enumerate(st.get("transitions") or []):
+        transitions = st.get("transitions") or []
+        # No matching value and no default: parser error NoMatch (an empty list accepts).
+        no_match = self.layout.errors.get("NoMatch", 2)
+        default = f"ParserError({no_match})" if transitions else "None"
+        for k, tr in enumerate(transitions):
             tp = f"{path}.transitions[{k}]"
             if not isinstance(tr, dict):
                 raise cfg_error(tp, f"bad transition {tr!r}")
@@ -257,7 +260,10 @@ class _StateCompiler:
             else:
                 mv = parse_hexstr(m, tp)
                 body.append(f"if _key & {mv} == {v & mv}: return {target}")
-        body.append(f"return {default}")
+        if default.startswith("ParserError"):
+            body += ["pkt.off = off", f"raise {default}"]
+        else:
+            body.append(f"return {default}")
         return f"def {fname}(pkt):\n" + "".join(f"    {s}\n" for s in body)
 
 

@@ -120,3 +120,15 @@ def test_register_control_errors(dev: Device) -> None:
         r.read(4)
     with pytest.raises(InvalidArgument):
         r.write(0, 1 << 32)
+
+
+def test_select_without_default_is_no_match() -> None:
+    import json
+    j = json.loads(JSON.read_text())
+    start = j["parsers"][0]["parse_states"][0]
+    start["transitions"] = start["transitions"][:1]        # only 0x9000, no default
+    d = Device()
+    d.install(Device.build_pipeline(j))
+    f = frame(0x55)
+    assert d.process(1, f) == [(0, f)]                      # error recorded, packet goes on
+    assert d.stats.parser_errors == 1 and d.stats.truncated == 0

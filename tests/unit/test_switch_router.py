@@ -208,3 +208,34 @@ def test_control_from_another_thread_while_packets_flow(dev: Device) -> None:
         stop.set()
         t.join()
     assert not errors and ports <= {4, 5} and dev.stats.internal_errors == 0
+
+
+def test_direct_meter_colors_entries() -> None:
+    """A direct meter bound to the lpm table writes its colour to result_target on a hit."""
+    import json
+
+    j = json.loads(JSON.read_text())
+    j["meter_arrays"] = [{"name": "MyIngress.lpm_meter", "id": 0, "is_direct": True,
+                          "binding": "MyIngress.ipv4_lpm", "rate_count": 2, "type": "packets",
+                          "size": 1024, "result_target": ["scalars", "meta.tmp"]}]
+    tbl = j["pipelines"][0]["tables"][0]
+    tbl["direct_meters"] = "MyIngress.lpm_meter"
+    fwd_action = next(a for a in j["actions"] if a["name"] == "MyIngress.ipv4_forward")
+    fwd_action["primitives"].append({"op": "assign", "parameters": [
+        {"type": "field", "value": ["ipv4", "diffserv"]},
+        {"type": "field", "value": ["scalars", "meta.tmp"]}]})
+    d = Device()
+    d.install(Device.build_pipeline(j))
+    lpm = d.pipeline.tables["MyIngress.ipv4_lpm"]
+    assert lpm.direct_meter == "MyIngress.lpm_meter"
+    key = (Lpm(ip("10.0.0.0"), 8),)
+    lpm.insert(TableEntry(key, ActionCall("MyIngress.ipv4_forward", (NH, 4))))
+
+    def tos() -> int:
+        [(_, data)] = d.process(9, pkt("10.0.0.5"))
+        return Ether(data)[IP].tos
+    assert tos() == 0                                           # no config: green
+    from switch.entries import MeterConfig
+    lpm.set_meter(key, 0, MeterConfig(cir=1, cburst=1, pir=2, pburst=2))
+    assert [tos() for _ in range(3)] == [0, 1, 2]
+    assert lpm.get(key).meter == MeterConfig(1, 1, 2, 2)
