@@ -26,6 +26,9 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
     Every worker of the job must call with a tensor of the same length.  Raises QuantError for
     a bad tensor (before sending anything), WorkerTimeoutError when no result arrives for
     `timing.progress_deadline` seconds, TransportError for socket failures."""
+    if not all(callable(getattr(transport, m, None)) for m in ("send", "receive")):
+        raise TypeError(f"transport must have send() and receive(), got "
+                        f"{type(transport).__name__}")
     core = WorkerCore(tensor, job, timing, sets)
     transport.send(core.start(clock()).send)
     while core.state is CoreState.RUNNING:

@@ -143,6 +143,8 @@ def _pack_header_word(unit: Unit, header: Header) -> int:
 
 def encode(header: Header, values: np.ndarray | None, k: int) -> bytes:
     """One packet.  `values` None means K zeros (bootstrap/proposal-only packets)."""
+    if not isinstance(header, Header):
+        raise WireError(f"expected a wire.Header, got {type(header).__name__}")
     rec = np.zeros(1, dtype=packet_dtype(k))
     for unit in header_units():
         rec[unit.name] = _pack_header_word(unit, header)
@@ -189,8 +191,14 @@ def header_codec() -> HeaderCodec:
     return HeaderCodec(struct.Struct(">" + "".join(codes[u.size] for u in units)), units)
 
 
+def _check_buffer(buf: object) -> None:
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise WireError(f"expected bytes, got {type(buf).__name__}")
+
+
 def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
     """Validate length, message type and flags; return the header."""
+    _check_buffer(buf)
     size = HEADER_BYTES + 4 * check_k(k)
     if len(buf) != size:
         what = "truncated" if len(buf) < size else "too long"
@@ -278,7 +286,10 @@ def decode_batch(bufs: Sequence[bytes], k: int) -> tuple[dict[str, np.ndarray], 
     """Decode many packets at once: per-field arrays and an (n, K) int32 array.  Every packet is
     validated (length, msg_type, flags); the first bad one raises WireError naming its index."""
     dt = packet_dtype(k)
+    if isinstance(bufs, (bytes, bytearray, memoryview)) or not len(bufs):
+        raise WireError("decode_batch needs a non-empty sequence of packets (bytes each)")
     for i, b in enumerate(bufs):
+        _check_buffer(b)
         if len(b) != dt.itemsize:
             raise WireError(f"packet {i}: {len(b)} bytes, expected {dt.itemsize}")
     rec = np.frombuffer(b"".join(bufs), dtype=dt)
@@ -408,6 +419,7 @@ def _udp_checksum(src_ip: bytes, dst_ip: bytes, udp: bytes) -> int:
 def parse_frame(frame: bytes | bytearray | memoryview, k: int) -> ParsedFrame:
     """Validate and take apart one Ethernet frame carrying a netsum packet.  Ethernet padding
     after the IPv4 datagram is allowed; everything else inconsistent raises WireError."""
+    _check_buffer(frame)
     frame = bytes(frame)
     if len(frame) < ETH_BYTES + IPV4_BYTES + UDP_BYTES:
         raise WireError(f"frame truncated: {len(frame)} bytes is shorter than "

@@ -227,3 +227,8 @@ def test_cli_timeout_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("netsum-worker: error: job 1: no result for 0.2")
     assert err.count("\n") == 1
+
+
+def test_allreduce_rejects_non_transport() -> None:
+    with pytest.raises(TypeError, match="transport must have send"):
+        allreduce(np.ones(4, np.float32), object(), JobConfig(1, 1, 1))  # type: ignore[arg-type]

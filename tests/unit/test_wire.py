@@ -252,3 +252,17 @@ def test_prefix_rejects_wrong_length() -> None:
     prefix = wire.FramePrefix.build(SRC, DST, 140)
     with pytest.raises(WireError, match="140"):
         prefix.frame(b"x" * 10)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: wire.decode("x" * 140, 32),
+    lambda: wire.decode(None, 32),
+    lambda: wire.parse_frame(12345, 32),
+    lambda: wire.encode(None, None, 32),
+    lambda: wire.decode_batch([], 32),
+    lambda: wire.decode_batch(b"abc", 32),
+    lambda: wire.decode_batch(["x" * 140], 32),
+])
+def test_wrong_types_are_wire_errors(call) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(WireError):
+        call()
