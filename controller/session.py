@@ -1,0 +1,103 @@
+"""What every `netsum-ctl` verb starts from: the parsed arguments (`Ctx`), the switch they
+name (`--grpc-addr`/`--device-id`/`--election-id`, or `--topo` + `--switch`), a session with it
+and its schema, the program to push, and a `Controller` over the whole topology.  Sessions are
+context managers: they are closed on every path, errors included.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Iterator, TextIO
+
+from controller import render
+from controller.client import Endpoint, SwitchClient
+from controller.errors import ControllerError
+from controller.fabric import Controller, Program, load_program
+from controller.schema import Schema, load_p4info
+from controller.topology import Topology, load_topology
+
+__all__ = ["Ctx", "ctx_topology", "ctx_endpoint", "open_switch", "ctx_program", "open_controller"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ctx:
+    args: argparse.Namespace
+    out: TextIO
+
+    def emit(self, data: Any, text: str) -> None:
+        render.emit(self.out, self.args.json, data, text)
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+def ctx_topology(ctx: Ctx) -> Topology | None:
+    return load_topology(ctx.args.topo) if ctx.args.topo else None
+
+
+def ctx_endpoint(ctx: Ctx) -> Endpoint:
+    a = ctx.args
+    topo = ctx_topology(ctx)
+    if topo is not None and not a.grpc_addr_given:
+        if a.switch:
+            sw = topo.switch(a.switch)
+        elif len(topo.switches) == 1:
+            sw = topo.switches[0]
+        else:
+            raise ControllerError(f"{topo.source} has {len(topo.switches)} switches: say which "
+                                  f"with --switch ({', '.join(s.name for s in topo.switches)})")
+        return Endpoint(sw.grpc_addr, sw.device_id, sw.election_id)
+    return Endpoint(a.grpc_addr, a.device_id, a.election_id)
+
+
+@contextlib.contextmanager
+def open_switch(ctx: Ctx) -> Iterator[tuple[SwitchClient, Schema]]:
+    client = SwitchClient(ctx_endpoint(ctx), ctx.args.timeout)
+    client.connect()
+    try:
+        if ctx.args.p4info:
+            schema = Schema(load_p4info(ctx.args.p4info))
+        else:
+            got = client.get_pipeline()
+            if got is None:
+                raise ControllerError(f"switch {client.endpoint} has no forwarding pipeline: "
+                                      "push one first (`netsum-ctl pipeline push`)")
+            schema = Schema(got[0])
+        yield client, schema
+    finally:
+        client.close()
+
+
+def ctx_program(ctx: Ctx) -> Program:
+    a = ctx.args
+    if a.p4info and getattr(a, "bmv2_json", None):
+        return load_program(a.p4info, a.bmv2_json)
+    if a.p4info or getattr(a, "bmv2_json", None):
+        raise ControllerError("give both --p4info P4INFO and the BMv2 JSON, or neither (then "
+                              "the netsum program is built and used)")
+    try:
+        from netsum.build import BuildError, ensure_built
+    except ImportError as exc:
+        raise ControllerError(f"the netsum build is unavailable ({exc}); give --p4info and "
+                              "a BMv2 JSON") from None
+    try:
+        json_path, info_path = ensure_built(k=a.k)
+    except BuildError as exc:
+        raise ControllerError(f"building p4/netsum.p4 failed: {exc}") from None
+    return load_program(info_path, json_path)
+
+
+@contextlib.contextmanager
+def open_controller(ctx: Ctx, program: Program | None = None,
+                adopt: bool = True) -> Iterator[Controller]:
+    topo = ctx_topology(ctx)
+    if topo is None:
+        raise ControllerError(f"`{ctx.args.verb}` needs a topology file: --topo FILE")
+    ctl = Controller(topo, program, ctx.args.timeout)
+    try:
+        ctl.connect()
+        if adopt:
+            ctl.adopt()
+        yield ctl
+    finally:
+        ctl.close()

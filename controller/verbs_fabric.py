@@ -1,0 +1,148 @@
+"""`netsum-ctl` verbs over a whole topology (`--topo`): setup, run (watch and restore), jobs,
+per-job statistics and the drop simulator.  Each invocation adopts the state the switches hold,
+so separate invocations see each other's work.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from controller import ops, render
+from controller import program as P
+from controller.errors import ControllerError, JobError, LiteralError
+from controller.fabric import Controller
+from controller.jobs import plan_drop
+from controller.session import Ctx, ctx_program, open_controller, open_switch
+from controller.topology import JobSpec
+
+__all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_delete",
+           "cmd_job_reset", "cmd_stats", "cmd_dropsim_set"]
+
+
+# -- topology-wide: setup, jobs, stats, drop simulator ----------------------------------------
+
+def cmd_setup(ctx: Ctx) -> int:
+    program = ctx_program(ctx)
+    with open_controller(ctx, program, adopt=False) as ctl:
+        ctl.push_pipeline()
+        ctl.install_forwarding()
+        for spec in ctl.topo.jobs:
+            ctl.create_job(spec)
+        rows = _job_rows(ctl)
+    ctx.emit(rows, f"pipeline, forwarding and {len(ctl.topo.jobs)} job(s) installed on "
+             f"{len(ctl.topo.switches)} switch(es)\n" + render.table(rows))
+    return 0
+
+
+def _job_rows(ctl: Controller) -> list[dict[str, Any]]:
+    return [{"job": j.spec.id, "switch": p.switch, "role": p.role.value, "slots": str(p.slots),
+             "contributors": len([e for e in p.entries if e.table == P.MEMBER]),
+             "mgid": p.group.mgid} for j in sorted(ctl.jobs.values(), key=lambda j: j.spec.id)
+            for p in j.plans]
+
+
+def cmd_job_create(ctx: Ctx) -> int:
+    a = ctx.args
+    with open_controller(ctx) as ctl:
+        spec = next((j for j in ctl.topo.jobs if j.id == a.job_id), None)
+        workers = tuple(a.workers.split(",")) if a.workers else (spec.workers if spec else ())
+        slots = a.slots if a.slots is not None else (spec.slots if spec else None)
+        if not workers or slots is None:
+            raise JobError(f"job {a.job_id} is not in {ctl.topo.source}: give --workers "
+                           "h1,h2,... and --slots N")
+        for w in workers:
+            ctl.topo.host(w)
+        job = ctl.create_job(JobSpec(a.job_id, workers, slots))
+        rows = [r for r in _job_rows(ctl) if r["job"] == job.spec.id]
+    ctx.emit(rows, f"job {a.job_id} created\n" + render.table(rows))
+    return 0
+
+
+def cmd_job_list(ctx: Ctx) -> int:
+    with open_controller(ctx) as ctl:
+        rows = _job_rows(ctl)
+        free = [{"switch": n, "free_slots": al.free, "pool": al.size}
+                for n, al in ctl.allocators.items()]
+    ctx.emit({"jobs": rows, "slots": free}, render.table(rows) + "\n\n" + render.table(free))
+    return 0
+
+
+def cmd_job_delete(ctx: Ctx) -> int:
+    with open_controller(ctx) as ctl:
+        ctl.delete_job(ctx.args.job_id)
+    ctx.emit({"deleted": ctx.args.job_id}, f"job {ctx.args.job_id} deleted")
+    return 0
+
+
+def cmd_job_reset(ctx: Ctx) -> int:
+    with open_controller(ctx) as ctl:
+        ctl.reset_job(ctx.args.job_id)
+    ctx.emit({"reset": ctx.args.job_id}, f"job {ctx.args.job_id} reset (entries re-asserted, "
+             "counters zeroed)")
+    return 0
+
+
+_STAT_COLS = ["job", "switch", "role", "slots"] + [c for c, _ in P.JOB_COUNTERS]
+
+
+def cmd_stats(ctx: Ctx) -> int:
+    a = ctx.args
+    with open_controller(ctx) as ctl:
+        n = 0
+        while True:
+            rows = ctl.job_stats()
+            if a.watch and not a.json and ctx.out.isatty():
+                ctx.out.write("\x1b[H\x1b[2J")
+            stamp = time.strftime("%H:%M:%S")
+            ctx.emit(rows, f"per-job counters at {stamp}\n" + render.table(rows, _STAT_COLS))
+            ctx.out.flush()
+            n += 1
+            if not a.watch or (a.count and n >= a.count):
+                return 0
+            time.sleep(a.watch)
+
+
+def cmd_dropsim_set(ctx: Ctx) -> int:
+    a = ctx.args
+    if not 0.0 <= a.probability <= 1.0:
+        raise LiteralError(f"drop probability {a.probability} is not within 0..1")
+    if a.topo:
+        with open_controller(ctx) as ctl:
+            name = a.switch or (ctl.topo.switches[0].name if len(ctl.topo.switches) == 1
+                                else None)
+            if name is None:
+                raise ControllerError("say which switch with --switch")
+            ctl.set_drop(name, a.port, a.probability, a.direction)
+    else:
+        with open_switch(ctx) as (client, schema):
+            for e in plan_drop(schema, a.port, a.probability, a.direction):
+                current = [x for x in ops.read_entries(client, schema, e.table)
+                           if x.identity() == e.identity()]
+                ops.write_batch(client, schema, ops.MODIFY if current else ops.INSERT, [e])
+    thr = P.drop_threshold(a.probability)
+    ctx.emit({"port": a.port, "probability": a.probability, "threshold": thr,
+              "direction": a.direction},
+             f"port {a.port} ({a.direction}): drop probability {a.probability:g} "
+             f"(threshold {thr}/65536)")
+    return 0
+
+
+def cmd_run(ctx: Ctx) -> int:
+    """Set everything up, then watch the switches and restore any that restart."""
+    a = ctx.args
+    program = ctx_program(ctx)
+    with open_controller(ctx, program, adopt=False) as ctl:
+        ctl.push_pipeline()
+        ctl.install_forwarding()
+        for spec in ctl.topo.jobs:
+            ctl.create_job(spec)
+        ctx.out.write(f"controller running: {len(ctl.topo.switches)} switch(es), "
+                      f"{len(ctl.jobs)} job(s); checking every {a.interval:g} s\n")
+        ctx.out.flush()
+        try:
+            while True:
+                time.sleep(a.interval)
+                ctl.check(lambda name, why: (ctx.out.write(
+                    f"restored {name} ({why})\n"), ctx.out.flush()))
+        except KeyboardInterrupt:
+            return 0
