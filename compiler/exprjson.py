@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, TBinary, TCast, TConcat, TConst,
-                 TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TTernary, TUnary)
+from .ir import (FieldRef, HeaderRef, ParamRef, StackFieldRef, StackRef, TBinary, TCast,
+                 TConcat, TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TTernary,
+                 TUnary)
 from .types import Bits, Bool, EnumT, InfInt, width_of
 
 __all__ = ["Json", "hexstr", "field_json", "lower_expr", "as_param", "as_condition", "to_data",
@@ -49,6 +50,8 @@ def ref_json(loc: TLoc) -> Json:
         return {"type": "header_stack", "value": ref.name}
     if isinstance(ref, ParamRef):
         return {"type": "runtime_data", "value": ref.index}
+    if isinstance(ref, StackFieldRef):
+        return {"type": "stack_field", "value": [ref.stack, ref.field]}
     raise ValueError(f"no JSON for {ref}")
 
 
@@ -83,6 +86,9 @@ def lower_expr(te: TExpr) -> Json:
         case TLoc(ref=FieldRef() as ref):
             f = field_json(ref)
             return wrap("d2b", None, f) if isinstance(te.type, Bool) else f
+        case TLoc(ref=StackFieldRef()):
+            j = ref_json(te)
+            return wrap("d2b", None, j) if isinstance(te.type, Bool) else j
         case TLoc():
             return ref_json(te)
         case TIsValid(header=h):

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from .diagnostics import Pos
 from .types import HeaderT, P4Type, StackT, StructT
 
-__all__ = ["Ref", "FieldRef", "HeaderRef", "StackRef", "StructRef", "ParamRef", "TExpr",
+__all__ = ["Ref", "FieldRef", "HeaderRef", "StackRef", "StackLastRef", "StackFieldRef",
+           "StructRef", "ParamRef", "TExpr",
            "TConst", "TLoc", "TUnary", "TBinary", "TCast", "TSlice", "TConcat", "TTernary",
            "TIsValid", "TList", "TLookahead"]
 
@@ -38,6 +39,22 @@ class HeaderRef(Ref):
 class StackRef(Ref):
     name: str
     type: StackT
+
+
+@dataclass(frozen=True, slots=True)
+class StackLastRef(Ref):
+    """``stack.last``: the element extracted last (parser only in BMv2)."""
+
+    name: str
+    type: StackT
+
+
+@dataclass(frozen=True, slots=True)
+class StackFieldRef(Ref):
+    """A field of ``stack.last``: BMv2's ``stack_field``."""
+
+    stack: str
+    field: str
 
 
 @dataclass(frozen=True, slots=True)

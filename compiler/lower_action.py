@@ -363,6 +363,21 @@ class ActionLowering:
                     return
             session = self.simple_arg(session, prims)
             prims.append(_prim(op, [as_param(session), hexstr(fid)]))
+        elif n in ("resubmit", "recirculate", "clone3"):
+            data = a[-1]
+            elements = self._data_fields(data, info.pos)
+            if elements is None:
+                return
+            fid = self.ctx.field_list("fl", elements)
+            if n == "clone3":
+                ctype, session = a[0], a[1]
+                assert isinstance(ctype, TConst) and session is not None
+                op = "clone_ingress_pkt_to_egress" if int(ctype.value) == 0 \
+                    else "clone_egress_pkt_to_egress"
+                session = self.simple_arg(session, prims)
+                prims.append(_prim(op, [as_param(session), hexstr(fid)]))
+            else:
+                prims.append(_prim(n, [hexstr(fid)]))
         elif n in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
             fid = self._preserved_list(a[0], info.pos)
             if fid is not None:
@@ -381,6 +396,25 @@ class ActionLowering:
             self.err(info.pos, "unsupported construct: log_msg")
         else:
             self.err(info.pos, f"unsupported construct: extern function '{n}'")
+
+    def _data_fields(self, data: TExpr | None, pos: Pos) -> list[Json] | None:
+        """Fields of a list or struct argument (deprecated resubmit/recirculate/clone3)."""
+        out: list[Json] = []
+
+        def add(te: TExpr) -> bool:
+            if isinstance(te, TLoc) and isinstance(te.ref, FieldRef):
+                out.append(field_json(te.ref))
+                return True
+            if isinstance(te, TLoc) and isinstance(te.ref, StructRef):
+                return all(add(m) for _, m in te.ref.members)
+            if isinstance(te, TList):
+                return all(add(i) for i in te.items)
+            self.err(te.pos, "the preserved data must be metadata fields or structs of them")
+            return False
+
+        if data is not None and not add(data):
+            return None
+        return out
 
     def _preserved_list(self, idx: TExpr | None, pos: Pos) -> int | None:
         if not isinstance(idx, TConst):

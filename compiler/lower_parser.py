@@ -13,7 +13,7 @@ from .blocks import BlockScope
 from .calls import CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_condition, as_param, field_json, hexstr, lower_expr, ref_json, wrap
-from .ir import FieldRef, HeaderRef, StackRef, TConst, TExpr, TLoc, TLookahead
+from .ir import FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TLoc, TLookahead
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
 from .scopes import Env, SymKind
@@ -190,8 +190,8 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
                 width_of(ft) for _, ft in te.type.fields) if isinstance(te.type, HeaderT) else 0
             key_json.append({"type": "lookahead", "value": [la_offset, w]})
             keys.append(TConst(Bits(w), te.pos, 0))
-        elif isinstance(te, TLoc) and isinstance(te.ref, FieldRef):
-            key_json.append(field_json(te.ref))
+        elif isinstance(te, TLoc) and isinstance(te.ref, (FieldRef, StackFieldRef)):
+            key_json.append(ref_json(te))
             keys.append(te)
         elif isinstance(te.type, (Bits, Bool, ErrorT, EnumT)):
             key_json.append(as_param(te))

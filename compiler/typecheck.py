@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos, unknown
-from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TBinary, TCast, TConcat,
+from .ir import (FieldRef, HeaderRef, ParamRef, StackFieldRef, StackLastRef, StackRef,
+                 StructRef, TBinary, TCast, TConcat,
                  TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TTernary, TUnary)
 from .layout import Layout
 from .resolve import ConstValue, fold_binary, resolve_type
@@ -230,9 +231,18 @@ class Typer:
                                                 [n for n, _ in ref.type.fields]))
                     return None
                 return TLoc(ft, e.pos, FieldRef(ref.name, m), text)
+            if isinstance(ref, StackLastRef):
+                ft = ref.type.elem.field(m)
+                if ft is None:
+                    self.err(e.pos, unknown(f"field of header '{ref.type.elem.name}':", m,
+                                            [n for n, _ in ref.type.elem.fields]))
+                    return None
+                return TLoc(ft, e.pos, StackFieldRef(ref.name, m), text)
             if isinstance(ref, StackRef) and isinstance(base.type, StackT):
                 if m == "next":
                     return TLoc(ref.type.elem, e.pos, ref, text)
+                if m == "last":
+                    return TLoc(ref.type.elem, e.pos, StackLastRef(ref.name, ref.type), text)
                 if m == "size":
                     return TConst(Bits(32), e.pos, ref.type.size)
                 self.err(e.pos, f"unsupported construct: header stack member '{m}'")

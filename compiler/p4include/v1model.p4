@@ -110,6 +110,11 @@ enum CloneType {
     E2E
 }
 
+/* Deprecated forms kept for older programs: the data's fields are preserved. */
+extern void resubmit<T>(in T data);
+extern void recirculate<T>(in T data);
+extern void clone3<T>(in CloneType type, in bit<32> session, in T data);
+
 extern void resubmit_preserving_field_list(bit<8> index);
 extern void recirculate_preserving_field_list(bit<8> index);
 extern void clone(in CloneType type, in bit<32> session);
