@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from switch.device import Device                                   # noqa: E402
-from switch.entries import ActionCall, Exact, Lpm, Replica, TableEntry  # noqa: E402
+from switch.entries import ActionCall, Lpm, Replica, TableEntry  # noqa: E402
 
 ROUTER_JSON = ROOT / "tests" / "switch_json" / "router.json"
 STD_FIELDS = [["ingress_port", 9, False], ["egress_spec", 9, False], ["egress_port", 9, False],

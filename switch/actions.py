@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from switch.expressions import ExprCompiler, parse_hexstr, unwrap
+from switch.expressions import parse_hexstr, unwrap
 from switch.layout import cfg_error
 from switch.primitives import PRIMITIVES, PrimCtx
 
@@ -110,6 +110,3 @@ def action_source(ctx: PrimCtx, fname: str, action: dict[str, Any]) -> str:
     body = block_source(ctx, prims) or ["pass"]
     return f"def {fname}(F, P, pkt):\n" + "".join(f"    {s}\n" for s in body)
 
-
-def make_comp(ctx_layout: Any, path: str, widths: tuple[int, ...]) -> ExprCompiler:
-    return ExprCompiler(ctx_layout, path, widths)

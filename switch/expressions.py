@@ -12,7 +12,7 @@ from typing import Any
 
 from switch.layout import Layout, cfg_error
 
-__all__ = ["Expr", "ExprCompiler", "unwrap"]
+__all__ = ["Expr", "ExprCompiler", "unwrap", "parse_hexstr", "write_src"]
 
 Expr = tuple[str, int | None]      # (python source, max bits if known non-negative)
 

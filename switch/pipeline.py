@@ -9,21 +9,20 @@ generated code of one pipeline shares one namespace (`Namespace`), compiled once
 from __future__ import annotations
 
 import json
-import operator
 import random
 from typing import Any
 
 from switch.actions import action_source
 from switch.calculations import build_calculation
-from switch.entries import ActionCall, Exact, Lpm, Match, Optional, Range, TableEntry, Ternary
-from switch.errors import ConfigError, SwitchError
-from switch.expressions import ExprCompiler, parse_hexstr
+from switch.errors import ConfigError
+from switch.expressions import ExprCompiler
 from switch.layout import Layout, build_layout, cfg_error
 from switch.parser import deparser_source, parser_source
 from switch.primitives import AssertFailure, Namespace, PrimCtx, StdFields
 from switch.replication import PRE
 from switch.stateful import CounterArray, MeterArray, RegisterArray
-from switch.tables import ActionInfo, KeyField, Table
+from switch.table_loader import build_table, init_entries, key_function
+from switch.tables import Table
 
 __all__ = ["Pipeline", "ActionSpec", "load_json"]
 
@@ -270,7 +269,7 @@ class Pipeline:
             if not isinstance(t, dict) or not isinstance(t.get("name"), str):
                 raise cfg_error(tp, "expected an object with a string 'name'")
             tp = f"{tp} ('{t['name']}')"
-            table = self._init_table(tp, t)
+            table = build_table(self, tp, t)
             if table.name in self.tables:
                 raise cfg_error(tp, "duplicate table name")
             self.tables[table.name] = table
@@ -306,7 +305,7 @@ class Pipeline:
             meter_target = None
             if table._meter is not None and table._meter.result_target is not None:
                 meter_target = self.layout.slot(list(table._meter.result_target), tp).index
-            self.ns.names[nodes[table.name]] = table.make_node(self._keyfn(tp, t, table), plen,
+            self.ns.names[nodes[table.name]] = table.make_node(key_function(self, tp, t, table), plen,
                                                                meter_target)
         for tp, t, table in tables:
             nt = t.get("next_tables") or {}
@@ -320,147 +319,9 @@ class Pipeline:
             hm = "__HIT__" in nt or "__MISS__" in nt
             table.link(by_action, resolve.get("__HIT__", base_node),
                        resolve.get("__MISS__", base_node), hm)
-            self._init_entries(tp, t, table)
+            init_entries(self, tp, t, table)
         init = p.get("init_table")
         return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
-
-    def _init_table(self, tp: str, t: dict[str, Any]) -> Table:
-        if t.get("type", "simple") != "simple":
-            raise cfg_error(tp, f"table type {t.get('type')!r} (action profiles) is not "
-                                "supported yet")
-        key = []
-        for k, kf in enumerate(t.get("key") or []):
-            kp = f"{tp}.key[{k}]"
-            mt = kf.get("match_type") if isinstance(kf, dict) else None
-            if mt not in ("exact", "lpm", "ternary", "range", "optional", "valid"):
-                raise cfg_error(kp, f"match type {mt!r} is not supported")
-            if mt == "valid":
-                width = 1
-                self.layout.header(kf.get("target"), kp)
-                mt = "exact"
-            else:
-                width = self.layout.slot(kf.get("target"), kp).width
-            key.append(KeyField(str(kf.get("name", kf.get("target"))), mt, width))
-        names = t.get("actions") or []
-        ids = t.get("action_ids") or []
-        if len(names) != len(ids):
-            raise cfg_error(tp, "'actions' and 'action_ids' differ in length")
-        infos: dict[str, ActionInfo] = {}
-        for n, aid in zip(names, ids):
-            spec = self._actions_by_id.get(aid)
-            if spec is None or spec.name != n:
-                raise cfg_error(tp, f"action id {aid} ('{n}') is not a known action")
-            infos[n] = ActionInfo(n, aid, spec.runtime_data, spec.fn)
-        if not infos:
-            raise cfg_error(tp, "table has no actions")
-        counter = None
-        if t.get("with_counters"):
-            counter = next((c.name for c in self.counters.values()
-                            if c.is_direct and c.binding == t["name"]), None)
-            if counter is None:   # bmv2 keeps an anonymous direct counter then
-                counter = f"{t['name']}$counter"
-        meter = None
-        if t.get("direct_meters"):
-            meter = self.meters.get(t["direct_meters"])
-            if meter is None:
-                raise cfg_error(tp, f"unknown direct meter {t['direct_meters']!r}")
-        de = t.get("default_entry") or {}
-        table = Table(t["name"], int(t.get("id", 0)), tuple(key), infos,
-                      int(t.get("max_size", 1024)), is_const=bool(t.get("entries")),
-                      default_is_const=bool(de.get("action_const", False)),
-                      hidden=t["name"].startswith("tbl_") and not key,
-                      direct_counter=counter, direct_meter=meter)
-        if counter in self.counters:
-            self.counters[counter].table = table
-        if meter is not None:
-            meter.table = table
-        return table
-
-    def _keyfn(self, tp: str, t: dict[str, Any], table: Table) -> Any:
-        srcs = []
-        for k, kf in enumerate(t.get("key") or []):
-            kp = f"{tp}.key[{k}]"
-            if kf.get("match_type") == "valid":
-                srcs.append(f"F[{self.layout.header(kf.get('target'), kp).valid}]")
-                continue
-            s = self.layout.slot(kf.get("target"), kp)
-            src = f"F[{s.index}]"
-            if s.signed:
-                src = f"({src} & {s.mask})"
-            if kf.get("mask") is not None:
-                src = f"({src} & {parse_hexstr(kf['mask'], kp)})"
-            srcs.append(src)
-        if table.kind == "keyless":
-            return None
-        if table.kind == "exact":
-            if all(s.startswith("F[") and s.endswith("]") for s in srcs):
-                return operator.itemgetter(*(int(s[2:-1]) for s in srcs))
-            body = srcs[0] if len(srcs) == 1 else f"({', '.join(srcs)},)"
-        else:
-            terms, ranges = [], []
-            for src, shift in zip(srcs, table._shifts):
-                if shift is None:
-                    ranges.append(src)
-                else:
-                    terms.append(f"({src} << {shift})" if shift else src)
-            k = " | ".join(terms) or "0"
-            body = k if table.kind == "lpm" else f"({k}, ({''.join(r + ', ' for r in ranges)}))"
-        ns: dict[str, Any] = {}
-        exec(compile(f"def key(F):\n    return {body}\n", f"<key {table.name}>", "exec"), ns)
-        return ns["key"]
-
-    def _call(self, path: str, table: Table, aid: Any, data: Any) -> ActionCall:
-        spec = self._actions_by_id.get(aid)
-        if spec is None or spec.name not in table.action_names:
-            raise cfg_error(path, f"action id {aid!r} is not an action of table "
-                                  f"'{table.name}'")
-        params = tuple(parse_hexstr(d, path) for d in (data or []))
-        return ActionCall(spec.name, params)
-
-    def _init_entries(self, tp: str, t: dict[str, Any], table: Table) -> None:
-        de = t.get("default_entry")
-        try:
-            if isinstance(de, dict) and "action_id" in de:
-                table.set_initial_default(self._call(f"{tp}.default_entry", table,
-                                                     de["action_id"], de.get("action_data")))
-            else:
-                table.set_initial_default(ActionCall(table.action_names[0]) if
-                                          not self.actions[table.action_names[0]].runtime_data
-                                          else ActionCall(table.action_names[0], (0,) * len(
-                                              self.actions[table.action_names[0]].runtime_data)))
-            entries = t.get("entries") or []
-            prios = [e.get("priority", k) for k, e in enumerate(entries)]
-            top = max(prios, default=0) + 1
-            for k, e in enumerate(entries):
-                ep = f"{tp}.entries[{k}]"
-                key = tuple(self._match(f"{ep}.match_key[{m}]", kf, table.key[m].match_type)
-                            for m, kf in enumerate(e.get("match_key") or []))
-                ae = e.get("action_entry") or {}
-                call = self._call(ep, table, ae.get("action_id"), ae.get("action_data"))
-                # bmv2: smaller JSON priority wins; P4Runtime: larger wins.
-                prio = top - prios[k] if table.needs_priority else 0
-                table.insert(TableEntry(key, call, prio, is_const=True), _const_ok=True)
-        except SwitchError as e:
-            if isinstance(e, ConfigError):
-                raise
-            raise ConfigError(f"{tp}: {e.message}") from None
-        except (KeyError, IndexError, TypeError, ValueError) as e:
-            raise ConfigError(f"{tp}: malformed table entry ({e!r})") from None
-
-    def _match(self, path: str, kf: dict[str, Any], mt: str) -> Match:
-        def hx(name: str) -> int:
-            return parse_hexstr(kf.get(name), path)
-        if mt == "exact":
-            return Exact(hx("key"))
-        if mt == "lpm":
-            return Lpm(hx("key"), int(kf["prefix_length"]))
-        if mt == "ternary":
-            return Ternary(hx("key") & hx("mask"), hx("mask"))
-        if mt == "range":
-            return Range(hx("start"), hx("end"))
-        if mt == "optional":
-            return Optional(hx("key"))
-        raise cfg_error(path, f"match type {mt!r} not supported in entries")
 
     def init_checksums(self) -> None:
         verify, update = [], []

@@ -16,7 +16,8 @@ from switch.errors import FailedPrecondition, InvalidArgument, OutOfRange
 if TYPE_CHECKING:
     from switch.tables import Table
 
-__all__ = ["RegisterArray", "CounterArray", "MeterArray", "GREEN", "YELLOW", "RED"]
+__all__ = ["RegisterArray", "CounterArray", "MeterArray", "GREEN", "YELLOW", "RED",
+           "execute_bucket", "new_bucket"]
 
 GREEN, YELLOW, RED = 0, 1, 2     # v1model MeterColor encoding used by bmv2
 

@@ -8,7 +8,6 @@ Everything here runs with the device lock held by the caller.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from switch.parser import ParserError
 from switch.pipeline import Pipeline
