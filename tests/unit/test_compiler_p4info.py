@@ -1,0 +1,84 @@
+"""P4Info details beyond the fixtures: controller headers, @id/@name, ambiguous aliases,
+action scopes, default-action arguments, const defaults, meters and registers."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from p4.config.v1 import p4info_pb2
+
+import compiler
+from compiler.ids import Prefix, assign_ids, jenkins_oaat
+from compiler.diagnostics import Diagnostics
+from compiler.p4info import aliases
+
+ROUTER = Path(__file__).resolve().parents[2] / "tests" / "p4programs" / "basic_router.p4"
+
+
+def router(edit: dict[str, str]) -> p4info_pb2.P4Info:
+    src = ROUTER.read_text()
+    for old, new in edit.items():
+        assert old in src
+        src = src.replace(old, new)
+    return compiler.compile_source(src, "r.p4").p4info
+
+
+def test_controller_headers_hash_the_type_name() -> None:
+    info = router({"struct metadata { }": '@controller_header("packet_out")\n'
+                   "header packet_out_header_t { bit<9> egress_port; bit<7> _pad; }\n"
+                   "struct metadata { }",
+                   "    ipv4_t     ipv4;\n}": "    ipv4_t     ipv4;\n"
+                   "    packet_out_header_t po;\n}"})
+    (cpm,) = info.controller_packet_metadata
+    assert cpm.preamble.id == 76689799 and cpm.preamble.name == "packet_out"
+    assert [(m.id, m.name, m.bitwidth) for m in cpm.metadata] == [(1, "egress_port", 9),
+                                                                  (2, "_pad", 7)]
+
+
+def test_id_and_name_annotations_and_scopes() -> None:
+    info = router({
+        "    table ipv4_lpm {": '    @id(0x02000777) @name("routes") table ipv4_lpm {',
+        "    action drop() {": '    @name(".global_drop") action drop() {',
+        "            NoAction;\n": "            @defaultonly NoAction;\n",
+        "default_action = drop();": "const default_action = ipv4_forward(0xAABB, 3);",
+    })
+    (t,) = info.tables
+    assert (t.preamble.id, t.preamble.name, t.preamble.alias) == (0x02000777, "MyIngress.routes",
+                                                                   "routes")
+    names = {a.preamble.name for a in info.actions}
+    assert "global_drop" in names
+    scopes = {r.id: r.scope for r in t.action_refs}
+    noaction = (Prefix.ACTION << 24) | (jenkins_oaat(b"NoAction") & 0xFFFFFF)
+    assert scopes[noaction] == p4info_pb2.ActionRef.DEFAULT_ONLY
+    fwd = next(a for a in info.actions if a.preamble.name == "MyIngress.ipv4_forward")
+    assert t.const_default_action_id == fwd.preamble.id
+    args = [(a.param_id, a.value) for a in t.initial_default_action.arguments]
+    assert args == [(1, bytes.fromhex("00000000aabb")), (2, b"\x00\x03")]
+
+
+def test_aliases_are_shortest_unique_suffixes() -> None:
+    got = aliases(["ingress._drop", "egress._drop", "ingress.fwd", "NoAction", "a.b.c", "x.b.c"])
+    assert got == {"ingress._drop": "ingress._drop", "egress._drop": "egress._drop",
+                   "ingress.fwd": "fwd", "NoAction": "NoAction", "a.b.c": "a.b.c",
+                   "x.b.c": "x.b.c"}
+
+
+def test_collisions_probe_upward_in_sorted_order() -> None:
+    taken = {(Prefix.ACTION << 24) | (jenkins_oaat(b"b") & 0xFFFFFF)}
+    ids = assign_ids(Prefix.ACTION, [("b", None), ("a", None)], Diagnostics(), taken)
+    assert ids["b"] == ((Prefix.ACTION << 24) | (jenkins_oaat(b"b") & 0xFFFFFF)) + 1
+    assert ids["a"] == (Prefix.ACTION << 24) | (jenkins_oaat(b"a") & 0xFFFFFF)
+
+
+def test_meters_registers_counters() -> None:
+    info = compiler.compile_file(Path(__file__).resolve().parents[2] / "tests" / "p4programs"
+                                 / "stateful.p4").p4info
+    assert [(m.preamble.name, m.spec.unit, m.size) for m in info.meters] == \
+        [("StIngress.rate", p4info_pb2.MeterSpec.BYTES, 1024)]
+    (dm,) = info.direct_meters
+    assert dm.preamble.name == "StIngress.drate" and dm.direct_table_id == info.tables[0].preamble.id
+    assert [(r.preamble.name, r.type_spec.bitstring.bit.bitwidth, r.size)
+            for r in info.registers] == [("StIngress.totals", 32, 1024),
+                                         ("StIngress.maxima", 8, 1024)]
+    assert sorted(info.tables[0].direct_resource_ids) == sorted(
+        [dm.preamble.id, info.direct_counters[0].preamble.id])
+    assert all(r.preamble.id >> 24 == Prefix.REGISTER for r in info.registers)
