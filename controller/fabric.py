@@ -253,6 +253,23 @@ class Controller:
 
     # -- transactions ---------------------------------------------------------------------------
     def _transact(self, changes: dict[str, list[_Step]]) -> None:
+        """Apply per-switch steps on every switch or none.  A switch found restarted (stream
+        down, or no pipeline) is restored first, and the whole change retried once: the ledger
+        only holds what succeeded, so replaying it then applying the change is consistent."""
+        for name in changes:
+            if not self.clients[name].connected or name in self._unrestored:
+                self._recover(name, self.clients[name].timeout)
+        try:
+            self._transact_once(changes)
+        except PipelineMissing as exc:
+            if self.program is None:
+                raise
+            lost = getattr(exc, "switch", None)
+            for name in [lost] if lost in changes else list(changes):
+                self._recover(name, self.clients[name].timeout)
+            self._transact_once(changes)
+
+    def _transact_once(self, changes: dict[str, list[_Step]]) -> None:
         """Apply per-switch steps; all switches or none (earlier switches are rolled back)."""
         done: list[tuple[str, list[_Step]]] = []
         try:
@@ -262,6 +279,7 @@ class Controller:
                     done.append((name, steps))
         except ControllerError as exc:
             failed_on = name
+            exc.switch = failed_on  # type: ignore[attr-defined]  # which switch refused
             for prev_name, steps in reversed(done):
                 try:
                     ops.apply_all_or_nothing(self.clients[prev_name], self.schema(prev_name),
@@ -311,37 +329,45 @@ class Controller:
     def check(self, on_restore: Callable[[str, str], None] | None = None,
               probe_timeout: float = 1.0) -> list[str]:
         """Notice switches that lost their state and restore them; returns the names restored.
-        A switch that is down, or whose restore failed half-way, is tried again next call
-        (`_unrestored` remembers the latter even though its pipeline is back)."""
+        A switch that is down, or whose restore failed half-way, is tried again next call."""
         restored = []
-        for name, client in self.clients.items():
-            reason = "previous restore incomplete" if name in self._unrestored else None
+        for name in self.clients:
             try:
-                if not client.connected:
-                    client.connect(probe_timeout)
-                    reason = reason or "stream reconnected"
-                got = client.get_pipeline()
-                if got is None:
-                    reason = "pipeline missing"
-                elif self.program is not None and got[1] != self.program.cookie:
-                    reason = "pipeline replaced"
-                elif reason == "stream reconnected":
-                    reason = None   # same pipeline after a stream blip: nothing was lost
-                if reason is None:
-                    continue
-                self._unrestored.add(name)
-                self.restore(name)
-                self._unrestored.discard(name)
+                reason = self._recover(name, probe_timeout)
             except SwitchUnreachable:
                 continue
             except ControllerError as exc:
                 if on_restore is not None:
                     on_restore(name, f"restore failed, will retry: {exc.message}")
                 continue
-            restored.append(name)
-            if on_restore is not None:
-                on_restore(name, reason)
+            if reason is not None:
+                restored.append(name)
+                if on_restore is not None:
+                    on_restore(name, reason)
         return restored
+
+    def _recover(self, name: str, probe_timeout: float) -> str | None:
+        """Reconnect `name` if its stream is down and restore it if its state is gone (or a
+        previous restore stopped half-way: `_unrestored` remembers that even though the
+        pipeline is back).  Returns why it restored, or None when nothing was lost."""
+        client = self.clients[name]
+        reason = "previous restore incomplete" if name in self._unrestored else None
+        if not client.connected:
+            client.connect(probe_timeout)
+            reason = reason or "stream reconnected"
+        got = client.get_pipeline()
+        if got is None:
+            reason = "pipeline missing"
+        elif self.program is not None and got[1] != self.program.cookie:
+            reason = "pipeline replaced"
+        elif reason == "stream reconnected":
+            return None     # same pipeline after a stream blip: nothing was lost
+        if reason is None:
+            return None
+        self._unrestored.add(name)
+        self.restore(name)
+        self._unrestored.discard(name)
+        return reason
 
     def restore(self, switch: str) -> None:
         """Push the pipeline to `switch` and replay everything the ledger says it holds."""

@@ -383,3 +383,20 @@ def test_bad_topology_file_via_cli(tmp_path, mutate, message) -> None:  # type: 
         assert err.count("\n") == 1
     rc, _, err = ctl(tmp_path / "missing.yaml", "job", "list")
     assert rc == 1 and "cannot read topology file" in err
+
+
+def test_a_change_on_a_restarted_switch_restores_it_first(tree, switches) -> None:
+    """No check() call in between: the next operation notices the restart, restores the switch
+    from the ledger and then applies the change."""
+    c, topo = tree
+    c.create_job(topo.jobs[0])
+    switches["leaf1"].restart()
+    c.create_job(topo.jobs[1])                  # touches leaf1, leaf2 and root
+    names = {e.table for e in ops.read_entries(c.clients["leaf1"], c.schema("leaf1"), None)}
+    assert {P.DMAC, P.ARP, P.JOB, P.MEMBER, P.REPLICA} <= names
+    jobs = [e.match[0][1].value for e in ops.read_entries(c.clients["leaf1"], c.schema("leaf1"),
+                                                          P.JOB)]
+    assert sorted(jobs) == [1, 2]
+    results = aggregate_through_tree(c, switches, 2, 5, ("h1", "h3"))
+    assert sorted(results) == ["h1", "h3"]
+    assert all(np.array_equal(v, vec(1) + vec(2)) for v in results.values())
