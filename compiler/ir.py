@@ -144,4 +144,6 @@ class TList(TExpr):
 
 @dataclass(frozen=True, slots=True)
 class TLookahead(TExpr):
-    """``pkt.lookahead<T>()``: parser only."""
+    """``pkt.lookahead<T>()`` (or a field of it): parser only; ``offset`` bits from here."""
+
+    offset: int = 0

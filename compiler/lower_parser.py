@@ -112,7 +112,7 @@ def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
                                        f"{show(lhs.type)}, got {show(la.type)}")
                 return
             ops.append({"parameters": [field_json(lhs.ref), {
-                "type": "lookahead", "value": [0, width_of(lhs.type)]}], "op": "set"})
+                "type": "lookahead", "value": [la.offset, width_of(lhs.type)]}], "op": "set"})
         elif la is not None:
             ctx.diags.error(s.pos, "unsupported construct: lookahead into this target")
         return
@@ -180,7 +180,6 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
                      "next_state": target(t, st.transition_pos)}]
     keys: list[TExpr] = []
     key_json: list[Json] = []
-    la_offset = 0
     for k in t.keys:
         te = ctx.typer.expr(k, env)
         if te is None:
@@ -188,7 +187,7 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
         if isinstance(te, TLookahead):
             w = width_of(te.type) if isinstance(te.type, Bits) else sum(
                 width_of(ft) for _, ft in te.type.fields) if isinstance(te.type, HeaderT) else 0
-            key_json.append({"type": "lookahead", "value": [la_offset, w]})
+            key_json.append({"type": "lookahead", "value": [te.offset, w]})
             keys.append(TConst(Bits(w), te.pos, 0))
         elif isinstance(te, TLoc) and isinstance(te.ref, (FieldRef, StackFieldRef)):
             key_json.append(ref_json(te))

@@ -15,7 +15,7 @@ from .layout import Layout
 from .resolve import ConstValue, fold_binary, resolve_type
 from .scopes import Env, SymKind
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, StructT,
-                    VarbitT, show)
+                    VarbitT, show, width_of)
 
 __all__ = ["Typer", "expr_text"]
 
@@ -210,6 +210,15 @@ class Typer:
                 return None
         base = self.expr(x, env)
         if base is None:
+            return None
+        if isinstance(base, TLookahead) and isinstance(base.type, HeaderT):
+            off = base.offset
+            for fname, ft in base.type.fields:
+                if fname == m:
+                    return TLookahead(ft, e.pos, off)
+                off += width_of(ft)
+            self.err(e.pos, unknown(f"field of header '{base.type.name}':", m,
+                                    [n for n, _ in base.type.fields]))
             return None
         if isinstance(base, TLoc):
             ref = base.ref

@@ -17,7 +17,7 @@ from switch.entries import ActionCall, Exact, Lpm, Replica, TableEntry
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "p4programs"
 GOLDEN = ROOT / "tests" / "golden" / "compiler"
-NAMES = ["basic_router", "tunnel", "mcast", "stateful", "checksum_hash", "stack"]
+NAMES = ["basic_router", "tunnel", "mcast", "stateful", "checksum_hash", "stack", "calc"]
 # stack.p4 uses push/pop/stack_field, which the embedded switch does not implement yet.
 RUNNABLE = [n for n in NAMES if n != "stack"]
 
@@ -158,3 +158,20 @@ def test_const_entries_route_and_parser_error_drops() -> None:
     bad = bytearray(udp("10.1.0.9"))
     bad[14] = 0x65  # IP version 6: lookahead select rejects, parser_error is set
     assert d.process(1, bytes(bad)) == []
+
+
+@pytest.mark.parametrize("op,a,b,result", [
+    (b"+", 7, 5, 12), (b"-", 5, 7, (5 - 7) & 0xFFFFFFFF), (b"&", 0xF0F0, 0xFF00, 0xF000),
+    (b"|", 1, 2, 3), (b"^", 3, 1, 2),
+])
+def test_calc_tutorial_program(op: bytes, a: int, b: int, result: int) -> None:
+    d = device("calc")
+    body = b"P4\x01" + op + a.to_bytes(4, "big") + b.to_bytes(4, "big") + bytes(4)
+    frame = bytes(Ether(dst="00:00:00:00:00:01", src="00:00:00:00:00:02", type=0x1234)) + body
+    out = d.process(3, frame)
+    assert [p for p, _ in out] == [3]  # sent back where it came from
+    reply = out[0][1]
+    assert reply[:6] == bytes.fromhex("000000000002") and reply[6:12] == bytes.fromhex("000000000001")
+    assert int.from_bytes(reply[14 + 12:14 + 16], "big") == result
+    bad = frame[:14] + b"Q" + frame[15:]  # lookahead sees no 'P': not a calc packet -> dropped
+    assert d.process(3, bad) == []
