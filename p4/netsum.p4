@@ -166,6 +166,9 @@ struct metadata_t {
     bit<32> idx;
     bit<32> bm_before;
     bit<32> bm_other;
+    bit<32> owner_tag;     /* (epoch << 16) | job_id: who may use a (slot, set) round */
+    bit<32> owner_cur;
+    bit<32> owner_oth;
     bit<8>  count;
     bit<8>  exp;
     bit<1>  done;
@@ -230,6 +233,7 @@ control NetsumIngress(inout headers_t hdr, inout metadata_t meta,
 #define NS_VALUE_REGISTER(f, r) register<bit<32>>(NS_REG_SIZE) r;
     NS_VALUES(NS_VALUE_REGISTER)
     register<bit<32>>(NS_REG_SIZE) bitmap;
+    register<bit<32>>(NS_REG_SIZE) owner;
     register<bit<8>>(NS_REG_SIZE) contributions;
     register<bit<8>>(NS_REG_SIZE) max_exp;
     register<bit<1>>(NS_REG_SIZE) done;
@@ -352,6 +356,18 @@ control NetsumIngress(inout headers_t hdr, inout metadata_t meta,
         size = 8192;
     }
 
+    /* A job's epoch: the controller bumps it when it (re)installs a job, so that rounds left in
+     * the job's slots by an earlier run (or by another job that had the range) count as empty. */
+    action set_epoch(bit<16> epoch) {
+        meta.owner_tag = ((bit<32>)epoch << 16) | (bit<32>)hdr.netsum.job_id;
+    }
+    table job_epoch {
+        key = { hdr.netsum.job_id: exact; }
+        actions = { set_epoch; }
+        default_action = set_epoch(0);
+        size = NETSUM_MAX_JOBS;
+    }
+
     /* ---- drops by reason (non-member and unknown job are the tables' default actions) ---- */
     action drop_malformed_pkt() {
         drop_malformed.count(meta.cidx);
@@ -376,11 +392,23 @@ control NetsumIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     /* SwitchML's bitmap step: set this worker's bit in its set, clear it in the other set (the
-     * worker has moved on from the other set's round, so it may start a new round there). */
+     * worker has moved on from the other set's round, so it may start a new round there).
+     * A set whose owner is not this job and epoch holds a stale round: its bitmap counts as
+     * empty (mask 0), so the packet starts a fresh round instead of replaying an old result.
+     * The mask is computed without `if`: (bit<33>)(a ^ b) - 1 has bit 32 set iff a == b. */
     action update_bitmap() {
+        owner.read(meta.owner_cur, meta.idx);
+        owner.write(meta.idx, meta.owner_tag);
+        bit<33> same_cur = (bit<33>)(meta.owner_cur ^ meta.owner_tag) - 1;
         bitmap.read(meta.bm_before, meta.idx);
+        meta.bm_before = meta.bm_before & (32w0 - (bit<32>)(same_cur >> 32));
         bitmap.write(meta.idx, meta.bm_before | meta.worker_bit);
+
+        owner.read(meta.owner_oth, meta.idx ^ 1);
+        owner.write(meta.idx ^ 1, meta.owner_tag);
+        bit<33> same_oth = (bit<33>)(meta.owner_oth ^ meta.owner_tag) - 1;
         bitmap.read(meta.bm_other, meta.idx ^ 1);
+        meta.bm_other = meta.bm_other & (32w0 - (bit<32>)(same_oth >> 32));
         bitmap.write(meta.idx ^ 1, meta.bm_other & ~meta.worker_bit);
     }
 
@@ -538,6 +566,7 @@ control NetsumIngress(inout headers_t hdr, inout metadata_t meta,
                     } else if (hdr.netsum.msg_type == MSG_DATA) {
                         member.apply();
                         if (meta.worker_bit != 0) {
+                            job_epoch.apply();
                             update_bitmap();
                             if ((meta.bm_before & meta.worker_bit) == 0) {
                                 if (meta.bm_before == 0) {

@@ -241,3 +241,49 @@ def test_k64_build_aggregates_64_values() -> None:
         check_result(parse_frame(frame, k=64), to=hosts[port - 1], job=JOB, slot=0, set_=0,
                      exp=4, count=2, values=(0,) * 64)
     assert sw.register("val63", 0) == 0
+
+
+def _round(sw: NetsumSwitch, hosts: Sequence[Host], job: int, slot: int, set_: int,
+           values: Sequence[Sequence[int]]) -> list[list[tuple[int, bytes]]]:
+    return [sw.send(h.port, netsum_frame(h, job_id=job, slot=slot, set=set_, values=v))
+            for h, v in zip(hosts, values)]
+
+
+def test_slots_reused_by_another_job_start_fresh_rounds() -> None:
+    from switch.entries import Exact
+
+    sw = NetsumSwitch(netsum_config())
+    hosts = [worker_host(i) for i in range(2)]
+    sw.add_job(1, hosts, slot_base=0, num_slots=4)
+    outs = _round(sw, hosts, 1, 0, 0, [[5] * K_DEFAULT] * 2)
+    assert parse_frame(outs[-1][0][1]).values == (10,) * K_DEFAULT
+    # the controller removes job 1 and hands its slot range to job 2 (same worker bits)
+    sw.pipeline.tables["NetsumIngress.job"].delete((Exact(1),), 0)
+    sw.add_job(2, hosts, slot_base=0, num_slots=4)
+    outs = _round(sw, hosts, 2, 0, 0, [[7] * K_DEFAULT] * 2)
+    assert outs[0] == []                 # not a replay of job 1's result
+    assert len(outs[1]) == 2
+    p = parse_frame(outs[1][0][1])
+    assert (p.header["job_id"], p.header["count"], p.values) == (2, 2, (14,) * K_DEFAULT)
+    assert sw.counter("retransmissions", 2) == 0
+
+
+def test_epoch_bump_starts_fresh_rounds_for_a_rerun() -> None:
+    from switch.entries import Exact
+
+    sw, hosts = make_switch(2)
+    _round(sw, hosts, JOB, 0, 0, [[1] * K_DEFAULT] * 2)
+    # a new run of the same job in the same epoch: set 0 still holds the finished round, so the
+    # first packet is a retransmission and gets the old result back
+    again = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, set=0, values=[9] * K_DEFAULT))
+    assert [p for p, _ in again] == [1]
+    assert parse_frame(again[0][1]).values == (2,) * K_DEFAULT
+    # with a new epoch (what the controller sets when it reinstalls the job) it starts afresh
+    sw.insert("NetsumIngress.job_epoch", [Exact(JOB)], "NetsumIngress.set_epoch", [1])
+    outs = _round(sw, hosts, JOB, 0, 0, [[9] * K_DEFAULT, [4] * K_DEFAULT])
+    assert outs[0] == []
+    assert {parse_frame(f).values for _, f in outs[1]} == {(13,) * K_DEFAULT}
+    assert sw.register("owner", 0) == (1 << 16) | JOB
+    # and rounds keep alternating normally within the epoch
+    outs = _round(sw, hosts, JOB, 0, 1, [[3] * K_DEFAULT] * 2)
+    assert {parse_frame(f).values for _, f in outs[1]} == {(6,) * K_DEFAULT}
