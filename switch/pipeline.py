@@ -15,7 +15,8 @@ from typing import Any
 from switch.actions import action_source
 from switch.calculations import build_calculation
 from switch.errors import ConfigError
-from switch.expressions import ExprCompiler
+from switch.control import FixedTable, conditional_source
+from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import Layout, build_layout, cfg_error
 from switch.parser import deparser_source, parser_source
 from switch.primitives import AssertFailure, Namespace, PrimCtx, StdFields
@@ -30,14 +31,15 @@ MAX_MINOR_VERSION = 24     # as bmv2: major 2, minor <= 24
 
 
 class ActionSpec:
-    __slots__ = ("name", "id", "runtime_data", "fn")
+    __slots__ = ("name", "id", "runtime_data", "fn", "fname")
 
     def __init__(self, name: str, id: int, runtime_data: tuple[tuple[str, int], ...],
-                 fn: Any) -> None:
+                 fn: Any, fname: str) -> None:
         self.name = name
         self.id = id
         self.runtime_data = runtime_data
         self.fn = fn
+        self.fname = fname          # global name of the compiled function in the namespace
 
 
 def load_json(config: bytes | str | dict[str, Any]) -> dict[str, Any]:
@@ -220,7 +222,7 @@ class Pipeline:
             specs.append((a["name"], aid, tuple(rd), fname))
         _compile("".join(srcs), self.ns, "actions")
         for name, aid, rd, fname in specs:
-            spec = ActionSpec(name, aid, rd, self.ns.names[fname])
+            spec = ActionSpec(name, aid, rd, self.ns.names[fname], fname)
             self._actions_by_id[aid] = spec
             self.actions.setdefault(name, spec)
 
@@ -292,13 +294,18 @@ class Pipeline:
                 raise cfg_error(where, f"unknown next node {name!r}")
             return nodes[name]
 
-        srcs = []
+        cond_src: dict[str, str] = {}
+        branches: dict[str, tuple[str | None, str | None]] = {}
         for cp, c in conds:
             comp = ExprCompiler(self.layout, f"{cp}.expression")
-            cond = comp.cond(c.get("expression"))
-            srcs.append(f"def {nodes[c['name']]}(pkt):\n    F = pkt.F\n"
-                        f"    return {ref(c.get('true_next'), cp)} if {cond} else "
-                        f"{ref(c.get('false_next'), cp)}\n")
+            cond_src[c["name"]] = comp.cond(c.get("expression"))
+            ref(c.get("true_next"), cp)
+            ref(c.get("false_next"), cp)
+            branches[c["name"]] = (c.get("true_next"), c.get("false_next"))
+        fixed = {table.name: ft for tp, t, table in tables
+                 if (ft := self._fixed_table(tp, t, table)) is not None}
+        srcs = [conditional_source(c["name"], nodes, cond_src, branches, fixed)
+                for _cp, c in conds]
         _compile("".join(srcs), self.ns, f"{path} conditionals")
         plen = self.std.packet_length
         for tp, t, table in tables:
@@ -322,6 +329,29 @@ class Pipeline:
             init_entries(self, tp, t, table)
         init = p.get("init_table")
         return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
+
+    def _fixed_table(self, tp: str, t: dict[str, Any], table: Table) -> FixedTable | None:
+        """A hidden keyless table with a const default and no direct resources always runs
+        the same action and goes to the same next node: conditionals may inline it."""
+        if table.kind != "keyless" or not table.default_is_const or \
+                table.direct_counter is not None or table.direct_meter is not None:
+            return None
+        de = t.get("default_entry") or {}
+        spec = self._actions_by_id.get(de.get("action_id"))  # type: ignore[arg-type]
+        data = de.get("action_data") or []
+        if spec is None or spec.name not in table.action_names or \
+                len(data) != len(spec.runtime_data):
+            return None                  # init_entries reports the problem
+        try:
+            params = tuple(parse_hexstr(x, tp) for x in data)
+        except ConfigError:
+            return None
+        if any(v < 0 or v >> w for v, (_, w) in zip(params, spec.runtime_data)):
+            return None
+        nt = t.get("next_tables") or {}
+        nxt = nt["__MISS__"] if "__MISS__" in nt else nt.get(spec.name,
+                                                               t.get("base_default_next"))
+        return FixedTable(spec.fname, params, nxt)
 
     def init_checksums(self) -> None:
         verify, update = [], []

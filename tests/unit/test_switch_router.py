@@ -239,3 +239,32 @@ def test_direct_meter_colors_entries() -> None:
     lpm.set_meter(key, 0, MeterConfig(cir=1, cburst=1, pir=2, pburst=2))
     assert [tos() for _ in range(3)] == [0, 1, 2]
     assert lpm.get(key).meter == MeterConfig(1, 1, 2, 2)
+
+
+@pytest.mark.parametrize("with_exit, tos", [(True, 7), (False, 9)])
+def test_exit_in_inlined_hidden_table(with_exit: bool, tos: int) -> None:
+    """Conditionals inline hidden const tables (switch.control); exit must still stop there."""
+    import json
+
+    j = json.loads(JSON.read_text())
+    act = next(a for a in j["actions"] if a["name"] == "act")
+
+    def set_tos(v: int) -> dict[str, object]:
+        return {"op": "assign", "parameters": [{"type": "field", "value": ["ipv4", "diffserv"]},
+                                               {"type": "hexstr", "value": hex(v)}]}
+    act["primitives"] = [set_tos(7)] + ([{"op": "exit", "parameters": []}] if with_exit else [])
+    j["actions"].append({"name": "act2", "id": 5, "runtime_data": [],
+                         "primitives": [set_tos(9)]})
+    ing = j["pipelines"][0]
+    tbl = next(t for t in ing["tables"] if t["name"] == "tbl_act")
+    tbl["next_tables"] = {"act": "tbl_act2"}
+    ing["tables"].append(dict(tbl, name="tbl_act2", id=3, action_ids=[5], actions=["act2"],
+                              next_tables={"act2": None}, base_default_next=None,
+                              default_entry={"action_id": 5, "action_const": True,
+                                             "action_data": [], "action_entry_const": True}))
+    d = Device()
+    d.install(Device.build_pipeline(j))
+    d.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
+        (Lpm(ip("10.0.0.0"), 8),), ActionCall("MyIngress.ipv4_forward", (NH, 4))))
+    [(_, data)] = d.process(9, pkt("10.0.0.5", ttl=2))    # low ttl -> node_5 -> tbl_act
+    assert Ether(data)[IP].tos == tos
