@@ -155,18 +155,24 @@ class LossyLink:
 
 @dataclass(slots=True)
 class Network:
-    """Discrete-event loop on a virtual clock: worker cores <-> link <-> switch <-> link."""
+    """Discrete-event loop on a virtual clock: worker cores <-> link <-> switch <-> link.
+    With `switch_rate` (packets/s) the switch serves one packet at a time from a drop-tail
+    queue of `queue_limit` packets, like a software switch reading a socket buffer."""
     switch: Fabric
     uplink: LossyLink
     downlink: LossyLink
+    switch_rate: float | None = None
+    queue_limit: int = 1000
+    busy_until: float = 0.0
+    queue_drops: int = 0
     queue: list[tuple[float, int, bool, int, bytes]] = field(default_factory=list)
     seq: int = 0
     now: float = 0.0
     tamper: Callable[[int, bytes], bytes] | None = None
 
-    def _push(self, to_switch: bool, node: int, payload: bytes) -> None:
+    def _push(self, to_switch: bool, node: int, payload: bytes, at: float | None = None) -> None:
         link = self.uplink if to_switch else self.downlink
-        for t in link.arrivals(self.now, node):
+        for t in link.arrivals(self.now if at is None else at, node):
             self.seq += 1
             heapq.heappush(self.queue, (t, self.seq, to_switch, node, payload))
 
@@ -190,8 +196,15 @@ class Network:
                 t, _, to_switch, node, payload = heapq.heappop(self.queue)
                 self.now = max(self.now, t)
                 if to_switch:
+                    depart = self.now
+                    if self.switch_rate:
+                        begin = max(self.now, self.busy_until)
+                        if (begin - self.now) * self.switch_rate >= self.queue_limit:
+                            self.queue_drops += 1
+                            continue
+                        self.busy_until = depart = begin + 1.0 / self.switch_rate
                     for dst, out in self.switch.process(node, payload):
-                        self._push(False, dst, out)
+                        self._push(False, dst, out, depart)
                 elif node in cores and cores[node].state is not CoreState.IDLE:
                     if self.tamper is not None:
                         payload = self.tamper(node, payload)

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--iterations", type=int, default=1)
     run.add_argument("--timeout", type=float, default=10.0, help="seconds without progress before failing")
     run.add_argument("--rto", type=float, default=0.05, help="initial retransmission timeout (s)")
+    run.add_argument("--fixed-window", action="store_true",
+                     help="send the whole window at once (no congestion window)")
     run.add_argument("--json", action="store_true", help="one JSON object per iteration")
     return p
 
@@ -143,7 +145,8 @@ def run(a: argparse.Namespace) -> int:
         raise UsageError("--iterations must be at least 1")
     try:
         job = JobConfig(a.job, a.workers, a.slots, a.k)
-        timing = Timing(rto_initial=a.rto, rto_min=min(a.rto, 0.005), progress_deadline=a.timeout)
+        timing = Timing(rto_initial=a.rto, rto_min=min(a.rto, 0.005), progress_deadline=a.timeout,
+                        adaptive=not a.fixed_window)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     tensor = _tensor(a)

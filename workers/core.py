@@ -15,6 +15,7 @@ with on the next call is returned (`next_sets`) because the switch keeps state b
 from __future__ import annotations
 
 import enum
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -58,19 +59,29 @@ class JobConfig:
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Retransmission timer (Jacobson/Karels estimate, Karn's rule, exponential backoff) and
-    the no-progress deadline, all in seconds."""
+    """Retransmission timer (Jacobson/Karels estimate, Karn's rule, exponential backoff), the
+    no-progress deadline (seconds), and the congestion window: with `adaptive`, at most cwnd
+    slot uses are in flight, TCP-style: cwnd starts at `initial_window`, grows by one per
+    result up to ssthresh (slow start) and by one per window of results beyond (additive
+    increase); when timeouts fire, at most once per smoothed RTT, ssthresh and cwnd become
+    half of cwnd (not below `window_min`).  So a slow software switch is neither flooded by
+    the first burst nor by retransmissions.  Without `adaptive` the whole window is sent."""
     rto_initial: float = 0.05
     rto_min: float = 0.005
     rto_max: float = 1.0
     backoff: float = 2.0
     progress_deadline: float = 10.0
+    adaptive: bool = True
+    initial_window: int = 16
+    window_min: int = 2
 
     def __post_init__(self) -> None:
         if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
             raise ValueError("need 0 < rto_min <= rto_initial <= rto_max")
         if self.backoff < 1 or self.progress_deadline <= 0:
             raise ValueError("need backoff >= 1 and progress_deadline > 0")
+        if not 1 <= self.window_min <= self.initial_window:
+            raise ValueError("need 1 <= window_min <= initial_window")
 
 
 class CoreState(enum.Enum):
@@ -218,6 +229,11 @@ class WorkerCore:
         self._accepted: list[tuple[int, int] | None] = [None] * w
         self._timer = np.full(w, np.inf)
         self._active = 0
+        self._cwnd = float(min(timing.initial_window, w) if timing.adaptive else w)
+        self._ssthresh = float(w)
+        self._in_flight = 0
+        self._pending: list[int] = []   # heap of blocks whose slot is free, waiting for cwnd
+        self._last_cut = -np.inf
         self._srtt: float | None = None
         self._rttvar = 0.0
         self._base_rto = timing.rto_initial
@@ -271,6 +287,7 @@ class WorkerCore:
         self._attempts[i] = 0
         self._rto[i] = self._base_rto
         self._timer[i] = now + self._base_rto
+        self._in_flight += 1
         self._sent += 1
         if block < 0:
             self._boot += 1
@@ -281,12 +298,11 @@ class WorkerCore:
         self._check("start")
         self._fire(Trigger.START)
         self._started = self._progress = now
-        out = []
         for i in range(self._w):
             self._cur_set[i] = self._next_sets[i]
-            out.append(self._launch(i, i - self._w, now))
+            self._pending.append(i - self._w)   # ascending: already a heap
         self._active = self._w
-        return Step(tuple(out))
+        return Step(tuple(self._pump(now)))
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -340,20 +356,40 @@ class WorkerCore:
         self._results += 1
         self._accepted[i] = (head.set, head.offset)
         self._progress = now
-        send: tuple[bytes, ...] = ()
+        self._in_flight -= 1
+        self._cur_block[i] = _IDLE
+        self._timer[i] = np.inf
+        if self._timing.adaptive:
+            grow = 1.0 if self._cwnd < self._ssthresh else 1.0 / self._cwnd
+            self._cwnd = min(self._cwnd + grow, float(self._w))
         if ahead < self._nb:
             self._cur_set[i] ^= 1
-            send = (self._launch(i, ahead, now),)
+            heapq.heappush(self._pending, ahead)
         else:
-            self._cur_block[i] = _IDLE
-            self._timer[i] = np.inf
             self._next_sets[i] = self._cur_set[i] ^ 1
             self._active -= 1
             if self._active == 0:
                 self._fire(Trigger.LAST_RESULT)
                 self._finished = now
                 events.append(Finished(now - self._started))
-        return Step(send, tuple(events))
+        return Step(tuple(self._pump(now)), tuple(events))
+
+    def _pump(self, now: float) -> list[bytes]:
+        """Launch pending blocks, lowest first, while the window allows.  A pending block
+        below every block in flight is launched even into a full window: otherwise workers
+        whose windows filled in different orders could each wait for a block the other holds
+        back.  With it, the lowest block not yet done everywhere can always be sent by every
+        worker, so the job always progresses (docs/protocol.md, "Window")."""
+        out = []
+        pending = self._pending
+        while pending:
+            block = pending[0]
+            if self._in_flight >= self._cwnd and block > min(
+                    (b for b in self._cur_block if b != _IDLE), default=block):
+                break
+            heapq.heappop(pending)
+            out.append(self._launch(block % self._w, block, now))
+        return out
 
     def _sample_rtt(self, rtt: float) -> None:
         # RFC 6298: SRTT/RTTVAR with alpha 1/8, beta 1/4; RTO = SRTT + 4 RTTVAR, clamped.
@@ -393,7 +429,21 @@ class WorkerCore:
         out = []
         events: list[Event] = []
         t = self._timing
-        for i in np.flatnonzero(self._timer <= now).tolist():
+        due = np.flatnonzero(self._timer <= now)
+        if len(due) and t.adaptive:
+            # One cut per loss episode: timeouts of one burst all fire within about an RTT.
+            if now - self._last_cut >= (self._srtt or self._base_rto):
+                self._ssthresh = max(self._cwnd / 2, float(min(t.window_min, self._w)))
+                self._cwnd = self._ssthresh
+                self._last_cut = now
+            allowed = max(1, int(self._cwnd))
+            if len(due) > allowed:
+                # Oldest first; the rest wait an RTO more without counting as an attempt, so
+                # a cut window is not undone by a burst of retransmissions.
+                due = due[np.argsort(self._timer[due], kind="stable")]
+                self._timer[due[allowed:]] = now + self._base_rto
+                due = due[:allowed]
+        for i in due.tolist():
             self._attempts[i] += 1
             self._rto[i] = min(self._rto[i] * t.backoff, t.rto_max)
             self._timer[i] = now + self._rto[i]

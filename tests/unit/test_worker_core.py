@@ -275,3 +275,29 @@ def test_bad_sets_and_timing() -> None:
         Timing(rto_initial=0.001, rto_min=0.01)
     with pytest.raises(TypeError, match="JobConfig"):
         WorkerCore(np.ones(4, np.float32), (1, 2, 4))  # type: ignore[arg-type]
+
+
+def congested_run(adaptive: bool) -> tuple[list, Network]:
+    """4 workers with a 256-slot window into a switch serving 20k packets/s from a 64-packet
+    queue: the initial burst overflows the queue, as with the Python switch's socket buffers."""
+    n, slots = 4, 256
+    net = make_net(11, n, slots)
+    net.switch_rate, net.queue_limit = 20_000.0, 64
+    xs = inputs(11, n, 12_000)
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
+    timing = Timing(rto_initial=0.02, rto_min=0.002, rto_max=0.5, adaptive=adaptive)
+    cores = {i: WorkerCore(xs[i], job, timing) for i in range(n)}
+    net.run(cores)
+    results = [cores[i].result() for i in range(n)]
+    check_exact(results, xs)
+    return results, net
+
+
+def test_adaptive_window_backs_off_under_congestion() -> None:
+    fixed, net_fixed = congested_run(adaptive=False)
+    aimd, net_aimd = congested_run(adaptive=True)
+    assert net_fixed.queue_drops > 0 and net_aimd.queue_drops > 0
+    retx_fixed = sum(r.stats.retransmissions for r in fixed)
+    retx_aimd = sum(r.stats.retransmissions for r in aimd)
+    assert retx_aimd < retx_fixed / 2, (retx_aimd, retx_fixed)
+    assert max(r.stats.elapsed for r in aimd) <= max(r.stats.elapsed for r in fixed)
