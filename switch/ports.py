@@ -29,6 +29,10 @@ _SOL_PACKET = 263
 _PACKET_ADD_MEMBERSHIP = 1
 _PACKET_MR_PROMISC = 1
 _PACKET_OUTGOING = 4
+_PACKET_AUXDATA = 8
+_TP_STATUS_VLAN_VALID = 0x10
+_TP_STATUS_VLAN_TPID_VALID = 0x40
+_AUXDATA = struct.Struct("=IIIHHHH")    # struct tpacket_auxdata
 _BATCH = 64                 # frames drained per readiness event before re-polling
 _MAX_PORT = 511
 
@@ -152,6 +156,9 @@ class PortSet:
             sock.setsockopt(_SOL_PACKET, _PACKET_ADD_MEMBERSHIP,
                             struct.pack("iHH8s", ifindex, _PACKET_MR_PROMISC, 0, b""))
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            # The kernel strips a received VLAN tag into metadata before packet taps see the
+            # frame; ask for that metadata so the tag can be put back (as libpcap does).
+            sock.setsockopt(_SOL_PACKET, _PACKET_AUXDATA, 1)
         except OSError as e:
             sock.close()
             raise OSError(e.errno, f"port {spec.number}: cannot attach to interface "
@@ -181,10 +188,13 @@ class PortSet:
             self.device.stats.no_tx_port += 1
 
     def _drain(self, p: _Port) -> None:
+        if p.spec.kind is PortKind.LINUX:
+            self._drain_linux(p)
+            return
         sock = p.sock
         receive = self.device.receive
-        udp = p.spec.kind is PortKind.UDP
         num = p.spec.number
+        fixed_peer = p.spec.peer is not None
         for _ in range(_BATCH):
             try:
                 data, addr = sock.recvfrom(MAX_FRAME + 1)
@@ -192,17 +202,40 @@ class PortSet:
                 return
             except OSError:
                 return                # e.g. ICMP-induced errors on UDP; the socket stays usable
-            if udp:
-                if p.spec.peer is None:
-                    p.peer = addr
-            elif addr[2] == _PACKET_OUTGOING:
+            if not fixed_peer:
+                p.peer = addr
+            self._deliver(p, num, data, receive)
+
+    def _drain_linux(self, p: _Port) -> None:
+        sock = p.sock
+        receive = self.device.receive
+        num = p.spec.number
+        for _ in range(_BATCH):
+            try:
+                data, anc, _flags, addr = sock.recvmsg(MAX_FRAME + 1, 64)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            if addr[2] == _PACKET_OUTGOING:
                 continue              # our own transmissions seen by the tap
-            if p.pcap_in is not None:
-                p.pcap_in.write(data)
-            if self.log is not None:
-                self.log.debug("Processing packet received on port %d (%d bytes)", num,
-                               len(data))
-            receive(num, data)
+            for level, kind, cdata in anc:
+                if level == _SOL_PACKET and kind == _PACKET_AUXDATA and \
+                        len(cdata) >= _AUXDATA.size:
+                    status, _l, _s, _m, _n, tci, tpid = _AUXDATA.unpack_from(cdata)
+                    if status & _TP_STATUS_VLAN_VALID and len(data) >= 12:
+                        if not status & _TP_STATUS_VLAN_TPID_VALID:
+                            tpid = 0x8100
+                        data = data[:12] + struct.pack("!HH", tpid, tci) + data[12:]
+            self._deliver(p, num, data, receive)
+
+    def _deliver(self, p: _Port, num: int, data: bytes,
+                 receive: Callable[[int, bytes], None]) -> None:
+        if p.pcap_in is not None:
+            p.pcap_in.write(data)
+        if self.log is not None:
+            self.log.debug("Processing packet received on port %d (%d bytes)", num, len(data))
+        receive(num, data)
 
     def run(self, should_stop: Callable[[], bool], poll: float = 0.2) -> None:
         sel = self.sel

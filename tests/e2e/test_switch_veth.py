@@ -59,3 +59,56 @@ def test_calc_over_veth(privileged: None, p4c_fixtures: Path) -> None:
             _, err = proc.communicate(timeout=10)
             assert proc.returncode == 0, err
         subprocess.run(["ip", "link", "del", sw_if], capture_output=True, timeout=10)
+
+
+@pytest.mark.privileged
+def test_vlan_tag_survives_af_packet(privileged: None) -> None:
+    """The kernel moves a received 802.1Q tag into packet metadata; the port layer must put it
+    back.  router.json sends non-IPv4 frames to port 0 unchanged: bind port 0 to the veth and
+    check the reflected frame still carries its tag."""
+    from scapy.layers.l2 import Dot1Q
+
+    tag = f"{os.getpid() % 100000}"
+    sw_if, host_if = f"nsv{tag}a", f"nsv{tag}b"
+    router = Path(__file__).resolve().parents[1] / "switch_json" / "router.json"
+    ip("link", "add", sw_if, "type", "veth", "peer", "name", host_if)
+    proc = None
+    try:
+        for i in (sw_if, host_if):
+            ip("link", "set", i, "up")
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        proc = subprocess.Popen([sys.executable, "-m", "switch", "--no-grpc", "-i",
+                                 f"0@{sw_if}", str(router)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        assert proc.stdout is not None and "ready" in proc.stdout.readline()
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+        s.bind((host_if, 0))
+        s.setsockopt(263, 8, 1)                                  # PACKET_AUXDATA
+        frame = bytes(Ether(dst="02:00:00:00:00:0b", src="02:00:00:00:00:0c") /
+                      Dot1Q(vlan=77, type=0x88B5) / (b"v" * 50))
+        s.send(frame)
+        deadline = time.monotonic() + 5
+        seen = False
+        while time.monotonic() < deadline and not seen:
+            r, _, _ = select.select([s], [], [], 0.5)
+            if not r:
+                continue
+            data, anc, _f, addr = s.recvmsg(4096, 64)
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            if data == frame:
+                seen = True                  # tag delivered inline
+            # this tap may strip the tag too: then it is in the auxdata
+            for level, kind, cdata in anc:
+                if level == 263 and kind == 8:
+                    status, _l, _s, _m, _n, tci, _tpid = struct.unpack_from("=IIIHHHH", cdata)
+                    if status & 0x10 and tci & 0xFFF == 77 and data.endswith(b"v" * 50):
+                        seen = True
+        s.close()
+        assert seen
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=10)
+            assert proc.returncode == 0, err
+        subprocess.run(["ip", "link", "del", sw_if], capture_output=True, timeout=10)
