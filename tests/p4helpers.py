@@ -196,6 +196,13 @@ class NetsumSwitch:
             self.add_member(job_id, h, i)
         self.add_result_group(mgid, hosts, rid_base if rid_base is not None else job_id * 64 + 1)
 
+    def set_epoch(self, job_id: int, epoch: int) -> None:
+        """What a controller does when it re-installs a job id: rounds left by the earlier run
+        in the job's slots then count as empty."""
+        from switch.entries import Exact
+
+        self.insert(f"{self.ING}.job_epoch", [Exact(job_id)], f"{self.ING}.set_epoch", [epoch])
+
     def set_drop_rate(self, port: int, threshold: int, egress: bool = False) -> None:
         from switch.entries import Exact
 

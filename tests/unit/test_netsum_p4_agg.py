@@ -269,8 +269,6 @@ def test_slots_reused_by_another_job_start_fresh_rounds() -> None:
 
 
 def test_epoch_bump_starts_fresh_rounds_for_a_rerun() -> None:
-    from switch.entries import Exact
-
     sw, hosts = make_switch(2)
     _round(sw, hosts, JOB, 0, 0, [[1] * K_DEFAULT] * 2)
     # a new run of the same job in the same epoch: set 0 still holds the finished round, so the
@@ -279,7 +277,7 @@ def test_epoch_bump_starts_fresh_rounds_for_a_rerun() -> None:
     assert [p for p, _ in again] == [1]
     assert parse_frame(again[0][1]).values == (2,) * K_DEFAULT
     # with a new epoch (what the controller sets when it reinstalls the job) it starts afresh
-    sw.insert("NetsumIngress.job_epoch", [Exact(JOB)], "NetsumIngress.set_epoch", [1])
+    sw.set_epoch(JOB, 1)
     outs = _round(sw, hosts, JOB, 0, 0, [[9] * K_DEFAULT, [4] * K_DEFAULT])
     assert outs[0] == []
     assert {parse_frame(f).values for _, f in outs[1]} == {(13,) * K_DEFAULT}
