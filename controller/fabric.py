@@ -179,7 +179,8 @@ class Controller:
             plans = tuple(plan_job(self.topo, self.schema(n), spec, places[n], granted[n])
                           for n in places)
             changes = {p.switch: [(ops.INSERT, p.group, None)] +
-                       [(ops.INSERT, e, None) for e in p.entries] for p in plans}
+                       [(ops.INSERT, e, None) for e in p.entries] +
+                       self._epoch_steps(p.switch, spec.id) for p in plans}
             self._transact(changes)
         except ControllerError:
             for name in granted:
@@ -200,17 +201,32 @@ class Controller:
         return job
 
     def reset_job(self, job_id: int) -> Job:
-        """Zero the job's counters everywhere and re-assert its entries and groups (MODIFY to
-        the planned values, which repairs anything changed by hand)."""
+        """Start the job afresh: a new epoch (rounds left in its slots no longer count), its
+        counters zeroed, its entries and groups re-asserted (MODIFY to the planned values, which
+        repairs anything changed by hand)."""
         job = self._job(job_id)
         changes = {p.switch: [(ops.MODIFY, p.group, p.group)] +
-                   [(ops.MODIFY, e, e) for e in p.entries] for p in job.plans}
+                   [(ops.MODIFY, e, e) for e in p.entries] +
+                   self._epoch_steps(p.switch, job_id) for p in job.plans}
         self._transact(changes)
         for p in job.plans:
             schema = self.schema(p.switch)
             cells = [CounterCell(name, job_id) for _, name in P.JOB_COUNTERS]
             ops.write_batch_cells(self.clients[p.switch], schema, cells)
         return job
+
+    def _epoch_steps(self, switch: str, job_id: int) -> list[_Step]:
+        """Move `job_id` to its next epoch on `switch` (when the program has epochs).  The
+        epoch entry outlives the job on purpose: a later job with the same id must not reuse
+        the epoch of the rounds this one leaves in the registers."""
+        schema = self.schema(switch)
+        if P.EPOCH not in schema.tables.by_name:
+            return []
+        key = P.entry(schema, P.EPOCH, {"job_id": job_id}, "set_epoch", {"epoch": 0})
+        prev = self.ledgers[switch].entries.get(key.identity())
+        epoch = P.next_epoch(prev.params[0] if prev is not None else 0)
+        new = P.entry(schema, P.EPOCH, {"job_id": job_id}, "set_epoch", {"epoch": epoch})
+        return [(ops.INSERT if prev is None else ops.MODIFY, new, prev)]
 
     def _job(self, job_id: int) -> Job:
         if job_id not in self.jobs:

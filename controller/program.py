@@ -16,8 +16,8 @@ from controller.schema import Schema
 from controller.values import Exact
 
 __all__ = [
-    "DMAC", "ARP", "JOB", "MEMBER", "REPLICA", "DROP_SIM_IN", "DROP_SIM_OUT", "DROP_ACTIONS", "FLOOD_MGID",
-    "JOB_COUNTERS", "PORT_COUNTERS", "entry", "job_mgid", "replica_rid", "drop_threshold",
+    "DMAC", "ARP", "JOB", "MEMBER", "EPOCH", "REPLICA", "DROP_SIM_IN", "DROP_SIM_OUT", "DROP_ACTIONS", "FLOOD_MGID",
+    "JOB_COUNTERS", "PORT_COUNTERS", "entry", "next_epoch", "job_mgid", "replica_rid", "drop_threshold",
     "max_jobs", "slot_pool",
 ]
 
@@ -25,6 +25,7 @@ DMAC = "NetsumIngress.dmac"                  # ethernet.dstAddr → forward(port
 ARP = "NetsumIngress.arp_responder"          # arp.tpa → arp_reply(mac)
 JOB = "NetsumIngress.job"                    # job_id → job_root(...) | job_leaf(...)
 MEMBER = "NetsumIngress.member"              # (job_id, ipv4.srcAddr) → set_member(worker_bit)
+EPOCH = "NetsumIngress.job_epoch"            # job_id → set_epoch(epoch); default set_epoch(0)
 REPLICA = "NetsumEgress.replica"             # (egress_rid, egress_port) → set_replica(...)
 DROP_SIM_IN = "NetsumIngress.drop_sim_in"    # ingress_port → set_drop_in(threshold)
 DROP_SIM_OUT = "NetsumEgress.drop_sim_out"   # egress_port → set_drop_out(threshold)
@@ -97,6 +98,13 @@ def drop_threshold(probability: float) -> int:
     if not 0.0 <= probability <= 1.0:
         raise LiteralError(f"drop probability {probability} is not within 0..1")
     return min(0xFFFF, round(probability * 0x10000))
+
+
+def next_epoch(current: int) -> int:
+    """The epoch after `current` (16 bits, never back to 0, the table's default): a (slot, set)
+    tagged with another epoch counts as empty, so a new run of a job id never meets the rounds
+    an earlier run left in its slots."""
+    return current % 0xFFFF + 1
 
 
 def max_jobs(schema: Schema) -> int:

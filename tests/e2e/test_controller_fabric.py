@@ -136,6 +136,19 @@ def test_single_switch_job_lifecycle_and_aggregation(netsum_program, switches, t
     stats = json.loads(ok(topo_path, "stats", "--json"))
     row = next(r for r in stats if r["job"] == 2)
     assert (row["data_in"], row["results_out"], row["drop_non_member"]) == (3, 2, 1)
+    # A duplicate of the finished round gets the stored result back, to h1 alone...
+    port, f = data_frame(topo, "h1", 2, 7, vec(5))
+    assert [p for p, _ in dev.process(port, f)] == [1]
+    # ...until the job is reset: a new epoch, so the same packet now opens a new round.
+    assert "job 2 reset" in ok(topo_path, "job", "reset", "2")
+    assert dev.process(port, f) == []
+    port, f = data_frame(topo, "h2", 2, 7, vec(6))
+    outs = dev.process(port, f)
+    assert sorted(p for p, _ in outs) == [1, 2]
+    assert all(np.array_equal(wire.parse_frame(fr, K).packet.values, vec(5) + vec(6))
+               for _, fr in outs)
+    row = next(r for r in json.loads(ok(topo_path, "stats", "--json")) if r["job"] == 2)
+    assert (row["data_in"], row["results_out"]) == (2, 2)      # counters zeroed by the reset
 
     # Slot exhaustion: refused with what is free, nothing installed.
     before = count_entries(topo_path, info)
@@ -145,15 +158,20 @@ def test_single_switch_job_lifecycle_and_aggregation(netsum_program, switches, t
                                "768..1023)\n")
     assert count_entries(topo_path, info) == before
     ok(topo_path, "job", "create", "3", "--workers", "h3,h4", "--slots", "256")
-    assert "job 2 reset" in ok(topo_path, "job", "reset", "2")
-    row = next(r for r in json.loads(ok(topo_path, "stats", "--json")) if r["job"] == 2)
-    assert row["data_in"] == 0
+    epochs = json.loads(ok(topo_path, "table_dump", "job_epoch", "--json"))
+    assert {r["match"]["hdr.netsum.job_id"]: r["params"]["epoch"] for r in epochs
+            if not r["is_default"]} == {"1": 1, "2": 2, "3": 1}
     ok(topo_path, "job", "delete", "1")
     jobs = json.loads(ok(topo_path, "job", "list", "--json"))
     assert [j["job"] for j in jobs["jobs"]] == [2, 3]
     assert jobs["slots"][0]["free_slots"] == 512
     rc, _, err = ctl(topo_path, "job", "delete", "1")
     assert rc == 1 and "no job 1 (jobs: 2, 3)" in err
+    # The epoch outlives the job: a new job 1 starts in a fresh epoch.
+    ok(topo_path, "job", "create", "1", "--workers", "h1", "--slots", "8")
+    epochs = json.loads(ok(topo_path, "table_dump", "job_epoch", "--json"))
+    assert [r["params"]["epoch"] for r in epochs if r["match"].get("hdr.netsum.job_id") == "1"] == [2]
+    ok(topo_path, "job", "delete", "1")
     rc, _, err = ctl(topo_path, "job", "create", "2", "--workers", "h1", "--slots", "1")
     assert rc == 1 and "job 2 already exists" in err
 

@@ -37,6 +37,7 @@ CONTRACT: dict[str, tuple[list[tuple[str, int]], dict[str, list[tuple[str, int]]
         "unknown_job": []}),
     "NetsumIngress.member": ([("hdr.netsum.job_id", 16), ("hdr.ipv4.srcAddr", 32)],
                              {"set_member": [("worker_bit", 32)], "non_member": []}),
+    "NetsumIngress.job_epoch": ([("hdr.netsum.job_id", 16)], {"set_epoch": [("epoch", 16)]}),
     "NetsumEgress.replica": ([("standard_metadata.egress_rid", 16),
                               ("standard_metadata.egress_port", 9)],
                              {"set_replica": [("dst_mac", 48), ("dst_addr", 32),
@@ -164,6 +165,11 @@ def test_forwarding(tree: Topology, schema: Schema) -> None:
     arp = [e for e in entries if e.table == P.ARP]
     assert params(schema, arp[0]) == {"mac": tree.switch("root").service.mac}
     assert groups[0].mgid == P.FLOOD_MGID and groups[0].replicas == ((1, 0), (2, 0))
+
+
+@pytest.mark.parametrize("current, following", [(0, 1), (1, 2), (0xFFFE, 0xFFFF), (0xFFFF, 1)])
+def test_next_epoch_never_returns_to_the_default(current: int, following: int) -> None:
+    assert P.next_epoch(current) == following
 
 
 @pytest.mark.parametrize("probability, direction, want", [
