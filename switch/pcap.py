@@ -3,6 +3,7 @@ Ethernet link type, microsecond timestamps; readable by tcpdump and scapy."""
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from pathlib import Path
 from typing import BinaryIO
@@ -17,28 +18,32 @@ _LINKTYPE_ETHERNET = 1
 
 
 class PcapWriter:
-    __slots__ = ("path", "_f")
+    """Writes may come from the packet loop and from gRPC threads (PacketOut): a lock keeps
+    each record whole."""
+    __slots__ = ("path", "_f", "_lock")
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock = threading.Lock()
         self._f: BinaryIO | None = open(path, "wb")
         self._f.write(_GLOBAL.pack(_MAGIC, 2, 4, 0, 0, _SNAPLEN, _LINKTYPE_ETHERNET))
 
     def write(self, frame: bytes, ts: float | None = None) -> None:
-        f = self._f
-        if f is None:
-            return
         t = time.time() if ts is None else ts
         sec = int(t)
         data = frame[:_SNAPLEN]
-        f.write(_RECORD.pack(sec, int((t - sec) * 1e6), len(data), len(frame)))
-        f.write(data)
+        record = _RECORD.pack(sec, int((t - sec) * 1e6), len(data), len(frame)) + data
+        with self._lock:
+            if self._f is not None:
+                self._f.write(record)
 
     def flush(self) -> None:
-        if self._f is not None:
-            self._f.flush()
+        with self._lock:
+            if self._f is not None:
+                self._f.flush()
 
     def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
+        with self._lock:
+            if self._f is not None:
+                self._f.close()
+                self._f = None
