@@ -190,3 +190,20 @@ def test_result_from_a_non_uplink_port_is_a_bad_type_at_a_leaf() -> None:
     assert t.leaves[0].send(h.port, frame) == []
     assert t.leaves[0].counter("drop_bad_type", JOB) == 1
     assert t.leaves[0].register("done", 16 * 2) == 0
+
+
+def test_resent_partial_for_an_incomplete_root_slot_is_dropped() -> None:
+    t = make_tree()
+    send_from_worker(t, 0, 0, job_id=JOB, slot=2, values=vec(1), exp=3)
+    up = send_from_worker(t, 0, 1, job_id=JOB, slot=2, values=vec(2), exp=3)
+    assert t.root.send(1, up[0][1]) == []
+    # leaf 1 is slow; a worker of leaf 0 retransmits, the leaf re-sends, the root waits
+    again = send_from_worker(t, 0, 0, job_id=JOB, slot=2, values=vec(1), exp=3, flags=Flags.RETX)
+    assert t.root.send(1, again[0][1]) == []
+    assert t.root.counter("retransmissions", JOB) == 1
+    assert t.root.register("contributions", 2 * 2) == 1     # not added twice
+    send_from_worker(t, 1, 0, job_id=JOB, slot=2, values=vec(3), exp=3)
+    up1 = send_from_worker(t, 1, 1, job_id=JOB, slot=2, values=vec(4), exp=3)
+    down = t.root.send(2, up1[0][1])
+    total = tuple(a + b + c + d for a, b, c, d in zip(vec(1), vec(2), vec(3), vec(4)))
+    assert {parse_frame(f).values for _, f in down} == {total}
