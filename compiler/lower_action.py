@@ -440,7 +440,7 @@ class ActionLowering:
             self.err(info.pos, "the hash algorithm must be a HashAlgorithm constant")
             return
         name = algo.type.members[int(algo.value)]
-        inputs = self.calc_inputs(data, info.pos)
+        inputs = self.calc_inputs(data, info.pos, prims)
         if inputs is None:
             return
         calc = self.ctx.calculation(name, inputs)
@@ -448,7 +448,9 @@ class ActionLowering:
                            [as_param(dst), as_param(base), {"type": "calculation", "value": calc},
                             as_param(mx)]))
 
-    def calc_inputs(self, data: TExpr | None, pos: Pos) -> list[Json] | None:
+    def calc_inputs(self, data: TExpr | None, pos: Pos,
+                    prims: list[Json] | None = None) -> list[Json] | None:
+        """Fields a calculation reads; with ``prims``, other values go through temporaries."""
         items: tuple[TExpr, ...]
         if isinstance(data, TList):
             items = data.items
@@ -465,6 +467,11 @@ class ActionLowering:
                     out.append({"type": "field", "value": [it.ref.name, fname]})
             elif isinstance(it, TConst) and isinstance(it.type, Bits):
                 out.append({**hexstr(int(it.value), it.type.width), "bitwidth": it.type.width})
+            elif prims is not None and isinstance(it.type, Bits):
+                tmp = self.ctx.layout.temp(it.type, it.pos)
+                self.assign(tmp, it, it.pos, prims)
+                assert isinstance(tmp.ref, FieldRef)
+                out.append(field_json(tmp.ref))
             else:
                 self.err(it.pos, "unsupported construct: hash/checksum input must be a field, "
                                  "a header or a constant of known width")

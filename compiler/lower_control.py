@@ -17,7 +17,6 @@ from .calls import CallKind, resolve_call
 from .diagnostics import Diagnostics, Pos
 from .resolve import const_eval
 from .exprjson import Json, as_condition
-from .ir import TConst
 from .lower_action import ActionLowering, LowerCtx
 from .lower_table import TableLowering
 from .scopes import Env, SymKind
@@ -61,7 +60,7 @@ class ControlLowering:
         decl = scope.decl
         assert isinstance(decl, A.ControlDecl)
         self.decl = decl
-        self.order = group_order(decl.apply, self.action_names)
+        self.order = group_order(decl.apply, self._table_call)
         self.hidden: list[tuple[int, Json]] = []
 
     def err(self, pos: Pos, msg: str) -> None:
@@ -129,14 +128,19 @@ class ControlLowering:
                 case A.Switch(cases=cs):
                     for c in cs:
                         walk(c.body)
-                case A.CallStmt(call=c) if direct_action_call(s, self.action_names) and \
-                        all(a.value is not None and const_eval(a.value, self.ctx.g, Diagnostics())
-                            is not None for a in c.args):
-                    # Calls with run-time arguments are inlined into hidden actions instead.
+                case A.CallStmt(call=c) if self._table_call(s):
                     calls.append(c)
 
         walk(self.decl.apply)
         return calls
+
+    def _table_call(self, s: A.Stmt) -> bool:
+        """A direct action call that becomes its own hidden table (p4c MoveActionsToTables);
+        calls with run-time arguments are inlined into the surrounding hidden action instead,
+        since their arguments cannot be table action data."""
+        return (direct_action_call(s, self.action_names) and isinstance(s, A.CallStmt)
+                and all(a.value is not None and const_eval(a.value, self.ctx.g, Diagnostics())
+                        is not None for a in s.call.args))
 
     # ------------------------------------------------------------ nodes
     def _new_node_name(self) -> int:
@@ -174,7 +178,7 @@ class ControlLowering:
             if isinstance(s, A.VarDecl) and s.init is None:
                 ActionLowering(self.ctx, self.scope.role)._stmt(s, env, [], [])
                 continue
-            if is_simple(s, self.action_names):
+            if is_simple(s, self._table_call):
                 group.append(s)
                 if isinstance(s, A.Exit):
                     frags.append(self._group(group, env))
@@ -267,10 +271,6 @@ class ControlLowering:
                 tj["next_tables"][k] = "$hole"
             return Frag(tj["name"], [self._set_all(tj)])
         if info.kind is CallKind.ACTION:
-            if any(a is not None and not isinstance(a, TConst) and not p.direction
-                   for p, a in zip(info.params, info.args)):
-                # Run-time arguments cannot be table action data: inline into a hidden action.
-                return self._group([s], env)
             tj = self.tl.direct_call_table(c, info, env)
             if tj is None:
                 return Frag(None, [])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
 
 from . import ast as A
 
@@ -22,19 +23,23 @@ def direct_action_call(s: A.Stmt, action_names: set[str]) -> bool:
             and s.call.func.name in action_names)
 
 
-def is_simple(s: A.Stmt, action_names: set[str]) -> bool:
-    """True for statements that go into a synthesized action group."""
+TableCall = Callable[[A.Stmt], bool]
+
+
+def is_simple(s: A.Stmt, table_call: TableCall) -> bool:
+    """True for statements that go into a synthesized action group; ``table_call`` says which
+    direct action calls get their own table (those with compile-time arguments)."""
     if isinstance(s, (A.Assign, A.VarDecl, A.Exit)):
         return True
     if isinstance(s, A.CallStmt):
         f = s.call.func
         if isinstance(f, A.Member) and f.member == "apply":
             return False
-        return not direct_action_call(s, action_names)
+        return not table_call(s)
     return False
 
 
-def group_order(body: A.Block, action_names: set[str]) -> dict[int, int]:
+def group_order(body: A.Block, table_call: TableCall) -> dict[int, int]:
     """id(first statement of a group) → rank of its hidden action (block post-order)."""
     order: dict[int, int] = {}
 
@@ -57,7 +62,7 @@ def group_order(body: A.Block, action_names: set[str]) -> dict[int, int]:
         for s in stmts:
             if isinstance(s, A.VarDecl) and s.init is None:
                 continue  # declares storage only; does not end a group
-            if is_simple(s, action_names):
+            if is_simple(s, table_call):
                 if first is None:
                     first = s
             else:

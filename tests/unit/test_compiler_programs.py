@@ -17,9 +17,10 @@ from switch.entries import ActionCall, Exact, Lpm, Replica, TableEntry
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "p4programs"
 GOLDEN = ROOT / "tests" / "golden" / "compiler"
-NAMES = ["basic_router", "tunnel", "mcast", "stateful", "checksum_hash", "stack", "calc"]
-# stack.p4 uses push/pop/stack_field, which the embedded switch does not implement yet.
-RUNNABLE = [n for n in NAMES if n != "stack"]
+NAMES = ["basic_router", "tunnel", "mcast", "stateful", "checksum_hash", "stack", "calc",
+         "tutorial_mix"]
+# These use push/pop/stack_field, which the embedded switch does not implement yet.
+RUNNABLE = [n for n in NAMES if n not in ("stack", "tutorial_mix")]
 
 
 def build(name: str) -> compiler.CompileResult:
@@ -175,3 +176,14 @@ def test_calc_tutorial_program(op: bytes, a: int, b: int, result: int) -> None:
     assert int.from_bytes(reply[14 + 12:14 + 16], "big") == result
     bad = frame[:14] + b"Q" + frame[15:]  # lookahead sees no 'P': not a calc packet -> dropped
     assert d.process(3, bad) == []
+
+
+def test_runtime_argument_calls_join_the_surrounding_hidden_action() -> None:
+    doc = build("tutorial_mix").bmv2_json
+    hidden = next(a for a in doc["actions"] if a["name"] == "tutorial_mix111")
+    ops = [p["op"] for p in hidden["primitives"]]
+    # compute_hashes(...) inlined (copy-in temporaries, two hashes), then the two reads.
+    assert ops == ["assign"] * 4 + ["modify_field_with_hash_based_offset"] * 2 + \
+        ["register_read"] * 2
+    assert [c["algo"] for c in doc["calculations"]] == ["crc16", "crc16", "crc32"]
+    assert "MixIngress.compute_hashes" not in {a["name"] for a in doc["actions"]}
