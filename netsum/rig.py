@@ -1,0 +1,467 @@
+"""The end-to-end rig: one switch daemon, the controller, N netsum-worker processes.
+
+Owns the life cycle of a whole run: build the P4 program for K, write a topology file, start the
+switch (`netsum-switch`, or real `simple_switch_grpc` for `Target.BMV2`) on UDP-tunnel ports
+(`Mode.UDP`, no privileges) or on veth pairs into network namespaces (`Mode.NETNS`, root), push
+pipeline, forwarding and the drop simulator through `controller.fabric.Controller`, then run
+jobs: each job gets a fresh id and a fresh slot range, its workers are real `netsum-worker`
+processes reading their tensors from .npy files and writing the sums back, and the rig checks
+every sum against the float64 reference within the documented bound (netsum.tensors).
+
+Invariant: everything the rig starts or creates is recorded (processes in a ProcessGroup,
+namespaces and veths in a NetnsLab) and `close()` removes all of it, whatever happened;
+`Rig` is a context manager and callers turn Ctrl-C into an exception that reaches `close()`.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import re
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from controller.errors import ControllerError
+from controller.fabric import Controller, load_program
+from controller.topology import JobSpec, load_topology
+from netsum.netns import NetnsError, NetnsLab, netns_available
+from netsum.procs import Child, ProcessGroup
+from netsum.tensors import Reference, check_result, reference
+from workers import quant
+from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
+
+__all__ = ["Mode", "Target", "RigConfig", "RigError", "WorkerOutcome", "JobOutcome",
+           "RunningJob", "Rig", "missing_bmv2_tools", "SERVICE_MAC", "SERVICE_IP"]
+
+SERVICE_MAC = "02:00:00:00:01:00"
+SERVICE_IP = "10.0.0.254"
+SUBNET_PREFIX = 24
+POOL_SLOTS = 4096          # the default build's NETSUM_SLOTS
+SWITCH_NAME = "s1"
+BMV2_TOOLS = ("simple_switch_grpc", "p4c-bm2-ss")
+
+
+class Mode(enum.Enum):
+    UDP = "udp"        # frame-over-UDP switch ports on 127.0.0.1 (unprivileged)
+    NETNS = "netns"    # namespaces + veth + kernel UDP; switch on AF_PACKET ports (root)
+
+
+class Target(enum.Enum):
+    EMBEDDED = "embedded"   # netsum-switch + netsum-p4c output
+    BMV2 = "bmv2"           # real simple_switch_grpc + real p4c output
+
+
+class RigError(Exception):
+    """A run could not be set up or carried out.  str() is the one line the user sees."""
+
+
+@dataclass(frozen=True, slots=True)
+class RigConfig:
+    work_dir: Path
+    workers: int = 4
+    k: int = K_DEFAULT
+    mode: Mode = Mode.UDP
+    target: Target = Target.EMBEDDED
+    loss: float = 0.0            # drop-simulator probability on every worker port, both ways
+    slots: int = 256             # each job's slot range (the workers' window)
+    timeout: float = 10.0        # a worker's no-progress deadline (s)
+    seed: int = 1                # the switch's random() (drop simulator)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise RigError(f"workers must be 1..{MAX_WORKERS}, got {self.workers}")
+        if self.k not in K_SUPPORTED:
+            raise RigError(f"K must be one of {', '.join(map(str, K_SUPPORTED))}, got {self.k}")
+        if not 0.0 <= self.loss < 1.0:
+            raise RigError(f"loss must be in [0, 1), got {self.loss}")
+        if not 1 <= self.slots <= POOL_SLOTS:
+            raise RigError(f"slots must be 1..{POOL_SLOTS}, got {self.slots}")
+        if self.timeout <= 0:
+            raise RigError("timeout must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOutcome:
+    rank: int
+    ok: bool
+    returncode: int | None
+    error: str                  # "" when ok: the worker's own error line, or the check's finding
+    elements: int
+    elapsed_s: float
+    goodput: float              # tensor elements per second
+    packets_sent: int
+    retransmissions: int
+    latency_p50_ms: float
+    latency_p99_ms: float
+    max_error: float
+    error_ratio: float          # worst |error| / allowed error (<= 1 when correct)
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    job_id: int
+    elements: int
+    shape: tuple[int, ...]
+    wall_s: float
+    workers: tuple[WorkerOutcome, ...]
+    switch_counters: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return all(w.ok for w in self.workers)
+
+
+def missing_bmv2_tools() -> list[str]:
+    return [t for t in BMV2_TOOLS if shutil.which(t) is None]
+
+
+def _free_udp_port() -> int:
+    # The switch does not report the UDP ports it opened for `:0`, so the rig picks them; the
+    # window between close() and the switch's bind is tiny and a clash fails loudly at start.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _mac(i: int) -> str:
+    return f"02:00:00:00:00:{i:02x}"
+
+
+def _ip(i: int) -> str:
+    return f"10.0.0.{i}"
+
+
+_READY = re.compile(r"ready: .*P4Runtime on (\S+)")
+
+
+class RunningJob:
+    """A job whose workers are running.  `progress()` reads the switch's per-job counters;
+    `wait()` collects and checks the results.  Tests may kill `children[i]` to fail a worker."""
+
+    def __init__(self, rig: "Rig", job_id: int, children: list[Child], ref: Reference,
+                 out_paths: list[Path], blocks: int, window: int, started: float) -> None:
+        self.rig = rig
+        self.job_id = job_id
+        self.children = children
+        self.ref = ref
+        self.out_paths = out_paths
+        self.expected_contributions = len(children) * (blocks + window)
+        self.started = started
+
+    def progress(self) -> float:
+        """Fraction of the job's first transmissions the switch has seen (0..1)."""
+        row = self.rig.counters(self.job_id)
+        seen = row.get("data_in", 0) - row.get("retx", 0)
+        return max(0.0, min(1.0, seen / max(1, self.expected_contributions)))
+
+    def done(self) -> bool:
+        return not any(c.alive() for c in self.children)
+
+    def wait(self, timeout: float | None = None,
+             on_tick: Callable[["RunningJob"], None] | None = None,
+             tick: float = 0.5) -> JobOutcome:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.done():
+            if deadline is not None and time.monotonic() > deadline:
+                for c in self.children:
+                    if c.alive():
+                        c.popen.kill()
+                break
+            if on_tick is not None:
+                on_tick(self)
+            for c in self.children:
+                try:
+                    c.popen.wait(tick / len(self.children))
+                except Exception:  # noqa: BLE001 - TimeoutExpired: keep polling
+                    pass
+        for c in self.children:
+            c.popen.wait()
+        wall = time.monotonic() - self.started
+        outcomes = tuple(self._outcome(r, c) for r, c in enumerate(self.children))
+        return JobOutcome(self.job_id, int(self.ref.total.size), self.ref.shape, wall, outcomes,
+                          self.rig.counters(self.job_id))
+
+    def _outcome(self, rank: int, child: Child) -> WorkerOutcome:
+        rc = child.popen.returncode
+        text = child.log_path.read_text(errors="replace") if child.log_path else ""
+        stats: dict[str, object] = {}
+        errors = []
+        for line in text.splitlines():
+            if line.startswith("{"):
+                try:
+                    stats = json.loads(line)
+                except ValueError:
+                    errors.append(line)
+            elif "error" in line or "interrupted" in line:
+                errors.append(line.strip())
+        ok = rc == 0
+        err = "; ".join(errors)
+        if rc is not None and rc < 0:
+            err = err or f"killed by signal {-rc}"
+        elif rc != 0 and not err:
+            err = f"exit status {rc}: {text.strip().splitlines()[-1:] or 'no output'}"
+        max_error = ratio = float("nan")
+        if ok:
+            try:
+                result = np.load(self.out_paths[rank], allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                ok, err = False, f"no result file: {exc}"
+            else:
+                v = check_result(result, self.ref)
+                ok, err, max_error, ratio = v.ok, v.problem, v.max_error, v.worst_ratio
+
+        def num(key: str) -> float:
+            value = stats.get(key)
+            return float(value) if isinstance(value, (int, float)) else float("nan")
+
+        return WorkerOutcome(rank, ok, rc, err, int(self.ref.total.size), num("elapsed_s"),
+                             num("elements_per_s"), int(num("packets_sent") if stats else 0),
+                             int(num("retransmissions") if stats else 0),
+                             num("chunk_latency_p50_ms"), num("chunk_latency_p99_ms"),
+                             max_error, ratio)
+
+
+class Rig:
+    """One switch, its controller, and the jobs run through it.  Use as a context manager."""
+
+    def __init__(self, config: RigConfig, say: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.say = say or (lambda _m: None)
+        self.work_dir = config.work_dir
+        self.procs = ProcessGroup(config.work_dir / "logs")
+        self.lab: NetnsLab | None = None
+        self.ctl: Controller | None = None
+        self.switch: Child | None = None
+        self.udp_ports: dict[int, int] = {}
+        self.topology_path = config.work_dir / "topology.yaml"
+        self._next_job = 1
+        self._next_slot = 0
+        self._bin = Path(sys.executable).parent
+
+    @property
+    def controller(self) -> Controller:
+        if self.ctl is None:
+            raise RigError("the rig is not started (or already closed)")
+        return self.ctl
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def __enter__(self) -> "Rig":
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        cfg = self.config
+        self._check_target()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        json_path, info_path = self._build()
+        ports = list(range(1, cfg.workers + 1))
+        if cfg.mode is Mode.NETNS:
+            reason = netns_available()
+            if reason:
+                raise RigError(f"mode netns is not available here: {reason} (use --mode udp)")
+            self.lab = NetnsLab()
+            try:
+                for p in ports:
+                    self.lab.add_host(p, _mac(p), _ip(p), SUBNET_PREFIX,
+                                      arp={SERVICE_IP: SERVICE_MAC})
+            except NetnsError as exc:
+                raise RigError(f"cannot set up namespaces: {exc}") from None
+            ifaces = [f"{p}@{h.switch_if}" for p, h in zip(ports, self.lab.hosts)]
+        else:
+            self.udp_ports = {p: _free_udp_port() for p in ports}
+            ifaces = [f"{p}@udp:127.0.0.1:{u}" for p, u in self.udp_ports.items()]
+        grpc_addr = self._start_switch(ifaces, json_path)
+        self._write_topology(grpc_addr, ports)
+        self._configure(info_path, json_path)
+
+    def close(self) -> None:
+        ctl, self.ctl = self.ctl, None
+        if ctl is not None:
+            try:
+                ctl.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the original error
+                pass
+        self.procs.stop()
+        if self.lab is not None:
+            self.lab.close()
+            self.lab = None
+
+    # -- set-up steps -----------------------------------------------------------------------------
+    def _check_target(self) -> None:
+        if self.config.target is Target.BMV2:
+            missing = missing_bmv2_tools()
+            if missing:
+                raise RigError(f"target bmv2 needs real {' and '.join(BMV2_TOOLS)} on PATH; "
+                               f"missing: {', '.join(missing)} (they are not installable here; "
+                               "use --target embedded)")
+            if self.config.mode is not Mode.NETNS:
+                raise RigError("target bmv2 has no UDP-tunnel ports: it needs --mode netns "
+                               "(root)")
+
+    def _build(self) -> tuple[Path, Path]:
+        from netsum import build
+        try:
+            if self.config.target is Target.BMV2:
+                out = self.work_dir / "p4"
+                return build.build_target(build.target_for(self.config.k), out,
+                                          build.Backend.P4C)
+            return build.ensure_built(self.config.k)
+        except build.BuildError as exc:
+            raise RigError(f"P4 build failed: {exc}") from None
+        except OSError as exc:
+            raise RigError(f"P4 build failed: cannot write the outputs: {exc}") from None
+
+    def _start_switch(self, ifaces: list[str], json_path: Path) -> str:
+        if self.config.target is Target.BMV2:
+            # simple_switch_grpc does not report an ephemeral gRPC port: pick one.
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            argv = [shutil.which("simple_switch_grpc") or "simple_switch_grpc", "--no-p4",
+                    "--device-id", "0", *[a for i in ifaces for a in ("-i", i)], "--",
+                    "--grpc-server-addr", f"127.0.0.1:{port}"]
+            self.switch = self.procs.start("switch", argv)
+            return self._wait_grpc(f"127.0.0.1:{port}")
+        argv = [str(self._bin / "netsum-switch"), "--no-p4", "--device-id", "0",
+                "--seed", str(self.config.seed), *[a for i in ifaces for a in ("-i", i)],
+                "--", "--grpc-server-addr", "127.0.0.1:0"]
+        self.switch = self.procs.start("switch", argv)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = self.switch.log_path.read_text(errors="replace") if self.switch.log_path else ""
+            m = _READY.search(text)
+            if m:
+                return m.group(1).rstrip(";")
+            if not self.switch.alive():
+                raise RigError(f"the switch exited at start: {text.strip()[-500:]}")
+            time.sleep(0.05)
+        raise RigError("the switch did not become ready within 30 s")
+
+    def _wait_grpc(self, addr: str) -> str:
+        host, port = addr.rsplit(":", 1)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.switch is not None
+            if not self.switch.alive():
+                raise RigError(f"the switch exited at start: {self.switch.log_tail()}")
+            with socket.socket() as s:
+                if s.connect_ex((host, int(port))) == 0:
+                    return addr
+            time.sleep(0.1)
+        raise RigError(f"the switch did not open {addr} within 30 s")
+
+    def _write_topology(self, grpc_addr: str, ports: list[int]) -> None:
+        doc = {
+            "switches": [{"name": SWITCH_NAME, "grpc_addr": grpc_addr, "device_id": 0,
+                          "ports": ports, "slots": POOL_SLOTS,
+                          "service": {"mac": SERVICE_MAC, "ipv4": SERVICE_IP}}],
+            "hosts": [{"name": f"h{p}", "mac": _mac(p), "ipv4": _ip(p), "udp_port": UDP_PORT,
+                       "switch": SWITCH_NAME, "port": p} for p in ports],
+            "jobs": [],
+        }
+        self.topology_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def _configure(self, info_path: Path, json_path: Path) -> None:
+        try:
+            topo = load_topology(self.topology_path)
+            ctl = Controller(topo, load_program(info_path, json_path))
+            self.ctl = ctl
+            ctl.connect()
+            self._push()
+        except ControllerError as exc:
+            raise RigError(f"controller: {exc}") from None
+
+    def _push(self) -> None:
+        """Pipeline (fresh registers), forwarding, and the drop simulator on every port."""
+        ctl = self.controller
+        ctl.push_pipeline()
+        ctl.install_forwarding()
+        if self.config.loss > 0:
+            for p in range(1, self.config.workers + 1):
+                ctl.set_drop(SWITCH_NAME, p, self.config.loss, "both")
+        self._next_slot = 0
+
+    # -- jobs -------------------------------------------------------------------------------------
+    def counters(self, job_id: int) -> dict[str, int]:
+        try:
+            rows = self.controller.job_stats()
+        except ControllerError:
+            return {}
+        for row in rows:
+            if row["job"] == job_id:
+                return {k: v for k, v in row.items() if isinstance(v, int) and k != "job"}
+        return {}
+
+    def start_job(self, inputs: Sequence[np.ndarray]) -> RunningJob:
+        """Start one all-reduce of `inputs` (one tensor per worker, any float32 shape)."""
+        cfg = self.config
+        if len(inputs) != cfg.workers:
+            raise RigError(f"{len(inputs)} tensors for {cfg.workers} workers")
+        ref = reference(inputs, cfg.k)
+        blocks = quant.num_blocks(int(ref.total.size), cfg.k)
+        slots = cfg.slots
+        if self._next_slot + slots > POOL_SLOTS:
+            # A slot range is never reused by a later job (its registers keep the old job's
+            # bitmaps and sets); when the pool is used up, a fresh pipeline clears them all.
+            self._push()
+        job_id = self._next_job
+        self._next_job = job_id % 255 + 1
+        spec = JobSpec(job_id, tuple(f"h{p}" for p in range(1, cfg.workers + 1)), slots)
+        try:
+            ctl = self.controller
+            if job_id in ctl.jobs:
+                ctl.delete_job(job_id)
+            ctl.create_job(spec)
+        except ControllerError as exc:
+            raise RigError(f"controller: job {job_id}: {exc}") from None
+        self._next_slot += slots
+        job_dir = self.work_dir / f"job{job_id}-{int(time.time() * 1000) % 10**8}"
+        job_dir.mkdir(parents=True)
+        outs = []
+        children = []
+        started = time.monotonic()
+        for rank, x in enumerate(inputs):
+            in_path, out_path = job_dir / f"in{rank}.npy", job_dir / f"out{rank}.npy"
+            np.save(in_path, np.asarray(x, dtype=np.float32))
+            outs.append(out_path)
+        for rank in range(cfg.workers):
+            argv = self._worker_argv(job_id, rank, job_dir / f"in{rank}.npy", outs[rank])
+            children.append(self.procs.start(f"job{job_id}-w{rank}", argv))
+        window = min(slots, blocks)
+        return RunningJob(self, job_id, children, ref, outs, blocks, window, started)
+
+    def run_job(self, inputs: Sequence[np.ndarray],
+                on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
+        job = self.start_job(inputs)
+        # Generous: the workers fail themselves after `timeout` without progress.
+        return job.wait(timeout=None, on_tick=on_tick)
+
+    def _worker_argv(self, job_id: int, rank: int, in_path: Path, out_path: Path) -> list[str]:
+        cfg = self.config
+        port = rank + 1
+        argv = [str(self._bin / "netsum-worker"), "--job", str(job_id), "--workers",
+                str(cfg.workers), "--slots", str(cfg.slots), "--k", str(cfg.k),
+                "--input", str(in_path), "--output", str(out_path),
+                "--timeout", str(cfg.timeout), "--json"]
+        if cfg.mode is Mode.NETNS:
+            assert self.lab is not None
+            argv += ["--udp", SERVICE_IP, "--bind", f"{_ip(port)}:{UDP_PORT}"]
+            return self.lab.hosts[rank].exec_argv(argv)
+        argv += ["--frames", f"127.0.0.1:{self.udp_ports[port]}", "--mac", _mac(port),
+                 "--ip", _ip(port), "--port", str(UDP_PORT), "--service-mac", SERVICE_MAC,
+                 "--service-ip", SERVICE_IP]
+        return argv
