@@ -161,6 +161,48 @@ def _assign_stack(ctx: PrimCtx, p: list[Any]) -> list[str]:
     return out
 
 
+def _stack(ctx: PrimCtx, node: Any) -> Any:
+    n = unwrap(node)
+    st = ctx.layout.stacks.get(n.get("value")) if isinstance(n, dict) else None
+    if st is None:
+        raise cfg_error(ctx.path, f"unknown header stack in {node!r}")
+    return st
+
+
+def _push_pop(push: bool) -> Emitter:
+    def emit(ctx: PrimCtx, p: list[Any]) -> list[str]:
+        return _shift_stack(ctx, p, push)
+    return emit
+
+
+def _shift_stack(ctx: PrimCtx, p: list[Any], push: bool) -> list[str]:
+    """push_front(n) / pop_front(n): shift elements by n (fields and validity); the elements
+    shifted in are invalid; the stack's next index moves by n within 0..size (P4_16 §8.18)."""
+    _nparams(ctx, p, 2)
+    st = _stack(ctx, p[0])
+    n = parse_hexstr(unwrap(p[1]).get("value"), ctx.path)
+    size = len(st.headers)
+    ranges = [ctx.header_range({"type": "header", "value": h}) for h in st.headers]
+    out = []
+    order = range(size - 1, -1, -1) if push else range(size)
+    for i in order:
+        src = i - n if push else i + n
+        a0, a1, av = ranges[i]
+        if 0 <= src < size:
+            b0, b1, bv = ranges[src]
+            out += [f"F[{a0}:{a1}] = F[{b0}:{b1}]", f"F[{av}] = F[{bv}]"]
+        else:
+            out.append(f"F[{av}] = 0")
+    nxt = st.next_slot
+    out.append(f"F[{nxt}] = min(F[{nxt}] + {n}, {size})" if push else
+               f"F[{nxt}] = max(F[{nxt}] - {n}, 0)")
+    return out
+
+
+PRIMITIVES["push"] = _push_pop(True)
+PRIMITIVES["pop"] = _push_pop(False)
+
+
 @primitive("add_header")
 def _add_header(ctx: PrimCtx, p: list[Any]) -> list[str]:
     _nparams(ctx, p, 1)

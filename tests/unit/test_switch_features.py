@@ -132,3 +132,23 @@ def test_select_without_default_is_no_match() -> None:
     f = frame(0x55)
     assert d.process(1, f) == [(0, f)]                      # error recorded, packet goes on
     assert d.stats.parser_errors == 1 and d.stats.truncated == 0
+
+
+@pytest.mark.parametrize("op, count, expect", [
+    ("push", 1, [None, 5, 6]),      # push_front(1): element 0 becomes invalid
+    ("pop", 1, [6, 7, None]),       # pop_front(1)
+    ("pop", 3, [None, None, None]),
+])
+def test_stack_push_pop(op: str, count: int, expect: list[int | None]) -> None:
+    import json
+    j = json.loads(JSON.read_text())
+    a_copy = next(a for a in j["actions"] if a["name"] == "a_copy")
+    a_copy["primitives"][:2] = [{"op": op, "parameters": [
+        {"type": "header_stack", "value": "tags"}, {"type": "hexstr", "value": hex(count)}]}]
+    d = Device()
+    d.install(Device.build_pipeline(j))
+    f = frame(10, etype=0x9000, body=bytes([5, 6, 7, 0]) + PAYLOAD)
+    [(_, out)] = d.process(1, f)
+    tags = [v for v in expect if v is not None]
+    # push_front's new element 0 is invalid, so it is not emitted
+    assert out == f[:14] + bytes(tags) + PAYLOAD
