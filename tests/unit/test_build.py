@@ -120,3 +120,12 @@ def test_cli_p4c_missing_is_one_line_error() -> None:
 
 def test_cli_rejects_update_golden_with_p4c() -> None:
     assert build.main(["--p4c", "--update-golden"]) == 1
+
+
+def test_golden_mismatch_names_every_differing_file(tmp_path: Path) -> None:
+    (tmp_path / "netsum.json").write_text("{}")
+    names = {n for t in build.targets() for n in (t.json_name(), t.p4info_name())}
+    assert set(build.golden_mismatches(golden_dir=tmp_path)) == names
+    written = build.update_golden(golden_dir=tmp_path)
+    assert {p.name for p in written} == names
+    assert build.golden_mismatches(golden_dir=tmp_path) == []
