@@ -5,15 +5,21 @@ handler can mix ids of one P4Info with objects of another pipeline.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from p4.v1 import p4runtime_pb2
+
 from switch.p4rt.schema import Schema
 
-__all__ = ["Context", "EntryKey"]
+__all__ = ["Context", "EntryKey", "ReadStep"]
 
 #: (table name, key, priority): identifies a table entry across the P4Runtime layer.
 EntryKey = tuple[str, tuple[Any, ...], int]
+#: One step of a read: created under device.lock (data already copied), run outside it to
+#: build the entities.
+ReadStep = Callable[[], list[p4runtime_pb2.Entity]]
 
 
 @dataclass(frozen=True, slots=True)

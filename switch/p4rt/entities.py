@@ -3,21 +3,26 @@ indirect and direct counters (§9.2-9.3), indirect and direct meters (§9.4-9.5)
 (§9.7; an extra over PI, which answers UNIMPLEMENTED) and the packet replication engine
 (§9.6: multicast groups and clone sessions).
 
+Readers are generators of `ReadStep`s (context.py): each `next` runs under device.lock and
+only copies data-plane values; the step it yields builds the `p4.v1.Entity` messages after the
+lock is released, because encoding (pure-Python protobuf) costs ~50x more than reading and a
+wildcard register read of netsum.p4 has ~300k cells.
+
 Counters, meters and registers always exist: only MODIFY is allowed on them (INSERT/DELETE
 are INVALID_ARGUMENT); an index past the array is OUT_OF_RANGE.  Wildcard reads: id 0 = every
 object of that kind, an unset index = every cell.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from p4.v1 import p4data_pb2, p4runtime_pb2
+from p4.v1 import p4runtime_pb2
 
 from switch.entries import CounterValue, Replica
 from switch.errors import Code
 from switch.p4rt.codec import decode_uint, encode_uint
-from switch.p4rt.context import Context
+from switch.p4rt.context import Context, ReadStep
 from switch.p4rt.errors import P4RTError
 from switch.p4rt.schema import ResourceInfo
 from switch.p4rt.tables import decode_meter_config, encode_key, encode_meter_config, find_entry
@@ -28,11 +33,14 @@ __all__ = ["write_counter", "read_counters", "write_direct_counter", "read_direc
            "MAX_GROUP_ID", "CLONE_SESSION_MAX"]
 
 Update = p4runtime_pb2.Update
+Entity = p4runtime_pb2.Entity
 #: PI's PRE limits: multicast group and clone session ids are 1..32767 (clone sessions use
 #: multicast groups 32768 + id inside bmv2).
 MAX_GROUP_ID = 32767
 CLONE_SESSION_MAX = 32767
 PORT_BITS = 32
+#: Cells copied per device.lock hold during array reads.
+READ_CHUNK_CELLS = 1024
 
 
 def _invalid(message: str) -> P4RTError:
@@ -63,8 +71,9 @@ def _all_or_one(index: dict[int, ResourceInfo], ident: int, lookup: Any) -> list
 
 # ---------------------------------------------------------------- counters
 
-def _counter_data(value: CounterValue) -> p4runtime_pb2.CounterData:
-    return p4runtime_pb2.CounterData(packet_count=value.packets, byte_count=value.bytes)
+def _fill_counter_data(out: p4runtime_pb2.CounterData, value: CounterValue) -> None:
+    out.packet_count = value.packets
+    out.byte_count = value.bytes
 
 
 def write_counter(ctx: Context, kind: int, ce: p4runtime_pb2.CounterEntry) -> None:
@@ -77,15 +86,18 @@ def write_counter(ctx: Context, kind: int, ce: p4runtime_pb2.CounterEntry) -> No
                                                              ce.data.byte_count))
 
 
-def read_counters(ctx: Context, ce: p4runtime_pb2.CounterEntry
-                  ) -> Iterator[p4runtime_pb2.CounterEntry]:
+def read_counters(ctx: Context, ce: p4runtime_pb2.CounterEntry) -> Iterator[ReadStep]:
+    def encode(info: ResourceInfo, i: int, value: CounterValue) -> Entity:
+        e = Entity()
+        out = e.counter_entry
+        out.counter_id = info.id
+        out.index.index = i
+        _fill_counter_data(out.data, value)
+        return e
+
     for info in _all_or_one(ctx.schema.counters, ce.counter_id, ctx.schema.counter):
-        array = ctx.pipeline.counters[info.name]
-        for i in _cells(info, ce, "counter"):
-            out = p4runtime_pb2.CounterEntry(counter_id=info.id)
-            out.index.index = i
-            out.data.CopyFrom(_counter_data(array.read(i)))
-            yield out
+        yield from _array_steps(info, _cells(info, ce, "counter"),
+                                ctx.pipeline.counters[info.name].read, encode)
 
 
 def write_direct_counter(ctx: Context, kind: int, dce: p4runtime_pb2.DirectCounterEntry) -> None:
@@ -98,12 +110,15 @@ def write_direct_counter(ctx: Context, kind: int, dce: p4runtime_pb2.DirectCount
 
 
 def read_direct_counters(ctx: Context, dce: p4runtime_pb2.DirectCounterEntry
-                         ) -> Iterator[p4runtime_pb2.DirectCounterEntry]:
-    for table, entry in _direct_entries(ctx, dce.table_entry, "direct_counter_id"):
-        out = p4runtime_pb2.DirectCounterEntry()
-        _fill_entry_id(out.table_entry, table, entry)
-        out.data.CopyFrom(_counter_data(entry.counter))
-        yield out
+                         ) -> Iterator[ReadStep]:
+    def encode(table: Any, entry: Any) -> Entity:
+        e = Entity()
+        _fill_entry_id(e.direct_counter_entry.table_entry, table, entry)
+        _fill_counter_data(e.direct_counter_entry.data, entry.counter)
+        return e
+
+    for table, entries in _direct_entries(ctx, dce.table_entry, "direct_counter_id"):
+        yield lambda table=table, entries=entries: [encode(table, en) for en in entries]
 
 
 # ---------------------------------------------------------------- meters
@@ -119,16 +134,19 @@ def write_meter(ctx: Context, kind: int, me: p4runtime_pb2.MeterEntry) -> None:
     ctx.pipeline.meters[info.name].set_config(idx, config)
 
 
-def read_meters(ctx: Context, me: p4runtime_pb2.MeterEntry) -> Iterator[p4runtime_pb2.MeterEntry]:
+def read_meters(ctx: Context, me: p4runtime_pb2.MeterEntry) -> Iterator[ReadStep]:
+    def encode(info: ResourceInfo, i: int, config: Any) -> Entity:
+        e = Entity()
+        out = e.meter_entry
+        out.meter_id = info.id
+        out.index.index = i
+        if config is not None:
+            out.config.CopyFrom(encode_meter_config(config))
+        return e
+
     for info in _all_or_one(ctx.schema.meters, me.meter_id, ctx.schema.meter):
-        array = ctx.pipeline.meters[info.name]
-        for i in _cells(info, me, "meter"):
-            out = p4runtime_pb2.MeterEntry(meter_id=info.id)
-            out.index.index = i
-            config = array.get_config(i)
-            if config is not None:
-                out.config.CopyFrom(encode_meter_config(config))
-            yield out
+        yield from _array_steps(info, _cells(info, me, "meter"),
+                                ctx.pipeline.meters[info.name].get_config, encode)
 
 
 def write_direct_meter(ctx: Context, kind: int, dme: p4runtime_pb2.DirectMeterEntry) -> None:
@@ -142,19 +160,32 @@ def write_direct_meter(ctx: Context, kind: int, dme: p4runtime_pb2.DirectMeterEn
 
 
 def read_direct_meters(ctx: Context, dme: p4runtime_pb2.DirectMeterEntry
-                       ) -> Iterator[p4runtime_pb2.DirectMeterEntry]:
-    for table, entry in _direct_entries(ctx, dme.table_entry, "direct_meter_id"):
-        out = p4runtime_pb2.DirectMeterEntry()
-        _fill_entry_id(out.table_entry, table, entry)
+                       ) -> Iterator[ReadStep]:
+    def encode(table: Any, entry: Any) -> Entity:
+        e = Entity()
+        _fill_entry_id(e.direct_meter_entry.table_entry, table, entry)
         if entry.meter is not None:
-            out.config.CopyFrom(encode_meter_config(entry.meter))
-        yield out
+            e.direct_meter_entry.config.CopyFrom(encode_meter_config(entry.meter))
+        return e
+
+    for table, entries in _direct_entries(ctx, dme.table_entry, "direct_meter_id"):
+        yield lambda table=table, entries=entries: [encode(table, en) for en in entries]
 
 
 # ---------------------------------------------------------------- direct-resource helpers
 
+def _array_steps(info: ResourceInfo, cells: Iterable[int], read: Callable[[int], Any],
+                 encode: Callable[[ResourceInfo, int, Any], Entity]) -> Iterator[ReadStep]:
+    """Read cells in chunks (under the caller's device.lock), encode each chunk outside it."""
+    batch = list(cells)
+    for start in range(0, len(batch), READ_CHUNK_CELLS):
+        values = [(i, read(i)) for i in batch[start:start + READ_CHUNK_CELLS]]
+        yield lambda values=values: [encode(info, i, v) for i, v in values]  # type: ignore[misc]
+
+
 def _direct_entries(ctx: Context, te: p4runtime_pb2.TableEntry, attr: str
-                    ) -> Iterator[tuple[Any, Any]]:
+                    ) -> Iterator[tuple[Any, list[Any]]]:
+    """(table, entries) per selected table; each `next` snapshots one table's entries."""
     if te.table_id == 0:
         tables = [t for t in sorted(ctx.schema.tables.values(), key=lambda t: t.id)
                   if getattr(t, attr)]
@@ -165,11 +196,9 @@ def _direct_entries(ctx: Context, te: p4runtime_pb2.TableEntry, attr: str
                            f"{'direct counter' if attr == 'direct_counter_id' else 'direct meter'}")
     for table in tables:
         if te.match:
-            _, entry = find_entry(ctx, te)
-            yield table, entry
-            continue
-        for entry in list(ctx.pipeline.tables[table.name].entries()):
-            yield table, entry
+            yield table, [find_entry(ctx, te)[1]]
+        else:
+            yield table, list(ctx.pipeline.tables[table.name].entries())
 
 
 def _fill_entry_id(out: p4runtime_pb2.TableEntry, table: Any, entry: Any) -> None:
@@ -192,15 +221,18 @@ def write_register(ctx: Context, kind: int, re: p4runtime_pb2.RegisterEntry) -> 
     ctx.pipeline.registers[info.name].write(idx, value)
 
 
-def read_registers(ctx: Context, re: p4runtime_pb2.RegisterEntry
-                   ) -> Iterator[p4runtime_pb2.RegisterEntry]:
+def read_registers(ctx: Context, re: p4runtime_pb2.RegisterEntry) -> Iterator[ReadStep]:
+    def encode(info: ResourceInfo, i: int, value: int) -> Entity:
+        e = Entity()
+        out = e.register_entry
+        out.register_id = info.id
+        out.index.index = i
+        out.data.bitstring = encode_uint(value)
+        return e
+
     for info in _all_or_one(ctx.schema.registers, re.register_id, ctx.schema.register):
-        array = ctx.pipeline.registers[info.name]
-        for i in _cells(info, re, "register"):
-            out = p4runtime_pb2.RegisterEntry(register_id=info.id)
-            out.index.index = i
-            out.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode_uint(array.read(i))))
-            yield out
+        yield from _array_steps(info, _cells(info, re, "register"),
+                                ctx.pipeline.registers[info.name].read, encode)
 
 
 # ---------------------------------------------------------------- PRE
@@ -282,31 +314,38 @@ def write_pre(ctx: Context, kind: int, pre_entry: p4runtime_pb2.PacketReplicatio
 
 
 def read_pre(ctx: Context, pre_entry: p4runtime_pb2.PacketReplicationEngineEntry
-             ) -> Iterator[p4runtime_pb2.PacketReplicationEngineEntry]:
+             ) -> Iterator[ReadStep]:
     pre = ctx.pipeline.pre
     which = pre_entry.WhichOneof("type")
     if which == "multicast_group_entry":
         want = pre_entry.multicast_group_entry.multicast_group_id
-        for mgid, replicas in sorted(_as_dict(pre.mc_groups()).items()):
-            if want and mgid != want:
-                continue
-            out = p4runtime_pb2.PacketReplicationEngineEntry()
-            out.multicast_group_entry.multicast_group_id = mgid
-            _encode_replicas(out.multicast_group_entry.replicas, replicas)
-            yield out
+        groups = sorted(_as_dict(pre.mc_groups()).items())
+        yield lambda: [_group_entity(mgid, replicas) for mgid, replicas in groups
+                       if not want or mgid == want]
     elif which == "clone_session_entry":
         want = pre_entry.clone_session_entry.session_id
-        for sid, value in sorted(_as_dict(pre.clone_sessions()).items()):
-            if want and sid != want:
-                continue
-            replicas, length = value
-            out = p4runtime_pb2.PacketReplicationEngineEntry()
-            out.clone_session_entry.session_id = sid
-            out.clone_session_entry.packet_length_bytes = length
-            _encode_replicas(out.clone_session_entry.replicas, replicas)
-            yield out
+        sessions = sorted(_as_dict(pre.clone_sessions()).items())
+        yield lambda: [_session_entity(sid, replicas, length)
+                       for sid, (replicas, length) in sessions if not want or sid == want]
     else:
         raise _invalid("PacketReplicationEngineEntry read needs a multicast group or clone session")
+
+
+def _group_entity(mgid: int, replicas: Iterable[Replica]) -> Entity:
+    e = Entity()
+    out = e.packet_replication_engine_entry.multicast_group_entry
+    out.multicast_group_id = mgid
+    _encode_replicas(out.replicas, replicas)
+    return e
+
+
+def _session_entity(sid: int, replicas: Iterable[Replica], length: int) -> Entity:
+    e = Entity()
+    out = e.packet_replication_engine_entry.clone_session_entry
+    out.session_id = sid
+    out.packet_length_bytes = length
+    _encode_replicas(out.replicas, replicas)
+    return e
 
 
 def _encode_replicas(field: Any, replicas: Iterable[Replica]) -> None:

@@ -3,7 +3,8 @@
 `DeviceService` owns the committed/saved forwarding-pipeline configs and dispatches each entity
 to `tables` / `entities`.  Concurrency invariant: every update is applied while holding
 `device.lock`, the lock the data plane holds per packet, so a packet sees each update entirely
-or not at all; reads hold it too, so a read is a consistent snapshot of each entity.
+or not at all; reads hold it per step (one table's entries, or a chunk of array cells), so
+each table is read consistently and packets keep flowing during big reads.
 Error invariant: a failed update changes nothing (validation happens before the data-plane call,
 and each data-plane call validates before it mutates).
 Config invariant: Write, Read and SetForwardingPipelineConfig are serialized by `_lock` (PI uses
@@ -14,7 +15,7 @@ neither `_lock` nor waits on it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from p4.v1 import p4runtime_pb2
 
 from switch.errors import Code, SwitchError
 from switch.p4rt import entities, tables
-from switch.p4rt.context import Context
+from switch.p4rt.context import Context, ReadStep
 from switch.p4rt.errors import P4RTError, code_and_message
 from switch.p4rt.packetio import decode_packet_in, encode_packet_out
 from switch.p4rt.pipeline_config import (PipelineConfig, check_p4info_matches_json,
@@ -45,7 +46,7 @@ _WRITERS: dict[str, Callable[[Context, int, Any], None]] = {
     "register_entry": entities.write_register,
     "packet_replication_engine_entry": entities.write_pre,
 }
-_READERS: dict[str, Callable[[Context, Any], Any]] = {
+_READERS: dict[str, Callable[[Context, Any], Iterator[ReadStep]]] = {
     "table_entry": tables.read_table_entries,
     "counter_entry": entities.read_counters,
     "direct_counter_entry": entities.read_direct_counters,
@@ -195,11 +196,16 @@ class DeviceService:
             reader = _READERS.get(kind)
             if reader is None:
                 raise P4RTError(Code.UNIMPLEMENTED, f"Reading {kind} is not supported")
-            with self.device.lock:
-                for msg in reader(ctx, getattr(entity, kind)):
-                    e = p4runtime_pb2.Entity()
-                    getattr(e, kind).CopyFrom(msg)
-                    out.append(e)
+            # device.lock is held only while a step copies data-plane values (one table, or up
+            # to 1024 cells); encoding runs outside it, so a wildcard read of a big program
+            # (~300k register cells) never stalls the packet path for long.
+            steps = reader(ctx, getattr(entity, kind))
+            while True:
+                with self.device.lock:
+                    step = next(steps, None)
+                if step is None:
+                    break
+                out.extend(step())
         return out
 
     # ------------------------------------------------------------ packet I/O

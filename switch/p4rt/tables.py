@@ -18,7 +18,7 @@ from switch.entries import ActionCall, Exact, Lpm, Match, Optional, Range, Table
 from switch.entries import CounterValue, MeterConfig
 from switch.errors import Code, NotFound
 from switch.p4rt.codec import decode_uint, encode_uint
-from switch.p4rt.context import Context
+from switch.p4rt.context import Context, ReadStep
 from switch.p4rt.errors import P4RTError
 from switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchFieldInfo, TableInfo
 
@@ -167,12 +167,16 @@ def decode_action(ctx: Context, table: TableInfo, ta: p4runtime_pb2.TableAction,
 
 
 def encode_action(ctx: Context, call: ActionCall) -> p4runtime_pb2.TableAction:
-    action = ctx.schema.action_by_name[call.action]
     ta = p4runtime_pb2.TableAction()
+    _fill_action(ctx, ta, call)
+    return ta
+
+
+def _fill_action(ctx: Context, ta: p4runtime_pb2.TableAction, call: ActionCall) -> None:
+    action = ctx.schema.action_by_name[call.action]
     ta.action.action_id = action.id
     for info, value in zip(action.params, call.params):
         ta.action.params.add(param_id=info.id, value=encode_uint(value, info.bitwidth))
-    return ta
 
 
 # ---------------------------------------------------------------- meters (shared with entities)
@@ -286,20 +290,35 @@ def _write_default(ctx: Context, table: TableInfo, dp_table: object, kind: int,
 
 # ---------------------------------------------------------------- read
 
-def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry
-                       ) -> Iterator[p4runtime_pb2.TableEntry]:
+def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[ReadStep]:
     """Entries a read filter selects (§11.1): table_id 0 = every table; an empty match = every
-    entry; the default entry only when `is_default_action` is set."""
+    entry; the default entry only when `is_default_action` is set.  One step per table: its
+    entries are copied under device.lock and encoded after."""
     tables = ([ctx.schema.table(te.table_id)] if te.table_id
               else sorted(ctx.schema.tables.values(), key=lambda t: t.id))
     want_counter = te.HasField("counter_data")
     want_meter = te.HasField("meter_config")
+
+    def encode_default(table: TableInfo, call: ActionCall) -> list[p4runtime_pb2.Entity]:
+        e = p4runtime_pb2.Entity()
+        e.table_entry.table_id = table.id
+        e.table_entry.is_default_action = True
+        _fill_action(ctx, e.table_entry.action, call)
+        return [e]
+
+    def encode_all(table: TableInfo, entries: list[TableEntry]) -> list[p4runtime_pb2.Entity]:
+        out = []
+        for entry in entries:
+            e = p4runtime_pb2.Entity()
+            encode_entry(ctx, table, entry, want_counter, want_meter, e.table_entry)
+            out.append(e)
+        return out
+
     for table in tables:
         dp_table = ctx.pipeline.tables[table.name]
         if te.is_default_action:
-            out = p4runtime_pb2.TableEntry(table_id=table.id, is_default_action=True)
-            out.action.CopyFrom(encode_action(ctx, dp_table.default))
-            yield out
+            default = dp_table.default
+            yield lambda table=table, default=default: encode_default(table, default)
             continue
         if te.match:
             key = decode_key(table, list(te.match))
@@ -309,15 +328,16 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry
                 entries = []
         else:
             entries = list(dp_table.entries())
-        for entry in entries:
-            yield encode_entry(ctx, table, entry, want_counter, want_meter)
+        yield lambda table=table, entries=entries: encode_all(table, entries)
 
 
 def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter: bool,
-                 want_meter: bool) -> p4runtime_pb2.TableEntry:
-    out = p4runtime_pb2.TableEntry(table_id=table.id, priority=entry.priority)
+                 want_meter: bool, out: p4runtime_pb2.TableEntry) -> None:
+    """Fill `out` with the P4Runtime form of a data-plane entry (canonical values)."""
+    out.table_id = table.id
+    out.priority = entry.priority
     out.match.extend(encode_key(table, entry.key))
-    out.action.CopyFrom(encode_action(ctx, entry.action))
+    _fill_action(ctx, out.action, entry.action)
     if entry.is_const:
         out.is_const = True
     cookie = ctx.entry_metadata.get((table.name, entry.key, entry.priority))
@@ -328,4 +348,3 @@ def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter
         out.counter_data.byte_count = entry.counter.bytes
     if want_meter and table.direct_meter_id and entry.meter is not None:
         out.meter_config.CopyFrom(encode_meter_config(entry.meter))
-    return out
