@@ -95,6 +95,14 @@ class Layout:
         except ConfigError:
             return None
 
+    def union_siblings(self, hname: str) -> list[int]:
+        """Validity slots of the other members of the union `hname` belongs to: making one
+        member valid makes the others invalid (P4_16 header unions)."""
+        for members in self.unions.values():
+            if hname in members:
+                return [self.headers[m].valid for m in members if m != hname]
+        return []
+
     def error_code(self, name: str) -> int:
         return self.errors.get(name, 0)
 

@@ -146,7 +146,8 @@ class _StateCompiler:
         n = h.nbytes
         return ([f"if off + {n} > _n:", "    pkt.off = off",
                  f"    raise ParserError({self.too_short})"]
-                + header_unpack(self.ns, h) + [f"F[{h.valid}] = 1", f"off += {n}"])
+                + header_unpack(self.ns, h) + [f"F[{h.valid}] = 1", f"off += {n}"]
+                + [f"F[{v}] = 0" for v in self.layout.union_siblings(h.name)])
 
     def op(self, path: str, op: dict[str, Any]) -> list[str]:
         kind = op.get("op")

@@ -207,8 +207,10 @@ PRIMITIVES["pop"] = _push_pop(False)
 def _add_header(ctx: PrimCtx, p: list[Any]) -> list[str]:
     _nparams(ctx, p, 1)
     a0, a1, v = ctx.header_range(p[0])
+    name = unwrap(p[0]).get("value")
     # bmv2 zeroes the fields of a header that becomes valid (P4 leaves them unspecified).
-    return [f"if not F[{v}]:", f"    F[{a0}:{a1}] = {[0] * (a1 - a0)!r}", f"    F[{v}] = 1"]
+    return ([f"if not F[{v}]:", f"    F[{a0}:{a1}] = {[0] * (a1 - a0)!r}", f"    F[{v}] = 1"]
+            + [f"F[{s}] = 0" for s in ctx.layout.union_siblings(name)])
 
 
 @primitive("remove_header")

@@ -152,3 +152,17 @@ def test_stack_push_pop(op: str, count: int, expect: list[int | None]) -> None:
     tags = [v for v in expect if v is not None]
     # push_front's new element 0 is invalid, so it is not emitted
     assert out == f[:14] + bytes(tags) + PAYLOAD
+
+
+def test_header_union_members_exclude_each_other() -> None:
+    """tags[0] and tags[1] made into a union: extracting both leaves only the last valid."""
+    import json
+    j = json.loads(JSON.read_text())
+    j["header_union_types"] = [{"name": "u_t", "id": 0, "headers": [["a", "tag_t"],
+                                                                      ["b", "tag_t"]]}]
+    j["header_unions"] = [{"name": "u", "id": 0, "union_type": "u_t", "header_ids": [3, 4]}]
+    d = Device()
+    d.install(Device.build_pipeline(j))
+    f = frame(0x55, etype=0x9000, body=bytes([5, 6, 0]) + PAYLOAD)
+    [(_, out)] = d.process(1, f)
+    assert out == f[:14] + bytes([6]) + PAYLOAD
