@@ -55,17 +55,26 @@ def open_switch(ctx: Ctx) -> Iterator[tuple[SwitchClient, Schema]]:
     client = SwitchClient(ctx_endpoint(ctx), ctx.args.timeout)
     client.connect()
     try:
+        got = client.get_pipeline()
+        if got is None:
+            raise ControllerError(f"switch {client.endpoint} has no forwarding pipeline: "
+                                  "push one first (`netsum-ctl pipeline push`)")
+        schema = Schema(got[0])
         if ctx.args.p4info:
-            schema = Schema(load_p4info(ctx.args.p4info))
-        else:
-            got = client.get_pipeline()
-            if got is None:
-                raise ControllerError(f"switch {client.endpoint} has no forwarding pipeline: "
-                                      "push one first (`netsum-ctl pipeline push`)")
-            schema = Schema(got[0])
+            given = Schema(load_p4info(ctx.args.p4info))
+            # Ids are what travels: a P4Info of another program would address other tables.
+            if _ids(given) != _ids(schema):
+                raise ControllerError(f"--p4info {ctx.args.p4info} does not describe the "
+                                      f"pipeline switch {client.endpoint} runs; leave it out to "
+                                      "use the switch's own P4Info")
+            schema = given
         yield client, schema
     finally:
         client.close()
+
+
+def _ids(schema: Schema) -> set[tuple[int, str]]:
+    return {(t.id, t.name) for t in schema.tables} | {(a.id, a.name) for a in schema.actions}
 
 
 def ctx_program(ctx: Ctx) -> Program:

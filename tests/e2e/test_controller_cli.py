@@ -162,6 +162,15 @@ def test_counter_read_and_reset(calc: Switch) -> None:
     (["mc_mgrp_destroy", "12"], "NOT_FOUND"),
     (["table_dump", "dmac", "--election-id", "x"], "is not an election id"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["table_dump", "calc_ops", "--p4info", str(ROOT.parent / "shared" / "fixtures" / "p4c" /
+                                                 "calc_state.p4info.txtpb")],
+     "does not describe the pipeline switch"),
+    (["table_dump", "dmac", "--p4info", "/nonexistent"], "cannot read P4Info '/nonexistent'"),
+    (["pipeline", "push", "--p4info", "/nonexistent"], "give both --p4info P4INFO and the BMv2"),
+    (["pipeline", "push", "--p4info", str(ROOT.parent / "shared" / "fixtures" / "p4c" /
+                                          "calc_state.p4info.txtpb"),
+      str(ROOT.parent / "shared" / "fixtures" / "p4c" / "l2_mcast.json")],
+     "SetForwardingPipelineConfig failed: INVALID_ARGUMENT"),
     (["job", "list"], "`job` needs a topology file"),
 ])
 def test_bad_input_is_one_line(l2: Switch, argv: list[str], message: str) -> None:
