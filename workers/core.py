@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,8 +24,8 @@ import numpy as np
 
 from workers import quant, wire
 from workers.errors import ProtocolStateError, WireError, WorkerError, WorkerTimeoutError
-from workers.protocol import (EXP_ZERO, HEADER_BYTES, K_DEFAULT, MAX_SLOTS, MAX_WORKERS, Flags,
-                              MsgType)
+from workers.protocol import (EXP_ZERO, HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, MAX_SLOTS,
+                              MAX_WORKERS, Flags, MsgType)
 
 __all__ = [
     "JobConfig", "Timing", "CoreState", "Trigger", "TRANSITIONS", "ALLOWED_CALLS",
@@ -238,6 +239,10 @@ class WorkerCore:
         self._rttvar = 0.0
         self._base_rto = timing.rto_initial
         self._codec = wire.header_codec()
+        # Positions of the header fields receive() needs, in the codec's HEADER_FIELDS order.
+        names = [f.name for f in HEADER_FIELDS]
+        self._pick = operator.itemgetter(*(names.index(n) for n in (
+            "msg_type", "flags", "job_id", "set", "slot", "exp", "count", "offset")))
         self._size = HEADER_BYTES + 4 * k
         self._zeros = bytes(4 * k)
         self._latency = np.zeros(self._nb)
@@ -310,41 +315,46 @@ class WorkerCore:
         """One received netsum payload (UDP payload).  Never raises for bad packets: they are
         counted and reported as `Rejected`; the only error is a broken exponent agreement."""
         self._check("receive")
-        try:
-            head = wire.decode_header(payload, self._job.k)
-        except WireError as exc:
-            self._rejected += 1
-            return Step((), (Rejected(str(exc)),))
-        job = self._job
-        if head.msg_type is not MsgType.RESULT or head.job_id != job.job_id:
-            self._rejected += 1
-            return Step((), (Rejected(f"not a result of job {job.job_id}: {head.msg_type.name} "
-                                      f"of job {head.job_id}"),))
-        i = head.slot
-        if not 0 <= i < self._w:
+        if not isinstance(payload, (bytes, bytearray, memoryview)) or len(payload) != self._size:
+            return self._reject(payload)
+        msg_type, flags, job_id, set_, slot, exp, _, offset = self._pick(
+            self._codec.unpack(payload))
+        if msg_type != MsgType.RESULT or job_id != self._job.job_id or flags & ~Flags.RETX:
+            return self._reject(payload)
+        i = slot
+        if i >= self._w:
             self._stale += 1
-            return Step((), (StaleResult(head.slot, head.set, head.offset),))
+            return Step((), (StaleResult(slot, set_, offset),))
         block = self._cur_block[i]
-        key = (head.set, head.offset)
-        if block == _IDLE or head.set != self._cur_set[i] or \
-                head.offset != self._offset(i, block):
-            if key == self._accepted[i]:
+        if block == _IDLE or set_ != self._cur_set[i] or offset != self._offset(i, block):
+            if (set_, offset) == self._accepted[i]:
                 self._dups += 1
-                return Step((), (DuplicateResult(head.slot, head.set, head.offset),))
+                return Step((), (DuplicateResult(slot, set_, offset),))
             self._stale += 1
-            return Step((), (StaleResult(head.slot, head.set, head.offset),))
-        return self._accept(i, block, head, payload, now)
+            return Step((), (StaleResult(slot, set_, offset),))
+        return self._accept(i, block, set_, exp, offset, payload, now)
 
-    def _accept(self, i: int, block: int, head: wire.Header, payload: bytes, now: float) -> Step:
+    def _reject(self, payload: object) -> Step:
+        """The slow path: say precisely what is wrong with a packet that is not ours."""
+        self._rejected += 1
+        try:
+            head = wire.decode_header(payload, self._job.k)  # type: ignore[arg-type]
+        except WireError as exc:
+            return Step((), (Rejected(str(exc)),))
+        return Step((), (Rejected(f"not a result of job {self._job.job_id}: "
+                                  f"{head.msg_type.name} of job {head.job_id}"),))
+
+    def _accept(self, i: int, block: int, set_: int, exp: int, offset: int, payload: bytes,
+                now: float) -> Step:
         events: list[Event] = []
         ahead = block + self._w
         if ahead < self._nb:
-            if head.exp < self._proposals[ahead]:
+            if exp < self._proposals[ahead]:
                 raise AgreementError(
-                    f"job {self._job.job_id} slot {head.slot}: result agrees exponent "
-                    f"{head.exp} for block {ahead}, below this worker's proposal "
+                    f"job {self._job.job_id} slot {i}: result agrees exponent "
+                    f"{exp} for block {ahead}, below this worker's proposal "
                     f"{self._proposals[ahead]}; the switch must return max(exp)")
-            self._agreed[ahead] = head.exp
+            self._agreed[ahead] = exp
         if block >= 0:
             self._sums[block] = np.frombuffer(payload, dtype=">i4", offset=HEADER_BYTES)
             latency = now - self._first_sent[i]
@@ -354,7 +364,7 @@ class WorkerCore:
         if self._attempts[i] == 0:
             self._sample_rtt(now - self._first_sent[i])
         self._results += 1
-        self._accepted[i] = (head.set, head.offset)
+        self._accepted[i] = (set_, offset)
         self._progress = now
         self._in_flight -= 1
         self._cur_block[i] = _IDLE
@@ -459,7 +469,8 @@ class WorkerCore:
     # -- results -----------------------------------------------------------------------------
 
     def stats(self, now: float | None = None) -> Stats:
-        end = self._finished if self._state is CoreState.DONE else (now or self._progress)
+        end = self._finished if self._state is CoreState.DONE else (
+            self._progress if now is None else now)
         return Stats(self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
                      self._rejected, self._chunks, end - self._started, self._latency.copy())
 

@@ -169,10 +169,13 @@ def _check_values(values: np.ndarray, k: int, rows: int) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class HeaderCodec:
-    """Per-packet header packing for the worker's hot path: one struct call, the words built
-    from the same unit table as everything else (no per-call validation: callers own ranges)."""
+    """Per-packet header packing/unpacking for the worker's hot path: one struct call each way,
+    the words built from the same unit table as everything else.  No range validation on
+    pack (callers own their ranges); `unpack` returns the raw field values in HEADER_FIELDS
+    order and leaves checking them to the caller."""
     layout: struct.Struct
     units: tuple[Unit, ...]
+    extract: tuple[tuple[int, int, int], ...]   # per field: (word index, shift, mask)
 
     def pack(self, **fields: int) -> bytes:
         words = []
@@ -183,12 +186,19 @@ class HeaderCodec:
             words.append(word)
         return self.layout.pack(*words)
 
+    def unpack(self, buf: bytes | bytearray | memoryview) -> tuple[int, ...]:
+        words = self.layout.unpack_from(buf)
+        return tuple([(words[w] >> shift) & mask for w, shift, mask in self.extract])
+
 
 @functools.cache
 def header_codec() -> HeaderCodec:
     codes = {1: "B", 2: "H", 4: "I"}
     units = header_units()
-    return HeaderCodec(struct.Struct(">" + "".join(codes[u.size] for u in units)), units)
+    where = {name: (i, shift, (1 << width) - 1)
+             for i, u in enumerate(units) for name, shift, width in u.fields}
+    return HeaderCodec(struct.Struct(">" + "".join(codes[u.size] for u in units)), units,
+                       tuple(where[f.name] for f in HEADER_FIELDS))
 
 
 def _check_buffer(buf: object) -> None:

@@ -266,3 +266,11 @@ def test_prefix_rejects_wrong_length() -> None:
 def test_wrong_types_are_wire_errors(call) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(WireError):
         call()
+
+
+@pytest.mark.parametrize("h", [header(), header(msg_type=MsgType.RESULT, count=9, set=0,
+                                               offset=(1 << 32) - 1, exp=255, flags=Flags.RETX)])
+def test_codec_unpack_matches_decode(h: wire.Header) -> None:
+    raw = wire.encode(h, None, 32)
+    assert wire.header_codec().unpack(raw) == tuple(int(getattr(h, f.name)) for f in
+                                                   wire.HEADER_FIELDS)
