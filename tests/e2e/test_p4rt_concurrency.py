@@ -4,6 +4,8 @@ pipeline with RECONCILE_AND_COMMIT; every packet must leave on one of the two po
 from __future__ import annotations
 
 import threading
+
+import pytest
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -65,3 +67,41 @@ def test_packets_see_whole_updates_during_writes_and_reconcile(p4c_fixtures: Pat
     assert set(seen) <= {(3,), (4,)}, seen
     assert sum(seen.values()) > 60 and len(seen) == 2
     assert dev.stats.internal_errors == 0
+
+
+class CountingLock:
+    """device.lock stand-in that records how many cells each hold covered."""
+
+    def __init__(self, inner: threading.RLock, cells_read: list[int]) -> None:
+        self.inner, self.cells_read, self.holds = inner, cells_read, []
+
+    def __enter__(self) -> "CountingLock":
+        self.inner.acquire()
+        self.start = len(self.cells_read)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.holds.append(len(self.cells_read) - self.start)
+        self.inner.release()
+
+
+def test_big_reads_release_the_lock_between_chunks(p4c_fixtures: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from switch.p4rt import entities
+    from switch.p4rt.service import DeviceService
+
+    monkeypatch.setattr(entities, "READ_CHUNK_CELLS", 32)
+    info = text_format.Parse((p4c_fixtures / "calc_state.p4info.txtpb").read_text(),
+                             p4info_pb2.P4Info())
+    dev = Device(device_id=0)
+    svc = DeviceService(dev)
+    svc.set_pipeline(Cfg.VERIFY_AND_COMMIT, pb.ForwardingPipelineConfig(
+        p4info=info, p4_device_config=(p4c_fixtures / "calc_state.json").read_bytes()))
+    reg = dev.pipeline.registers["CalcIngress.acc"]
+    cells: list[int] = []
+    original = type(reg).read
+    monkeypatch.setattr(type(reg), "read", lambda self, i: cells.append(i) or original(self, i))
+    dev.lock = lock = CountingLock(dev.lock, cells)  # type: ignore[assignment]
+    got = svc.read([pb.Entity(register_entry=pb.RegisterEntry())])
+    assert len(got) == 256 and sorted(cells) == list(range(256))
+    assert max(lock.holds) == 32 and sum(lock.holds) == 256
