@@ -15,7 +15,7 @@ from typing import Any
 from switch.actions import action_source
 from switch.calculations import build_calculation
 from switch.errors import ConfigError
-from switch.control import FixedTable, conditional_source
+from switch.control import INLINE_DEPTH, FixedTable, conditional_source
 from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import Layout, build_layout, cfg_error
 from switch.parser import deparser_source, parser_source
@@ -72,8 +72,9 @@ def _compile(src: str, ns: Namespace, label: str) -> None:
 class Pipeline:
     """One loaded program: the objects of the Device API plus the compiled packet code."""
 
-    def __init__(self, j: dict[str, Any]) -> None:
+    def __init__(self, j: dict[str, Any], inline_depth: int = INLINE_DEPTH) -> None:
         self.json = j
+        self.inline_depth = inline_depth     # 0 = one pipeline node per JSON node (reference)
         self.ns = Namespace()
         self.rng = random.Random()
         self.tables: dict[str, Table] = {}
@@ -304,7 +305,8 @@ class Pipeline:
             branches[c["name"]] = (c.get("true_next"), c.get("false_next"))
         fixed = {table.name: ft for tp, t, table in tables
                  if (ft := self._fixed_table(tp, t, table)) is not None}
-        srcs = [conditional_source(c["name"], nodes, cond_src, branches, fixed)
+        srcs = [conditional_source(c["name"], nodes, cond_src, branches, fixed,
+                                   self.inline_depth)
                 for _cp, c in conds]
         _compile("".join(srcs), self.ns, f"{path} conditionals")
         plen = self.std.packet_length
