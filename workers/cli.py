@@ -49,13 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="netsum-worker", description="Run one netsum worker.")
     job = p.add_argument_group("job (as configured on the switch by netsum-ctl)")
     job.add_argument("--job", type=int, required=True, help="job id")
-    job.add_argument("--workers", type=int, required=True, help=f"workers in the job (1..{MAX_WORKERS})")
-    job.add_argument("--slots", type=int, required=True, help="slots of the job's range (the window)")
-    job.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED, help="values per packet (P4 build)")
+    job.add_argument("--workers", type=int, required=True,
+                     help=f"workers in the job (1..{MAX_WORKERS})")
+    job.add_argument("--slots", type=int, required=True,
+                     help="slots of the job's range to use (the window)")
+    job.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED,
+                     help="values per packet (the P4 build's NETSUM_K)")
     tr = p.add_argument_group("transport (exactly one)")
-    tr.add_argument("--udp", metavar="SERVICE_IP[:PORT]", help="kernel UDP to the aggregation service")
-    tr.add_argument("--frames", metavar="HOST:PORT", help="Ethernet frames over UDP to a netsum-switch udp port")
-    tr.add_argument("--bind", metavar="IP[:PORT]", help=f"local address (udp default 0.0.0.0:{UDP_PORT}; frames default 127.0.0.1:0)")
+    tr.add_argument("--udp", metavar="SERVICE_IP[:PORT]",
+                    help="kernel UDP to the aggregation service")
+    tr.add_argument("--frames", metavar="HOST:PORT",
+                    help="Ethernet frames over UDP to a netsum-switch udp port")
+    tr.add_argument("--bind", metavar="IP[:PORT]",
+                    help=f"local address (udp: default 0.0.0.0:{UDP_PORT}; "
+                         "frames: default 127.0.0.1:0)")
     tr.add_argument("--mac", help="frames: this worker's MAC")
     tr.add_argument("--ip", help="frames: this worker's IPv4 (the controller's member key)")
     tr.add_argument("--port", type=int, default=UDP_PORT, help="frames: this worker's UDP port")
@@ -70,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--output", type=Path, help="write the sum (.npy)")
     run = p.add_argument_group("run")
     run.add_argument("--iterations", type=int, default=1)
-    run.add_argument("--timeout", type=float, default=10.0, help="seconds without progress before failing")
+    run.add_argument("--timeout", type=float, default=10.0,
+                     help="seconds without progress before failing")
     run.add_argument("--rto", type=float, default=0.05, help="initial retransmission timeout (s)")
     run.add_argument("--fixed-window", action="store_true",
                      help="send the whole window at once (no congestion window)")
@@ -145,8 +153,8 @@ def run(a: argparse.Namespace) -> int:
         raise UsageError("--iterations must be at least 1")
     try:
         job = JobConfig(a.job, a.workers, a.slots, a.k)
-        timing = Timing(rto_initial=a.rto, rto_min=min(a.rto, 0.005), progress_deadline=a.timeout,
-                        adaptive=not a.fixed_window)
+        timing = Timing(rto_initial=a.rto, rto_min=min(a.rto, 0.005),
+                        progress_deadline=a.timeout, adaptive=not a.fixed_window)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     tensor = _tensor(a)

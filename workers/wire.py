@@ -24,8 +24,9 @@ from workers.protocol import HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT,
 
 __all__ = [
     "Unit", "header_units", "header_dtype", "packet_dtype", "Header", "Packet", "check_k",
-    "encode", "decode", "decode_header", "HeaderCodec", "header_codec", "encode_batch", "batch_bytes", "decode_batch",
-    "Endpoint", "FramePrefix", "build_frame", "parse_frame", "ParsedFrame", "ipv4_checksum",
+    "encode", "decode", "decode_header", "HeaderCodec", "header_codec", "encode_batch",
+    "batch_bytes", "decode_batch", "Endpoint", "FramePrefix", "build_frame", "parse_frame",
+    "ParsedFrame", "ipv4_checksum",
     "ETH_BYTES", "IPV4_BYTES", "UDP_BYTES", "ETHERTYPE_IPV4", "IPPROTO_UDP",
 ]
 

@@ -39,7 +39,8 @@ def lab(privileged: None) -> Iterator[object]:
 
 @pytest.mark.privileged
 @pytest.mark.slow
-def test_kernel_udp_workers_through_netsum_switch(lab, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_kernel_udp_workers_through_netsum_switch(lab, tmp_path: Path) -> None:  # type: ignore
+
     from netsum.build import ensure_built
 
     json_path, p4info = ensure_built(32)

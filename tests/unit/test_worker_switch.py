@@ -36,7 +36,8 @@ class P4Fabric:
 
     def process(self, src: int, payload: bytes) -> list[tuple[int, bytes]]:
         out = []
-        for port, frame in self.switch.send(self.hosts[src].port, self.prefixes[src].frame(payload)):
+        frame_in = self.prefixes[src].frame(payload)
+        for port, frame in self.switch.send(self.hosts[src].port, frame_in):
             parsed = wire.parse_frame(frame, K_DEFAULT)  # a bad frame from the P4 program fails
             worker = port - 1
             assert parsed.dst.ip == wire.Endpoint.parse(self.hosts[worker].mac,
