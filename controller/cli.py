@@ -171,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("probability", type=float)
     ap.add_argument("--direction", choices=("in", "out", "both"), default="in")
 
+    tg = group("topo", "the topology/job file")
+    action(tg, "show", "validate --topo and show where each job goes (no switch contacted)")
+
     sp = verb("shell", "open p4runtime-shell on the same switch")
     sp.add_argument("bmv2_json", nargs="?", metavar="BMV2_JSON",
                     help="with --p4info: push this config as the shell starts")

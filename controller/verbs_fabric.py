@@ -16,7 +16,7 @@ from controller.session import Ctx, ctx_program, open_controller, open_switch
 from controller.topology import JobSpec
 
 __all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_delete",
-           "cmd_job_reset", "cmd_stats", "cmd_dropsim_set"]
+           "cmd_job_reset", "cmd_stats", "cmd_dropsim_set", "cmd_topo_show"]
 
 
 # -- topology-wide: setup, jobs, stats, drop simulator ----------------------------------------
@@ -146,3 +146,27 @@ def cmd_run(ctx: Ctx) -> int:
                     f"restored {name} ({why})\n"), ctx.out.flush()))
         except KeyboardInterrupt:
             return 0
+
+
+def cmd_topo_show(ctx: Ctx) -> int:
+    """Validate the topology file and show what the controller would install where; no switch
+    is contacted."""
+    from controller.jobs import place_job
+    from controller.session import ctx_topology
+    topo = ctx_topology(ctx)
+    if topo is None:
+        raise ControllerError("`topo show` needs a topology file: --topo FILE")
+    switches = [{"switch": s.name, "grpc_addr": s.grpc_addr, "device_id": s.device_id,
+                 "role": s.role.value, "parent": s.parent or "", "ports": len(s.ports),
+                 "slots": s.slots, "hosts": len(topo.hosts_on(s.name))} for s in topo.switches]
+    jobs = []
+    for spec in topo.jobs:
+        for name, place in place_job(topo, spec).items():
+            jobs.append({"job": spec.id, "switch": name, "role": place.role.value,
+                         "slots": spec.slots,
+                         "contributors": " ".join(c.name for c in place.contributors)})
+    ctx.emit({"switches": switches, "jobs": jobs},
+             f"{topo.source}: {len(topo.switches)} switch(es), {len(topo.hosts)} host(s), "
+             f"{len(topo.links)} link(s), {len(topo.jobs)} job(s)\n\n" +
+             render.table(switches) + "\n\n" + render.table(jobs))
+    return 0
