@@ -19,7 +19,7 @@ from .lower_control import ControlLowering, PipelineState
 from .lower_parser import lower_checksums, lower_deparser, lower_parser
 from .lower_table import TableLowering, annotation_strings, explicit_id
 from .model import ControllerHeaderModel
-from .model import ControlPlane, CounterModel, MeterModel, RegisterModel
+from .model import ControlPlane, CounterModel, DigestModel, MeterModel, RegisterModel
 from .resolve import Globals
 from .scopes import ExternInstance
 from .typecheck import Typer
@@ -57,6 +57,8 @@ class GenerateJson:
         deparser = lower_deparser(ctx, scopes["deparser"]) if "deparser" in scopes else None
         counters, meters, registers = self._externs(scopes, tl, ctx, cp)
         self._controller_headers(g, lay, cp)
+        for name, st in ctx.digests.items():
+            cp.digests.append(DigestModel(name, tuple((n, width_of(t)) for n, t in st.fields)))
         doc: dict[str, Any] = {
             "header_types": self._header_types(lay),
             "headers": self._headers(lay),
@@ -75,7 +77,7 @@ class GenerateJson:
             "counter_arrays": counters,
             "register_arrays": registers,
             "calculations": ctx.calculations,
-            "learn_lists": [],
+            "learn_lists": ctx.learn_lists,
             "actions": ps.actions,
             "pipelines": pipelines,
             "checksums": checksums,

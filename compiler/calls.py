@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from . import ast as A
 from .diagnostics import Pos, unknown
-from .ir import HeaderRef, ParamRef, StackRef, TConst, TExpr, TLoc
+from .ir import HeaderRef, ParamRef, StackRef, TConst, TExpr, TList, TLoc
 from .resolve import resolve_type
 from .scopes import Env, ExternInstance, SymKind
 from .typecheck import Typer, expr_text
@@ -136,8 +136,12 @@ def _typed_args(call: A.Call, params: tuple[A.Param, ...], what: str, typer: Typ
 def _accepts(pt: P4Type, te: TExpr) -> bool:
     if pt == te.type:
         return True
-    # Lists ({a, b}) and structs go to generic data parameters of hash/checksum/digest.
-    return isinstance(pt, StructT) and te.type == pt
+    # A list {a, b} stands for a struct with fields of the same types (digest<T> data).
+    if isinstance(pt, StructT) and isinstance(te, TList):
+        return len(pt.fields) == len(te.items) and all(
+            it.type == ft or (isinstance(it, TConst) and isinstance(it.type, InfInt))
+            for (_, ft), it in zip(pt.fields, te.items))
+    return False
 
 
 def _with_vars(tparams: tuple[str, ...], tv: dict[str, P4Type]) -> dict[str, P4Type]:
@@ -167,8 +171,9 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
             return CallInfo(CallKind.ACTION, f.name, decl, args, decl.params, targs, call.pos,
                              sym.qualified)
         if sym.kind is SymKind.FUNCTION:
-            fdecl = sym.value
-            assert isinstance(fdecl, A.FunctionDecl)
+            overloads = sym.value
+            assert isinstance(overloads, list)
+            fdecl = next((d for d in overloads if len(d.params) == len(call.args)), overloads[0])
             tv = dict(zip(fdecl.type_params, targs))
             args = _typed_args(call, fdecl.params, f"'{f.name}'", typer, env, tv,
                                fdecl.type_params)

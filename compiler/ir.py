@@ -14,7 +14,7 @@ from .types import HeaderT, P4Type, StackT, StructT
 __all__ = ["Ref", "FieldRef", "HeaderRef", "StackRef", "StackLastRef", "StackFieldRef",
            "StructRef", "ParamRef", "TExpr",
            "TConst", "TLoc", "TUnary", "TBinary", "TCast", "TSlice", "TConcat", "TTernary",
-           "TIsValid", "TList", "TLookahead"]
+           "TIsValid", "TList", "TLookahead", "TString"]
 
 
 # ---------------------------------------------------------------- storage
@@ -147,3 +147,10 @@ class TLookahead(TExpr):
     """``pkt.lookahead<T>()`` (or a field of it): parser only; ``offset`` bits from here."""
 
     offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TString(TExpr):
+    """A string literal (only log_msg takes one)."""
+
+    value: str

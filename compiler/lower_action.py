@@ -15,7 +15,8 @@ from . import ast as A
 from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Diagnostics, Pos
 from .exprjson import Json, as_param, field_json, hexstr, lower_expr, ref_json, to_data, wrap
-from .ir import (FieldRef, HeaderRef, ParamRef, StructRef, TConst, TExpr, TList, TLoc, TSlice)
+from .ir import (FieldRef, HeaderRef, ParamRef, StructRef, TConst, TExpr, TList, TLoc, TSlice,
+                 TString)
 from .layout import Layout, NameGen
 from .resolve import ConstValue, Globals, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
@@ -38,6 +39,8 @@ class LowerCtx:
     diags: Diagnostics
     calculations: list[Json] = field(default_factory=list)
     field_lists: list[Json] = field(default_factory=list)
+    learn_lists: list[Json] = field(default_factory=list)
+    digests: dict[str, StructT] = field(default_factory=dict)  # learn list name -> data type
     direct_meter_targets: dict[str, FieldRef] = field(default_factory=dict)
     names: NameGen = field(default_factory=NameGen)
 
@@ -46,6 +49,11 @@ class LowerCtx:
         self.calculations.append({"name": name, "id": len(self.calculations), "algo": algo,
                                   "input": inputs})
         return name
+
+    def learn_list(self, name: str, elements: list[Json]) -> int:
+        lid = len(self.learn_lists) + 1
+        self.learn_lists.append({"id": lid, "name": name, "elements": elements})
+        return lid
 
     def field_list(self, base: str, elements: list[Json]) -> int:
         fid = len(self.field_lists) + 1
@@ -391,11 +399,53 @@ class ActionLowering:
             assert c is not None
             prims.append(_prim(n, [as_param_b2d(c)]))
         elif n == "digest":
-            self.err(info.pos, "unsupported construct: digest (not implemented yet)")
+            self._digest(info, prims)
         elif n == "log_msg":
-            self.err(info.pos, "unsupported construct: log_msg")
+            msg = a[0]
+            assert isinstance(msg, TString)
+            values: list[Json] = []
+            data = a[1] if len(a) > 1 else None
+            for it in (data.items if isinstance(data, TList) else (data,) if data else ()):
+                values.append(to_data(it))
+            prims.append(_prim("log_msg", [{"type": "string", "value": msg.value},
+                                           {"type": "parameters_vector", "value": values}]))
         else:
             self.err(info.pos, f"unsupported construct: extern function '{n}'")
+
+    def _digest(self, info: CallInfo, prims: list[Json]) -> None:
+        receiver, data = info.args
+        assert receiver is not None and data is not None
+        st = info.type_args[0] if info.type_args else data.type
+        if not isinstance(st, StructT):
+            self.err(info.pos, "digest data must be a struct (or a list with digest<T> naming "
+                               "the struct type)")
+            return
+        items: list[TExpr] = []
+        if isinstance(data, TList):
+            items = list(data.items)
+        elif isinstance(data, TLoc) and isinstance(data.ref, StructRef):
+            items = [m for _, m in data.ref.members]
+        for it in items:
+            if not isinstance(it.type, (Bits, Bool)):
+                self.err(it.pos, f"unsupported construct: digest field of type {show(it.type)}")
+                return
+        # Values that are not fields go through temporaries (BMv2 learn lists name fields).
+        elements: list[Json] = []
+        for it in items:
+            if isinstance(it, TLoc) and isinstance(it.ref, FieldRef):
+                elements.append(field_json(it.ref))
+                continue
+            tmp = self.ctx.layout.temp(it.type, it.pos)
+            self.assign(tmp, it, it.pos, prims)
+            assert isinstance(tmp.ref, FieldRef)
+            elements.append(field_json(tmp.ref))
+        # One learn list per digest type and field set; P4Info has one digest per type.
+        lid = next((ll["id"] for ll in self.ctx.learn_lists
+                    if ll["name"] == st.name and ll["elements"] == elements), None)
+        if lid is None:
+            lid = self.ctx.learn_list(st.name, elements)
+            self.ctx.digests[st.name] = st
+        prims.append(_prim("generate_digest", [as_param(receiver), hexstr(lid)]))
 
     def _data_fields(self, data: TExpr | None, pos: Pos) -> list[Json] | None:
         """Fields of a list or struct argument (deprecated resubmit/recirculate/clone3)."""

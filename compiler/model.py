@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["KeyModel", "ActionRefModel", "TableModel", "ActionModel", "CounterModel",
-           "MeterModel", "RegisterModel", "ControllerHeaderModel", "ControlPlane"]
+           "MeterModel", "RegisterModel", "ControllerHeaderModel", "DigestModel", "ControlPlane"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,12 @@ class ControllerHeaderModel:
     annotations: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class DigestModel:
+    name: str  # the data struct's type name (p4c names the digest after it)
+    fields: tuple[tuple[str, int], ...]
+
+
 @dataclass
 class ControlPlane:
     tables: list[TableModel] = field(default_factory=list)
@@ -95,6 +101,7 @@ class ControlPlane:
     meters: list[MeterModel] = field(default_factory=list)
     registers: list[RegisterModel] = field(default_factory=list)
     controller_headers: list[ControllerHeaderModel] = field(default_factory=list)
+    digests: list[DigestModel] = field(default_factory=list)
 
     def add_action(self, a: ActionModel) -> None:
         if all(x.name != a.name for x in self.actions):

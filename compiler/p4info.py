@@ -60,11 +60,13 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
                                             if m.direct_table is not None], diags, taken)
     rid = assign_ids(Prefix.REGISTER, [(r.name, r.explicit_id) for r in cp.registers], diags,
                      taken)
+    did = assign_ids(Prefix.DIGEST, [(d.name, None) for d in cp.digests], diags, taken)
     hid = assign_ids(Prefix.CONTROLLER_HEADER,
                      [(h.type_name, None) for h in cp.controller_headers], diags, taken)
     alias = aliases([t.name for t in cp.tables] + [a.name for a in cp.actions]
                     + [c.name for c in cp.counters] + [m.name for m in cp.meters]
-                    + [r.name for r in cp.registers] + [h.name for h in cp.controller_headers])
+                    + [r.name for r in cp.registers] + [h.name for h in cp.controller_headers]
+                    + [d.name for d in cp.digests])
     direct_ids = {**dcid, **dmid}
     for t in cp.tables:
         pt = info.tables.add()
@@ -149,6 +151,15 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
         else:
             pr.type_spec.bitstring.bit.bitwidth = r.bitwidth
         pr.size = r.size
+    for d in cp.digests:
+        pdg = info.digests.add()
+        _preamble(pdg.preamble, did[d.name], d.name, alias[d.name], ())
+        pdg.type_spec.struct.name = d.name
+        st = info.type_info.structs[d.name]
+        for fname, width in d.fields:
+            mem = st.members.add()
+            mem.name = fname
+            mem.type_spec.bitstring.bit.bitwidth = width
     info.type_info.SetInParent()
     return info
 

@@ -28,7 +28,7 @@ class Globals:
     types: dict[str, P4Type] = field(default_factory=dict)
     consts: dict[str, ConstValue] = field(default_factory=dict)
     externs: dict[str, A.ExternDecl] = field(default_factory=dict)
-    functions: dict[str, A.FunctionDecl] = field(default_factory=dict)
+    functions: dict[str, list[A.FunctionDecl]] = field(default_factory=dict)  # overloads
     actions: dict[str, A.ActionDecl] = field(default_factory=dict)
     parsers: dict[str, A.ParserDecl] = field(default_factory=dict)
     controls: dict[str, A.ControlDecl] = field(default_factory=dict)
@@ -293,7 +293,7 @@ class ResolveNames:
             case A.ExternDecl():
                 g.externs[name] = d
             case A.FunctionDecl(body=None):
-                g.functions.setdefault(name, d)
+                g.functions.setdefault(name, []).append(d)
             case A.FunctionDecl():
                 diags.error(d.pos, "unsupported construct: functions with a body")
             case A.ActionDecl():

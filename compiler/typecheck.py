@@ -10,11 +10,12 @@ from . import ast as A
 from .diagnostics import Diagnostics, Pos, unknown
 from .ir import (FieldRef, HeaderRef, ParamRef, StackFieldRef, StackLastRef, StackRef,
                  StructRef, TBinary, TCast, TConcat,
-                 TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TTernary, TUnary)
+                 TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TString, TTernary,
+                 TUnary)
 from .layout import Layout
 from .resolve import ConstValue, fold_binary, resolve_type
 from .scopes import Env, SymKind
-from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, StructT,
+from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, Str, StructT,
                     VarbitT, show, width_of)
 
 __all__ = ["Typer", "expr_text"]
@@ -159,9 +160,8 @@ class Typer:
                 if any(t is None for t in typed):
                     return None
                 return TList(Bool(), e.pos, tuple(t for t in typed if t is not None))
-            case A.StrLit():
-                self.err(e.pos, "unsupported construct: string value")
-                return None
+            case A.StrLit(value=v):
+                return TString(Str(), e.pos, v)
         self.err(e.pos, f"unsupported construct: {type(e).__name__} expression")
         return None
 

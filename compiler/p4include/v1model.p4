@@ -122,6 +122,7 @@ extern void clone_preserving_field_list(in CloneType type, in bit<32> session, b
 extern void truncate(in bit<32> length);
 extern void assert(in bool check);
 extern void assume(in bool check);
+extern void log_msg(string msg);
 extern void log_msg<T>(string msg, in T data);
 
 extern void verify_checksum<T, O>(in bool condition, in T data, in O checksum, HashAlgorithm algo);

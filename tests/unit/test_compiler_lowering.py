@@ -127,6 +127,11 @@ def test_return_and_exit_jump_to_the_end() -> None:
     ("recirculate({meta.m});", "recirculate", [H("0x1")]),
     ("truncate(64);", "truncate", [H("0x00000040")]),
     ("hdr.h.setInvalid();", "remove_header", [{"type": "header", "value": "h"}]),
+    ('log_msg("a={} b={}", { hdr.h.a, meta.flag });', "log_msg",
+     [{"type": "string", "value": "a={} b={}"},
+      {"type": "parameters_vector", "value": [F("h", "a"), F("scalars", "metadata.flag")]}]),
+    ('log_msg("hello");', "log_msg", [{"type": "string", "value": "hello"},
+                                      {"type": "parameters_vector", "value": []}]),
 ])
 def test_extern_primitives(body: str, op: str, params: list[Any]) -> None:
     ps = prims(body)
@@ -185,3 +190,23 @@ def test_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.startswith("netsum-p4c: internal compiler error: RuntimeError: synthetic failure")
     assert "Traceback" not in err
+
+
+def test_digest_learn_list_and_p4info() -> None:
+    src = PROGRAM.replace("BODY", "digest<learn_t>(1, { hdr.h.c, meta.m });") \
+        .replace("SELECT", "accept;") \
+        .replace("struct headers { h_t h; }",
+                 "struct headers { h_t h; }\nstruct learn_t { bit<16> c; bit<8> m; }")
+    res = compiler.compile_source(src, "t.p4")
+    doc = res.bmv2_json
+    assert doc["learn_lists"] == [{"id": 1, "name": "learn_t",
+                                   "elements": [F("h", "c"), F("scalars", "metadata.m")]}]
+    act = next(a for a in doc["actions"] if a["name"] == "I.act")
+    assert act["primitives"] == [{"op": "generate_digest",
+                                  "parameters": [H("0x00000001"), H("0x1")]}]
+    (dg,) = res.p4info.digests
+    assert dg.preamble.name == "learn_t" and dg.preamble.id >> 24 == 0x17
+    assert dg.type_spec.struct.name == "learn_t"
+    members = res.p4info.type_info.structs["learn_t"].members
+    assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [("c", 16),
+                                                                              ("m", 8)]

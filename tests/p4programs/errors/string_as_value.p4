@@ -1,4 +1,4 @@
-/* Error case: digest unsupported. */
+/* Error case: string as value. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -35,7 +35,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     }
     apply {
         if (hdr.ipv4.isValid()) {
-            digest(1, { hdr.eth.src });
+            meta.x = "ttl";
             t.apply();
         }
     }
