@@ -35,6 +35,7 @@ from netsum.netns import NetnsError, NetnsLab, netns_available
 from netsum.procs import Child, ProcessGroup
 from netsum.tensors import Reference, check_result, reference
 from workers import quant
+from workers.errors import WorkerError
 from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
 
 __all__ = ["Mode", "Target", "RigConfig", "RigError", "WorkerOutcome", "JobOutcome",
@@ -161,6 +162,9 @@ class RunningJob:
         seen = row.get("data_in", 0) - row.get("retx", 0)
         return max(0.0, min(1.0, seen / max(1, self.expected_contributions)))
 
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
     def done(self) -> bool:
         return not any(c.alive() for c in self.children)
 
@@ -185,6 +189,10 @@ class RunningJob:
             c.popen.wait()
         wall = time.monotonic() - self.started
         outcomes = tuple(self._outcome(r, c) for r, c in enumerate(self.children))
+        # The tensors can be hundreds of MB each: keep the logs, not the data.
+        for path in self.out_paths:
+            for p in (path, path.with_name(path.name.replace("out", "in", 1))):
+                p.unlink(missing_ok=True)
         return JobOutcome(self.job_id, int(self.ref.total.size), self.ref.shape, wall, outcomes,
                           self.rig.counters(self.job_id))
 
@@ -411,7 +419,10 @@ class Rig:
         cfg = self.config
         if len(inputs) != cfg.workers:
             raise RigError(f"{len(inputs)} tensors for {cfg.workers} workers")
-        ref = reference(inputs, cfg.k)
+        try:
+            ref = reference(inputs, cfg.k)
+        except (ValueError, WorkerError) as exc:
+            raise RigError(f"bad input tensors: {exc}") from None
         blocks = quant.num_blocks(int(ref.total.size), cfg.k)
         slots = cfg.slots
         if self._next_slot + slots > POOL_SLOTS:

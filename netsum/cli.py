@@ -1,0 +1,149 @@
+"""`netsum`: the umbrella command (`netsum demo`, `netsum doctor`).
+
+Owns argument parsing and the single error edge: every expected failure (bad options, a build
+error, a switch that does not start, a missing tool) becomes one line on stderr and a non-zero
+exit status; Ctrl-C and SIGTERM stop the run, which removes everything it started.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from netsum import __version__
+from netsum.netns import netns_available
+from netsum.rig import BMV2_TOOLS, Mode, RigError, Target
+
+__all__ = ["main", "build_parser", "parse_size"]
+
+DEFAULT_SIZE = "4MB"
+_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 2**20, "m": 2**20, "gb": 2**30, "g": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """Tensor size → float32 elements: '4MB' (bytes, binary units) or '1000e' / '1000'
+    (elements)."""
+    t = text.strip().lower().replace(" ", "")
+    try:
+        if t.endswith("e"):
+            n = int(t[:-1])
+        else:
+            num = t.rstrip("kmgb")
+            unit = t[len(num):]
+            if unit not in _UNITS:
+                raise ValueError
+            n = int(float(num) * _UNITS[unit]) // 4 if unit else int(num)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size (e.g. 4MB, 512KB, 1000 elements as 1000 or 1000e)") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is less than one float32 element")
+    return n
+
+
+def _loss(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a probability") from None
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"loss must be in [0, 1), got {text}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="netsum", description="netsum: in-network aggregation "
+                                "emulator (P4 switch, controller, workers).")
+    p.add_argument("--version", action="version", version=f"netsum {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    d = sub.add_parser("demo", help="all-reduce a tensor through the switch and report",
+                       description="Build the P4 program, start the switch and the controller, "
+                       "run N workers that all-reduce a float32 tensor through the switch, check "
+                       "every result, print a table, write a CSV and a PNG.")
+    d.add_argument("--workers", "-n", type=int, default=4, help="worker processes (default 4)")
+    d.add_argument("--size", type=parse_size, default=parse_size(DEFAULT_SIZE),
+                   help=f"tensor size per worker: bytes with a unit (default {DEFAULT_SIZE}) "
+                   "or elements (1000e)")
+    d.add_argument("--k", type=int, default=32, choices=(32, 64), help="values per packet")
+    d.add_argument("--loss", type=_loss, default=0.0,
+                   help="drop probability per packet and port direction, through the P4 "
+                   "program's drop simulator (e.g. 0.05)")
+    d.add_argument("--mode", choices=[m.value for m in Mode],
+                   help="netns (root: namespaces, veth, kernel UDP) or udp (unprivileged "
+                   "UDP-tunnel ports); default: netns when available")
+    d.add_argument("--target", choices=[t.value for t in Target], default=Target.EMBEDDED.value,
+                   help="embedded netsum-switch (default) or real simple_switch_grpc + p4c")
+    d.add_argument("--out", type=Path, default=Path("results/demo"),
+                   help="output directory (default results/demo)")
+    d.add_argument("--slots", type=int, default=256, help="the job's slot window (default 256)")
+    d.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds without progress before a worker gives up")
+    d.add_argument("--seed", type=int, default=0, help="seed of the synthetic tensors")
+    sub.add_parser("doctor", help="what this machine supports",
+                   description="Report root, network namespaces, real p4c/simple_switch_grpc, "
+                   "and which demo mode would run.")
+    return p
+
+
+def doctor() -> int:
+    def line(what: str, ok: bool, detail: str) -> None:
+        print(f"  {'yes' if ok else 'no ':3}  {what:26} {detail}")
+
+    print("netsum doctor")
+    root = os.geteuid() == 0
+    line("root", root, "" if root else "(netns mode needs CAP_NET_ADMIN)")
+    ns = netns_available()
+    line("network namespaces + veth", ns is None, ns or "")
+    for tool in ("ip", "ethtool"):
+        path = shutil.which(tool)
+        line(tool, path is not None, path or "not on PATH")
+    for tool in BMV2_TOOLS:
+        path = shutil.which(tool)
+        line(tool, path is not None, path or "not on PATH: --target bmv2 unavailable")
+    try:
+        from netsum import build
+        build.ensure_built()
+        line("netsum.p4 builds", True, "with netsum-p4c")
+    except Exception as exc:  # noqa: BLE001 - report, do not crash the doctor
+        line("netsum.p4 builds", False, str(exc).splitlines()[0])
+    mode = "netns" if ns is None else "udp"
+    print(f"netsum demo would run in mode {mode} on the embedded switch")
+    return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM takes the same path as Ctrl-C, so the rig's clean-up runs.
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if args.command == "doctor":
+            return doctor()
+        from netsum.demo import DemoOptions, run_demo
+        opts = DemoOptions(out=args.out, workers=args.workers, elements=args.size, k=args.k,
+                           loss=args.loss, mode=Mode(args.mode) if args.mode else None,
+                           target=Target(args.target), slots=args.slots,
+                           timeout=args.timeout, seed=args.seed)
+        return run_demo(opts)
+    except RigError as exc:
+        print(f"netsum: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"netsum: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nnetsum: interrupted; every process and interface the run made is removed",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""`netsum demo`: one all-reduce through the switch, shown live, then reported.
+
+Owns what the demo shows and writes: the live progress line (from the switch's per-job
+counters), the per-worker result table, `results.csv` and `allreduce.png` (per-worker goodput
+and the chunk-latency distribution) in the output directory.  The run itself is netsum.rig's.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TextIO
+
+from netsum.netns import netns_available
+from netsum.rig import JobOutcome, Mode, Rig, RigConfig, RunningJob, Target, WorkerOutcome
+from netsum.tensors import synthetic_inputs
+
+__all__ = ["DemoOptions", "choose_mode", "run_demo", "format_table", "write_csv", "write_png"]
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    out: Path
+    workers: int
+    elements: int
+    k: int
+    loss: float
+    mode: Mode | None            # None: netns when root and namespaces work, else udp
+    target: Target
+    slots: int
+    timeout: float
+    seed: int
+
+
+def choose_mode(requested: Mode | None) -> tuple[Mode, str]:
+    """The mode to run in and why, in words for the user."""
+    if requested is Mode.UDP:
+        return Mode.UDP, "as asked"
+    reason = netns_available()
+    if requested is Mode.NETNS:
+        return Mode.NETNS, "as asked" if reason is None else reason
+    if reason is None:
+        return Mode.NETNS, "root and network namespaces work here"
+    return Mode.UDP, f"network namespaces unavailable ({reason})"
+
+
+def _fmt_size(n_bytes: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n_bytes < 1024 or unit == "GB":
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024
+    return f"{n_bytes} B"
+
+
+class _Progress:
+    """One line rewritten in place on a terminal; occasional plain lines otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last_pct = -1
+
+    def __call__(self, job: RunningJob) -> None:
+        frac = job.progress()
+        pct = int(frac * 100)
+        if not self.tty and pct < self.last_pct + 25:
+            return
+        self.last_pct = pct
+        bar = "#" * (pct // 4) + "." * (25 - pct // 4)
+        line = (f"  job {job.job_id} [{bar}] {pct:3d}%  "
+                f"{job.elapsed():5.1f}s  ({job.expected_contributions} contributions)")
+        self.stream.write(("\r" + line) if self.tty else (line + "\n"))
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+COLUMNS = ("worker", "correct", "max error", "err/bound", "goodput", "packets", "retx",
+           "p50 ms", "p99 ms")
+
+
+def _row(w: WorkerOutcome) -> tuple[str, ...]:
+    def f(v: float, spec: str) -> str:
+        return "-" if math.isnan(v) else format(v, spec)
+    return (str(w.rank), "yes" if w.ok else "NO", f(w.max_error, ".3g"),
+            f(w.error_ratio, ".3f"), "-" if math.isnan(w.goodput) else f"{w.goodput / 1e6:.3f} M/s",
+            str(w.packets_sent), str(w.retransmissions), f(w.latency_p50_ms, ".2f"),
+            f(w.latency_p99_ms, ".2f"))
+
+
+def format_table(out: JobOutcome) -> str:
+    rows = [COLUMNS] + [_row(w) for w in out.workers]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.rjust(wd) for c, wd in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * wd for wd in widths))
+    return "\n".join(lines)
+
+
+def write_csv(out: JobOutcome, path: Path) -> None:
+    names = [f.name for f in fields(WorkerOutcome)]
+    with open(path, "w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(["job", *names])
+        for w in out.workers:
+            wr.writerow([out.job_id, *[getattr(w, n) for n in names]])
+
+
+def write_png(out: JobOutcome, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")  # no display needed; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ranks = [w.rank for w in out.workers]
+    goodput = [0.0 if math.isnan(w.goodput) else w.goodput / 1e6 for w in out.workers]
+    ax1.bar(ranks, goodput, color=["tab:blue" if w.ok else "tab:red" for w in out.workers])
+    ax1.set_xlabel("worker")
+    ax1.set_ylabel("goodput (M elements/s)")
+    ax1.set_xticks(ranks)
+    ax1.set_title("per-worker goodput")
+    for w in out.workers:
+        ax2.plot([w.latency_p50_ms, w.latency_p99_ms], [w.rank, w.rank], "o-", color="tab:blue")
+    ax2.set_xlabel("chunk latency (ms): p50 to p99")
+    ax2.set_ylabel("worker")
+    ax2.set_yticks(ranks)
+    ax2.set_title("chunk latency")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
+    """Run the demo; 0 when every worker's result is correct, 1 otherwise."""
+    def say(msg: str) -> None:
+        print(msg, file=stream, flush=True)
+
+    mode, why = choose_mode(opts.mode)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    nbytes = 4 * opts.elements
+    say(f"netsum demo: {opts.workers} workers all-reduce {opts.elements} float32 "
+        f"({_fmt_size(nbytes)}) each through the {opts.target.value} switch, K={opts.k}"
+        + (f", {opts.loss:.0%} injected loss" if opts.loss else ""))
+    say(f"mode: {mode.value} ({why})")
+    cfg = RigConfig(opts.out / "run", workers=opts.workers, k=opts.k, mode=mode,
+                    target=opts.target, loss=opts.loss, slots=opts.slots, timeout=opts.timeout)
+    progress = _Progress(stream)
+    with Rig(cfg, say) as rig:
+        say(f"switch up ({'UDP-tunnel ports on 127.0.0.1' if mode is Mode.UDP else 'veth ports, workers in namespaces'}), "
+            f"pipeline, forwarding and job installed by the controller; topology "
+            f"{rig.topology_path}")
+        inputs = synthetic_inputs(opts.workers, (opts.elements,), opts.seed)
+        job = rig.start_job(inputs)
+        del inputs
+        try:
+            outcome = job.wait(on_tick=progress)
+        finally:
+            progress.finish()
+    say("")
+    say(format_table(outcome))
+    say("")
+    total = sum(0.0 if math.isnan(w.goodput) else w.goodput for w in outcome.workers)
+    slowest = max((w.elapsed_s for w in outcome.workers if not math.isnan(w.elapsed_s)),
+                  default=float("nan"))
+    say(f"job {outcome.job_id}: {outcome.elements} elements in {slowest:.2f} s (slowest "
+        f"worker); mean goodput {total / len(outcome.workers) / 1e6:.3f} M elements/s; switch "
+        f"counters: " + ", ".join(f"{k} {v}" for k, v in outcome.switch_counters.items() if v))
+    csv_path, png_path = opts.out / "results.csv", opts.out / "allreduce.png"
+    write_csv(outcome, csv_path)
+    write_png(outcome, png_path,
+              f"netsum: {opts.workers} workers, {_fmt_size(nbytes)}, K={opts.k}, {mode.value}"
+              + (f", loss {opts.loss:.0%}" if opts.loss else ""))
+    say(f"wrote {csv_path} and {png_path}")
+    if outcome.ok:
+        say("all results correct (within the quantization bound of docs/quantization.md)")
+        return 0
+    for w in outcome.workers:
+        if not w.ok:
+            say(f"worker {w.rank} FAILED: {w.error}")
+    return 1
