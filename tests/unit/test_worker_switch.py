@@ -92,3 +92,87 @@ def test_exact_sums_through_netsum_p4(config: bytes, n: int, slots: int, length:
     if link_loss or p4_drop:
         assert sum(r.stats.retransmissions for r in results) > 0
         assert sw.counter("retransmissions", 4) > 0
+
+
+UP_PORT = 10
+ROOT_SERVICE = ("02:00:00:00:ff:fe", "10.255.0.254")
+
+
+@dataclass
+class TreeFabric:
+    """Two-level tree of netsum.p4 Devices: leaf j serves workers j*per_leaf.., forwards its
+    partial sum up (leaf port UP_PORT -> root port j+1), and the root's result comes down.
+    Internal hops are instantaneous; netsum.p4's drop simulator loses packets on them."""
+    root: object
+    leaves: list
+    hosts: list          # per leaf: worker Hosts (p4helpers.Host), port i+1 on the leaf
+    services: list       # per leaf: its service Host
+    prefixes: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for j, hosts in enumerate(self.hosts):
+            svc = wire.Endpoint.parse(self.services[j].mac, self.services[j].ip)
+            for i, h in enumerate(hosts):
+                local = wire.Endpoint.parse(h.mac, h.ip, h.udp_port)
+                self.prefixes[(j, i)] = wire.FramePrefix.build(local, svc, 12 + 4 * K_DEFAULT)
+
+    def process(self, src: int, payload: bytes) -> list[tuple[int, bytes]]:
+        per = len(self.hosts[0])
+        j, i = divmod(src, per)
+        return self._leaf(j, self.hosts[j][i].port, self.prefixes[(j, i)].frame(payload))
+
+    def _leaf(self, j: int, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        out = []
+        per = len(self.hosts[0])
+        for p, f in self.leaves[j].send(port, frame):
+            if p == UP_PORT:
+                for rp, rf in self.root.send(j + 1, f):
+                    out += self._leaf(rp - 1, UP_PORT, rf)
+            else:
+                parsed = wire.parse_frame(f, K_DEFAULT)
+                assert parsed.dst.port == self.hosts[j][p - 1].udp_port
+                out.append((j * per + p - 1, parsed.payload))
+        return out
+
+
+@pytest.mark.parametrize("drop", [0, 6554])   # 0% or ~10% on every internal hop, each way
+def test_exact_sums_through_a_two_level_tree(config: bytes, drop: int) -> None:
+    leaves_n, per = 2, 2
+    n = leaves_n * per
+    root = p4helpers.NetsumSwitch(config)
+    services = [p4helpers.Host(j + 1, f"02:00:00:00:{j + 1:02x}:fe", f"10.{j + 1}.0.254",
+                               UDP_PORT) for j in range(leaves_n)]
+    up = p4helpers.Host(0, *ROOT_SERVICE, UDP_PORT)
+    root.add_job(9, services, num_slots=8)
+    leaves, hosts = [], []
+    for j in range(leaves_n):
+        sw = p4helpers.NetsumSwitch(config)
+        hs = [p4helpers.Host(i + 1, f"02:00:00:{j + 1:02x}:00:{i + 1:02x}",
+                             f"10.{j + 1}.0.{i + 1}", 41000 + i) for i in range(per)]
+        sw.add_job_leaf(9, slot_base=16, num_slots=8, num_workers=per, mgid=50,
+                        up_port=UP_PORT, leaf=services[j], up=up)
+        for i, h in enumerate(hs):
+            sw.add_member(9, h, i)
+        sw.add_result_group(50, hs, rid_base=1)
+        if drop:
+            sw.set_drop_rate(UP_PORT, drop, egress=True)
+            sw.set_drop_rate(UP_PORT, drop)
+            root.set_drop_rate(j + 1, drop, egress=True)
+        leaves.append(sw)
+        hosts.append(hs)
+    rng = np.random.default_rng(drop)
+    net = Network(TreeFabric(root, leaves, hosts, services),
+                  LossyLink(rng, fifo=True), LossyLink(rng))
+    job = JobConfig(job_id=9, num_workers=n, num_slots=8)
+    xs = [(rng.standard_normal(700) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
+          for _ in range(n)]
+    cores = {w: WorkerCore(xs[w], job, FAST) for w in range(n)}
+    net.run(cores)
+    true = np.sum([x.astype(np.float64) for x in xs], axis=0)
+    results = [cores[w].result() for w in range(n)]
+    for r in results:
+        assert np.array_equal(r.tensor, results[0].tensor)
+        assert (np.abs(r.tensor - true) <= r.bound + np.abs(true) * 2.0**-24 + 2.0**-150).all()
+    if drop:
+        assert sum(r.stats.retransmissions for r in results) > 0
+        assert sum(leaf.counter("retransmissions", 9) for leaf in leaves) > 0
