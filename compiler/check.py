@@ -25,7 +25,8 @@ class CheckTypes:
     def run(self, g: Globals, lay: Layout, diags: Diagnostics) -> None:
         from .bmv2_json import GenerateJson  # the generator is this pass's engine
 
-        scratch = copy.deepcopy(lay)
+        # The AST is shared, not copied (it is immutable; only storage allocation differs).
+        scratch = copy.deepcopy(lay, memo={id(d): d for d in lay.blocks.values()})
         doc, _ = GenerateJson().run(g, scratch, "<check>", diags)
         emitted = {a["name"] for a in doc.get("actions", [])}
         ctx = LowerCtx(g, scratch, Typer(scratch, diags), diags)
