@@ -201,6 +201,8 @@ class WorkerCore:
                  sets: Sequence[int] | None = None) -> None:
         if not isinstance(job, JobConfig):
             raise TypeError(f"job must be a JobConfig, got {type(job).__name__}")
+        if not isinstance(timing, Timing):
+            raise TypeError(f"timing must be a Timing, got {type(timing).__name__}")
         x = quant.as_tensor(tensor)
         self._shape = np.shape(tensor)
         self._job = job
@@ -243,6 +245,10 @@ class WorkerCore:
         names = [f.name for f in HEADER_FIELDS]
         self._pick = operator.itemgetter(*(names.index(n) for n in (
             "msg_type", "flags", "job_id", "set", "slot", "exp", "count", "offset")))
+        # Byte offset of the flags field (a whole byte of its own): retransmissions set RETX
+        # in a copy of the prebuilt packet instead of building it again.
+        self._flags_at = next(u.offset for u in wire.header_units()
+                              if u.fields == (("flags", 0, 8),))
         self._size = HEADER_BYTES + 4 * k
         self._zeros = bytes(4 * k)
         self._latency = np.zeros(self._nb)
@@ -458,8 +464,8 @@ class WorkerCore:
             self._rto[i] = min(self._rto[i] * t.backoff, t.rto_max)
             self._timer[i] = now + self._rto[i]
             pkt = self._packet[i]
-            # Byte 1 is the flags field (HEADER_FIELDS: msg_type, flags, ...).
-            out.append(pkt[:1] + bytes((pkt[1] | Flags.RETX,)) + pkt[2:])
+            at = self._flags_at
+            out.append(pkt[:at] + bytes((pkt[at] | Flags.RETX,)) + pkt[at + 1:])
             self._sent += 1
             self._retx += 1
             events.append(Retransmitted(i, self._cur_block[i],

@@ -301,3 +301,8 @@ def test_adaptive_window_backs_off_under_congestion() -> None:
     retx_aimd = sum(r.stats.retransmissions for r in aimd)
     assert retx_aimd < retx_fixed / 2, (retx_aimd, retx_fixed)
     assert max(r.stats.elapsed for r in aimd) <= max(r.stats.elapsed for r in fixed)
+
+
+def test_timing_must_be_timing() -> None:
+    with pytest.raises(TypeError, match="Timing"):
+        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4), 0.05)  # type: ignore[arg-type]
