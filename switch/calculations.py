@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from switch.expressions import ExprCompiler
-from switch.layout import Layout, cfg_error
+from switch.layout import MAX_FIELD_WIDTH, Layout, cfg_error
 
 __all__ = ["ALGORITHMS", "crc16", "csum16", "xor16", "build_calculation"]
 
@@ -72,6 +72,12 @@ ALGORITHMS: dict[str, Callable[[bytes], int]] = {
 }
 
 
+def _width(w: Any, path: str) -> int:
+    if type(w) is not int or not 0 < w <= MAX_FIELD_WIDTH:
+        raise cfg_error(path, f"bad input width {w!r}")
+    return w
+
+
 def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
                       rng: random.Random) -> Callable[[list[int]], int]:
     """A function F -> hash value for one JSON calculation object."""
@@ -93,10 +99,10 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
         elif t == "hexstr":
             # constants in a field list carry their width in `bitwidth` (p4c) when present
             v = int(el["value"], 16)
-            parts.append((repr(v), int(el.get("bitwidth", max(8, v.bit_length())))))
+            parts.append((repr(v), _width(el.get("bitwidth", max(8, v.bit_length())), path)))
         elif t == "expression":
             src, bits = comp.compile(el)
-            parts.append((src, int(el.get("bitwidth", bits or 32))))
+            parts.append((src, _width(el.get("bitwidth", bits or 32), path)))
         else:
             raise cfg_error(f"{path}.input[{k}]", f"input of type {t!r} is not supported")
     total = sum(w for _, w in parts)

@@ -12,9 +12,15 @@ from typing import Any
 
 from switch.layout import Layout, cfg_error
 
-__all__ = ["Expr", "ExprCompiler", "unwrap", "parse_hexstr", "write_src"]
+__all__ = ["Expr", "ExprCompiler", "unwrap", "parse_hexstr", "write_src", "MAX_WIDTH"]
 
 Expr = tuple[str, int | None]      # (python source, max bits if known non-negative)
+
+#: Largest width accepted anywhere (fields, registers, casts).  Caps memory per value, and lets
+#: a shift by a packet-controlled amount be cut short: any shift of at least MAX_SHIFT bits
+#: leaves nothing inside a destination of at most MAX_WIDTH bits.
+MAX_WIDTH = 4096
+MAX_SHIFT = 2 * MAX_WIDTH
 
 _ARITH = {"+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^"}
 _CMP = {"==": "==", "!=": "!=", ">": ">", "<": "<", ">=": ">=", "<=": "<="}
@@ -51,6 +57,12 @@ class ExprCompiler:
         self.path = path
         self.params = params
         self.lookahead = lookahead
+        self._tmp = 0
+
+    def temp(self, hint: str) -> str:
+        """A fresh local name for an assignment expression (never shared by nested nodes)."""
+        self._tmp += 1
+        return f"_{hint}{self._tmp}"
 
     def compile(self, node: Any) -> Expr:
         n = unwrap(node)
@@ -76,14 +88,23 @@ class ExprCompiler:
             h = self.layout.header(v, self.path)
             return f"F[{h.valid}]", 1
         if t == "lookahead" and self.lookahead is not None:
-            off, width = v
-            return self.lookahead(off, width), width
+            if not (isinstance(v, list) and len(v) == 2):
+                raise cfg_error(self.path, f"bad lookahead {v!r}")
+            return self.lookahead(v[0], v[1]), v[1]
         if t == "string":
             return repr(str(v)), None
         raise cfg_error(self.path, f"expression operand of type {t!r} is not supported")
 
     def cond(self, node: Any) -> str:
         return self.compile(node)[0]
+
+    def _width(self, node: Any) -> int:
+        n = unwrap(node)
+        w = parse_hexstr(n.get("value"), self.path) if isinstance(n, dict) and \
+            n.get("type") == "hexstr" else None
+        if w is None or not 0 < w <= MAX_WIDTH:
+            raise cfg_error(self.path, f"bad width operand {node!r}")
+        return w
 
     def _op(self, n: dict[str, Any]) -> Expr:
         op = n["op"]
@@ -106,13 +127,19 @@ class ExprCompiler:
             elif op == "&" and (ab is not None or bb is not None):
                 # x & m with m >= 0 lies in 0..m even when x is negative (two's complement)
                 bits = min(x for x in (ab, bb) if x is not None)
+            if op == "<<" and not b.isdigit():
+                t = self.temp("s")
+                return f"(({a}) << {t} if ({t} := {b}) < {MAX_SHIFT} else 0)", bits
+            if op == "<<" and int(b) >= MAX_SHIFT:
+                return "0", 0
             return f"({a} {_ARITH[op]} {b})", bits
         if op in ("/", "%"):
             a, ab = self.compile(left)
             b, _ = self.compile(right)
             py = "//" if op == "/" else "%"
             # Division by zero is undefined in P4; bmv2 would abort.  We yield 0 instead.
-            return f"(({a}) {py} _d if (_d := {b}) else 0)", ab
+            t = self.temp("d")
+            return f"(({a}) {py} {t} if ({t} := {b}) else 0)", ab
         if op in _CMP:
             a, _ = self.compile(left)
             b, _ = self.compile(right)
@@ -140,18 +167,17 @@ class ExprCompiler:
             return f"({a} if {c} else {b})", bits
         if op == "two_comp_mod":
             a, _ = self.compile(left)
-            w, _ = self.compile(right)
-            width = int(w)
+            width = self._width(right)
             half = 1 << (width - 1)
             return f"((({a}) + {half} & {(1 << width) - 1}) - {half})", None
         if op == "usat_cast":
             a, _ = self.compile(left)
-            width = int(self.compile(right)[0])
+            width = self._width(right)
             top = (1 << width) - 1
             return f"min(max({a}, 0), {top})", width
         if op == "sat_cast":
             a, _ = self.compile(left)
-            width = int(self.compile(right)[0])
+            width = self._width(right)
             hi = (1 << (width - 1)) - 1
             return f"min(max({a}, {-hi - 1}), {hi})", None
         if op == "valid":

@@ -13,7 +13,10 @@ from typing import Any
 
 from switch.errors import ConfigError
 
-__all__ = ["FieldSlot", "HeaderInfo", "StackInfo", "Layout", "build_layout", "cfg_error"]
+#: Same cap as switch.expressions.MAX_WIDTH (kept here to avoid an import cycle).
+MAX_FIELD_WIDTH = 4096
+
+__all__ = ["MAX_FIELD_WIDTH", "FieldSlot", "HeaderInfo", "StackInfo", "Layout", "build_layout", "cfg_error"]
 
 
 def cfg_error(path: str, what: str) -> ConfigError:
@@ -140,8 +143,8 @@ def build_layout(j: dict[str, Any]) -> Layout:
             if f[1] == "*" or not isinstance(f[1], int):
                 raise cfg_error(fp, f"field '{f[0]}': variable-length (varbit) fields are not "
                                     "supported")
-            if f[1] <= 0:
-                raise cfg_error(fp, f"field '{f[0]}': width {f[1]} must be positive")
+            if not 0 < f[1] <= MAX_FIELD_WIDTH:
+                raise cfg_error(fp, f"field '{f[0]}': width {f[1]} outside 1..{MAX_FIELD_WIDTH}")
             signed = bool(f[2]) if len(f) > 2 else False
             flds.append((f[0], f[1], signed))
         types[name] = flds

@@ -198,9 +198,11 @@ class _StateCompiler:
             return PRIMITIVES[inner["op"]](self.ctx, inner.get("parameters") or [])
         raise cfg_error(path, f"parser op {kind!r} is not supported")
 
-    def lookahead(self, bit_off: int, width: int) -> str:
-        la = self.ns.names.get("LA")
-        assert la is not None
+    def lookahead(self, bit_off: Any, width: Any) -> str:
+        # Only validated ints are ever spliced into generated source: the JSON may come from a
+        # P4Runtime client, so anything else would be code injection.
+        if type(bit_off) is not int or type(width) is not int or bit_off < 0 or width <= 0:
+            raise cfg_error("lookahead", f"bad lookahead [{bit_off!r}, {width!r}]")
         return f"LA(buf, off, {bit_off}, {width})"
 
     def state(self, path: str, st: dict[str, Any], fname: str,
@@ -220,8 +222,10 @@ class _StateCompiler:
                 key_parts.append((f"F[{s.index}]" if not s.signed else
                                   f"(F[{s.index}] & {s.mask})", s.width))
             elif t == "lookahead":
-                off, w = el["value"]
-                key_parts.append((self.lookahead(off, w), w))
+                v = el.get("value")
+                if not (isinstance(v, list) and len(v) == 2):
+                    raise cfg_error(f"{path}.transition_key[{k}]", f"bad lookahead {v!r}")
+                key_parts.append((self.lookahead(v[0], v[1]), v[1]))
             elif t == "expression":
                 src, bits = comp.compile(el)
                 key_parts.append((src, bits or 32))

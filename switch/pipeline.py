@@ -17,7 +17,7 @@ from switch.calculations import build_calculation
 from switch.errors import ConfigError
 from switch.control import INLINE_DEPTH, FixedTable, conditional_source
 from switch.expressions import ExprCompiler, parse_hexstr
-from switch.layout import Layout, build_layout, cfg_error
+from switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error
 from switch.parser import deparser_source, parser_source
 from switch.primitives import AssertFailure, Namespace, PrimCtx, StdFields
 from switch.replication import PRE
@@ -28,6 +28,7 @@ from switch.tables import Table
 __all__ = ["Pipeline", "ActionSpec", "load_json"]
 
 MAX_MINOR_VERSION = 24     # as bmv2: major 2, minor <= 24
+MAX_ARRAY_SIZE = 1 << 24   # cells per register/counter/meter array (memory guard)
 
 
 class ActionSpec:
@@ -154,7 +155,7 @@ class Pipeline:
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
             raise cfg_error(path, "expected an object with a string 'name'")
         size = obj.get("size", 0)
-        if not isinstance(size, int) or size < 0:
+        if not isinstance(size, int) or not 0 <= size <= MAX_ARRAY_SIZE:
             raise cfg_error(f"{path} ('{obj['name']}')", f"bad size {size!r}")
         return obj["name"], int(obj.get("id", 0)), size
 
@@ -162,7 +163,7 @@ class Pipeline:
         for i, r in enumerate(_list(self.json, "register_arrays")):
             name, rid, size = self._sized(r, f"register_arrays[{i}]")
             w = r.get("bitwidth")
-            if not isinstance(w, int) or w <= 0:
+            if not isinstance(w, int) or not 0 < w <= MAX_FIELD_WIDTH:
                 raise cfg_error(f"register_arrays[{i}] ('{name}')", f"bad bitwidth {w!r}")
             self.registers[name] = RegisterArray(name, rid, size, w)
 
@@ -211,7 +212,8 @@ class Pipeline:
             path = f"{path} ('{a['name']}')"
             rd = []
             for k, p in enumerate(a.get("runtime_data") or []):
-                if not (isinstance(p, dict) and isinstance(p.get("bitwidth"), int)):
+                if not (isinstance(p, dict) and isinstance(p.get("bitwidth"), int)
+                        and 0 < p["bitwidth"] <= MAX_FIELD_WIDTH):
                     raise cfg_error(f"{path}.runtime_data[{k}]", f"bad parameter {p!r}")
                 rd.append((str(p.get("name", f"p{k}")), int(p["bitwidth"])))
             aid = int(a.get("id", i))

@@ -79,6 +79,19 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("std", lambda j: j["header_types"][1]["fields"].pop(0),
      "standard_metadata.ingress_port is required"),
     ("headers type", set_(["headers"], 5), "headers: expected a list"),
+    # values spliced into generated code must be validated ints: the JSON may come from any
+    # P4Runtime client
+    ("lookahead injection", lambda j: j["parsers"][0]["parse_states"][0].update(
+        transition_key=[{"type": "lookahead", "value": ["0); import os; (", 8]}]),
+     "bad lookahead"),
+    ("huge width", lambda j: j["header_types"][2]["fields"].append(["big", 10**9, False]),
+     "outside 1..4096"),
+    ("huge register", lambda j: j.update(register_arrays=[
+        {"name": "r", "id": 0, "size": 10**12, "bitwidth": 32}]), "bad size"),
+    ("cast width", lambda j: action(j, "MyIngress.set_tos")["primitives"][0]["parameters"]
+     .__setitem__(1, {"type": "expression", "value": {
+         "op": "two_comp_mod", "left": {"type": "hexstr", "value": "0x1"},
+         "right": {"type": "hexstr", "value": hex(10**9)}}}), "bad width operand"),
 ]
 
 
@@ -130,3 +143,30 @@ def test_random_mutations_only_raise_config_error() -> None:
 
 def test_fixture_loads_unchanged() -> None:
     Device.build_pipeline(ROUTER)
+
+
+def test_packet_controlled_shift_is_bounded() -> None:
+    """`ttl << srcAddr` with srcAddr = 2**32-1 must not try to build a 4-Gbit integer."""
+    j = copy.deepcopy(ROUTER)
+    action(j, "MyIngress.set_tos")["primitives"][0]["parameters"][1] = {
+        "type": "expression", "value": {"type": "expression", "value": {
+            "op": "&", "right": {"type": "hexstr", "value": "0xff"},
+            "left": {"type": "expression", "value": {
+                "op": "<<", "left": {"type": "field", "value": ["ipv4", "ttl"]},
+                "right": {"type": "field", "value": ["ipv4", "srcAddr"]}}}}}}
+    from scapy.layers.inet import IP
+    from scapy.layers.l2 import Ether
+
+    from switch.entries import (ActionCall, Lpm, Optional as Opt, Range, TableEntry,
+                                Ternary)
+    d = Device()
+    d.install(Device.build_pipeline(j))
+    pl = d.pipeline
+    pl.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
+        (Lpm(0, 0),), ActionCall("MyIngress.ipv4_forward", (1, 2))))
+    pl.tables["MyIngress.acl"].insert(TableEntry(
+        (Ternary(0, 0), Opt(None), Range(0, 0xFFFF)), ActionCall("MyIngress.set_tos", (0,)),
+        priority=1))
+    for src, tos in (("255.255.255.255", 0), ("0.0.0.1", (63 << 1) & 0xFF)):
+        [(_, out)] = d.process(1, bytes(Ether() / IP(src=src, dst="1.2.3.4", ttl=64)))
+        assert Ether(out)[IP].tos == tos
