@@ -479,3 +479,36 @@ def test_reconcile_that_does_not_fit_keeps_the_old_pipeline_and_state(
     assert len(read_all(l2, packet_replication_engine_entry=group(0))) == 1
     frame = bytes.fromhex("000000000001" "0000000000aa" "0800") + b"x" * 46
     assert [port for port, _ in server[0].process(2, frame)] == [1]
+
+
+def test_lpm_entries_written_the_tutorials_way(client: RawClient, p4c_fixtures: Path,
+                                               server: tuple[Device, P4RuntimeServer]) -> None:
+    """p4lang tutorials' p4runtime_lib sends values zero-padded to the field width; dmac is
+    turned into an LPM table here (neither fixture has one)."""
+    info, js = load(p4c_fixtures, "l2_mcast")
+    doc = json.loads(js)
+    t = next(t for t in doc["pipelines"][0]["tables"] if t["name"] == "L2Ingress.dmac")
+    t["match_type"] = t["key"][0]["match_type"] = "lpm"
+    next(t for t in info.tables if t.preamble.id == DMAC).match_fields[0].match_type = \
+        p4info_pb2.MatchField.LPM
+
+    def lpm(value: bytes, plen: int, port: int) -> pb.Update:
+        te = pb.TableEntry(table_id=DMAC)
+        m = te.match.add(field_id=1)
+        m.lpm.value, m.lpm.prefix_len = value, plen
+        te.action.action.action_id = FORWARD
+        te.action.action.params.add(param_id=1, value=port.to_bytes(2, "big"))
+        return update(INSERT, table_entry=te)
+
+    client.set_pipeline(info, json.dumps(doc).encode())
+    client.write([lpm(bytes.fromhex("0a0b0c000000"), 24, 2),
+                  lpm(bytes.fromhex("0a0b0c000005"), 48, 3)])
+    (err,) = write_error(client, lpm(bytes.fromhex("0a0b0c000001"), 24, 4))   # bits past /24
+    assert err[0] == 3
+    got = sorted((e.table_entry.match[0].lpm.prefix_len, e.table_entry.match[0].lpm.value)
+                 for e in read_all(client, table_entry=pb.TableEntry(table_id=DMAC)))
+    assert got == [(24, bytes.fromhex("0a0b0c000000")), (48, bytes.fromhex("0a0b0c000005"))]
+    dev = server[0]
+    rest = bytes.fromhex("0000000000aa0800") + b"x" * 46
+    assert [p for p, _ in dev.process(1, bytes.fromhex("0a0b0c000005") + rest)] == [3]
+    assert [p for p, _ in dev.process(1, bytes.fromhex("0a0b0c0000ff") + rest)] == [2]
