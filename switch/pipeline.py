@@ -331,8 +331,39 @@ class Pipeline:
             table.link(by_action, resolve.get("__HIT__", base_node),
                        resolve.get("__MISS__", base_node), hm)
             init_entries(self, tp, t, table)
+        self._check_acyclic(path, tables, conds)
         init = p.get("init_table")
         return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
+
+    @staticmethod
+    def _check_acyclic(path: str, tables: list[tuple[str, dict[str, Any], Table]],
+                       conds: list[tuple[str, dict[str, Any]]]) -> None:
+        """A control is a DAG (P4 has no loops); a cycle would spin a packet forever."""
+        succ: dict[str, list[str]] = {}
+        for _tp, t, table in tables:
+            nt = t.get("next_tables") or {}
+            succ[table.name] = [v for v in list(nt.values()) + [t.get("base_default_next")]
+                                if isinstance(v, str)]
+        for _cp, c in conds:
+            succ[c["name"]] = [v for v in (c.get("true_next"), c.get("false_next"))
+                               if isinstance(v, str)]
+        state: dict[str, int] = {}          # 1 = on the current path, 2 = done
+        for root in succ:
+            if state.get(root):
+                continue
+            stack = [(root, iter(succ[root]))]
+            state[root] = 1
+            while stack:
+                node, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    state[node] = 2
+                    stack.pop()
+                elif state.get(nxt) == 1:
+                    raise cfg_error(path, f"control flow loops through '{nxt}'")
+                elif not state.get(nxt) and nxt in succ:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(succ[nxt])))
 
     def _fixed_table(self, tp: str, t: dict[str, Any], table: Table) -> FixedTable | None:
         """A hidden keyless table with a const default and no direct resources always runs

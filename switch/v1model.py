@@ -14,10 +14,11 @@ from switch.pipeline import Pipeline
 from switch.stats import Stats
 
 __all__ = ["Packet", "V1Model", "NORMAL", "INGRESS_CLONE", "EGRESS_CLONE", "RECIRC",
-           "REPLICATION", "RESUBMIT", "MAX_REINJECT"]
+           "REPLICATION", "RESUBMIT", "MAX_REINJECT", "MAX_PARSE_STATES"]
 
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
 MAX_REINJECT = 16     # resubmit/recirculate rounds before a packet is dropped (loop guard)
+MAX_PARSE_STATES = 1024   # parse states per packet before error ParserTimeout (loop guard)
 
 
 class Packet:
@@ -48,6 +49,7 @@ class V1Model:
         self.s = s
         self.ts0 = time.monotonic_ns()
         self.too_short = pl.layout.errors.get("PacketTooShort", 1)
+        self.timeout = pl.layout.errors.get("ParserTimeout", 5)
         # Hot-path copies of what _egress touches per replica.
         self.i_eport = s.egress_port
         self.i_espec = s.egress_spec
@@ -82,9 +84,13 @@ class V1Model:
         for idx, val in keep:
             F[idx] = val
         state = self.pl.parser_start
+        steps = 0
         try:
             while state is not None:
                 state = state(pkt)
+                steps += 1
+                if steps > MAX_PARSE_STATES:    # a state loop that consumes nothing
+                    raise ParserError(self.timeout)
         except ParserError as e:
             self.stats.parser_errors += 1
             if e.code == self.too_short:

@@ -84,6 +84,8 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("lookahead injection", lambda j: j["parsers"][0]["parse_states"][0].update(
         transition_key=[{"type": "lookahead", "value": ["0); import os; (", 8]}]),
      "bad lookahead"),
+    ("control loop", lambda j: table(j, "tbl_act")["next_tables"].update(
+        act="MyIngress.ipv4_lpm"), "control flow loops through 'MyIngress.ipv4_lpm'"),
     ("huge width", lambda j: j["header_types"][2]["fields"].append(["big", 10**9, False]),
      "outside 1..4096"),
     ("huge register", lambda j: j.update(register_arrays=[
@@ -170,3 +172,15 @@ def test_packet_controlled_shift_is_bounded() -> None:
     for src, tos in (("255.255.255.255", 0), ("0.0.0.1", (63 << 1) & 0xFF)):
         [(_, out)] = d.process(1, bytes(Ether() / IP(src=src, dst="1.2.3.4", ttl=64)))
         assert Ether(out)[IP].tos == tos
+
+
+def test_parser_loop_hits_parser_timeout() -> None:
+    j = copy.deepcopy(ROUTER)
+    st = j["parsers"][0]["parse_states"][1]           # parse_ipv4 -> itself, consuming nothing
+    st["parser_ops"] = []
+    st["transitions"] = [{"value": "default", "mask": None, "next_state": "parse_ipv4"}]
+    d = Device()
+    d.install(Device.build_pipeline(j))
+    frame = bytes(14 + 20)[:12] + b"\x08\x00" + bytes(20)
+    d.process(1, frame)
+    assert d.stats.parser_errors == 1 and d.stats.internal_errors == 0
