@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+import secrets
 import shutil
 import socket
 import sys
@@ -281,7 +282,8 @@ class Rig:
             reason = netns_available()
             if reason:
                 raise RigError(f"mode netns is not available here: {reason} (use --mode udp)")
-            self.lab = NetnsLab()
+            # Random, not pid-based: one process may run several rigs (tests, benchmarks).
+            self.lab = NetnsLab(tag=secrets.token_hex(3))
             try:
                 for p in ports:
                     self.lab.add_host(p, _mac(p), _ip(p), SUBNET_PREFIX,
