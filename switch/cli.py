@@ -62,6 +62,13 @@ def _bmv2_parser() -> _Parser:
     p.add_argument("--log-file", default=None)
     p.add_argument("-L", "--log-level", default="trace", choices=sorted(LEVELS))
     p.add_argument("--thrift-port", type=int, default=None, help="accepted and ignored")
+    # Accepted so that scripts written for simple_switch_grpc run unchanged; no effect here.
+    p.add_argument("--nanolog", default=None, help="accepted and ignored")
+    p.add_argument("--notifications-addr", default=None, help="accepted and ignored")
+    p.add_argument("--debugger", action="store_true", help="accepted and ignored")
+    p.add_argument("--log-flush", action="store_true", help="accepted (logs are line-flushed)")
+    p.add_argument("--dump-packet-data", type=int, default=None, help="accepted and ignored")
+    p.add_argument("-v", "--version", action="version", version=f"{PROG} (netsum) 0.1.0")
     p.add_argument("--no-p4", action="store_true")
     p.add_argument("--seed", type=int, default=None, help="seed of random()/hash 'random'")
     p.add_argument("--no-grpc", action="store_true", help="also accepted after --")
