@@ -232,3 +232,28 @@ def test_cli_timeout_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 def test_allreduce_rejects_non_transport() -> None:
     with pytest.raises(TypeError, match="transport must have send"):
         allreduce(np.ones(4, np.float32), object(), JobConfig(1, 1, 1))  # type: ignore[arg-type]
+
+
+def test_cli_input_file_keeps_shape(lossy_echo: Peer, tmp_path, capsys) -> None:  # type: ignore
+    src, dst = tmp_path / "grad.npy", tmp_path / "sum.npy"
+    grad = np.linspace(-3, 3, 120).reshape(10, 12)          # float64 is accepted
+    np.save(src, grad)
+    host, port = lossy_echo.address
+    code = main(["--job", "3", "--workers", "1", "--slots", "4", "--udp", f"{host}:{port}",
+                 "--bind", "127.0.0.1:0", "--input", str(src), "--output", str(dst),
+                 "--json", "--rto", "0.02"])
+    assert code == 0, capsys.readouterr()
+    row = capsys.readouterr().out.strip()
+    assert '"elements": 120' in row and '"check": null' in row
+    out = np.load(dst)
+    assert out.shape == (10, 12) and out.dtype == np.float32
+    np.testing.assert_allclose(out, grad, rtol=1e-6, atol=1e-6)
+
+
+def test_cli_rejects_nan_input_in_one_line(tmp_path, capsys) -> None:  # type: ignore
+    src = tmp_path / "bad.npy"
+    np.save(src, np.array([1.0, np.inf], np.float32))
+    code = main(["--job", "3", "--workers", "1", "--slots", "4", "--udp", "127.0.0.1:9",
+                 "--bind", "127.0.0.1:0", "--input", str(src)])
+    err = capsys.readouterr().err
+    assert code == 1 and "offset 1" in err and err.count("\n") == 1
