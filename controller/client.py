@@ -17,6 +17,8 @@ stream and its receive thread); three of its behaviours are replaced here:
 from __future__ import annotations
 
 import queue
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -75,6 +77,28 @@ class _ShellSession(P4RuntimeClient):  # type: ignore[misc]
         self.primary = rep.arbitration.status.code == code_pb2.OK
 
 
+def _close_before_exit(session: _ShellSession) -> None:
+    """p4runtime-shell's receive thread is not a daemon, so a session its owner forgot to close
+    would keep the interpreter from exiting (it blocks on the open stream).  Interpreter exit
+    joins such threads *before* atexit handlers run; `threading._register_atexit` (the hook
+    concurrent.futures uses) runs first.  A weak reference keeps closed sessions collectable."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        return
+    ref = weakref.ref(session)
+
+    def close() -> None:
+        s = ref()
+        if s is not None and getattr(s, "channel", None) is not None and \
+                s.stream_recv_thread.is_alive():
+            s.tear_down()
+
+    try:
+        register(close)
+    except RuntimeError:  # already shutting down
+        pass
+
+
 def _stream_failure(stream: object) -> str:
     """Why a stream gave no arbitration reply: the server's status if the stream ended."""
     try:
@@ -120,6 +144,7 @@ class SwitchClient:
             raise SwitchUnreachable(f"switch {ep} refused arbitration with election id "
                                     f"{ep.election_id[0]},{ep.election_id[1]}: {reason}")
         self._session = session
+        _close_before_exit(session)
 
     @property
     def is_primary(self) -> bool:

@@ -242,3 +242,13 @@ def test_shell_opens_p4runtime_shell_on_the_same_switch(l2: Switch) -> None:
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "ENTRIES 1" in p.stdout
+
+
+def test_a_forgotten_session_does_not_hang_exit(l2: Switch) -> None:
+    """p4runtime-shell's receive thread is not a daemon; an unclosed session must still let
+    the interpreter exit (the library closes it before threads are joined)."""
+    code = ("from controller.client import Endpoint, SwitchClient\n"
+            f"c = SwitchClient(Endpoint('{l2.addr}', 0, (0, 1)))\n"
+            "c.connect()\nprint('primary', c.is_primary)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout == "primary True\n", p.stderr
