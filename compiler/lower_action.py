@@ -82,7 +82,25 @@ class ActionLowering:
         returns: list[int] = []
         self._stmts(stmts, env, prims, returns)
         self._patch(prims, returns, len(prims))
+        self.trim_tail_jumps(prims)
         return prims
+
+    @staticmethod
+    def trim_tail_jumps(prims: list[Json]) -> None:
+        """Drop a final ``_jump`` to the end (a trailing return/exit) and retarget jumps that
+        pointed past the new end, so no primitive jumps to its immediate successor at the end."""
+        changed = False
+        while prims and prims[-1]["op"] == "_jump" and \
+                int(prims[-1]["parameters"][0]["value"], 16) == len(prims):
+            prims.pop()
+            changed = True
+        if changed:
+            end = len(prims)
+            for p in prims:
+                if p["op"] in ("_jump", "_jump_if_zero"):
+                    t = p["parameters"][-1]
+                    if int(t["value"], 16) > end:
+                        p["parameters"][-1] = hexstr(end)
 
     @staticmethod
     def _patch(prims: list[Json], jumps: list[int], target: int) -> None:

@@ -60,7 +60,12 @@ class ControlLowering:
         decl = scope.decl
         assert isinstance(decl, A.ControlDecl)
         self.decl = decl
-        self.order = group_order(decl.apply, self._table_call)
+        # Control-level variables with an initializer are assigned at the start of apply, as
+        # p4c does when it moves them into the apply block.
+        inits = tuple(A.Assign(d.pos, A.Name(d.pos, d.name), d.init) for d in decl.locals
+                      if isinstance(d, A.VarDecl) and d.init is not None)
+        self.body = A.Block(decl.apply.pos, inits + decl.apply.stmts)
+        self.order = group_order(self.body, self._table_call)
         self.hidden: list[tuple[int, Json]] = []
 
     def err(self, pos: Pos, msg: str) -> None:
@@ -71,7 +76,7 @@ class ControlLowering:
         self.ps.node_counter += 2  # p4c's graph: entry and exit nodes of this control
         applied = self._applied_tables()
         self.tl.begin_control(self.scope, applied, self._direct_calls())
-        frag = self._seq(self.decl.apply.stmts, self.env)
+        frag = self._seq(self.body.stmts, self.env)
         for h in frag.holes:
             h(None)
         # Hidden actions follow the control's own actions, in block post-order.
@@ -111,7 +116,7 @@ class ControlLowering:
                     walk_expr(l)
                     walk_expr(r)
 
-        walk(self.decl.apply)
+        walk(self.body)
         return [t for t in self.scope.tables if t.name in names]
 
     def _direct_calls(self) -> list[A.Call]:
@@ -131,7 +136,7 @@ class ControlLowering:
                 case A.CallStmt(call=c) if self._table_call(s):
                     calls.append(c)
 
-        walk(self.decl.apply)
+        walk(self.body)
         return calls
 
     def _table_call(self, s: A.Stmt) -> bool:
@@ -233,6 +238,7 @@ class ControlLowering:
         for s in group:
             lowering._stmt(s, env, prims, returns)
         lowering._patch(prims, returns, len(prims))
+        lowering.trim_tail_jumps(prims)
         base = hidden_action_base(first.pos.file, first.pos.line)
         aname = self.ctx.names.new(base)
         act = {"name": aname, "id": -1, "runtime_data": [], "primitives": prims}

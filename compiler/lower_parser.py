@@ -42,9 +42,15 @@ def lower_parser(ctx: LowerCtx, scope: BlockScope) -> Json:
     names = {s.name for s in decl.states}
     if "start" not in names:
         ctx.diags.error(decl.pos, f"parser '{decl.name}' has no 'start' state")
+    # Parser-level variables with an initializer are set when the parser starts.
+    inits = [A.Assign(d.pos, A.Name(d.pos, d.name), d.init) for d in decl.locals
+             if isinstance(d, A.VarDecl) and d.init is not None]
     for i, st in enumerate(decl.states):
         env = scope.env.child()
         ops: list[Json] = []
+        if st.name == "start":
+            for a in inits:
+                _state_stmt(ctx, a, env, ops)
         for s in st.stmts:
             _state_stmt(ctx, s, env, ops)
         key_json, transitions = _transition(ctx, st, env, names)

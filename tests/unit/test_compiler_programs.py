@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "p4programs"
 GOLDEN = ROOT / "tests" / "golden" / "compiler"
 NAMES = ["basic_router", "tunnel", "mcast", "stateful", "checksum_hash", "stack", "calc",
-         "tutorial_mix"]
+         "tutorial_mix", "grab_bag"]
 # These use push/pop/stack_field, which the embedded switch does not implement yet.
 RUNNABLE = [n for n in NAMES if n not in ("stack", "tutorial_mix")]
 
@@ -187,3 +187,22 @@ def test_runtime_argument_calls_join_the_surrounding_hidden_action() -> None:
         ["register_read"] * 2
     assert [c["algo"] for c in doc["calculations"]] == ["crc16", "crc16", "crc32"]
     assert "MixIngress.compute_hashes" not in {a["name"] for a in doc["actions"]}
+
+
+def test_control_local_initializer_runs_first() -> None:
+    doc = build("grab_bag").bmv2_json
+    ingress = doc["pipelines"][0]
+    first = next(t for t in ingress["tables"] if t["name"] == ingress["init_table"])
+    act = doc["actions"][first["action_ids"][0]]
+    assert act["primitives"] == [{"op": "assign", "parameters": [
+        {"type": "field", "value": ["scalars", "c"]}, {"type": "hexstr", "value": "0x0"}]}]
+    assert first["next_tables"] == {act["name"]: "I.keyless"}
+
+
+def test_grab_bag_on_the_switch() -> None:
+    d = device("grab_bag")
+    # a=9 (not in 0..3, not 4..7): default accept; noact misses -> c = GREEN; meta.p is LOW so
+    # opt is skipped; s = -(-3) = 3 is not negative -> exit before meta.m |-| 1.
+    frame = bytes([9, 1, 0xFD]) + bytes(20)
+    out = d.process(1, frame)
+    assert out and out[0][1][2] == 3
