@@ -60,7 +60,7 @@ class _Progress:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.tty = stream.isatty()
-        self.last_pct = -1
+        self.last_pct = -25  # the first tick always prints
 
     def __call__(self, job: RunningJob) -> None:
         frac = job.progress()

@@ -296,6 +296,7 @@ class Rig:
             ifaces = [f"{p}@udp:127.0.0.1:{u}" for p, u in self.udp_ports.items()]
         grpc_addr = self._start_switch(ifaces, json_path)
         self._write_topology(grpc_addr, ports)
+        self._write_manifest()
         self._configure(info_path, json_path)
 
     def close(self) -> None:
@@ -373,6 +374,15 @@ class Rig:
                     return addr
             time.sleep(0.1)
         raise RigError(f"the switch did not open {addr} within 30 s")
+
+    def _write_manifest(self) -> None:
+        """run.json: what this rig made (switch pid, ports, namespaces), for debugging a run
+        and for checking after it that nothing is left."""
+        doc = {"switch_pid": self.switch.popen.pid if self.switch else None,
+               "udp_ports": self.udp_ports,
+               "namespaces": [h.name for h in self.lab.hosts] if self.lab else [],
+               "interfaces": [h.switch_if for h in self.lab.hosts] if self.lab else []}
+        (self.work_dir / "run.json").write_text(json.dumps(doc, indent=1))
 
     def _write_topology(self, grpc_addr: str, ports: list[int]) -> None:
         doc = {
