@@ -198,6 +198,8 @@ def run(opts: Options) -> int:
         ports.close()
         for s, h in old.items():
             signal.signal(s, h)
+    stats = " ".join(f"{k}={v}" for k, v in dev.stats.as_dict().items() if v)
+    print(f"{PROG}: stopped: {stats or 'no packets'}", flush=True)
     if log is not None:
         log.info("stats: %s", dev.stats.as_dict())
     return 0

@@ -86,6 +86,7 @@ def test_forwarding_malformed_pcap_and_sigterm(calc_json: Path, peer: socket.soc
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+    assert "stopped: rx_packets=7" in out                 # stats line on exit
     name = f"udp_127.0.0.1_{p1}"
     ins = rdpcap(str(tmp_path / f"{name}_in.pcap"))
     outs = rdpcap(str(tmp_path / f"{name}_out.pcap"))
