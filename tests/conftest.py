@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Real p4c output for two programs; lives beside the project (../shared/fixtures/p4c).
-P4C_FIXTURES = ROOT.parent / "shared" / "fixtures" / "p4c"
+#: Real p4c output for two programs; lives beside the project (../shared/fixtures/p4c), or where
+#: NETSUM_P4C_FIXTURES points (the unprivileged CI tier runs from a private clone elsewhere).
+P4C_FIXTURES = Path(os.environ.get("NETSUM_P4C_FIXTURES")
+                    or ROOT.parent / "shared" / "fixtures" / "p4c")
 
 
 @pytest.fixture(scope="session")
