@@ -30,18 +30,32 @@ class Parser(ExprParser):
         super().__init__(tokens)
         self.diags = diags
 
-    def _recover(self, err: ParseError) -> None:
-        """Report, then skip to after the next ';' or '}' at nesting depth 0."""
+    def _recover(self, err: ParseError, start: int | None = None) -> None:
+        """Report, then skip to the end of the declaration that began at token ``start``:
+        past the '}' closing the braces it opened, or past its ';' when none is open.  A '}'
+        of an enclosing block is left alone (unless it is the offending token itself)."""
         self.diags.error(err.pos, err.message)
         depth = 0
+        if start is not None:
+            for t in self.toks[start:self.i]:
+                if t.kind is TokKind.OP and t.text == "{":
+                    depth += 1
+                elif t.kind is TokKind.OP and t.text == "}":
+                    depth -= 1
+            depth = max(depth, 0)
+        at_error = self.i
         while self.tok.kind is not TokKind.EOF:
             t = self.tok.text if self.tok.kind is TokKind.OP else ""
+            if t == "}" and depth == 0:
+                if self.i == at_error and start is None:
+                    self.i += 1  # a stray '}' at top level is the error itself
+                return
             self.i += 1
             if t == "{":
                 depth += 1
             elif t == "}":
                 depth -= 1
-                if depth <= 0:
+                if depth == 0:
                     return
             elif t == ";" and depth == 0:
                 return
@@ -53,10 +67,13 @@ class Parser(ExprParser):
         while self.tok.kind is not TokKind.EOF:
             if self.accept(";"):
                 continue
+            begin = self.i
             try:
                 decls.append(self.declaration())
             except ParseError as err:
-                self._recover(err)
+                self._recover(err, begin)
+                if self.i == begin:
+                    self.i += 1  # always make progress
         return Program(start, tuple(decls))
 
     # annotations: ('@' name ['(' tokens ')'])*
@@ -269,6 +286,7 @@ class Parser(ExprParser):
             states: list[ParserState] = []
             while not self.accept("}"):
                 self._no_eof(kw, name.text)
+                begin = self.i
                 try:
                     sannos = self.annotations()
                     if self.accept("state"):
@@ -276,12 +294,13 @@ class Parser(ExprParser):
                     else:
                         locals_.append(self._local(sannos))
                 except ParseError as err:
-                    self._recover(err)
+                    self._recover(err, begin)
             return ParserDecl(name.pos, annos, name.text, params, ctor, tuple(locals_),
                               tuple(states))
         apply: Block | None = None
         while not self.accept("}"):
             self._no_eof(kw, name.text)
+            begin = self.i
             try:
                 lannos = self.annotations()
                 if self.at("apply") and self.peek().text == "{":
@@ -294,7 +313,7 @@ class Parser(ExprParser):
                 else:
                     locals_.append(self._local(lannos))
             except ParseError as err:
-                self._recover(err)
+                self._recover(err, begin)
         if apply is None:
             raise ParseError(name.pos, f"control '{name.text}' has no apply block")
         return ControlDecl(name.pos, annos, name.text, params, ctor, tuple(locals_), apply)
