@@ -10,7 +10,7 @@ from .ast import (Arg, Binary, BitType, BoolLit, BoolType, Call, Cast, Default, 
                   ErrorType, Expr, Index, IntLit, IntType, ListExpr, Mask, Member, Name, Range,
                   Slice, StackType, StringType, StrLit, Ternary, TypeExpr, TypeName, Unary,
                   VarbitType, VoidType)
-from .diagnostics import Pos
+from .diagnostics import Pos, unknown
 from .lexer import Token, TokKind
 
 __all__ = ["ParseError", "ExprParser"]
@@ -118,6 +118,9 @@ class ExprParser:
         else:
             name = self.ident("a type")
             args: tuple[TypeExpr, ...] = ()
+            if self.at("<") and self.peek().kind is TokKind.INT:
+                # Only bit/int/varbit take a number; 'bitt<8>' is a misspelling, not generics.
+                raise ParseError(name.pos, unknown("type", name.text, ("bit", "int", "varbit")))
             if self.at("<"):
                 args = self._type_args()
             base = TypeName(name.pos, name.text, args)
