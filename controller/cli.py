@@ -199,6 +199,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
         raise _UsageError(f"{PROG} {args.verb}: give an action (see {PROG} {args.verb} --help)")
     args.command = key
     args.grpc_addr_given = hasattr(args, "grpc_addr")
+    args.election_id_given = hasattr(args, "election_id")
     for k, v in _DEFAULTS.items():
         if not hasattr(args, k):
             setattr(args, k, v)

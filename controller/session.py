@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, TextIO
 
 from controller import render
@@ -32,7 +32,15 @@ class Ctx:
 # -- sessions ---------------------------------------------------------------------------------
 
 def ctx_topology(ctx: Ctx) -> Topology | None:
-    return load_topology(ctx.args.topo) if ctx.args.topo else None
+    """The --topo file; an explicit --election-id overrides the file's for every switch (a
+    second controller, or a person beside a running one, needs its own)."""
+    if not ctx.args.topo:
+        return None
+    topo = load_topology(ctx.args.topo)
+    if ctx.args.election_id_given:
+        topo = replace(topo, switches=tuple(replace(s, election_id=ctx.args.election_id)
+                                            for s in topo.switches))
+    return topo
 
 
 def ctx_endpoint(ctx: Ctx) -> Endpoint:

@@ -9,7 +9,8 @@ from typing import Any
 
 from controller import ops, render
 from controller import program as P
-from controller.errors import ControllerError, JobError, LiteralError
+from controller.errors import (ControllerError, JobError, LiteralError, PipelineMissing,
+                               SwitchUnreachable)
 from controller.fabric import Controller
 from controller.jobs import plan_drop
 from controller.session import Ctx, ctx_program, open_controller, open_switch
@@ -90,10 +91,23 @@ def cmd_stats(ctx: Ctx) -> int:
     with open_controller(ctx) as ctl:
         n = 0
         while True:
-            rows = ctl.job_stats()
+            stamp = time.strftime("%H:%M:%S")
+            try:
+                rows = ctl.job_stats()
+            except (SwitchUnreachable, PipelineMissing) as exc:
+                if not a.watch:
+                    raise
+                # Watching goes on through a switch restart; counters restart from zero.
+                ctx.out.write(f"{stamp} {exc.message}\n")
+                ctx.out.flush()
+                n += 1
+                if a.count and n >= a.count:
+                    return 1
+                time.sleep(a.watch)
+                ctl.check(probe_timeout=min(1.0, a.watch))
+                continue
             if a.watch and not a.json and ctx.out.isatty():
                 ctx.out.write("\x1b[H\x1b[2J")
-            stamp = time.strftime("%H:%M:%S")
             ctx.emit(rows, f"per-job counters at {stamp}\n" + render.table(rows, _STAT_COLS))
             ctx.out.flush()
             n += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -418,3 +419,26 @@ def test_a_change_on_a_restarted_switch_restores_it_first(tree, switches) -> Non
     results = aggregate_through_tree(c, switches, 2, 5, ("h1", "h3"))
     assert sorted(results) == ["h1", "h3"]
     assert all(np.array_equal(v, vec(1) + vec(2)) for v in results.values())
+
+
+def test_stats_watch_rides_through_a_restart(netsum_program, switches, tmp_path) -> None:
+    import threading
+    info, js = netsum_program
+    topo_path = topology("single.yaml", switches, tmp_path)
+    ok(topo_path, "setup", "--p4info", str(info), str(js))
+    result: list[tuple[int, str, str]] = []
+    watcher = threading.Thread(target=lambda: result.append(
+        ctl(topo_path, "stats", "--watch", "0.1", "--count", "30")))
+    watcher.start()
+    time.sleep(0.6)
+    switches["s1"].restart()                  # empty again; the watcher keeps going
+    time.sleep(0.6)
+    # Another controller (higher election id: the watcher may have reconnected) sets it up.
+    ok(topo_path, "setup", "--p4info", str(info), str(js), "--election-id", "0,2")
+    watcher.join(timeout=60)
+    rc, out, err = result[0]
+    assert rc == 0 and err == "", err
+    first_error = min(i for i in (out.find("unreachable"), out.find("no forwarding pipeline"))
+                      if i >= 0)
+    assert "per-job counters" in out[:first_error]
+    assert "per-job counters" in out[first_error:]
