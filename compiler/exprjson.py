@@ -82,7 +82,8 @@ def lower_expr(te: TExpr) -> Json:
         case TConst():
             return const_json(te)
         case TLoc(ref=ParamRef(index=i)):
-            return {"type": "local", "value": i}
+            local = {"type": "local", "value": i}
+            return wrap("d2b", None, local) if isinstance(te.type, Bool) else local
         case TLoc(ref=FieldRef() as ref):
             f = field_json(ref)
             return wrap("d2b", None, f) if isinstance(te.type, Bool) else f

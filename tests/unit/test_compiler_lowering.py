@@ -24,8 +24,8 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     register<bit<32>>(8) r;
     counter(8, CounterType.packets) c;
     meter(8, MeterType.packets) mt;
-    action act(bit<8> p) { BODY }
-    table t { key = { hdr.h.a: exact; } actions = { act; } default_action = act(0); }
+    action act(bit<8> p, bool q) { BODY }
+    table t { key = { hdr.h.a: exact; } actions = { act; } default_action = act(0, false); }
     apply { t.apply(); }
 }
 control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
@@ -89,6 +89,14 @@ def test_assignment_lowering(body: str, expected: dict[str, Any]) -> None:
     ps = prims(body)
     assert ps[-1]["op"] == "assign"
     assert ps[-1]["parameters"][1] == expected
+
+
+def test_bool_action_parameter_is_converted() -> None:
+    ps = prims("if (q) { hdr.h.b = 1; } meta.flag = q;")
+    local = {"type": "local", "value": 1}
+    assert ps[0]["parameters"][0] == P(E("b2d", None, E("d2b", None, local)))
+    assert ps[-1]["parameters"] == [F("scalars", "metadata.flag"),
+                                    {"type": "runtime_data", "value": 1}]
 
 
 def test_if_in_action_becomes_jumps() -> None:
