@@ -112,6 +112,7 @@ class PortSet:
         self.pcap_dir = pcap_dir
         self.log = log if log is not None and log.isEnabledFor(logging.DEBUG) else None
         self.ports: dict[int, _Port] = {}
+        self._senders: dict[int, Callable[[bytes], None]] = {}
         self.sel = selectors.DefaultSelector()
 
     def open(self) -> None:
@@ -123,6 +124,7 @@ class PortSet:
                     port.pcap_in = PcapWriter(self.pcap_dir / f"{spec.pcap_name}_in.pcap")
                     port.pcap_out = PcapWriter(self.pcap_dir / f"{spec.pcap_name}_out.pcap")
                 self.ports[spec.number] = port
+                self._senders[spec.number] = self._sender(port)
                 self.sel.register(sock, selectors.EVENT_READ, port)
         except BaseException:
             self.close()
@@ -167,23 +169,46 @@ class PortSet:
         return sock
 
     # -- data path -------------------------------------------------------------------------
+    def _sender(self, p: _Port) -> Callable[[bytes], None]:
+        """The per-port send function, built once: the packet path then pays one call."""
+        sock = p.sock
+        stats = self.device.stats
+        send: Callable[[bytes], None]
+        if p.spec.kind is PortKind.LINUX:
+            send = sock.send  # type: ignore[assignment]
+        elif p.spec.peer is not None:
+            peer = p.spec.peer
+            sendto = sock.sendto
+
+            def send(frame: bytes) -> None:
+                sendto(frame, peer)
+        else:
+            sendto = sock.sendto
+
+            def send(frame: bytes) -> None:
+                if p.peer is None:
+                    stats.no_tx_port += 1
+                else:
+                    sendto(frame, p.peer)
+        if p.pcap_out is None and self.log is None:
+            return send
+        pcap, log, num, raw = p.pcap_out, self.log, p.spec.number, send
+
+        def send_logged(frame: bytes) -> None:
+            if pcap is not None:
+                pcap.write(frame)
+            if log is not None:
+                log.debug("Transmitting packet of size %d out of port %d", len(frame), num)
+            raw(frame)
+        return send_logged
+
     def transmit(self, port: int, frame: bytes) -> None:
-        p = self.ports.get(port)
-        if p is None:
+        send = self._senders.get(port)
+        if send is None:
             self.device.stats.no_tx_port += 1
             return
-        if p.pcap_out is not None:
-            p.pcap_out.write(frame)
-        if self.log is not None:
-            self.log.debug("Transmitting packet of size %d out of port %d", len(frame), port)
         try:
-            if p.spec.kind is PortKind.UDP:
-                if p.peer is None:
-                    self.device.stats.no_tx_port += 1
-                    return
-                p.sock.sendto(frame, p.peer)
-            else:
-                p.sock.send(frame)
+            send(frame)
         except OSError:
             self.device.stats.no_tx_port += 1
 
@@ -194,7 +219,8 @@ class PortSet:
         sock = p.sock
         receive = self.device.receive
         num = p.spec.number
-        fixed_peer = p.spec.peer is not None
+        learn = p.spec.peer is None
+        plain = p.pcap_in is None and self.log is None
         for _ in range(_BATCH):
             try:
                 data, addr = sock.recvfrom(MAX_FRAME + 1)
@@ -202,9 +228,12 @@ class PortSet:
                 return
             except OSError:
                 return                # e.g. ICMP-induced errors on UDP; the socket stays usable
-            if not fixed_peer:
+            if learn:
                 p.peer = addr
-            self._deliver(p, num, data, receive)
+            if plain:
+                receive(num, data)
+            else:
+                self._deliver(p, num, data, receive)
 
     def _drain_linux(self, p: _Port) -> None:
         sock = p.sock
@@ -268,4 +297,5 @@ class PortSet:
                 if w is not None:
                     w.close()
         self.ports.clear()
+        self._senders.clear()
         self.sel.close()
