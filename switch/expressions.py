@@ -109,6 +109,9 @@ class ExprCompiler:
     def _op(self, n: dict[str, Any]) -> Expr:
         op = n["op"]
         left, right = n.get("left"), n.get("right")
+        if op == "-" and left is None:       # unary minus (older p4c)
+            a, _ = self.compile(right)
+            return f"(-{a})", None
         if op in _ARITH:
             a, ab = self.compile(left)
             b, bb = self.compile(right)
