@@ -20,6 +20,7 @@ from switch.v1model import V1Model
 __all__ = ["Device", "Pipeline", "MAX_FRAME"]
 
 MAX_FRAME = 65535          # largest frame accepted on a port (jumbo guard)
+TRACE = 5                  # logging level of `-L trace` (below DEBUG)
 _MAX_PORT = 511
 
 
@@ -47,9 +48,17 @@ class Device:
 
     def set_logger(self, log: logging.Logger | None) -> None:
         """Enable bmv2-like logging (log_msg() output, per-packet lines in the port layer)."""
-        self.log = log
-        if self.pipeline is not None:
-            self._bind_log(self.pipeline)
+        with self.lock:
+            self.log = log
+            if self.pipeline is not None and self._v1 is not None:
+                self._bind_log(self.pipeline)
+                self._v1.trace = self._trace()
+
+    def _trace(self) -> Callable[[str], None] | None:
+        log = self.log
+        if log is None or not log.isEnabledFor(TRACE):
+            return None
+        return lambda msg: log.log(TRACE, msg)
 
     def _bind_log(self, pl: Pipeline) -> None:
         log = self.log
@@ -92,7 +101,7 @@ class Device:
             pl.ns.names["STATS"] = self.stats
             self._bind_log(pl)
             self.pipeline = pl
-            self._v1 = V1Model(pl, self.stats, self.drop_port)
+            self._v1 = V1Model(pl, self.stats, self.drop_port, self._trace())
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """Run one frame through the life cycle and return every output (port, frame),

@@ -76,6 +76,7 @@ class Pipeline:
     def __init__(self, j: dict[str, Any], inline_depth: int = INLINE_DEPTH) -> None:
         self.json = j
         self.inline_depth = inline_depth     # 0 = one pipeline node per JSON node (reference)
+        self.node_names: dict[Any, str] = {}  # node function -> JSON name (trace logging)
         self.ns = Namespace()
         self.rng = random.Random()
         self.tables: dict[str, Table] = {}
@@ -311,13 +312,16 @@ class Pipeline:
                                    self.inline_depth)
                 for _cp, c in conds]
         _compile("".join(srcs), self.ns, f"{path} conditionals")
+        for _cp, c in conds:
+            self.node_names[self.ns.names[nodes[c["name"]]]] = c["name"]
         plen = self.std.packet_length
         for tp, t, table in tables:
             meter_target = None
             if table._meter is not None and table._meter.result_target is not None:
                 meter_target = self.layout.slot(list(table._meter.result_target), tp).index
-            self.ns.names[nodes[table.name]] = table.make_node(key_function(self, tp, t, table), plen,
-                                                               meter_target)
+            node = table.make_node(key_function(self, tp, t, table), plen, meter_target)
+            self.ns.names[nodes[table.name]] = node
+            self.node_names[node] = table.name
         for tp, t, table in tables:
             nt = t.get("next_tables") or {}
             if not isinstance(nt, dict):

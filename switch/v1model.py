@@ -8,6 +8,8 @@ Everything here runs with the device lock held by the caller.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from switch.parser import ParserError
 from switch.pipeline import Pipeline
@@ -40,8 +42,10 @@ class Packet:
 
 
 class V1Model:
-    def __init__(self, pl: Pipeline, stats: Stats, drop_port: int) -> None:
+    def __init__(self, pl: Pipeline, stats: Stats, drop_port: int,
+                 trace: Callable[[str], None] | None = None) -> None:
         self.pl = pl
+        self.trace = trace
         self.stats = stats
         self.drop_port = drop_port
         self.template = pl.layout.template
@@ -58,6 +62,21 @@ class V1Model:
         self.i_its = s.ingress_global_timestamp if pl.uses_timestamps else None
         self.update = pl.update_checksums
         self.deparse = pl.deparse
+
+    # -- trace logging (-L trace): only on this path, the fast loops stay untouched ---------
+    def _traced(self, stage: str, node: Any, pkt: Packet) -> None:
+        assert self.trace is not None
+        names = self.pl.node_names
+        F = pkt.F
+        valid = [h.name for h in self.pl.layout.headers.values()
+                 if not h.metadata and F[h.valid]]
+        self.trace(f"{stage}: valid headers {valid}")
+        while node is not None:
+            self.trace(f"{stage}: applying '{names.get(node, '?')}'")
+            node = node(pkt)
+        s = self.s
+        mg = F[s.mcast_grp] if s.mcast_grp is not None else 0
+        self.trace(f"{stage}: done, egress_spec={F[s.egress_spec]} mcast_grp={mg}")
 
     # -- helpers ---------------------------------------------------------------------------
     def _preserved(self, F: list[int], fl: int | None) -> list[tuple[int, int]]:
@@ -114,8 +133,11 @@ class V1Model:
         pkt = self._parse(port, data, itype, keep)
         F = pkt.F
         node = pl.ingress_init
-        while node is not None:
-            node = node(pkt)
+        if self.trace is None:
+            while node is not None:
+                node = node(pkt)
+        else:
+            self._traced("ingress", node, pkt)
         # End of ingress, in simple_switch's order.
         if pkt.clone is not None:
             session, fl = pkt.clone
@@ -169,8 +191,11 @@ class V1Model:
         pkt.clone = None
         pkt.exited = False
         node = pl.egress_init
-        while node is not None:
-            node = node(pkt)
+        if self.trace is None:
+            while node is not None:
+                node = node(pkt)
+        else:
+            self._traced(f"egress (port {port}, rid {rid})", node, pkt)
         if pkt.clone is not None:
             self._egress_clone(pkt, depth, out)
         if F[self.i_espec] == self.drop_port:

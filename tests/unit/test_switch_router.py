@@ -268,3 +268,19 @@ def test_exit_in_inlined_hidden_table(with_exit: bool, tos: int) -> None:
         (Lpm(ip("10.0.0.0"), 8),), ActionCall("MyIngress.ipv4_forward", (NH, 4))))
     [(_, data)] = d.process(9, pkt("10.0.0.5", ttl=2))    # low ttl -> node_5 -> tbl_act
     assert Ether(data)[IP].tos == tos
+
+
+def test_trace_logging_names_pipeline_nodes(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    d = Device()
+    log = logging.getLogger("netsum.switch.test")
+    log.setLevel(5)
+    d.set_logger(log)
+    d.install(Device.build_pipeline(JSON.read_bytes()))
+    with caplog.at_level(5, logger="netsum.switch.test"):
+        d.process(9, pkt("10.0.0.5"))
+    text = caplog.text
+    assert "ingress: valid headers ['ethernet', 'ipv4']" in text
+    assert "applying 'node_2'" in text and "applying 'MyIngress.ipv4_lpm'" in text
+    assert "done, egress_spec=511" in text                  # lpm miss -> default drop
