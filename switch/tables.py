@@ -285,7 +285,7 @@ class Table:
             raise ResourceExhausted(f"table '{self.name}' is full ({self.max_size} entries)")
         stored = TableEntry(key=key, action=entry.action, priority=entry.priority,
                             counter=entry.counter, meter=entry.meter,
-                            is_const=entry.is_const or _const_ok)
+                            is_const=_const_ok)
         rec = self._make_rec(stored, info)
         self._by_ident[ident] = rec
         self._index(rec)
