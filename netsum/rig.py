@@ -75,6 +75,7 @@ class RigConfig:
     slots: int = 256             # each job's slot range (the workers' window)
     timeout: float = 10.0        # a worker's no-progress deadline (s)
     seed: int = 1                # the switch's random() (drop simulator)
+    switch_profile: Path | None = None   # run the embedded switch under cProfile, stats here
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -347,7 +348,13 @@ class Rig:
                     "--grpc-server-addr", f"127.0.0.1:{port}"]
             self.switch = self.procs.start("switch", argv)
             return self._wait_grpc(f"127.0.0.1:{port}")
-        argv = [str(self._bin / "netsum-switch"), "--no-p4", "--device-id", "0",
+        # `python -m switch` is netsum-switch; under cProfile the daemon writes its stats when
+        # it stops on SIGTERM (it returns from main rather than exiting from the handler).
+        head = [str(self._bin / "netsum-switch")]
+        if self.config.switch_profile is not None:
+            head = [sys.executable, "-m", "cProfile", "-o", str(self.config.switch_profile),
+                    "-m", "switch"]
+        argv = [*head, "--no-p4", "--device-id", "0",
                 "--seed", str(self.config.seed), *[a for i in ifaces for a in ("-i", i)],
                 "--", "--grpc-server-addr", "127.0.0.1:0"]
         self.switch = self.procs.start("switch", argv)

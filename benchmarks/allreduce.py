@@ -1,0 +1,263 @@
+"""All-reduce goodput through the embedded switch, next to the ceiling of a bare Python loop.
+
+    python benchmarks/allreduce.py [--elements N] [--workers 2,4,8] [--k 32,64]
+                                   [--mode udp|netns] [--seconds S] [--profile] [--png PATH]
+
+Measured side by side in one run on the same cores:
+  * goodput: tensor elements per second of one all-reduce (SwitchML's figure): N real
+    netsum-worker processes through a netsum-switch daemon configured by the controller
+    (netsum.rig), elements / the slowest worker's allreduce time (process start-up excluded);
+  * ceiling: a bare recv->send Python loop (one process, the frames of the same size over the
+    same kind of UDP sockets on 127.0.0.1) reflecting N closed-loop senders' frames.  A
+    completed slot costs the switch n frames in and n out, which the bare loop does as n
+    forwards, so the loop's forwards per second F imply at most F * K / n elements/s.
+--profile runs the switch daemon under cProfile for the 4-worker K=32 case and prints where its
+time goes.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import pstats
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from netsum.rig import Mode, Rig, RigConfig, RigError, RunningJob  # noqa: E402
+from netsum.tensors import synthetic_inputs  # noqa: E402
+from workers.protocol import packet_bytes  # noqa: E402
+
+WINDOW = 64   # frames in flight per bare-loop sender (like a worker's window)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    workers: int
+    k: int
+    goodput: float          # elements/s (slowest worker)
+    mean_worker: float      # elements/s averaged over workers
+    retx: int
+    ok: bool
+    switch_cpu: float       # CPU seconds of the switch daemon during the job
+    workers_cpu: float      # CPU seconds of all workers together
+    wall: float             # the slowest worker's allreduce time
+    forwards: float         # bare loop forwards/s with the same number of senders
+    ceiling: float          # forwards * k / workers
+
+    @property
+    def ratio(self) -> float:
+        return self.goodput / self.ceiling if self.ceiling else float("nan")
+
+
+# -- the bare loop ---------------------------------------------------------------------------
+def _reflector(port_q: Any, stop: Any) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(0.2)
+    port_q.put(s.getsockname()[1])
+    buf = bytearray(2048)
+    view = memoryview(buf)
+    recv, send = s.recvfrom_into, s.sendto
+    while not stop.is_set():
+        try:
+            n, addr = recv(buf)
+        except socket.timeout:
+            continue
+        send(view[:n], addr)
+
+
+def _sender(port: int, size: int, seconds: float, out: Any) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(0.05)
+    frame = bytes(size)
+    dest = ("127.0.0.1", port)
+    for _ in range(WINDOW):
+        s.sendto(frame, dest)
+    got = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            s.recv(2048)
+        except socket.timeout:
+            s.sendto(frame, dest)   # a lost frame: keep the window full
+            continue
+        got += 1
+        s.sendto(frame, dest)
+    out.put(got)
+
+
+def bare_forwards(senders: int, k: int, seconds: float) -> float:
+    """Frames per second a one-process Python recv->send loop reflects for `senders`."""
+    ctx = mp.get_context("spawn")
+    port_q, out, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+    refl = ctx.Process(target=_reflector, args=(port_q, stop), daemon=True)
+    refl.start()
+    try:
+        port = port_q.get(timeout=20)
+        procs = [ctx.Process(target=_sender, args=(port, packet_bytes(k), seconds, out),
+                             daemon=True) for _ in range(senders)]
+        for p in procs:
+            p.start()
+        total = sum(out.get(timeout=seconds + 30) for _ in procs)
+        for p in procs:
+            p.join()
+    finally:
+        stop.set()
+        refl.join(5)
+        if refl.is_alive():
+            refl.kill()
+    return total / seconds
+
+
+# -- the all-reduce --------------------------------------------------------------------------
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a live process (Linux /proc), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    goodput: float
+    mean: float
+    retx: int
+    ok: bool
+    switch_cpu: float
+    workers_cpu: float
+    wall: float
+
+
+def allreduce_run(work: Path, workers: int, k: int, elements: int, mode: Mode,
+                  profile: Path | None = None) -> Run:
+    cfg = RigConfig(work, workers=workers, k=k, mode=mode, slots=256, timeout=20,
+                    switch_profile=profile)
+    inputs = synthetic_inputs(workers, (elements,), seed=k + workers)
+    with Rig(cfg) as rig:
+        assert rig.switch is not None
+        sw_pid = rig.switch.popen.pid
+        sw0 = cpu_seconds(sw_pid) or 0.0
+        last: dict[int, float] = {}
+
+        def sample(job: RunningJob) -> None:
+            # Sampled while alive: an exited (reaped) worker's /proc entry is gone.
+            for c in job.children:
+                v = cpu_seconds(c.popen.pid)
+                if v is not None:
+                    last[c.popen.pid] = v
+            last[-1] = (cpu_seconds(sw_pid) or sw0) - sw0
+
+        out = rig.start_job(inputs).wait(on_tick=sample, tick=0.1)
+    slowest = max(w.elapsed_s for w in out.workers)
+    mean = sum(w.goodput for w in out.workers) / workers
+    retx = sum(w.retransmissions for w in out.workers)
+    if not out.ok:
+        print(f"  !! {workers} workers K={k}: " + "; ".join(w.error for w in out.workers
+                                                          if not w.ok), file=sys.stderr)
+    return Run(elements / slowest, mean, retx, out.ok, last.get(-1, float("nan")),
+               sum(v for p, v in last.items() if p >= 0), slowest)
+
+
+def print_profile(path: Path, top: int = 18) -> None:
+    st = pstats.Stats(str(path))
+    total = st.total_tt  # type: ignore[attr-defined]
+    by_file: dict[str, float] = {}
+    for (file, _line, _fn), (_cc, _nc, tt, _ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        key = file.replace(str(ROOT) + "/", "")
+        if "site-packages" in key or key.startswith("<") or "/lib/python" in key:
+            key = "grpc/protobuf/stdlib/builtins" if "site-packages" in key or \
+                "/lib/python" in key else key
+        by_file[key] = by_file.get(key, 0.0) + tt
+    print(f"\nswitch daemon profile (4 workers, K=32): {total:.2f} s of CPU in the "
+          "profiled thread; own time by module:")
+    for key, tt in sorted(by_file.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"  {100 * tt / total:5.1f}%  {key}")
+    print("\ntop functions by own time:")
+    st.sort_stats("tottime").print_stats(top)
+
+
+def write_png(rows: list[Row], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, color in ((32, "tab:blue"), (64, "tab:orange")):
+        sel = [r for r in rows if r.k == k]
+        if not sel:
+            continue
+        xs = [r.workers for r in sel]
+        ax.plot(xs, [r.goodput / 1e6 for r in sel], "o-", color=color, label=f"netsum K={k}")
+        ax.plot(xs, [r.ceiling / 1e6 for r in sel], "s--", color=color, alpha=0.6,
+                label=f"bare-loop ceiling K={k}")
+    ax.set_xlabel("workers")
+    ax.set_ylabel("M elements/s")
+    ax.set_xticks(sorted({r.workers for r in rows}))
+    ax.legend()
+    ax.set_title("all-reduce goodput through the embedded switch")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--elements", type=int, default=1 << 20, help="tensor elements (1M)")
+    ap.add_argument("--workers", default="2,4,8")
+    ap.add_argument("--k", default="32,64")
+    ap.add_argument("--mode", choices=[m.value for m in Mode], default="udp")
+    ap.add_argument("--seconds", type=float, default=2.0, help="bare-loop run length")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per point (best is shown)")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--png", type=Path)
+    a = ap.parse_args()
+    ns = [int(x) for x in a.workers.split(",")]
+    ks = [int(x) for x in a.k.split(",")]
+    mode = Mode(a.mode)
+    rows: list[Row] = []
+    print(f"all-reduce of {a.elements} float32 elements, mode {mode.value}; ceiling from a "
+          f"bare recv->send loop over UDP on 127.0.0.1 ({a.seconds:g} s per point)")
+    print(f"{'workers':>7} {'K':>3} {'goodput':>12} {'per-worker':>12} {'retx':>6} "
+          f"{'bare fwd/s':>11} {'ceiling':>12} {'ratio':>6} {'cpu: switch':>11} "
+          f"{'workers':>7}  ok")
+    with tempfile.TemporaryDirectory(prefix="netsum-bench-") as tmp:
+        for k in ks:
+            for n in ns:
+                fwd = bare_forwards(n, k, a.seconds)
+                try:
+                    # Best of --repeat: other processes share these two cores.
+                    runs = [allreduce_run(Path(tmp) / f"n{n}k{k}r{i}", n, k, a.elements, mode)
+                            for i in range(a.repeat)]
+                except RigError as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 1
+                b = max(runs, key=lambda r: r.goodput)
+                r = Row(n, k, b.goodput, b.mean, b.retx, all(x.ok for x in runs),
+                        b.switch_cpu, b.workers_cpu, b.wall, fwd, fwd * k / n)
+                rows.append(r)
+                print(f"{n:7d} {k:3d} {r.goodput / 1e6:9.3f} M/s {r.mean_worker / 1e6:9.3f} M/s "
+                      f"{r.retx:6d} {fwd:11,.0f} {r.ceiling / 1e6:9.3f} M/s {r.ratio:6.2f} "
+                      f"{100 * r.switch_cpu / r.wall:9.0f} % {100 * r.workers_cpu / r.wall:5.0f} %"
+                      f"  {'yes' if r.ok else 'NO'}", flush=True)
+        if a.profile:
+            prof = Path(tmp) / "switch.prof"
+            allreduce_run(Path(tmp) / "profiled", 4, 32, a.elements, mode, profile=prof)
+            print_profile(prof)
+    if a.png:
+        write_png(rows, a.png)
+        print(f"wrote {a.png}")
+    return 0 if all(r.ok for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
