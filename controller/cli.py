@@ -164,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = verb("stats", "per-job counters on every switch of --topo")
     sp.add_argument("--watch", type=float, metavar="S", help="refresh every S seconds")
     sp.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N")
+    sp.add_argument("--ports", action="store_true",
+                    help="per-port drop-simulator counters instead of per-job counters")
 
     dg = group("dropsim", "the drop simulator (loss experiments)")
     ap = action(dg, "set", "drop netsum packets on a port with a probability")

@@ -91,7 +91,6 @@ class Controller:
         self.ledgers = {s.name: SwitchLedger() for s in topo.switches}
         self.allocators = {s.name: SlotAllocator(s.slots, s.name) for s in topo.switches}
         self.jobs: dict[int, Job] = {}
-        self.drops: dict[tuple[str, int, str], float] = {}
         self._unrestored: set[str] = set()
 
     # -- sessions -------------------------------------------------------------------------------
@@ -242,8 +241,6 @@ class Controller:
                                   f"{', '.join(map(str, sw.ports))})")
         entries = plan_drop(self.schema(switch), port, probability, direction)
         self._transact({switch: [self._upsert(switch, e) for e in entries]})
-        for d in (("in", "out") if direction == "both" else (direction,)):
-            self.drops[(switch, port, d)] = probability
 
     # -- statistics -----------------------------------------------------------------------------
     def job_stats(self) -> list[dict[str, object]]:
@@ -265,6 +262,20 @@ class Controller:
                 for col, name in P.JOB_COUNTERS:
                     row[col] = cells[name].packets if name in cells else 0
                 rows.append(row)
+        return rows
+
+    def port_stats(self) -> list[dict[str, object]]:
+        """One row per (switch, port): packets the drop simulator dropped in each direction."""
+        rows = []
+        for sw in self.topo.switches:
+            schema = self.schema(sw.name)
+            got: dict[str, dict[int, int]] = {}
+            for col, name in P.PORT_COUNTERS:
+                cells = ops.read_counter(self.clients[sw.name], schema, name)
+                got[col] = {c.index: c.packets for c in cells}
+            for port in sw.ports:
+                rows.append({"switch": sw.name, "port": port,
+                             **{col: got[col].get(port, 0) for col, _ in P.PORT_COUNTERS}})
         return rows
 
     # -- transactions ---------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def cmd_stats(ctx: Ctx) -> int:
         while True:
             stamp = time.strftime("%H:%M:%S")
             try:
-                rows = ctl.job_stats()
+                rows = ctl.port_stats() if a.ports else ctl.job_stats()
             except (SwitchUnreachable, PipelineMissing) as exc:
                 if not a.watch:
                     raise
@@ -108,7 +108,9 @@ def cmd_stats(ctx: Ctx) -> int:
                 continue
             if a.watch and not a.json and ctx.out.isatty():
                 ctx.out.write("\x1b[H\x1b[2J")
-            ctx.emit(rows, f"per-job counters at {stamp}\n" + render.table(rows, _STAT_COLS))
+            title = "drop simulator per port" if a.ports else "per-job counters"
+            ctx.emit(rows, f"{title} at {stamp}\n" +
+                     render.table(rows, None if a.ports else _STAT_COLS))
             ctx.out.flush()
             n += 1
             if not a.watch or (a.count and n >= a.count):

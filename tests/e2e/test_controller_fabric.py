@@ -365,6 +365,9 @@ def test_topology_verbs_and_drop_simulator(netsum_program, switches, tmp_path) -
     assert switches["s1"].dev.process(port, f) == []
     cells = json.loads(ok(topo_path, "counter_read", "sim_drops_in", "3", "--json"))
     assert cells[0]["packets"] == 1
+    ports = json.loads(ok(topo_path, "stats", "--ports", "--json"))
+    assert [(r["port"], r["sim_drops_in"], r["sim_drops_out"]) for r in ports] == [
+        (1, 0, 0), (2, 0, 0), (3, 1, 0), (4, 0, 0)]
 
     rc, out_text, err_text = ctl(topo_path, "stats", "--watch", "0.01", "--count", "2")
     assert rc == 0 and out_text.count("per-job counters at") == 2
