@@ -136,7 +136,7 @@ def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | Non
     row = dict(iteration=it, job=a.job, elements=int(res.tensor.size), elapsed_s=st.elapsed,
                elements_per_s=rate, packets_sent=st.packets_sent,
                retransmissions=st.retransmissions, duplicates=st.duplicates, stale=st.stale,
-               rejected=st.rejected, chunk_latency_p50_ms=p50 * 1e3,
+               rejected=st.rejected, resyncs=st.resyncs, chunk_latency_p50_ms=p50 * 1e3,
                chunk_latency_p99_ms=p99 * 1e3, check=ok)
     if a.json:
         return json.dumps(row)

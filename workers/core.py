@@ -30,7 +30,7 @@ from workers.protocol import (EXP_ZERO, HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, 
 __all__ = [
     "JobConfig", "Timing", "CoreState", "Trigger", "TRANSITIONS", "ALLOWED_CALLS",
     "Event", "ChunkDone", "Retransmitted", "DuplicateResult", "StaleResult", "Rejected",
-    "Finished", "Step", "Stats", "AllreduceResult", "WorkerCore", "AgreementError",
+    "Resynced", "Finished", "Step", "Stats", "AllreduceResult", "WorkerCore", "AgreementError",
 ]
 
 
@@ -153,6 +153,13 @@ class Rejected(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Resynced(Event):
+    """A slot's bootstrap found its set holding an earlier round; it moved to `set`."""
+    slot: int
+    set: int
+
+
+@dataclass(frozen=True, slots=True)
 class Finished(Event):
     elapsed: float
 
@@ -175,6 +182,7 @@ class Stats:
     chunks: int
     elapsed: float
     latencies: np.ndarray = field(compare=False, repr=False)
+    resyncs: int = 0    # slots whose starting set was stale (see WorkerCore._resync)
 
     def latency_percentiles(self, q: Sequence[float] = (50, 99)) -> tuple[float, ...]:
         if not len(self.latencies):
@@ -255,7 +263,7 @@ class WorkerCore:
         self._state = CoreState.IDLE
         self._started = self._finished = self._progress = 0.0
         self._sent = self._retx = self._boot = self._results = 0
-        self._dups = self._stale = self._rejected = self._chunks = 0
+        self._dups = self._stale = self._rejected = self._chunks = self._resyncs = 0
 
     # -- state machine -----------------------------------------------------------------------
 
@@ -352,6 +360,8 @@ class WorkerCore:
 
     def _accept(self, i: int, block: int, set_: int, exp: int, offset: int, payload: bytes,
                 now: float) -> Step:
+        if block < 0 and payload[HEADER_BYTES:] != self._zeros:
+            return self._resync(i, block, now)
         events: list[Event] = []
         ahead = block + self._w
         if ahead < self._nb:
@@ -389,6 +399,16 @@ class WorkerCore:
                 self._finished = now
                 events.append(Finished(now - self._started))
         return Step(tuple(self._pump(now)), tuple(events))
+
+    def _resync(self, i: int, block: int, now: float) -> Step:
+        """A bootstrap carries zeros, so a non-zero answer is the switch replaying the stored
+        result of an earlier, completed round in this set: this worker's idea of the slot's
+        set is stale (a new process on a job whose last call left the slot on this set).  Use
+        the other set, whose bitmap the earlier round's last packets cleared, and go again."""
+        self._resyncs += 1
+        self._in_flight -= 1
+        self._cur_set[i] ^= 1
+        return Step((self._launch(i, block, now),), (Resynced(i, self._cur_set[i]),))
 
     def _pump(self, now: float) -> list[bytes]:
         """Launch pending blocks, lowest first, while the window allows.  A pending block
@@ -478,7 +498,8 @@ class WorkerCore:
         end = self._finished if self._state is CoreState.DONE else (
             self._progress if now is None else now)
         return Stats(self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
-                     self._rejected, self._chunks, end - self._started, self._latency.copy())
+                     self._rejected, self._chunks, end - self._started, self._latency.copy(),
+                     self._resyncs)
 
     def next_sets(self) -> tuple[int, ...]:
         return tuple(self._next_sets)

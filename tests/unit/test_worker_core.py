@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from oracle import LossyLink, Network, OracleSwitch
 
-from workers import wire
+from workers import quant, wire
 from workers.core import (ALLOWED_CALLS, TRANSITIONS, AgreementError, ChunkDone, CoreState,
                           DuplicateResult, Finished, JobConfig, Rejected, StaleResult, Timing,
                           WorkerCore)
@@ -306,3 +306,29 @@ def test_adaptive_window_backs_off_under_congestion() -> None:
 def test_timing_must_be_timing() -> None:
     with pytest.raises(TypeError, match="Timing"):
         WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4), 0.05)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("blocks_per_slot", [1, 2, 3])
+def test_fresh_workers_resync_to_the_switch_sets(blocks_per_slot: int) -> None:
+    """New worker processes (sets unknown, all 0) on a job whose previous call left slots on
+    set 0 done: the switch replays the old result to their bootstrap; they must notice (a
+    bootstrap answer is all zeros) and move to the other set, not adopt the old exponent."""
+    n, slots = 3, 4
+    net = make_net(21, n, slots, loss=0.05, reorder=0.1)
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
+    big = [x * 1e4 for x in inputs(1, n, 32 * slots * blocks_per_slot)]
+    first = {i: WorkerCore(big[i], job, FAST) for i in range(n)}
+    net.run(first)
+    parity = first[0].result().next_sets
+    small = [x * 1e-4 for x in inputs(2, n, 32 * slots * 2)]
+    cores = {i: WorkerCore(small[i], job, FAST) for i in range(n)}   # sets forgotten
+    net.run(cores)
+    results = [cores[i].result() for i in range(n)]
+    check_exact(results, small)
+    stale = sum(s == 1 for s in parity)   # slots whose next set was 1, not the assumed 0
+    assert all(r.stats.resyncs == stale for r in results)
+    if blocks_per_slot % 2 == 0:
+        assert stale == slots   # bootstrap + even number of blocks: last use on set 0
+    # Precision is that of the new data: the agreed exponents come from the new tensors.
+    props = np.maximum.reduce([quant.block_exponents(x, 32) for x in small])
+    np.testing.assert_array_equal(results[0].exponents, props)
