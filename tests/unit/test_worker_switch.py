@@ -50,10 +50,11 @@ class P4Fabric:
 
 @pytest.fixture(scope="module")
 def config() -> bytes:
+    build = pytest.importorskip("netsum.build")
     try:
         return p4helpers.netsum_config(K_DEFAULT)
-    except Exception as exc:  # the compiler or switch is not usable in this checkout
-        pytest.skip(f"netsum.p4 cannot be built here: {exc}")
+    except build.BuildError as exc:  # reported by the build's own tests; not a worker failure
+        pytest.skip(f"netsum.p4 does not build in this checkout: {exc}")
 
 
 @pytest.mark.parametrize("n, slots, length, link_loss, p4_drop", [
