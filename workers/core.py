@@ -264,6 +264,7 @@ class WorkerCore:
         self._started = self._finished = self._progress = 0.0
         self._sent = self._retx = self._boot = self._results = 0
         self._dups = self._stale = self._rejected = self._chunks = self._resyncs = 0
+        self._last_reject = ""
 
     # -- state machine -----------------------------------------------------------------------
 
@@ -353,10 +354,16 @@ class WorkerCore:
         self._rejected += 1
         try:
             head = wire.decode_header(payload, self._job.k)  # type: ignore[arg-type]
+            reason = (f"not a result of job {self._job.job_id}: {head.msg_type.name} of job "
+                      f"{head.job_id}")
         except WireError as exc:
-            return Step((), (Rejected(str(exc)),))
-        return Step((), (Rejected(f"not a result of job {self._job.job_id}: "
-                                  f"{head.msg_type.name} of job {head.job_id}"),))
+            reason = str(exc)
+            if isinstance(payload, (bytes, bytearray)) and len(payload) > HEADER_BYTES and \
+                    (len(payload) - HEADER_BYTES) % 4 == 0:
+                reason += (f" - {(len(payload) - HEADER_BYTES) // 4} values: is the P4 "
+                           f"program built for K={self._job.k}?")
+        self._last_reject = reason
+        return Step((), (Rejected(reason),))
 
     def _accept(self, i: int, block: int, set_: int, exp: int, offset: int, payload: bytes,
                 now: float) -> Step:
@@ -461,7 +468,9 @@ class WorkerCore:
                 f"job {self._job.job_id}: no result for {silent:.2f}s (deadline "
                 f"{self._timing.progress_deadline:g}s); {self._chunks}/{self._nb} chunks done, "
                 f"{len(waiting)} slots waiting (first: {waiting[:8]}); is every one of the "
-                f"{self._job.num_workers} workers running and the switch configured for this job?")
+                f"{self._job.num_workers} workers running and the switch configured for this job?"
+                + (f" ({self._rejected} packets rejected, last: {self._last_reject})"
+                   if self._rejected else ""))
         out = []
         events: list[Event] = []
         t = self._timing

@@ -332,3 +332,13 @@ def test_fresh_workers_resync_to_the_switch_sets(blocks_per_slot: int) -> None:
     # Precision is that of the new data: the agreed exponents come from the new tensors.
     props = np.maximum.reduce([quant.block_exponents(x, 32) for x in small])
     np.testing.assert_array_equal(results[0].exponents, props)
+
+
+def test_timeout_names_the_last_rejection() -> None:
+    """A switch built for another K answers with packets of the wrong size: the timeout says so."""
+    core, boot = one_core()
+    k64 = wire.encode(wire.decode(result_for(boot[0]), 32).header, np.zeros(64, np.int32), 64)
+    step = core.receive(k64, 0.001)
+    assert "is the P4 program built for K=32?" in step.events[0].reason  # type: ignore[union-attr]
+    with pytest.raises(WorkerTimeoutError, match=r"1 packets rejected, last: .*64 values"):
+        core.tick(FAST.progress_deadline + 1)
