@@ -134,6 +134,11 @@ class MulticastGroup:
     mgid: int
     replicas: tuple[tuple[int, int], ...] = ()
 
+    def __post_init__(self) -> None:
+        # Replica order means nothing (PI reads them back grouped by rid), so keep one order
+        # and groups compare equal however they were written or read.
+        object.__setattr__(self, "replicas", tuple(sorted(self.replicas)))
+
     def identity(self) -> tuple[object, ...]:
         return ("mcast", self.mgid)
 

@@ -99,3 +99,9 @@ def test_load_p4info_errors(tmp_path: Path, text: str, fragment: str) -> None:
         load_p4info(p)
     with pytest.raises(ControllerError, match="cannot read"):
         load_p4info(tmp_path / "missing.txt")
+
+
+def test_multicast_replica_order_does_not_matter() -> None:
+    # PI reads replicas back grouped by rid, not in the order they were written.
+    assert entities.MulticastGroup(3, ((5, 2), (1, 1), (4, 2))) == \
+        entities.MulticastGroup(3, ((1, 1), (4, 2), (5, 2)))
