@@ -336,6 +336,9 @@ class Rig:
             raise RigError(f"P4 build failed: {exc}") from None
         except OSError as exc:
             raise RigError(f"P4 build failed: cannot write the outputs: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a compiler crash is reported in one line
+            raise RigError(f"P4 build failed: the compiler crashed on p4/netsum.p4 (K="
+                           f"{self.config.k}): {type(exc).__name__}: {exc}") from None
 
     def _start_switch(self, ifaces: list[str], json_path: Path) -> str:
         if self.config.target is Target.BMV2:
