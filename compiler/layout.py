@@ -52,6 +52,7 @@ class Layout:
     blocks: dict[str, A.Decl] = field(default_factory=dict)  # role -> parser/control decl
     instances: list[HeaderInstance] = field(default_factory=list)
     stacks: list[tuple[str, StackT, list[str]]] = field(default_factory=list)
+    scalar_temps: list[tuple[str, int, bool]] = field(default_factory=list)
     scalar_locals: list[tuple[str, int, bool]] = field(default_factory=list)
     scalar_meta: list[tuple[str, int, bool]] = field(default_factory=list)
     hdr_loc: TLoc | None = None
@@ -66,29 +67,31 @@ class Layout:
         """Storage for a local variable (once per declaration ``key``) or a temporary."""
         if key is not None and id(key) in self.local_slots:
             return self.local_slots[id(key)]
-        loc = self._storage(base, t, pos, base)
+        loc = self._storage(base, t, pos, base, temp=key is None)
         if key is not None:
             self.local_slots[id(key)] = loc
         return loc
 
-    def _storage(self, base: str, t: P4Type, pos: Pos, text: str) -> TLoc:
+    def _storage(self, base: str, t: P4Type, pos: Pos, text: str, temp: bool) -> TLoc:
         if isinstance(t, HeaderT):
             name = self.header_names.new(base)
             self.instances.append(HeaderInstance(name, t, False))
             return TLoc(t, pos, HeaderRef(name, t), text)
         if isinstance(t, StructT):
-            members = tuple((fn, self._storage(f"{base}_{fn}", ft, pos, f"{text}.{fn}"))
+            members = tuple((fn, self._storage(f"{base}_{fn}", ft, pos, f"{text}.{fn}", temp))
                             for fn, ft in t.fields)
             return TLoc(t, pos, StructRef(t, members), text)
         name = self.names.new(base)
-        self.scalar_locals.append((name, width_of(t), isinstance(t, Bits) and t.signed))
+        slot = (name, width_of(t), isinstance(t, Bits) and t.signed)
+        (self.scalar_temps if temp else self.scalar_locals).append(slot)
         return TLoc(t, pos, FieldRef("scalars", name), text)
 
     def temp(self, t: P4Type, pos: Pos) -> TLoc:
-        return self._storage("tmp", t, pos, "tmp")
+        return self._storage("tmp", t, pos, "tmp", temp=True)
 
     def scalar_fields(self) -> list[tuple[str, int, bool]]:
-        fields = [*self.scalar_locals, *self.scalar_meta]
+        # p4c's order: compiler temporaries, then declared locals, then user metadata.
+        fields = [*self.scalar_temps, *self.scalar_locals, *self.scalar_meta]
         total = sum(w for _, w, _ in fields)
         if total % 8:
             fields.append((self.names.new("_padding"), 8 - total % 8, False))

@@ -15,8 +15,8 @@ from . import ast as A
 from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Diagnostics, Pos
 from .exprjson import Json, as_param, field_json, hexstr, lower_expr, ref_json, to_data, wrap
-from .ir import (FieldRef, HeaderRef, ParamRef, StructRef, TConst, TExpr, TList, TLoc, TSlice,
-                 TString)
+from .ir import (FieldRef, HeaderRef, ParamRef, StructRef, TConst, TExpr, TIsValid, TList, TLoc,
+                 TSlice, TString)
 from .layout import Layout, NameGen
 from .resolve import ConstValue, Globals, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
@@ -73,6 +73,17 @@ class ActionLowering:
         self.ctx = ctx
         self.role = role
         self.typer = ctx.typer
+        # Straight-line knowledge "field == expression" for p4c-style copy propagation into
+        # extern arguments; forgotten conservatively on any write it depends on and at joins.
+        self.known: dict[FieldRef, TExpr] = {}
+
+    def _forget(self, ref: FieldRef | None) -> None:
+        if ref is None:
+            self.known.clear()
+            return
+        self.known.pop(ref, None)
+        for k in [k for k, v in self.known.items() if ref in _reads(v)]:
+            del self.known[k]
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
@@ -164,12 +175,15 @@ class ActionLowering:
                 jz = len(prims)
                 prims.append(_prim("_jump_if_zero",
                                    [as_param_b2d(cond), hexstr(0)]))
+                self._forget(None)
                 self._stmt(t, env.child(), prims, returns)
+                self._forget(None)
                 if o is not None:
                     j = len(prims)
                     prims.append(_prim("_jump", [hexstr(0)]))
                     self._patch(prims, [jz], len(prims))
                     self._stmt(o, env.child(), prims, returns)
+                    self._forget(None)
                     self._patch(prims, [j], len(prims))
                 else:
                     self._patch(prims, [jz], len(prims))
@@ -190,6 +204,8 @@ class ActionLowering:
     # ------------------------------------------------------------ assignments
     def assign(self, lhs: TLoc, rhs: TExpr, pos: Pos, prims: list[Json]) -> None:
         t = lhs.type
+        if not isinstance(lhs.ref, FieldRef):
+            self._forget(None)
         if isinstance(t, HeaderT):
             if isinstance(rhs, TLoc) and isinstance(rhs.ref, HeaderRef) and rhs.type == t:
                 prims.append(_prim("assign_header", [ref_json(lhs), ref_json(rhs)]))
@@ -210,6 +226,10 @@ class ActionLowering:
         if c is None:
             return
         prims.append(_prim("assign", [ref_json(lhs), as_param(c)]))
+        if isinstance(lhs.ref, FieldRef):
+            self._forget(lhs.ref)
+            if lhs.ref not in _reads(c):
+                self.known[lhs.ref] = c
 
     def _assign_slice(self, lhs: TSlice, rhs: TExpr, pos: Pos, prims: list[Json]) -> None:
         base = lhs.operand
@@ -227,15 +247,32 @@ class ActionLowering:
         new = wrap("&", wrap("<<", lower_expr(rhs2), hexstr(lhs.lo)), hexstr(m, w))
         prims.append(_prim("assign", [field_json(base.ref),
                                       {"type": "expression", "value": wrap("|", keep, new)}]))
+        self._forget(base.ref)
 
     # ------------------------------------------------------------ calls
     def simple_arg(self, te: TExpr, prims: list[Json]) -> TExpr:
-        """Extern arguments that are computed go through a temporary first (as p4c does)."""
+        """An extern's ``in`` argument as p4c leaves it: p4c copies it into a temporary and
+        then propagates copies, so a field whose value is known becomes that constant or
+        field, a known computed value or a computed argument goes through a temporary."""
+        if isinstance(te, TLoc) and isinstance(te.ref, FieldRef) and te.ref in self.known:
+            k = self.known[te.ref]
+            if isinstance(k, TConst):
+                return TConst(te.type, te.pos, k.value)
+            if isinstance(k, TLoc) and not isinstance(k.type, HeaderT):
+                return k
+            te = k
         if isinstance(te, (TConst, TLoc)):
             return te
         tmp = self.ctx.layout.temp(te.type, te.pos)
         self.assign(tmp, te, te.pos, prims)
         return tmp
+
+    def _wrote(self, dst: TExpr | None) -> None:
+        """An extern wrote ``dst``: what was known about it is stale."""
+        if isinstance(dst, TLoc) and isinstance(dst.ref, FieldRef):
+            self._forget(dst.ref)
+        else:
+            self._forget(None)
 
     def call(self, info: CallInfo, env: Env, prims: list[Json], pos: Pos) -> None:
         k = info.kind
@@ -248,6 +285,7 @@ class ActionLowering:
                 return
             op = "add_header" if info.name == "setValid" else "remove_header"
             prims.append(_prim(op, [ref_json(hdr)]))
+            self._forget(None)  # validity changed (and BMv2 zeroes a header it adds)
         elif k is CallKind.STACK:
             st = info.target
             assert isinstance(st, TLoc)
@@ -255,6 +293,7 @@ class ActionLowering:
             assert isinstance(n, TConst)
             op = "push" if info.name == "push_front" else "pop"
             prims.append(_prim(op, [ref_json(st), hexstr(int(n.value))]))
+            self._forget(None)
         elif k is CallKind.METHOD:
             self._method(info, prims)
         elif k is CallKind.FUNCTION:
@@ -318,10 +357,12 @@ class ActionLowering:
             idx = self.simple_arg(idx, prims)
             prims.append(_prim("register_read", [as_param(dst), _arr("register_array", inst),
                                                  as_param(idx)]))
+            self._wrote(dst)
         elif ext == "register" and m == "write":
             idx, val = a
             assert idx is not None and val is not None
             idx = self.simple_arg(idx, prims)
+            val = self.simple_arg(val, prims)
             prims.append(_prim("register_write", [_arr("register_array", inst), as_param(idx),
                                                   as_param(val)]))
         elif ext == "counter" and m == "count":
@@ -335,6 +376,7 @@ class ActionLowering:
             idx = self.simple_arg(idx, prims)
             prims.append(_prim("execute_meter", [_arr("meter_array", inst), as_param(idx),
                                                  as_param(dst)]))
+            self._wrote(dst)
         elif ext == "direct_counter" and m == "count":
             pass  # BMv2 counts direct counters itself when the table hits
         elif ext == "direct_meter" and m == "read":
@@ -372,8 +414,10 @@ class ActionLowering:
         elif n == "random":
             dst, lo, hi = a
             assert dst is not None and lo is not None and hi is not None
+            lo, hi = self.simple_arg(lo, prims), self.simple_arg(hi, prims)
             prims.append(_prim("modify_field_rng_uniform", [as_param(dst), as_param(lo),
                                                             as_param(hi)]))
+            self._wrote(dst)
         elif n == "hash":
             self._hash(info, prims)
         elif n in ("clone", "clone_preserving_field_list"):
@@ -512,9 +556,11 @@ class ActionLowering:
         if inputs is None:
             return
         calc = self.ctx.calculation(name, inputs)
+        base, mx = self.simple_arg(base, prims), self.simple_arg(mx, prims)
         prims.append(_prim("modify_field_with_hash_based_offset",
                            [as_param(dst), as_param(base), {"type": "calculation", "value": calc},
                             as_param(mx)]))
+        self._wrote(dst)
 
     def calc_inputs(self, data: TExpr | None, pos: Pos,
                     prims: list[Json] | None = None) -> list[Json] | None:
@@ -528,23 +574,44 @@ class ActionLowering:
             return []
         out: list[Json] = []
         for it in items:
-            if isinstance(it, TLoc) and isinstance(it.ref, FieldRef):
+            if prims is not None and isinstance(it.type, Bits) and not isinstance(it, TConst):
+                # In an action p4c materializes the data list into temporaries first.
+                tmp = self.ctx.layout.temp(it.type, it.pos)
+                self.assign(tmp, it, it.pos, prims)
+                assert isinstance(tmp.ref, FieldRef)
+                out.append(field_json(tmp.ref))
+            elif isinstance(it, TLoc) and isinstance(it.ref, FieldRef):
                 out.append(field_json(it.ref))
             elif isinstance(it, TLoc) and isinstance(it.ref, HeaderRef):
                 for fname, _ in it.ref.type.fields:
                     out.append({"type": "field", "value": [it.ref.name, fname]})
             elif isinstance(it, TConst) and isinstance(it.type, Bits):
                 out.append({**hexstr(int(it.value), it.type.width), "bitwidth": it.type.width})
-            elif prims is not None and isinstance(it.type, Bits):
-                tmp = self.ctx.layout.temp(it.type, it.pos)
-                self.assign(tmp, it, it.pos, prims)
-                assert isinstance(tmp.ref, FieldRef)
-                out.append(field_json(tmp.ref))
             else:
                 self.err(it.pos, "unsupported construct: hash/checksum input must be a field, "
                                  "a header or a constant of known width")
                 return None
         return out
+
+
+def _reads(te: TExpr) -> set[FieldRef]:
+    """Every field (and header validity bit) an expression reads."""
+    out: set[FieldRef] = set()
+    stack: list[object] = [te]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, TLoc) and isinstance(x.ref, FieldRef):
+            out.add(x.ref)
+        elif isinstance(x, TIsValid):
+            out.add(FieldRef(x.header, "$valid$"))
+        elif isinstance(x, TExpr):
+            for name in x.__dataclass_fields__:
+                v = getattr(x, name)
+                if isinstance(v, TExpr):
+                    stack.append(v)
+                elif isinstance(v, tuple):
+                    stack.extend(i for i in v if isinstance(i, TExpr))
+    return out
 
 
 def _arr(kind: str, inst: ExternInstance) -> Json:

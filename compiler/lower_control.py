@@ -66,7 +66,7 @@ class ControlLowering:
                       if isinstance(d, A.VarDecl) and d.init is not None)
         self.body = A.Block(decl.apply.pos, inits + decl.apply.stmts)
         self.order = group_order(self.body, self._table_call)
-        self.hidden: list[tuple[int, Json]] = []
+        self.hidden: list[tuple[int, Json, list[A.Stmt], Env]] = []
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
@@ -80,7 +80,14 @@ class ControlLowering:
         for h in frag.holes:
             h(None)
         # Hidden actions follow the control's own actions, in block post-order.
-        for _, act in sorted(self.hidden, key=lambda x: x[0]):
+        for _, act, group, genv in sorted(self.hidden, key=lambda x: x[0]):
+            lowering = ActionLowering(self.ctx, self.scope.role)
+            prims: list[Json] = act["primitives"]
+            returns: list[int] = []
+            for st in group:
+                lowering._stmt(st, genv, prims, returns)
+            lowering._patch(prims, returns, len(prims))
+            lowering.trim_tail_jumps(prims)
             act["id"] = len(self.ps.actions)
             self.ps.actions.append(act)
         self.tl.finish_ids(self.tables)
@@ -231,18 +238,20 @@ class ControlLowering:
         return Frag(entry, pending)
 
     def _group(self, group: list[A.Stmt], env: Env) -> Frag:
+        """A hidden action + table for a statement group.  The body is lowered later, in block
+        post-order like p4c's passes, so temporaries get p4c's numbering; the group's local
+        declarations are made now because later statements may use them."""
         first = group[0]
-        lowering = ActionLowering(self.ctx, self.scope.role)
-        prims: list[Json] = []
-        returns: list[int] = []
+        snapshot = Env(env.parent, env.g, env.block)
+        snapshot.syms = dict(env.syms)
         for s in group:
-            lowering._stmt(s, env, prims, returns)
-        lowering._patch(prims, returns, len(prims))
-        lowering.trim_tail_jumps(prims)
+            if isinstance(s, A.VarDecl):
+                ActionLowering(self.ctx, self.scope.role)._stmt(
+                    A.VarDecl(s.pos, s.annotations, s.type, s.name, None), env, [], [])
         base = hidden_action_base(first.pos.file, first.pos.line)
         aname = self.ctx.names.new(base)
-        act = {"name": aname, "id": -1, "runtime_data": [], "primitives": prims}
-        self.hidden.append((self.order.get(id(first), len(self.order)), act))
+        act: Json = {"name": aname, "id": -1, "runtime_data": [], "primitives": []}
+        self.hidden.append((self.order.get(id(first), len(self.order)), act, group, snapshot))
         tname = self.ctx.names.new(f"tbl_{aname}")
         tj = self.tl.hidden_table(tname, act)
         self._table_json(tj)

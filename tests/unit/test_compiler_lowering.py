@@ -14,7 +14,7 @@ PROGRAM = """
 #include <core.p4>
 #include <v1model.p4>
 header h_t { bit<8> a; bit<8> b; bit<16> c; bit<32> d; int<8> s; bit<1> f; }
-struct metadata { bit<8> m; bit<32> w; bool flag; @field_list(1) bit<8> keep; }
+struct metadata { bit<8> m; bit<32> w; bit<32> idx; bool flag; @field_list(1) bit<8> keep; }
 struct headers { h_t h; }
 parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start { pkt.extract(hdr.h); transition SELECT }
@@ -154,10 +154,29 @@ def test_preserved_field_lists() -> None:
 
 def test_hash_makes_a_calculation() -> None:
     doc = compile_body("hash(meta.m, HashAlgorithm.crc32, 8w0, { hdr.h.a, hdr.h.c }, 16w256);")
+    # In an action p4c materializes the data list into temporaries, then hashes those.
     assert doc["calculations"] == [{"name": "calc_0", "id": 0, "algo": "crc32",
-                                    "input": [F("h", "a"), F("h", "c")]}]
+                                    "input": [F("scalars", "tmp"), F("scalars", "tmp_0")]}]
     act = next(a for a in doc["actions"] if a["name"] == "I.act")
+    assert act["primitives"][:2] == [
+        {"op": "assign", "parameters": [F("scalars", "tmp"), F("h", "a")]},
+        {"op": "assign", "parameters": [F("scalars", "tmp_0"), F("h", "c")]}]
     assert act["primitives"][-1]["parameters"][2] == {"type": "calculation", "value": "calc_0"}
+
+
+def test_known_values_propagate_into_extern_arguments() -> None:
+    """p4c copies extern arguments and propagates copies: a field assigned a computed value
+    just before is passed through a temporary holding that value; a constant is inlined; a
+    write in between (or a join after an if) forgets what was known."""
+    ps = prims("meta.w = hdr.h.d & 7; r.read(meta.w, meta.w); meta.idx = 3; r.write(meta.idx, "
+               "meta.w); c.count(meta.w);")
+    assert ps[1] == {"op": "assign", "parameters": [F("scalars", "tmp"),
+                                                   P(E("&", F("h", "d"), H("0x00000007")))]}
+    assert ps[2]["parameters"][2] == F("scalars", "tmp")
+    assert ps[4]["op"] == "register_write" and ps[4]["parameters"][1] == H("0x00000003")
+    assert ps[4]["parameters"][2] == F("scalars", "metadata.w")  # overwritten by the read
+    ps = prims("meta.w = hdr.h.d & 7; if (hdr.h.a == 1) { hdr.h.b = 2; } c.count(meta.w);")
+    assert ps[-1]["parameters"][1] == F("scalars", "metadata.w")
 
 
 @pytest.mark.parametrize("lo,hi,width,expected", [
