@@ -75,12 +75,15 @@ class TableEntry:
         te = ent.table_entry
         t = schema.tables.get_id(te.table_id)
         by_id = {f.id: f for f in t.key}
-        match = []
+        found: list[tuple[int, str, Match]] = []
         for fm in te.match:
             kf = by_id.get(fm.field_id)
             if kf is None:
                 raise SchemaLookupError(f"table {t.alias!r} has no key field id {fm.field_id}")
-            match.append((kf.name, _decode_match(fm, kf.bitwidth)))
+            found.append((kf.id, kf.name, _decode_match(fm, kf.bitwidth)))
+        # Key order, whatever order the server sent the fields in, so an entry read back
+        # equals the one that was written.
+        match = tuple((name, m) for _, name, m in sorted(found, key=lambda x: x[0]))
         action, params = "", ()
         if te.action.HasField("action"):
             a = schema.actions.get_id(te.action.action.action_id)

@@ -105,3 +105,12 @@ def test_multicast_replica_order_does_not_matter() -> None:
     # PI reads replicas back grouped by rid, not in the order they were written.
     assert entities.MulticastGroup(3, ((5, 2), (1, 1), (4, 2))) == \
         entities.MulticastGroup(3, ((1, 1), (4, 2), (5, 2)))
+
+
+def test_decoded_match_is_in_key_order(l2: Schema) -> None:
+    e = entities.parse_table_entry(l2, "acl", "deny", ["1&&&1", "5&&&0xfff", "1->4"], [], "3")
+    ent = e.encode(l2)
+    fields = list(ent.table_entry.match)
+    del ent.table_entry.match[:]
+    ent.table_entry.match.extend(reversed(fields))   # a server may answer in any order
+    assert entities.TableEntry.decode(ent, l2) == e
