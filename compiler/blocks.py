@@ -13,7 +13,7 @@ from .ir import ParamRef, TConst, TLoc
 from .layout import Layout
 from .resolve import ConstValue, Globals, const_eval, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
-from .types import Bits, ExternT, P4Type, StructT, show
+from .types import Bits, ExternT, P4Type, show
 
 __all__ = ["BlockScope", "block_scope", "control_plane_name", "action_env", "annotation_arg",
            "KNOWN_EXTERN_OBJECTS"]
@@ -180,6 +180,3 @@ def action_env(parent: Env, act: A.ActionDecl, g: Globals, diags: Diagnostics) -
             # with their arguments bound; a table-invoked action gets a placeholder.
             env.add(Sym(SymKind.VAR, p.name, TLoc(pt, p.pos, ParamRef(-1), p.name)))
     return env
-
-
-_ = (StructT,)

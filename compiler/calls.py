@@ -16,7 +16,7 @@ from .ir import HeaderRef, ParamRef, StackRef, TConst, TExpr, TList, TLoc
 from .resolve import resolve_type
 from .scopes import Env, ExternInstance, SymKind
 from .typecheck import Typer, expr_text
-from .types import Bits, HeaderT, InfInt, P4Type, StructT, TypeVar, show
+from .types import Bits, InfInt, P4Type, StructT, TypeVar, show
 
 __all__ = ["CallKind", "CallInfo", "resolve_call"]
 
@@ -265,6 +265,3 @@ def _overload(methods: list[A.MethodDecl], nargs: int) -> A.MethodDecl:
         if len(md.params) == nargs:
             return md
     return methods[0]
-
-
-_ = (HeaderT,)

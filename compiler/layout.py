@@ -132,9 +132,10 @@ class BuildLayout:
                                    f"{'parser' if want_parser else 'control'}")
                 continue
             if not self._signature_ok(role, decl, g):
+                ps = decl.params  # type: ignore[attr-defined]
+                params = ", ".join(_param_text(p) for p in ps)
                 diags.error(v.pos, f"V1Switch argument '{role}' must have the parameters "
-                                   f"{_SIGNATURES[role]}; '{decl.name}' has "
-                                   f"({', '.join(_param_text(p) for p in decl.params)})")  # type: ignore[attr-defined]
+                                   f"{_SIGNATURES[role]}; '{decl.name}' has ({params})")
                 continue
             lay.blocks[role] = decl
         sm = g.types.get("standard_metadata_t")

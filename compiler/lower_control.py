@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import ast as A
-from .blocks import BlockScope, action_env, control_plane_name, has_annotation
+from .blocks import BlockScope, control_plane_name
 from .calls import CallKind, resolve_call
 from .diagnostics import Diagnostics, Pos
 from .resolve import const_eval
@@ -443,6 +443,3 @@ class ControlLowering:
                     elif default_frag.terminal:
                         nt[k] = None
         return Frag(tj["name"], holes)
-
-
-_ = (action_env, has_annotation)

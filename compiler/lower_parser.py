@@ -16,7 +16,7 @@ from .exprjson import Json, as_condition, as_param, field_json, hexstr, lower_ex
 from .ir import FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TLoc, TLookahead
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
-from .scopes import Env, SymKind
+from .scopes import Env
 from .types import Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, show, width_of
 
 __all__ = ["lower_parser", "lower_deparser", "lower_checksums", "range_to_masks"]
@@ -383,6 +383,3 @@ def lower_checksums(ctx: LowerCtx, scope: BlockScope, verify: bool,
 
     walk(decl.apply.stmts)
     return out
-
-
-_ = (SymKind, ref_json, Bool, lower_expr)

@@ -14,7 +14,7 @@ from .blocks import BlockScope, action_env, annotation_arg, control_plane_name, 
 from .calls import CallInfo
 from .diagnostics import Pos, unknown
 from .exprjson import Json, hexstr
-from .ir import FieldRef, HeaderRef, TConst, TExpr, TIsValid, TLoc, TSlice
+from .ir import FieldRef, TConst, TExpr, TIsValid, TLoc, TSlice
 from .lower_action import ActionLowering, LowerCtx
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
 from .resolve import const_eval, resolve_type
@@ -505,6 +505,3 @@ class TableLowering:
             if act is not None:
                 tj["action_ids"] = [act["id"]]
                 tj["default_entry"]["action_id"] = act["id"]
-
-
-_ = (HeaderRef,)

@@ -7,12 +7,12 @@ the end of the enclosing declaration and goes on, so one run reports several err
 from __future__ import annotations
 
 from .ast import (ActionDecl, Annotation, Assign, Block, Call, CallStmt, ConstDecl,
-                  ControlDecl, ControlTypeDecl, Decl, Default, EmptyStmt, EnumDecl, ErrorDecl,
-                  Exit, Expr, ExternDecl, Field, FunctionDecl, HeaderDecl, HeaderUnionDecl, If,
-                  Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Name, Node, PackageDecl,
-                  Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return, Select,
-                  SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl, TableEntry,
-                  TableProperty, Typedef, TypeName, VarDecl)
+                  ControlDecl, ControlTypeDecl, EmptyStmt, EnumDecl, ErrorDecl, Exit, Expr,
+                  ExternDecl, Field, FunctionDecl, HeaderDecl, HeaderUnionDecl, If,
+                  Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Node,
+                  PackageDecl, Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return,
+                  Select, SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl,
+                  TableEntry, TableProperty, Typedef, VarDecl)
 from .diagnostics import Diagnostics
 from .lexer import Token, TokKind
 from .parse_expr import ExprParser, ParseError
@@ -179,7 +179,8 @@ class Parser(ExprParser):
         if self.at("action"):
             return self.action(annos)
         if self.starts_type() or (t.kind is TokKind.IDENT and self.peek().text in ("(", "<")):
-            if self.starts_type() and self.peek().kind is TokKind.IDENT and self.peek(2).text == "(":
+            if self.starts_type() and self.peek().kind is TokKind.IDENT and \
+                    self.peek(2).text == "(":
                 raise ParseError(t.pos, "unsupported construct: function declarations")
             return self.instantiation(annos)
         raise ParseError(t.pos, f"syntax error, unexpected '{t}' at the start of a declaration")
@@ -265,7 +266,8 @@ class Parser(ExprParser):
         return False
 
     # parserDecl: 'parser' name typeParams params (';' | ['(' ctorParams ')'] '{' locals states '}')
-    # controlDecl: 'control' name typeParams params (';' | ['(' ctorParams ')'] '{' locals apply '}')
+    # controlDecl: 'control' name typeParams params
+    #              (';' | ['(' ctorParams ')'] '{' locals apply '}')
     def _parser_or_control(self, annos: tuple[Annotation, ...]) -> Node:
         kw = self.tok.text
         self.i += 1
@@ -464,7 +466,8 @@ class Parser(ExprParser):
                     if not isinstance(act, Call):
                         act = Call(act.pos, act, (), ())
                     self.expect(";")
-                    entries.append(TableEntry(epos, tuple(keyset), act, prio))  # type: ignore[arg-type]
+                    entries.append(TableEntry(epos, tuple(keyset), act,  # type: ignore[arg-type]
+                                              prio))
                 value = tuple(entries)
             else:
                 value = self.parse_expr()
@@ -585,6 +588,3 @@ class Parser(ExprParser):
             cases.append(SwitchCase(lt.pos, label, body))
         return Switch(t.pos, e, tuple(cases))
 
-
-# Keep Default/Name/TypeName/Decl imported for type references in annotations of helpers.
-_ = (Default, Name, TypeName, Decl)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos, unknown
-from .types import (Bits, Bool, EnumT, ErrorT, ExternT, HeaderT, InfInt, MatchKindT, P4Type,
+from .types import (Bits, Bool, EnumT, ErrorT, ExternT, HeaderT, InfInt, P4Type,
                     StackT, Str, StructT, TypeVar, UnionT, VarbitT, Void, show)
 
 __all__ = ["Globals", "ResolveNames", "resolve_type", "const_eval", "ConstValue"]
@@ -308,6 +308,3 @@ class ResolveNames:
                 g.instances[name] = d
             case _:
                 diags.error(d.pos, f"unsupported construct: {type(d).__name__}")
-
-
-_ = (MatchKindT, TypeVar, Str, Void)

@@ -9,9 +9,8 @@ import enum
 from dataclasses import dataclass
 
 from . import ast as A
-from .ir import TConst, TLoc
 from .resolve import ConstValue, Globals
-from .types import ExternT, P4Type
+from .types import ExternT
 
 __all__ = ["SymKind", "Sym", "ExternInstance", "Env"]
 
@@ -90,6 +89,3 @@ class Env:
             env = env.parent
         g = self.g
         return out + [*g.consts, *g.actions, *g.functions, *g.types]
-
-
-_ = (TConst, TLoc, P4Type)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos, unknown
-from .ir import (FieldRef, HeaderRef, ParamRef, StackFieldRef, StackLastRef, StackRef,
+from .ir import (FieldRef, HeaderRef, StackFieldRef, StackLastRef, StackRef,
                  StructRef, TBinary, TCast, TConcat,
                  TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TString, TTernary,
                  TUnary)
@@ -16,7 +16,7 @@ from .layout import Layout
 from .resolve import ConstValue, fold_binary, resolve_type
 from .scopes import Env, SymKind
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, Str, StructT,
-                    VarbitT, show, width_of)
+                    show, width_of)
 
 __all__ = ["Typer", "expr_text"]
 
@@ -40,7 +40,8 @@ def expr_text(e: A.Expr) -> str:
         case A.BoolLit(value=v):
             return "true" if v else "false"
         case A.Call(func=f, args=args):
-            return f"{expr_text(f)}({', '.join(expr_text(a.value) if a.value else '_' for a in args)})"
+            shown = ", ".join(expr_text(a.value) if a.value else "_" for a in args)
+            return f"{expr_text(f)}({shown})"
         case A.Unary(op=op, operand=x):
             return f"{op}{expr_text(x)}"
         case A.Binary(op=op, left=l, right=r):
@@ -73,9 +74,10 @@ class Typer:
                 self.err(pos, f"value {v} does not fit in {show(target)} ({what})")
                 return None
             return TConst(target, te.pos, v)
-        if isinstance(target, EnumT) and target.underlying is not None and te.type == target.underlying:
+        # A serializable enum and its underlying bit type convert implicitly.
+        if isinstance(target, EnumT) and target.underlying == te.type:
             return te
-        if isinstance(te.type, EnumT) and te.type.underlying is not None and te.type.underlying == target:
+        if isinstance(te.type, EnumT) and te.type.underlying == target:
             return te
         self.err(pos, f"type mismatch in {what}: expected {show(target)}, got {show(te.type)}"
                  + ("; use an explicit cast" if isinstance(target, Bits)
@@ -461,6 +463,3 @@ class Typer:
         self.err(e.pos, f"unsupported construct: call of '{expr_text(f)}' inside an expression"
                         " (call it as a statement)")
         return None
-
-
-_ = (ParamRef, VarbitT)
