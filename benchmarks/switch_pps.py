@@ -326,9 +326,10 @@ def over_udp(target: Any, args: tuple[Any, ...], in_port: int, sinks: list[socke
 
 
 def over_link(target: Any, args: tuple[Any, ...], send: Any, sinks: list[socket.socket],
-              frame: bytes, seconds: float) -> float:
+              frame: bytes, seconds: float, outputs_per_input: float | None = None) -> float:
     """Send `frame` at a paced rate that keeps the target (run in a child process) busy;
-    count what comes back on the sink sockets (pps of forwarded input frames)."""
+    count what comes back on the sink sockets (pps of forwarded input frames).  By default
+    every input comes out once on each sink."""
     ctx = mp.get_context("fork")
     ready = ctx.Event()
     proc = ctx.Process(target=target, args=args + (ready,), daemon=True)
@@ -342,12 +343,12 @@ def over_link(target: Any, args: tuple[Any, ...], send: Any, sinks: list[socket.
     t0 = time.perf_counter()
     deadline = t0 + seconds
     last_progress = t0
-    n_out = len(sinks)
+    n_out: float = len(sinks) if outputs_per_input is None else outputs_per_input
     while True:
         now = time.perf_counter()
         if now >= deadline:
             break
-        while sent - received // n_out < window:
+        while sent - received / n_out < window:
             send(frame)
             sent += 1
         got = 0
@@ -366,7 +367,7 @@ def over_link(target: Any, args: tuple[Any, ...], send: Any, sinks: list[socket.
         else:
             time.sleep(0.0001)
             if now - last_progress > 0.05:    # frames lost somewhere: reopen the window
-                sent = received // n_out
+                sent = int(received / n_out)
                 last_progress = now
     elapsed = time.perf_counter() - t0
     proc.kill()
@@ -401,6 +402,56 @@ def udp_runs(kind: str, k: int, workers: int, seconds: float,
     for s in sinks:
         s.close()
     return sw, bare
+
+
+def _netsum_switch_proc(k: int, workers: int, ports: list[tuple[int, int, int]],
+                        ready: Any) -> None:
+    from switch.ports import PortSet, parse_port_spec
+    got = netsum_traffic(k, workers)
+    assert got is not None
+    dev = got[0]
+    ps = PortSet([parse_port_spec(f"{n}@udp:127.0.0.1:{a},127.0.0.1:{b}") for n, a, b in ports],
+                 dev)
+    ps.open()
+    ready.set()
+    try:
+        ps.run(lambda: False)
+    finally:
+        ps.close()
+
+
+def udp_netsum_run(k: int, workers: int, seconds: float) -> float | None:
+    """netsum.p4 through the daemon's UDP ports: each worker's contributions enter on its own
+    port; every completed slot multicasts the result to all workers (one frame per input on
+    average).  Returns contributions per second."""
+    got = netsum_traffic(k, workers)
+    if got is None:
+        return None
+    frames = got[1]
+    udp = _free_udp_ports(2 * workers)
+    sinks = []
+    specs = []
+    for i in range(workers):
+        sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        sink.bind(("127.0.0.1", udp[2 * i + 1]))
+        sinks.append(sink)
+        specs.append((i + 1, udp[2 * i], udp[2 * i + 1]))
+    port_addr = {n: ("127.0.0.1", a) for n, a, _ in specs}
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    pos = [0]
+
+    def send(_frame: bytes) -> None:
+        port, f = frames[pos[0] % len(frames)]
+        pos[0] += 1
+        tx.sendto(f, port_addr[port])
+    try:
+        return over_link(_netsum_switch_proc, (k, workers, specs), send, sinks, b"", seconds,
+                         outputs_per_input=1.0)
+    finally:
+        tx.close()
+        for sk in sinks:
+            sk.close()
 
 
 def _veth_switch_proc(kind: str, k: int, workers: int, ifaces: list[tuple[int, str]],
@@ -494,6 +545,10 @@ def main() -> int:
             label = "ipv4 router" if kind == "router" else f"aggregation (K={args.k})"
             print(f"  udp ports   {label:34s} {sw:10,.0f} pkt/s in  | bare recv->send loop "
                   f"{bare:10,.0f} pkt/s | ratio {sw / bare:5.2f}")
+        rate = udp_netsum_run(args.k, args.workers, args.seconds)
+        if rate is not None:
+            print(f"  udp ports   {'netsum.p4 (compiled), job of %d' % args.workers:34s} "
+                  f"{rate:10,.0f} pkt/s in  (contributions; results multicast to all)")
     if args.veth:
         if os.geteuid() != 0:
             print("  veth: skipped (needs root)")
