@@ -111,15 +111,27 @@ def test_fixed_peer_and_sigint(calc_json: Path, peer: socket.socket, tmp_path: P
     assert proc.returncode == 0 and "Traceback" not in err
 
 
-def test_grpc_server_starts(calc_json: Path, tmp_path: Path) -> None:
-    proc = start(["--device-id", "3", str(calc_json), "--",
-                  "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "64"], tmp_path)
+def test_grpc_server_answers(calc_json: Path, tmp_path: Path) -> None:
+    import grpc
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.Popen(switch_cmd("--device-id", "3", str(calc_json), "--",
+                                       "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "64"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=env)
     assert proc.stdout is not None
     try:
-        pass
+        line = proc.stdout.readline()
+        assert "P4Runtime on 127.0.0.1:" in line, line
+        port = int(line.rsplit(":", 1)[1])
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            reply = p4runtime_pb2_grpc.P4RuntimeStub(ch).Capabilities(
+                p4runtime_pb2.CapabilitiesRequest(), timeout=10)
+        assert reply.p4runtime_api_version
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=10)
+        _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0 and "Traceback" not in err
 
 
