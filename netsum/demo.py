@@ -88,7 +88,7 @@ def _row(w: WorkerOutcome) -> tuple[str, ...]:
     def f(v: float, spec: str) -> str:
         return "-" if math.isnan(v) else format(v, spec)
     return (str(w.rank), "yes" if w.ok else "NO", f(w.max_error, ".3g"),
-            f(w.error_ratio, ".3f"), "-" if math.isnan(w.goodput) else f"{w.goodput / 1e6:.3f} M/s",
+            f(w.error_ratio, ".4f"), "-" if math.isnan(w.goodput) else f"{w.goodput / 1e6:.3f} M/s",
             str(w.packets_sent), str(w.retransmissions), f(w.latency_p50_ms, ".2f"),
             f(w.latency_p99_ms, ".2f"))
 

@@ -1,6 +1,6 @@
 """The end-to-end rig: one switch daemon, the controller, N netsum-worker processes.
 
-Owns the life cycle of a whole run: build the P4 program for K, write a topology file, start the
+Owns the life cycle of a whole run (a job's wait, outcome and check are netsum.jobrun's): build the P4 program for K, write a topology file, start the
 switch (`netsum-switch`, or real `simple_switch_grpc` for `Target.BMV2`) on UDP-tunnel ports
 (`Mode.UDP`, no privileges) or on veth pairs into network namespaces (`Mode.NETNS`, root), push
 pipeline, forwarding and the drop simulator through `controller.fabric.Controller`, then run
@@ -32,9 +32,10 @@ import yaml
 from controller.errors import ControllerError
 from controller.fabric import Controller, load_program
 from controller.topology import JobSpec, load_topology
+from netsum.jobrun import JobOutcome, RunningJob, WorkerOutcome
 from netsum.netns import NetnsError, NetnsLab, netns_available
 from netsum.procs import Child, ProcessGroup
-from netsum.tensors import Reference, check_result, reference
+from netsum.tensors import reference
 from workers import quant
 from workers.errors import WorkerError
 from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
@@ -90,37 +91,6 @@ class RigConfig:
             raise RigError("timeout must be positive")
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerOutcome:
-    rank: int
-    ok: bool
-    returncode: int | None
-    error: str                  # "" when ok: the worker's own error line, or the check's finding
-    elements: int
-    elapsed_s: float
-    goodput: float              # tensor elements per second
-    packets_sent: int
-    retransmissions: int
-    latency_p50_ms: float
-    latency_p99_ms: float
-    max_error: float
-    error_ratio: float          # worst |error| / allowed error (<= 1 when correct)
-
-
-@dataclass(frozen=True, slots=True)
-class JobOutcome:
-    job_id: int
-    elements: int
-    shape: tuple[int, ...]
-    wall_s: float
-    workers: tuple[WorkerOutcome, ...]
-    switch_counters: dict[str, int]
-
-    @property
-    def ok(self) -> bool:
-        return all(w.ok for w in self.workers)
-
-
 def missing_bmv2_tools() -> list[str]:
     return [t for t in BMV2_TOOLS if shutil.which(t) is None]
 
@@ -142,100 +112,6 @@ def _ip(i: int) -> str:
 
 
 _READY = re.compile(r"ready: .*P4Runtime on (\S+)")
-
-
-class RunningJob:
-    """A job whose workers are running.  `progress()` reads the switch's per-job counters;
-    `wait()` collects and checks the results.  Tests may kill `children[i]` to fail a worker."""
-
-    def __init__(self, rig: "Rig", job_id: int, children: list[Child], ref: Reference,
-                 out_paths: list[Path], blocks: int, window: int, started: float) -> None:
-        self.rig = rig
-        self.job_id = job_id
-        self.children = children
-        self.ref = ref
-        self.out_paths = out_paths
-        self.expected_contributions = len(children) * (blocks + window)
-        self.started = started
-
-    def progress(self) -> float:
-        """Fraction of the job's first transmissions the switch has seen (0..1)."""
-        row = self.rig.counters(self.job_id)
-        seen = row.get("data_in", 0) - row.get("retx", 0)
-        return max(0.0, min(1.0, seen / max(1, self.expected_contributions)))
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def done(self) -> bool:
-        return not any(c.alive() for c in self.children)
-
-    def wait(self, timeout: float | None = None,
-             on_tick: Callable[["RunningJob"], None] | None = None,
-             tick: float = 0.5) -> JobOutcome:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.done():
-            if deadline is not None and time.monotonic() > deadline:
-                for c in self.children:
-                    if c.alive():
-                        c.popen.kill()
-                break
-            if on_tick is not None:
-                on_tick(self)
-            for c in self.children:
-                try:
-                    c.popen.wait(tick / len(self.children))
-                except Exception:  # noqa: BLE001 - TimeoutExpired: keep polling
-                    pass
-        for c in self.children:
-            c.popen.wait()
-        wall = time.monotonic() - self.started
-        outcomes = tuple(self._outcome(r, c) for r, c in enumerate(self.children))
-        # The tensors can be hundreds of MB each: keep the logs, not the data.
-        for path in self.out_paths:
-            for p in (path, path.with_name(path.name.replace("out", "in", 1))):
-                p.unlink(missing_ok=True)
-        return JobOutcome(self.job_id, int(self.ref.total.size), self.ref.shape, wall, outcomes,
-                          self.rig.counters(self.job_id))
-
-    def _outcome(self, rank: int, child: Child) -> WorkerOutcome:
-        rc = child.popen.returncode
-        text = child.log_path.read_text(errors="replace") if child.log_path else ""
-        stats: dict[str, object] = {}
-        errors = []
-        for line in text.splitlines():
-            if line.startswith("{"):
-                try:
-                    stats = json.loads(line)
-                except ValueError:
-                    errors.append(line)
-            elif "error" in line or "interrupted" in line:
-                errors.append(line.strip())
-        ok = rc == 0
-        err = "; ".join(errors)
-        if rc is not None and rc < 0:
-            err = err or f"killed by signal {-rc}"
-        elif rc != 0 and not err:
-            err = f"exit status {rc}: {text.strip().splitlines()[-1:] or 'no output'}"
-        max_error = ratio = float("nan")
-        if ok:
-            try:
-                result = np.load(self.out_paths[rank], allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                ok, err = False, f"no result file: {exc}"
-            else:
-                v = check_result(result, self.ref)
-                ok, err, max_error, ratio = v.ok, v.problem, v.max_error, v.worst_ratio
-
-        def num(key: str) -> float:
-            value = stats.get(key)
-            return float(value) if isinstance(value, (int, float)) else float("nan")
-
-        return WorkerOutcome(rank, ok, rc, err, int(self.ref.total.size), num("elapsed_s"),
-                             num("elements_per_s"), int(num("packets_sent") if stats else 0),
-                             int(num("retransmissions") if stats else 0),
-                             num("chunk_latency_p50_ms"), num("chunk_latency_p99_ms"),
-                             max_error, ratio)
 
 
 class Rig:
@@ -475,7 +351,7 @@ class Rig:
             argv = self._worker_argv(job_id, rank, job_dir / f"in{rank}.npy", outs[rank])
             children.append(self.procs.start(f"job{job_id}-w{rank}", argv))
         window = min(slots, blocks)
-        return RunningJob(self, job_id, children, ref, outs, blocks, window, started)
+        return RunningJob(self.counters, job_id, children, ref, outs, blocks, window, started)
 
     def run_job(self, inputs: Sequence[np.ndarray],
                 on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
