@@ -62,6 +62,14 @@ class V1Model:
         self.i_its = s.ingress_global_timestamp if pl.uses_timestamps else None
         self.update = pl.update_checksums
         self.deparse = pl.deparse
+        self.i_iport = s.ingress_port
+        self.i_plen = s.packet_length
+        self.i_itype = s.instance_type
+        self.i_mg = s.mcast_grp
+        self.parser_start = pl.parser_start
+        self.verify = pl.verify_checksums
+        self.ingress_init = pl.ingress_init
+        self.egress_init = pl.egress_init
 
     # -- trace logging (-L trace): only on this path, the fast loops stay untouched ---------
     def _traced(self, stage: str, node: Any, pkt: Packet) -> None:
@@ -92,17 +100,16 @@ class V1Model:
 
     def _parse(self, port: int, data: bytes, itype: int,
                keep: list[tuple[int, int]]) -> Packet:
-        s = self.s
         pkt = Packet(self.template[:], data)
         F = pkt.F
-        F[s.ingress_port] = port
-        F[s.packet_length] = len(data)
-        F[s.instance_type] = itype
+        F[self.i_iport] = port
+        F[self.i_plen] = len(data)
+        F[self.i_itype] = itype
         if self.i_its is not None:
             F[self.i_its] = (time.monotonic_ns() - self.ts0) // 1000
         for idx, val in keep:
             F[idx] = val
-        state = self.pl.parser_start
+        state = self.parser_start
         steps = 0
         try:
             while state is not None:
@@ -111,16 +118,20 @@ class V1Model:
                 if steps > MAX_PARSE_STATES:    # a state loop that consumes nothing
                     raise ParserError(self.timeout)
         except ParserError as e:
-            self.stats.parser_errors += 1
-            if e.code == self.too_short:
-                self.stats.truncated += 1
-            if s.parser_error is not None:
-                F[s.parser_error] = e.code
-        if self.pl.verify_checksums is not None:
-            self.pl.verify_checksums(F)
+            self._parser_error(F, e.code)
+        if self.verify is not None:
+            self.verify(F)
+            s = self.s
             if s.checksum_error is not None and F[s.checksum_error]:
                 self.stats.checksum_errors += 1
         return pkt
+
+    def _parser_error(self, F: list[int], code: int) -> None:
+        self.stats.parser_errors += 1
+        if code == self.too_short:
+            self.stats.truncated += 1
+        if self.s.parser_error is not None:
+            F[self.s.parser_error] = code
 
     # -- life cycle ------------------------------------------------------------------------
     def process(self, port: int, data: bytes, out: list[tuple[int, bytes]]) -> None:
@@ -132,7 +143,7 @@ class V1Model:
         s = self.s
         pkt = self._parse(port, data, itype, keep)
         F = pkt.F
-        node = pl.ingress_init
+        node = self.ingress_init
         if self.trace is None:
             while node is not None:
                 node = node(pkt)
@@ -149,7 +160,7 @@ class V1Model:
             self._ingress(port, data, RESUBMIT, self._preserved(F, pkt.resubmit), out,
                           depth + 1)
             return
-        mg = F[s.mcast_grp] if s.mcast_grp is not None else 0
+        mg = F[self.i_mg] if self.i_mg is not None else 0
         if mg:
             replicas = pl.pre.mc_group(mg)
             if not replicas:
@@ -180,7 +191,6 @@ class V1Model:
 
     def _egress(self, pkt: Packet, port: int, rid: int, out: list[tuple[int, bytes]],
                 depth: int) -> None:
-        pl = self.pl
         F = pkt.F
         F[self.i_eport] = port
         F[self.i_espec] = 0
@@ -190,7 +200,7 @@ class V1Model:
             F[self.i_ets] = (time.monotonic_ns() - self.ts0) // 1000
         pkt.clone = None
         pkt.exited = False
-        node = pl.egress_init
+        node = self.egress_init
         if self.trace is None:
             while node is not None:
                 node = node(pkt)
