@@ -58,12 +58,14 @@ class RunningJob:
     """A job whose workers are running.  `progress()` reads the switch's per-job counters;
     `wait()` collects and checks the results.  Tests may kill `children[i]` to fail a worker."""
 
-    def __init__(self, counters: Callable[[int], dict[str, int]], job_id: int, children: list[Child], ref: Reference,
+    def __init__(self, counters: Callable[[int], dict[str, int]], job_id: int,
+                 children: list[Child], ref: Reference, in_paths: list[Path],
                  out_paths: list[Path], blocks: int, window: int, started: float) -> None:
         self.counters = counters
         self.job_id = job_id
         self.children = children
         self.ref = ref
+        self.in_paths = in_paths
         self.out_paths = out_paths
         self.expected_contributions = len(children) * (blocks + window)
         self.started = started
@@ -102,9 +104,8 @@ class RunningJob:
         wall = time.monotonic() - self.started
         outcomes = tuple(self._outcome(r, c) for r, c in enumerate(self.children))
         # The tensors can be hundreds of MB each: keep the logs, not the data.
-        for path in self.out_paths:
-            for p in (path, path.with_name(path.name.replace("out", "in", 1))):
-                p.unlink(missing_ok=True)
+        for path in (*self.in_paths, *self.out_paths):
+            path.unlink(missing_ok=True)
         return JobOutcome(self.job_id, int(self.ref.total.size), self.ref.shape, wall, outcomes,
                           self.counters(self.job_id))
 
@@ -141,8 +142,12 @@ class RunningJob:
             value = stats.get(key)
             return float(value) if isinstance(value, (int, float)) else float("nan")
 
+        def count(key: str) -> int:
+            value = stats.get(key)
+            return int(value) if isinstance(value, int) else 0
+
         return WorkerOutcome(rank, ok, rc, err, int(self.ref.total.size), num("elapsed_s"),
-                             num("elements_per_s"), int(num("packets_sent") if stats else 0),
-                             int(num("retransmissions") if stats else 0),
+                             num("elements_per_s"), count("packets_sent"),
+                             count("retransmissions"),
                              num("chunk_latency_p50_ms"), num("chunk_latency_p99_ms"),
                              max_error, ratio)

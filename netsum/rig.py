@@ -47,6 +47,7 @@ SERVICE_MAC = "02:00:00:00:01:00"
 SERVICE_IP = "10.0.0.254"
 SUBNET_PREFIX = 24
 POOL_SLOTS = 4096          # the default build's NETSUM_SLOTS
+MAX_JOB_ID = 255           # NETSUM_MAX_JOBS - 1
 SWITCH_NAME = "s1"
 BMV2_TOOLS = ("simple_switch_grpc", "p4c-bm2-ss")
 
@@ -300,6 +301,7 @@ class Rig:
             for p in range(1, self.config.workers + 1):
                 ctl.set_drop(SWITCH_NAME, p, self.config.loss, "both")
         self._next_slot = 0
+        self._next_job = 1
 
     # -- jobs -------------------------------------------------------------------------------------
     def counters(self, job_id: int) -> dict[str, int]:
@@ -323,41 +325,46 @@ class Rig:
             raise RigError(f"bad input tensors: {exc}") from None
         blocks = quant.num_blocks(int(ref.total.size), cfg.k)
         slots = cfg.slots
-        if self._next_slot + slots > POOL_SLOTS:
-            # A slot range is never reused by a later job (its registers keep the old job's
-            # bitmaps and sets); when the pool is used up, a fresh pipeline clears them all.
-            self._push()
-        job_id = self._next_job
-        self._next_job = job_id % 255 + 1
-        spec = JobSpec(job_id, tuple(f"h{p}" for p in range(1, cfg.workers + 1)), slots)
         try:
-            ctl = self.controller
-            if job_id in ctl.jobs:
-                ctl.delete_job(job_id)
-            ctl.create_job(spec)
+            if self._next_slot + slots > POOL_SLOTS or self._next_job > MAX_JOB_ID:
+                # A slot range is never reused by a later job (its registers keep the old
+                # job's bitmaps and sets); when the pool or the job ids are used up, a fresh
+                # pipeline clears every register and the controller's job table.
+                self._push()
+            job_id = self._next_job
+            spec = JobSpec(job_id, tuple(f"h{p}" for p in range(1, cfg.workers + 1)), slots)
+            self.controller.create_job(spec)
         except ControllerError as exc:
-            raise RigError(f"controller: job {job_id}: {exc}") from None
+            raise RigError(f"controller: job {self._next_job}: {exc}") from None
+        self._next_job += 1
         self._next_slot += slots
         job_dir = self.work_dir / f"job{job_id}-{int(time.time() * 1000) % 10**8}"
         job_dir.mkdir(parents=True)
-        outs = []
-        children = []
+        ins = [job_dir / f"in{rank}.npy" for rank in range(cfg.workers)]
+        outs = [job_dir / f"out{rank}.npy" for rank in range(cfg.workers)]
+        for path, x in zip(ins, inputs):
+            np.save(path, np.asarray(x, dtype=np.float32))
         started = time.monotonic()
-        for rank, x in enumerate(inputs):
-            in_path, out_path = job_dir / f"in{rank}.npy", job_dir / f"out{rank}.npy"
-            np.save(in_path, np.asarray(x, dtype=np.float32))
-            outs.append(out_path)
-        for rank in range(cfg.workers):
-            argv = self._worker_argv(job_id, rank, job_dir / f"in{rank}.npy", outs[rank])
-            children.append(self.procs.start(f"job{job_id}-w{rank}", argv))
+        children = [self.procs.start(f"job{job_id}-w{rank}",
+                                     self._worker_argv(job_id, rank, ins[rank], outs[rank]))
+                    for rank in range(cfg.workers)]
         window = min(slots, blocks)
-        return RunningJob(self.counters, job_id, children, ref, outs, blocks, window, started)
+        return RunningJob(self.counters, job_id, children, ref, ins, outs, blocks, window,
+                          started)
 
     def run_job(self, inputs: Sequence[np.ndarray],
                 on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
         job = self.start_job(inputs)
-        # Generous: the workers fail themselves after `timeout` without progress.
-        return job.wait(timeout=None, on_tick=on_tick)
+
+        def tick(j: RunningJob) -> None:
+            # Workers would only notice a dead switch after their deadline; say why at once.
+            if self.switch is not None and not self.switch.alive():
+                raise RigError(f"the switch exited during job {j.job_id} (status "
+                               f"{self.switch.popen.returncode}): {self.switch.log_tail(5)}")
+            if on_tick is not None:
+                on_tick(j)
+        # No overall timeout: the workers fail themselves after `timeout` without progress.
+        return job.wait(timeout=None, on_tick=tick)
 
     def _worker_argv(self, job_id: int, rank: int, in_path: Path, out_path: Path) -> list[str]:
         cfg = self.config

@@ -112,6 +112,18 @@ def test_dead_worker_fails_the_others_then_next_job_succeeds(tmp_path: Path) -> 
         assert_exact(rig.run_job(synthetic_inputs(4, (5_000,), seed=4)))
 
 
+def test_slot_pool_used_up_pushes_a_fresh_pipeline(tmp_path: Path) -> None:
+    # 2048-slot jobs: the third does not fit in the 4096-slot pool, so the rig re-pushes the
+    # pipeline (fresh registers) and starts again from job 1 on slot 0.
+    with Rig(RigConfig(tmp_path, workers=2, slots=2048)) as rig:
+        ids = []
+        for seed in range(3):
+            out = rig.run_job(synthetic_inputs(2, (3 * K,), seed=seed))
+            assert_exact(out)
+            ids.append(out.job_id)
+    assert ids == [1, 2, 1]
+
+
 def test_close_leaves_nothing_running(tmp_path: Path) -> None:
     rig = Rig(RigConfig(tmp_path, workers=2, slots=32))
     rig.start()
