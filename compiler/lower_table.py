@@ -205,6 +205,11 @@ class TableLowering:
         default_const = bool(dp and dp.is_const)
         default_idx: int | None = None
         default_data: list[int] = []
+        if dcall is not None and not isinstance(dcall.func, A.Name):
+            self.err(dcall.pos, "default_action must name an action, e.g. default_action = "
+                                "drop();")
+            dcall = None
+            dp = None  # reported; do not also ask for a default action
         if dcall is not None:
             assert isinstance(dcall.func, A.Name)
             dname = dcall.func.name
@@ -217,7 +222,7 @@ class TableLowering:
                 default_data = self._action_data(dcall, dname, env) or []
         elif "NoAction" in names:
             default_idx = self.table_actions.get((t.name, "NoAction"))
-        elif names:
+        elif names and dp is None and self._prop(t, "default_action") is None:
             self.err(t.pos, f"table '{t.name}' needs a default_action (it has no NoAction)")
         size_p = self._prop(t, "size")
         size = 1024
