@@ -124,6 +124,24 @@ def test_slot_pool_used_up_pushes_a_fresh_pipeline(tmp_path: Path) -> None:
     assert ids == [1, 2, 1]
 
 
+def test_switch_dying_mid_job_is_reported(tmp_path: Path) -> None:
+    with Rig(RigConfig(tmp_path, workers=2, slots=64, timeout=30)) as rig:
+        assert rig.switch is not None
+        switch = rig.switch.popen
+
+        def crash(job: object) -> None:
+            if switch.poll() is None:
+                switch.kill()
+                switch.wait()
+        started = time.monotonic()
+        with pytest.raises(RigError, match="the switch exited during job 1"):
+            rig.run_job(synthetic_inputs(2, (300_000,), seed=1), on_tick=crash)
+        # Reported at once, not after the workers' 30 s deadline.
+        assert time.monotonic() - started < 10
+        workers = [c.popen for c in rig.procs.children if c.name.startswith("job")]
+    assert all(p.poll() is not None for p in workers)
+
+
 def test_close_leaves_nothing_running(tmp_path: Path) -> None:
     rig = Rig(RigConfig(tmp_path, workers=2, slots=32))
     rig.start()
