@@ -210,7 +210,7 @@ class PortSet:
         try:
             send(frame)
         except OSError:
-            self.device.stats.no_tx_port += 1
+            self.device.stats.tx_errors += 1
 
     def _drain(self, p: _Port) -> None:
         if p.spec.kind is PortKind.LINUX:

@@ -24,7 +24,8 @@ class Stats:
     counter_oob: int = 0         # counter/meter updates with an index past the array
     assert_failures: int = 0     # assert()/assume() that failed (packet dropped)
     recirc_loops: int = 0        # packets dropped for exceeding the resubmit/recirculate limit
-    no_tx_port: int = 0          # outputs to a port with no interface attached (daemon only)
+    no_tx_port: int = 0          # outputs to a port with no interface/peer attached (daemon)
+    tx_errors: int = 0           # send failures on a port (e.g. frame above the link MTU)
     internal_errors: int = 0     # unexpected exceptions on the packet path (packet dropped)
 
     def as_dict(self) -> dict[str, int]:
