@@ -80,3 +80,29 @@ def test_mangled_programs_never_crash(seed: int) -> None:
                 compiler.compile_source(v, "m.p4")
             except compiler.CompileError:
                 pass
+
+
+_WORD = r"[A-Za-z_][A-Za-z0-9_]*|0x[0-9a-fA-F]+|\d+"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mutated_programs_never_crash(seed: int) -> None:
+    """Words swapped for other words of the program, numbers, types or nothing: the semantic
+    passes see well-formed but wrong programs.  Only CompileError (or success) may come out."""
+    import re
+
+    text = (ROOT / "tests" / "p4programs" / ["calc", "stateful", "mcast", "tutorial_mix"][seed]
+            ).read_text()
+    rng = random.Random(seed)
+    words = [m.group() for m in re.finditer(_WORD, text)]
+    for _ in range(15):
+        v = text
+        for _ in range(rng.randint(1, 3)):
+            ms = list(re.finditer(_WORD, v))
+            m = rng.choice(ms)
+            new = rng.choice([rng.choice(words), "7", "65536", "bit<8>", "bool", "true", ""])
+            v = v[:m.start()] + new + v[m.end():]
+        try:
+            compiler.compile_source(v, "m.p4")
+        except compiler.CompileError:
+            pass
