@@ -429,19 +429,28 @@ def test_stats_watch_rides_through_a_restart(netsum_program, switches, tmp_path)
     info, js = netsum_program
     topo_path = topology("single.yaml", switches, tmp_path)
     ok(topo_path, "setup", "--p4info", str(info), str(js))
-    result: list[tuple[int, str, str]] = []
-    watcher = threading.Thread(target=lambda: result.append(
-        ctl(topo_path, "stats", "--watch", "0.1", "--count", "30")))
+    out, err = io.StringIO(), io.StringIO()
+    rcs: list[int] = []
+    argv = ["stats", "--watch", "0.03", "--count", "200", "--topo", str(topo_path),
+            "--timeout", "3"]
+    watcher = threading.Thread(target=lambda: rcs.append(main(argv, out, err)))
     watcher.start()
-    time.sleep(0.6)
+
+    def wait_for(*fragments: str, after: int = 0) -> int:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = out.getvalue()
+            found = [i for i in (text.find(f, after) for f in fragments) if i >= 0]
+            if found:
+                return min(found)
+            time.sleep(0.02)
+        raise AssertionError(f"none of {fragments} in {out.getvalue()!r}")
+
+    wait_for("per-job counters")
     switches["s1"].restart()                  # empty again; the watcher keeps going
-    time.sleep(0.6)
+    outage = wait_for("unreachable", "no forwarding pipeline")
     # Another controller (higher election id: the watcher may have reconnected) sets it up.
     ok(topo_path, "setup", "--p4info", str(info), str(js), "--election-id", "0,2")
+    wait_for("per-job counters", after=outage)
     watcher.join(timeout=60)
-    rc, out, err = result[0]
-    assert rc == 0 and err == "", err
-    first_error = min(i for i in (out.find("unreachable"), out.find("no forwarding pipeline"))
-                      if i >= 0)
-    assert "per-job counters" in out[:first_error]
-    assert "per-job counters" in out[first_error:]
+    assert rcs == [0] and err.getvalue() == "", err.getvalue()
