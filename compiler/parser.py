@@ -530,6 +530,8 @@ class Parser(ExprParser):
         if self.accept("switch"):
             return self._switch(t)
         annos = self.annotations()
+        if annos and self.at("{"):
+            return self.block()  # e.g. @atomic { ... }: BMv2 locks per action anyway
         if self.at("const"):
             self.i += 1
             typ = self.parse_type()

@@ -237,3 +237,8 @@ def test_digest_learn_list_and_p4info() -> None:
     members = res.p4info.type_info.structs["learn_t"].members
     assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [("c", 16),
                                                                               ("m", 8)]
+
+
+def test_atomic_block_is_accepted_and_transparent() -> None:
+    assert prims("@atomic { r.read(meta.w, 1); r.write(1, meta.w + 1); }") == \
+        prims("r.read(meta.w, 1); r.write(1, meta.w + 1);")
