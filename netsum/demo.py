@@ -151,14 +151,15 @@ def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
                     target=opts.target, loss=opts.loss, slots=opts.slots, timeout=opts.timeout)
     progress = _Progress(stream)
     with Rig(cfg, say) as rig:
-        say(f"switch up ({'UDP-tunnel ports on 127.0.0.1' if mode is Mode.UDP else 'veth ports, workers in namespaces'}), "
-            f"pipeline, forwarding and job installed by the controller; topology "
-            f"{rig.topology_path}")
+        ports = ("UDP-tunnel ports on 127.0.0.1" if mode is Mode.UDP
+                 else "veth ports, workers in namespaces")
+        say(f"switch up ({ports}); pipeline, forwarding and job installed by the controller; "
+            f"topology {rig.topology_path}")
         inputs = synthetic_inputs(opts.workers, (opts.elements,), opts.seed)
         job = rig.start_job(inputs)
-        del inputs
+        del inputs  # on disk for the workers now; can be hundreds of MB
         try:
-            outcome = job.wait(on_tick=progress)
+            outcome = rig.wait_job(job, on_tick=progress)
         finally:
             progress.finish()
     say("")

@@ -354,8 +354,11 @@ class Rig:
 
     def run_job(self, inputs: Sequence[np.ndarray],
                 on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
-        job = self.start_job(inputs)
+        return self.wait_job(self.start_job(inputs), on_tick)
 
+    def wait_job(self, job: RunningJob,
+                 on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
+        """Wait for a job's workers; RigError at once if the switch dies meanwhile."""
         def tick(j: RunningJob) -> None:
             # Workers would only notice a dead switch after their deadline; say why at once.
             if self.switch is not None and not self.switch.alive():
