@@ -19,6 +19,7 @@ import json
 import re
 import secrets
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -178,16 +179,23 @@ class Rig:
         self._configure(info_path, json_path)
 
     def close(self) -> None:
-        ctl, self.ctl = self.ctl, None
-        if ctl is not None:
-            try:
-                ctl.close()
-            except Exception:  # noqa: BLE001 - closing must not hide the original error
-                pass
-        self.procs.stop()
-        if self.lab is not None:
-            self.lab.close()
-            self.lab = None
+        """Stop every process and delete every namespace/interface; idempotent.  A second
+        Ctrl-C or SIGTERM during clean-up is held back until it is finished (then delivered)."""
+        held = {signal.SIGINT, signal.SIGTERM}
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            ctl, self.ctl = self.ctl, None
+            if ctl is not None:
+                try:
+                    ctl.close()
+                except Exception:  # noqa: BLE001 - closing must not hide the original error
+                    pass
+            self.procs.stop()
+            if self.lab is not None:
+                self.lab.close()
+                self.lab = None
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     # -- set-up steps -----------------------------------------------------------------------------
     def _check_target(self) -> None:
