@@ -21,7 +21,8 @@ from controller import ops
 from controller import program as P
 from controller.client import Endpoint, SwitchClient
 from controller.entities import CounterCell, MulticastGroup, TableEntry
-from controller.errors import (ControllerError, JobError, PipelineMissing, SwitchUnreachable)
+from controller.errors import (ControllerError, JobError, NotPrimary, PipelineMissing,
+                               SwitchUnreachable)
 from controller.jobs import JobPlan, place_job, plan_drop, plan_forwarding, plan_job
 from controller.schema import Schema, load_p4info
 from controller.slots import SlotAllocator, SlotRange
@@ -288,12 +289,15 @@ class Controller:
                 self._recover(name, self.clients[name].timeout)
         try:
             self._transact_once(changes)
-        except PipelineMissing as exc:
+        except (PipelineMissing, NotPrimary) as exc:
+            # Either can mean a restart our stream has not noticed yet: the switch forgot the
+            # pipeline, or it never arbitrated this (reconnected) channel.  Arbitrate afresh and
+            # restore; a genuine other primary makes the retry fail again, and that is raised.
             if self.program is None:
                 raise
             lost = getattr(exc, "switch", None)
             for name in [lost] if lost in changes else list(changes):
-                self._recover(name, self.clients[name].timeout)
+                self._recover(name, self.clients[name].timeout, force=True)
             self._transact_once(changes)
 
     def _transact_once(self, changes: dict[str, list[_Step]]) -> None:
@@ -373,14 +377,16 @@ class Controller:
                     on_restore(name, reason)
         return restored
 
-    def _recover(self, name: str, probe_timeout: float) -> str | None:
+    def _recover(self, name: str, probe_timeout: float, force: bool = False) -> str | None:
         """Reconnect `name` if its stream is down and restore it if its state is gone (or a
         previous restore stopped half-way: `_unrestored` remembers that even though the
         pipeline is back).  Returns why it restored, or None when nothing was lost."""
         client = self.clients[name]
         reason = "previous restore incomplete" if name in self._unrestored else None
-        if not client.connected:
+        fresh = False
+        if force or not client.connected:
             client.connect(probe_timeout)
+            fresh = True
             reason = reason or "stream reconnected"
         got = client.get_pipeline()
         if got is None:
@@ -391,6 +397,11 @@ class Controller:
             return None     # same pipeline after a stream blip: nothing was lost
         if reason is None:
             return None
+        if not fresh:
+            # The old stream may not have noticed the restart yet (its channel reconnects by
+            # itself, so reads work); the new server has not arbitrated it, and would answer
+            # the restore's writes with "not primary".  Arbitrate again first.
+            client.connect(probe_timeout)
         self._unrestored.add(name)
         self.restore(name)
         self._unrestored.discard(name)
