@@ -11,6 +11,9 @@ Measured side by side in one run on the same cores:
     same kind of UDP sockets on 127.0.0.1) reflecting N closed-loop senders' frames.  A
     completed slot costs the switch n frames in and n out, which the bare loop does as n
     forwards, so the loop's forwards per second F imply at most F * K / n elements/s.
+CPU columns: the switch daemon's and all workers' CPU time (from /proc, worker start-up
+included) as a share of the wall time, and per contribution the switch received (a contribution
+in costs the switch one frame in and, on average, one out; a worker one frame out and one in).
 --profile runs the switch daemon under cProfile for the 4-worker K=32 case and prints where its
 time goes.
 """
@@ -49,6 +52,7 @@ class Row:
     switch_cpu: float       # CPU seconds of the switch daemon during the job
     workers_cpu: float      # CPU seconds of all workers together
     wall: float             # the slowest worker's allreduce time
+    packets_in: int         # contributions the switch received (job counter data_in)
     forwards: float         # bare loop forwards/s with the same number of senders
     ceiling: float          # forwards * k / workers
 
@@ -137,6 +141,7 @@ class Run:
     switch_cpu: float
     workers_cpu: float
     wall: float
+    packets_in: int
 
 
 def allreduce_run(work: Path, workers: int, k: int, elements: int, mode: Mode,
@@ -166,7 +171,8 @@ def allreduce_run(work: Path, workers: int, k: int, elements: int, mode: Mode,
         print(f"  !! {workers} workers K={k}: " + "; ".join(w.error for w in out.workers
                                                           if not w.ok), file=sys.stderr)
     return Run(elements / slowest, mean, retx, out.ok, last.get(-1, float("nan")),
-               sum(v for p, v in last.items() if p >= 0), slowest)
+               sum(v for p, v in last.items() if p >= 0), slowest,
+               out.switch_counters.get("data_in", 0))
 
 
 def print_profile(path: Path, top: int = 18) -> None:
@@ -229,7 +235,7 @@ def main() -> int:
           f"bare recv->send loop over UDP on 127.0.0.1 ({a.seconds:g} s per point)")
     print(f"{'workers':>7} {'K':>3} {'goodput':>12} {'per-worker':>12} {'retx':>6} "
           f"{'bare fwd/s':>11} {'ceiling':>12} {'ratio':>6} {'cpu: switch':>11} "
-          f"{'workers':>7}  ok")
+          f"{'workers':>7} {'us/pkt: switch':>14} {'worker':>6}  ok")
     with tempfile.TemporaryDirectory(prefix="netsum-bench-") as tmp:
         for k in ks:
             for n in ns:
@@ -243,11 +249,13 @@ def main() -> int:
                     return 1
                 b = max(runs, key=lambda r: r.goodput)
                 r = Row(n, k, b.goodput, b.mean, b.retx, all(x.ok for x in runs),
-                        b.switch_cpu, b.workers_cpu, b.wall, fwd, fwd * k / n)
+                        b.switch_cpu, b.workers_cpu, b.wall, b.packets_in, fwd, fwd * k / n)
                 rows.append(r)
                 print(f"{n:7d} {k:3d} {r.goodput / 1e6:9.3f} M/s {r.mean_worker / 1e6:9.3f} M/s "
                       f"{r.retx:6d} {fwd:11,.0f} {r.ceiling / 1e6:9.3f} M/s {r.ratio:6.2f} "
                       f"{100 * r.switch_cpu / r.wall:9.0f} % {100 * r.workers_cpu / r.wall:5.0f} %"
+                      f" {1e6 * r.switch_cpu / max(1, r.packets_in):14.1f}"
+                      f" {1e6 * r.workers_cpu / max(1, r.packets_in):6.1f}"
                       f"  {'yes' if r.ok else 'NO'}", flush=True)
         if a.profile:
             prof = Path(tmp) / "switch.prof"
