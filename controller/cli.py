@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import NoReturn, Sequence, TextIO
 
@@ -221,8 +222,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except SystemExit as exc:   # --help
         return int(exc.code or 0)
     if not args.debug:
-        # p4runtime-shell logs stream failures at CRITICAL; the error below says it in one line.
+        # p4runtime-shell logs stream failures at CRITICAL, and gRPC's core prints a line when
+        # a switch goes away ("Got goaway"); the error below says it in one line.  gRPC reads
+        # its verbosity when it first starts a channel, so this still takes effect here.
         logging.disable(logging.CRITICAL)
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
         return COMMANDS[args.command](Ctx(args, out))
     except ControllerError as exc:

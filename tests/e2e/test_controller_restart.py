@@ -78,11 +78,15 @@ class Lines:
 
     def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
         self.q: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+        self.all: list[str] = []
+        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self.thread.start()
 
     def _pump(self, stream) -> None:  # type: ignore[no-untyped-def]
         for line in stream:
-            self.q.put(line.decode(errors="replace"))
+            text = line.decode(errors="replace")
+            self.all.append(text)
+            self.q.put(text)
 
     def wait_for(self, fragment: str, timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout
@@ -171,3 +175,10 @@ def test_switch_restart_is_restored_and_a_job_completes(rig) -> None:  # type: i
     for out in run_workers(topo, udp):
         assert out.startswith("rc=0") and "check ok" in out, out
     assert ctl.poll() is None
+    # Ctrl-C ends it cleanly, and nothing but its own lines was printed (no gRPC core logs,
+    # no tracebacks) through the restart.
+    os.kill(ctl.pid, signal.SIGINT)
+    assert ctl.wait(timeout=20) == 0
+    lines.thread.join(timeout=10)
+    assert all(line.startswith(("controller running", "restored s1")) for line in lines.all), \
+        lines.all
