@@ -184,24 +184,32 @@ def is_dont_care(match: Match, bitwidth: int) -> bool:
     return False
 
 
-def format_int(value: int, bitwidth: int) -> str:
-    """An int the way a user would write it back: MAC for 48 bits, IPv4 for 32, else hex/dec."""
+_ADDRESS_HINTS = ("addr", "ip", "tpa", "spa", "dst", "src")
+
+
+def format_int(value: int, bitwidth: int, name: str = "") -> str:
+    """An int the way a user would write it back: MAC for 48 bits, IPv4 for a 32-bit field
+    whose name says address (`dstAddr`, `tpa`, ...), else decimal when small, hex otherwise.
+    Every form parses back with `parse_int`."""
     if bitwidth == 48:
         raw = value.to_bytes(6, "big")
         return ":".join(f"{b:02x}" for b in raw)
-    if bitwidth == 32 and value > 0xFFFF:
+    short = name.rsplit(".", 1)[-1].lower()
+    if bitwidth == 32 and any(h in short for h in _ADDRESS_HINTS):
         return str(ipaddress.IPv4Address(value))
     return str(value) if value < 1024 else hex(value)
 
 
-def format_match(match: Match, bitwidth: int) -> str:
+def format_match(match: Match, bitwidth: int, name: str = "") -> str:
     """A match in the literal syntax `parse_match` accepts (round-trips)."""
+    def f(v: int) -> str:
+        return format_int(v, bitwidth, name)
     if isinstance(match, Exact):
-        return format_int(match.value, bitwidth)
+        return f(match.value)
     if isinstance(match, Lpm):
-        return f"{format_int(match.value, bitwidth)}/{match.prefix_len}"
+        return f"{f(match.value)}/{match.prefix_len}"
     if isinstance(match, Ternary):
-        return f"{format_int(match.value, bitwidth)}&&&{format_int(match.mask, bitwidth)}"
+        return f"{f(match.value)}&&&{f(match.mask)}"
     if isinstance(match, Range):
-        return f"{format_int(match.low, bitwidth)}->{format_int(match.high, bitwidth)}"
-    return "*" if match.value is None else format_int(match.value, bitwidth)
+        return f"{f(match.low)}->{f(match.high)}"
+    return "*" if match.value is None else f(match.value)

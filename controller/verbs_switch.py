@@ -29,12 +29,12 @@ __all__ = [
 def _entry_row(schema: Schema, e: TableEntry) -> dict[str, Any]:
     t = schema.table(e.table)
     widths = {f.name: f.bitwidth for f in t.key}
-    match = {name: values.format_match(m, widths[name]) for name, m in e.match}
+    match = {name: values.format_match(m, widths[name], name) for name, m in e.match}
     row: dict[str, Any] = {"match": " ".join(f"{k}={v}" for k, v in match.items()) or "*"}
     if e.action:
         a = schema.action(e.action)
         row["action"] = a.alias
-        row["params"] = " ".join(f"{p.name}={values.format_int(v, p.bitwidth)}"
+        row["params"] = " ".join(f"{p.name}={values.format_int(v, p.bitwidth, p.name)}"
                                  for p, v in zip(a.params, e.params))
     if t.needs_priority:
         row["priority"] = e.priority
@@ -49,7 +49,7 @@ def _entry_json(schema: Schema, e: TableEntry) -> dict[str, Any]:
     t = schema.table(e.table)
     widths = {f.name: f.bitwidth for f in t.key}
     out: dict[str, Any] = {
-        "table": e.table, "match": {n: values.format_match(m, widths[n]) for n, m in e.match},
+        "table": e.table, "match": {n: values.format_match(m, widths[n], n) for n, m in e.match},
         "action": e.action, "params": {}, "priority": e.priority, "is_default": e.is_default}
     if e.action:
         a = schema.action(e.action)

@@ -91,3 +91,13 @@ def test_parse_match_errors(text: str, kind: MatchKind, width: int, fragment: st
 ])
 def test_dont_care(match: values.Match, dont_care: bool) -> None:
     assert values.is_dont_care(match, 8) is dont_care
+
+
+@pytest.mark.parametrize("value, width, name, text", [
+    (0x0A000001, 32, "hdr.ipv4.srcAddr", "10.0.0.1"), (0x0A000001, 32, "up_addr", "10.0.0.1"),
+    (1 << 20, 32, "worker_bit", "0x100000"), (0x0200000000FF, 48, "dst_mac", "02:00:00:00:00:ff"),
+    (7, 9, "port", "7"), (4097, 16, "mgid", "0x1001"),
+])
+def test_format_int_reads_like_the_field(value: int, width: int, name: str, text: str) -> None:
+    assert values.format_int(value, width, name) == text
+    assert values.parse_int(text, width) == value
