@@ -454,3 +454,42 @@ def test_stats_watch_rides_through_a_restart(netsum_program, switches, tmp_path)
     wait_for("per-job counters", after=outage)
     watcher.join(timeout=60)
     assert rcs == [0] and err.getvalue() == "", err.getvalue()
+
+
+def test_tree_with_a_worker_on_the_root(netsum_program, switches, tmp_path) -> None:
+    info, js = netsum_program
+    doc = yaml.safe_load((ROOT / "examples" / "tree.yaml").read_text())
+    doc["switches"][0]["ports"] = [1, 2, 3]
+    doc["hosts"].append({"name": "h5", "mac": "02:00:00:00:00:05", "ipv4": "10.0.0.5",
+                         "switch": "root", "port": 3})
+    doc["jobs"] = [{"id": 9, "workers": ["h1", "h5", "h3"], "slots": 32}]
+    for s in doc["switches"]:
+        switches[s["name"]] = Sw()
+        s["grpc_addr"] = f"127.0.0.1:{switches[s['name']].port}"
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    ok(path, "setup", "--p4info", str(info), str(js))
+    topo = parse_topology(path.read_text())
+    root, l1, l2 = (switches[n].dev for n in ("root", "leaf1", "leaf2"))
+
+    def up(leaf, host: str, value: np.ndarray) -> list[tuple[int, bytes]]:
+        port, f = data_frame(topo, host, 9, 4, value)
+        outs = leaf.process(port, f)
+        assert [p for p, _ in outs] == [3]           # a leaf of one worker sends straight up
+        return outs
+
+    (_, partial), = up(l1, "h1", vec(1))
+    assert root.process(1, partial) == []
+    port, f = data_frame(topo, "h5", 9, 4, vec(5))
+    assert root.process(port, f) == []
+    (_, partial), = up(l2, "h3", vec(3))
+    results = dict(root.process(2, partial))
+    assert sorted(results) == [1, 2, 3]
+    got = {"h5": results[3]}
+    got["h1"] = dict(l1.process(3, results[1]))[1]
+    got["h3"] = dict(l2.process(3, results[2]))[1]
+    want = vec(1) + vec(5) + vec(3)
+    for host, frame in got.items():
+        parsed = wire.parse_frame(frame, K)
+        assert parsed.dst.ip == topo.host(host).ipv4.to_bytes(4, "big"), host
+        assert np.array_equal(parsed.packet.values, want), host

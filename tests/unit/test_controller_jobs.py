@@ -201,3 +201,22 @@ def test_contract_matches_the_build() -> None:
             assert [(p.name, p.bitwidth) for p in a.params] == ps, aname
     for cname in COUNTERS:
         assert real.counter(cname).size == 256
+
+
+def test_workers_on_the_root_and_on_leaves(schema: Schema) -> None:
+    """A worker attached to the root directly is one more contributor there, beside the leaves."""
+    import yaml
+    doc = yaml.safe_load((ROOT / "examples" / "tree.yaml").read_text())
+    doc["switches"][0]["ports"] = [1, 2, 3]
+    doc["hosts"].append({"name": "h5", "mac": "02:00:00:00:00:05", "ipv4": "10.0.0.5",
+                         "switch": "root", "port": 3})
+    from controller.topology import parse_topology
+    topo = parse_topology(yaml.safe_dump(doc))
+    places = place_job(topo, JobSpec(4, ("h1", "h5", "h4"), 16))
+    assert [c.name for c in places["root"].contributors] == ["h5", "leaf1", "leaf2"]
+    assert [c.name for c in places["leaf1"].contributors] == ["h1"]
+    plan = plan_job(topo, schema, JobSpec(4, ("h1", "h5", "h4"), 16), places["root"],
+                    SlotRange(0, 16))
+    assert params(schema, plan.entries[0])["num_workers"] == 3
+    assert plan.group.replicas == tuple(sorted(((3, P.replica_rid(4, 0)), (1, P.replica_rid(4, 1)),
+                                                (2, P.replica_rid(4, 2)))))
