@@ -15,7 +15,7 @@ from .resolve import ConstValue, Globals, const_eval, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
 from .types import Bits, ExternT, P4Type, show
 
-__all__ = ["BlockScope", "block_scope", "control_plane_name", "action_env", "annotation_arg",
+__all__ = ["BlockScope", "SubControl", "block_scope", "control_plane_name", "action_env", "annotation_arg",
            "KNOWN_EXTERN_OBJECTS"]
 
 KNOWN_EXTERN_OBJECTS = ("register", "counter", "direct_counter", "meter", "direct_meter")
@@ -40,21 +40,37 @@ def control_plane_name(block: str, decl: A.Decl) -> str:
     return f"{block}.{decl.name}" if block else decl.name
 
 
+@dataclass(frozen=True, slots=True)
+class SubControl:
+    """``Inner() inner;`` inside a control: applied with ``inner.apply(args)`` and inlined."""
+
+    decl: A.ControlDecl
+    inst: A.Instantiation
+
+
 @dataclass
 class BlockScope:
     role: str
     decl: A.Decl
     env: Env
+    prefix: str = ""  # control-plane name prefix: the block name, or "Outer.instance"
     externs: list[ExternInstance] = field(default_factory=list)
     tables: list[A.TableDecl] = field(default_factory=list)
     actions: list[A.ActionDecl] = field(default_factory=list)
 
 
-def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals,
-                diags: Diagnostics) -> BlockScope:
-    env = Env(None, g, decl.name)
-    scope = BlockScope(role, decl, env)
+def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnostics,
+                prefix: str | None = None, bindings: dict[str, Sym] | None = None) -> BlockScope:
+    """The scope of a V1Switch block, or (with ``prefix`` and ``bindings`` for its parameters)
+    of a control instance applied inside another control."""
+    prefix = prefix or decl.name
+    env = Env(None, g, prefix)
+    scope = BlockScope(role, decl, env, prefix)
     params = decl.params if isinstance(decl, (A.ParserDecl, A.ControlDecl)) else ()
+    if bindings is not None:
+        for sym in bindings.values():
+            env.add(sym)
+        params = ()
     for p in params:
         pt = resolve_type(p.type, g, diags)
         if pt is None:
@@ -92,17 +108,20 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals,
                 tt = resolve_type(t, g, diags)
                 if tt is not None:
                     env.add(Sym(SymKind.VAR, n, lay.alloc_local(n, tt, d.pos, key=d)))
+            case A.Instantiation(type=A.TypeName(name=tn)) if tn in g.controls:
+                sub = SubControl(g.controls[tn], d)
+                env.add(Sym(SymKind.SUBCONTROL, d.name, sub, f"{prefix}.{d.name}"))
             case A.Instantiation():
-                inst = _instance(d, decl.name, g, diags)
+                inst = _instance(d, prefix, g, diags)
                 if inst is not None:
                     scope.externs.append(inst)
                     env.add(Sym(SymKind.EXTERN, d.name, inst, inst.name))
             case A.ActionDecl():
                 scope.actions.append(d)
-                env.add(Sym(SymKind.ACTION, d.name, d, control_plane_name(decl.name, d)))
+                env.add(Sym(SymKind.ACTION, d.name, d, control_plane_name(prefix, d)))
             case A.TableDecl():
                 scope.tables.append(d)
-                env.add(Sym(SymKind.TABLE, d.name, d, control_plane_name(decl.name, d)))
+                env.add(Sym(SymKind.TABLE, d.name, d, control_plane_name(prefix, d)))
     if isinstance(decl, A.ParserDecl):
         for st in decl.states:
             if st.name in env.syms or st.name in ("accept", "reject"):
@@ -125,8 +144,8 @@ def _instance(d: A.Instantiation, block: str, g: Globals,
     tname = t.name if isinstance(t, A.TypeName) else "?"
     if tname not in g.externs:
         if tname in g.parsers or tname in g.controls:
-            diags.error(d.pos, f"unsupported construct: instantiating {tname} inside a block "
-                               "(sub-parsers and sub-controls)")
+            diags.error(d.pos, f"unsupported construct: instantiating {tname} here "
+                               "(sub-parsers; sub-controls only inside controls)")
         else:
             diags.error(t.pos, unknown("extern type", tname, g.externs))
         return None

@@ -135,10 +135,9 @@ class GenerateJson:
         counters: list[Json] = []
         meters: list[Json] = []
         registers: list[Json] = []
-        for role in ("parser", "verify_checksum", "ingress", "egress", "compute_checksum"):
-            scope = scopes.get(role)
-            if scope is None:
-                continue
+        blocks = [scopes[r] for r in ("parser", "verify_checksum", "ingress", "egress",
+                                      "compute_checksum") if r in scopes]
+        for scope in blocks + ctx.sub_scopes:
             for inst in scope.externs:
                 self._extern(inst, tl, ctx, cp, counters, meters, registers)
         return counters, meters, registers

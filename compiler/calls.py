@@ -29,6 +29,7 @@ class CallKind(enum.Enum):
     STACK = "header stack method"
     APPLY = "table apply"
     PACKET = "packet method"
+    SUBAPPLY = "control apply"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +196,17 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
                 return None
             return CallInfo(CallKind.APPLY, base.name, sym.value, (), (), (), call.pos,
                             sym.qualified)
+        if sym is not None and sym.kind is SymKind.SUBCONTROL:
+            if m != "apply":
+                typer.err(f.pos, f"control instance '{base.name}' has no method '{m}' "
+                                 "(only apply(...))")
+                return None
+            cdecl = sym.value.decl  # type: ignore[attr-defined]
+            args = _typed_args(call, cdecl.params, f"'{base.name}.apply'", typer, env, {})
+            if args is None:
+                return None
+            return CallInfo(CallKind.SUBAPPLY, base.name, sym.value, args, cdecl.params, (),
+                            call.pos, sym.qualified)
         if sym is not None and sym.kind is SymKind.EXTERN:
             inst = sym.value
             assert isinstance(inst, ExternInstance)

@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import ast as A
-from .blocks import BlockScope, control_plane_name
-from .calls import CallKind, resolve_call
+from .blocks import BlockScope, SubControl, block_scope, control_plane_name
+from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Diagnostics, Pos
-from .resolve import const_eval
 from .exprjson import Json, as_condition
+from .ir import TConst, TLoc
 from .lower_action import ActionLowering, LowerCtx
 from .lower_table import TableLowering
-from .scopes import Env, SymKind
+from .resolve import ConstValue, const_eval
+from .scopes import Env, Sym, SymKind
 from .synthesize import direct_action_call, group_order, hidden_action_base, is_simple
 from .types import Bool, show
 
@@ -48,14 +49,17 @@ class PipelineState:
 
 class ControlLowering:
     def __init__(self, ctx: LowerCtx, scope: BlockScope, ps: PipelineState,
-                 tables: TableLowering) -> None:
+                 tables: TableLowering, parent: "ControlLowering | None" = None) -> None:
         self.ctx = ctx
         self.scope = scope
         self.ps = ps
         self.tl = tables
         self.env = scope.env
-        self.tables: list[Json] = []
-        self.conds: list[Json] = []
+        self.parent = parent
+        # A control instance applied inside another control adds its nodes to the parent's
+        # pipeline (p4c inlines it); only the hidden-action ranks are its own.
+        self.tables: list[Json] = parent.tables if parent else []
+        self.conds: list[Json] = parent.conds if parent else []
         self.action_names = {a.name for a in scope.actions} | set(ctx.g.actions)
         decl = scope.decl
         assert isinstance(decl, A.ControlDecl)
@@ -66,7 +70,9 @@ class ControlLowering:
                       if isinstance(d, A.VarDecl) and d.init is not None)
         self.body = A.Block(decl.apply.pos, inits + decl.apply.stmts)
         self.order = group_order(self.body, self._table_call)
-        self.hidden: list[tuple[int, Json, list[A.Stmt], Env]] = []
+        self.hidden: list[tuple[float, Json, list[A.Stmt], Env]] = \
+            parent.hidden if parent else []
+        self.rank_base = (parent.rank_base + 1e6) if parent else 0.0
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
@@ -251,7 +257,8 @@ class ControlLowering:
         base = hidden_action_base(first.pos.file, first.pos.line)
         aname = self.ctx.names.new(base)
         act: Json = {"name": aname, "id": -1, "runtime_data": [], "primitives": []}
-        self.hidden.append((self.order.get(id(first), len(self.order)), act, group, snapshot))
+        rank = self.rank_base + self.order.get(id(first), len(self.order))
+        self.hidden.append((rank, act, group, snapshot))
         tname = self.ctx.names.new(f"tbl_{aname}")
         tj = self.tl.hidden_table(tname, act)
         self._table_json(tj)
@@ -285,6 +292,8 @@ class ControlLowering:
             for k in tj["next_tables"]:
                 tj["next_tables"][k] = "$hole"
             return Frag(tj["name"], [self._set_all(tj)])
+        if info.kind is CallKind.SUBAPPLY:
+            return self._sub_apply(info)
         if info.kind is CallKind.ACTION:
             tj = self.tl.direct_call_table(c, info, env)
             if tj is None:
@@ -295,8 +304,40 @@ class ControlLowering:
             return Frag(tj["name"], [self._set_all(tj)])
         return self._group([s], env)
 
+    def _sub_apply(self, info: CallInfo) -> Frag:
+        """``inst.apply(args)``: inline the control instance's graph here (names prefixed with
+        the instance, as p4c's inliner does); parameters are bound to the arguments."""
+        sub = info.target
+        assert isinstance(sub, SubControl)
+        prev = self.ps.applied.get(info.qualified)
+        if prev is not None:
+            self.err(info.pos, f"control instance '{info.name}' is applied more than once "
+                               f"(first at {prev}); its tables can be applied only once")
+            return Frag(None, [])
+        self.ps.applied[info.qualified] = info.pos
+        bindings: dict[str, Sym] = {}
+        for p, a in zip(info.params, info.args):
+            if a is None:
+                continue
+            if isinstance(a, TConst):
+                bindings[p.name] = Sym(SymKind.CONST, p.name, ConstValue(a.type, a.value))
+            elif isinstance(a, TLoc):
+                bindings[p.name] = Sym(SymKind.VAR, p.name, TLoc(a.type, a.pos, a.ref, a.text))
+            else:
+                self.err(a.pos, "unsupported construct: a computed argument to a control "
+                                "instance's apply (pass a field or a constant)")
+                return Frag(None, [])
+        scope = block_scope(self.scope.role, sub.decl, self.ctx.layout, self.ctx.g,
+                            self.ctx.diags, prefix=info.qualified, bindings=bindings)
+        self.ctx.sub_scopes.append(scope)
+        child = ControlLowering(self.ctx, scope, self.ps, self.tl, parent=self)
+        self.tl.begin_control(scope, child._applied_tables(), child._direct_calls())
+        frag = child._seq(child.body.stmts, child.env)
+        self.tl.scope = self.scope
+        return frag
+
     def _apply(self, table: A.TableDecl, pos: Pos) -> Json | None:
-        qname = control_plane_name(self.decl.name, table)
+        qname = control_plane_name(self.scope.prefix, table)
         prev = self.ps.applied.get(qname)
         if prev is not None:
             self.err(pos, f"table '{table.name}' is applied more than once (first at {prev}); "

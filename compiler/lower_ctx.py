@@ -34,6 +34,7 @@ class LowerCtx:
     digests: dict[str, StructT] = field(default_factory=dict)  # learn list name -> data type
     direct_meter_targets: dict[str, FieldRef] = field(default_factory=dict)
     names: NameGen = field(default_factory=NameGen)
+    sub_scopes: list[Any] = field(default_factory=list)  # BlockScopes of control instances
 
     def calculation(self, algo: str, inputs: list[Json]) -> str:
         name = f"calc_{len(self.calculations)}"

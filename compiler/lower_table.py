@@ -70,11 +70,11 @@ class TableLowering:
         uses: list[tuple[str, object]] = []  # (action name, use key)
         for t in applied:
             for aname, _, _ in self._action_list(t, env, report=False):
-                uses.append((aname, (t.name, aname)))
+                uses.append((aname, (self._tkey(t), aname)))
             d = self._default_call(t)
             if d is not None and isinstance(d.func, A.Name) and \
                     d.func.name not in [a for a, _, _ in self._action_list(t, env, False)]:
-                uses.append((d.func.name, (t.name, d.func.name)))
+                uses.append((d.func.name, (self._tkey(t), d.func.name)))
         for c in direct_calls:
             assert isinstance(c.func, A.Name)
             uses.append((c.func.name, id(c)))
@@ -86,7 +86,7 @@ class TableLowering:
         for a in scope.actions:
             for aname, key in uses:
                 if aname == a.name:
-                    self._emit_action(a, control_plane_name(scope.decl.name, a), key, env)
+                    self._emit_action(a, control_plane_name(scope.prefix, a), key, env)
 
     def _emit_action(self, decl: A.ActionDecl, cp_name: str, key: object, env: Env) -> None:
         idx = len(self.actions)
@@ -119,6 +119,11 @@ class TableLowering:
             self.cp.add_action(ActionModel(cp_name, tuple(params),
                                            annotation_strings(decl.annotations),
                                            explicit_id(decl.annotations)))
+
+    def _tkey(self, t: A.TableDecl) -> str:
+        """Tables are keyed by control-plane name: control instances may reuse local names."""
+        assert self.scope is not None
+        return control_plane_name(self.scope.prefix, t)
 
     # ------------------------------------------------------------ table properties
     @staticmethod
@@ -165,7 +170,7 @@ class TableLowering:
 
     def table(self, t: A.TableDecl, env: Env) -> Json | None:
         assert self.scope is not None
-        qname = control_plane_name(self.scope.decl.name, t)
+        qname = control_plane_name(self.scope.prefix, t)
         known = ("key", "actions", "default_action", "size", "entries", "counters", "meters",
                  "support_timeout", "implementation")
         for p in t.properties:
@@ -185,7 +190,7 @@ class TableLowering:
         self.last_local_names = {}
         refs: list[ActionRefModel] = []
         for aname, call, annos in acts:
-            idx = self.table_actions.get((t.name, aname))
+            idx = self.table_actions.get((self._tkey(t), aname))
             if idx is None:
                 continue
             action_ids.append(idx)
@@ -213,7 +218,7 @@ class TableLowering:
         if dcall is not None:
             assert isinstance(dcall.func, A.Name)
             dname = dcall.func.name
-            default_idx = self.table_actions.get((t.name, dname))
+            default_idx = self.table_actions.get((self._tkey(t), dname))
             if dname not in names:
                 self.err(dcall.pos, f"default action '{dname}' is not in the actions list of "
                                     f"table '{t.name}'")
@@ -221,7 +226,7 @@ class TableLowering:
             else:
                 default_data = self._action_data(dcall, dname, env) or []
         elif "NoAction" in names:
-            default_idx = self.table_actions.get((t.name, "NoAction"))
+            default_idx = self.table_actions.get((self._tkey(t), "NoAction"))
         elif names and dp is None and self._prop(t, "default_action") is None:
             self.err(t.pos, f"table '{t.name}' needs a default_action (it has no NoAction)")
         size_p = self._prop(t, "size")
@@ -391,7 +396,7 @@ class TableLowering:
             else:
                 f = ent.action.func
                 aname = f.name if isinstance(f, A.Name) else "?"
-                idx = self.table_actions.get((t.name, aname))
+                idx = self.table_actions.get((self._tkey(t), aname))
                 if idx is None:
                     self.err(ent.action.pos, f"'{aname}' is not an action of table '{t.name}'")
                     continue

@@ -25,6 +25,7 @@ class SymKind(enum.Enum):
     TYPE = "type"
     STATE = "parser state"
     PACKET = "packet"
+    SUBCONTROL = "control instance"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "p4programs"
 GOLDEN = ROOT / "tests" / "golden" / "compiler"
 NAMES = ["basic_router", "tunnel", "mcast", "stateful", "checksum_hash", "stack", "calc",
-         "tutorial_mix", "grab_bag"]
+         "tutorial_mix", "grab_bag", "subcontrol"]
 # These use push/pop/stack_field, which the embedded switch does not implement yet.
 RUNNABLE = [n for n in NAMES if n not in ("stack", "tutorial_mix")]
 
@@ -207,3 +207,23 @@ def test_grab_bag_on_the_switch() -> None:
     frame = bytes([9, 1, 0xFD]) + bytes(20)
     out = d.process(1, frame)
     assert out and out[0][1][2] == 3
+
+
+def test_control_instances_are_inlined_with_prefixed_names() -> None:
+    d = device("subcontrol")
+    src = d.pipeline.tables["SubIngress.src_acl.rules"]
+    dst = d.pipeline.tables["SubIngress.dst_acl.rules"]
+    src.insert(TableEntry((Exact(0xBAD),), ActionCall("SubIngress.src_acl.deny", ())))
+    dst.insert(TableEntry((Exact(0x1),), ActionCall("SubIngress.dst_acl.allow", ())))
+
+    def frame(dst_mac: int, src_mac: int) -> bytes:
+        return dst_mac.to_bytes(6, "big") + src_mac.to_bytes(6, "big") + b"\x08\x00" + bytes(30)
+
+    assert d.process(1, frame(0x1, 0xBAD)) == []               # src ACL hit: deny
+    assert [p for p, _ in d.process(1, frame(0x1, 0x2))] == [2]  # dst ACL hit: allow
+    assert d.pipeline.counters["SubIngress.src_acl.tally.seen"].read(1).packets == 1
+    assert d.pipeline.counters["SubIngress.dst_acl.tally.seen"].read(1).packets == 1
+    info = build("subcontrol").p4info
+    assert [t.preamble.name for t in info.tables] == ["SubIngress.src_acl.rules",
+                                                      "SubIngress.dst_acl.rules"]
+    assert [t.preamble.alias for t in info.tables] == ["src_acl.rules", "dst_acl.rules"]
