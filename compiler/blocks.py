@@ -15,7 +15,8 @@ from .resolve import ConstValue, Globals, const_eval, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
 from .types import Bits, ExternT, P4Type, show
 
-__all__ = ["BlockScope", "SubControl", "block_scope", "control_plane_name", "action_env", "annotation_arg",
+__all__ = ["BlockScope", "SubControl", "block_scope", "control_plane_name", "action_env",
+           "annotation_arg",
            "KNOWN_EXTERN_OBJECTS"]
 
 KNOWN_EXTERN_OBJECTS = ("register", "counter", "direct_counter", "meter", "direct_meter")
