@@ -139,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"netsum: error: {exc}", file=sys.stderr)
         return 1
+    except MemoryError:
+        print("netsum: error: out of memory; use a smaller --size or fewer --workers",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\nnetsum: interrupted; every process and interface the run made is removed",
               file=sys.stderr)

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import TextIO
 
 from netsum.netns import netns_available
-from netsum.rig import JobOutcome, Mode, Rig, RigConfig, RunningJob, Target, WorkerOutcome
+from netsum.rig import (JobOutcome, Mode, Rig, RigConfig, RigError, RunningJob, Target,
+                        WorkerOutcome)
 from netsum.tensors import synthetic_inputs
 
-__all__ = ["DemoOptions", "choose_mode", "run_demo", "format_table", "write_csv", "write_png"]
+__all__ = ["DemoOptions", "choose_mode", "check_memory", "run_demo", "format_table", "write_csv", "write_png"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +136,34 @@ def write_png(out: JobOutcome, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def _available_memory() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(workers: int, elements: int) -> None:
+    """Refuse up front a size that cannot fit: this process holds every rank's float32 input
+    while it writes them out, then the float64 reference sum; each worker holds about its
+    tensor, its result and the quantized copy."""
+    need = elements * (4 * workers + 8) + workers * elements * 12
+    have = _available_memory()
+    if have is not None and need > have:
+        raise RigError(f"{workers} workers x {_fmt_size(4 * elements)} needs about "
+                       f"{_fmt_size(need)} of memory but {_fmt_size(have)} is available; "
+                       "use a smaller --size or fewer --workers")
+
+
 def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
     """Run the demo; 0 when every worker's result is correct, 1 otherwise."""
     def say(msg: str) -> None:
         print(msg, file=stream, flush=True)
+
+    check_memory(opts.workers, opts.elements)
 
     mode, why = choose_mode(opts.mode)
     opts.out.mkdir(parents=True, exist_ok=True)

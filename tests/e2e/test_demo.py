@@ -67,6 +67,13 @@ def test_bad_options_are_usage_errors(tmp_path: Path, args: list[str], fragment:
     assert p.returncode == 2 and fragment in p.stderr and "Traceback" not in p.stderr
 
 
+def test_size_beyond_memory_is_refused_up_front(tmp_path: Path) -> None:
+    p = run("demo", "--mode", "udp", "--size", "1000GB", "--out", str(tmp_path))
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "of memory but" in p.stderr and "smaller --size" in p.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_demo_udp_mode(tmp_path: Path) -> None:
     p = run("demo", "--mode", "udp", "--workers", "3", "--size", "20000e", "--out",
             str(tmp_path))
