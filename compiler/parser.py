@@ -179,9 +179,6 @@ class Parser(ExprParser):
         if self.at("action"):
             return self.action(annos)
         if self.starts_type() or (t.kind is TokKind.IDENT and self.peek().text in ("(", "<")):
-            if self.starts_type() and self.peek().kind is TokKind.IDENT and \
-                    self.peek(2).text == "(":
-                raise ParseError(t.pos, "unsupported construct: function declarations")
             return self.instantiation(annos)
         raise ParseError(t.pos, f"syntax error, unexpected '{t}' at the start of a declaration")
 
@@ -348,11 +345,15 @@ class Parser(ExprParser):
         self.expect(";")
         return VarDecl(name.pos, annos, typ, name.text, init)
 
-    # instantiation: type '(' args ')' name ';'
-    def instantiation(self, annos: tuple[Annotation, ...]) -> Instantiation:
+    # instantiation: type '(' args ')' name ';'   |   functionDecl: type name params block
+    def instantiation(self, annos: tuple[Annotation, ...]) -> Node:
         typ = self.parse_type()
         if self.tok.kind is TokKind.IDENT and self.peek().text in ("(", "<"):
-            raise ParseError(self.tok.pos, "unsupported construct: function declarations")
+            name = self.ident()
+            tps = self._type_params()
+            params = self.params()
+            body = self.block()
+            return FunctionDecl(name.pos, annos, name.text, tps, typ, params, body)
         if not self.at("("):
             raise ParseError(self.tok.pos, "unsupported construct: global variable declarations")
         args = self.parse_args()

@@ -26,6 +26,7 @@ class SymKind(enum.Enum):
     STATE = "parser state"
     PACKET = "packet"
     SUBCONTROL = "control instance"
+    EXPR = "function argument"  # an inlined function's parameter bound to a typed value
 
 
 @dataclass(frozen=True, slots=True)

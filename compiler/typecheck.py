@@ -14,7 +14,7 @@ from .ir import (FieldRef, HeaderRef, StackFieldRef, StackLastRef, StackRef,
                  TUnary)
 from .layout import Layout
 from .resolve import ConstValue, fold_binary, resolve_type
-from .scopes import Env, SymKind
+from .scopes import Env, Sym, SymKind
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, Str, StructT,
                     show, width_of)
 
@@ -57,6 +57,7 @@ class Typer:
     def __init__(self, layout: Layout, diags: Diagnostics) -> None:
         self.layout = layout
         self.diags = diags
+        self.depth = 0  # nesting of inlined function bodies
 
     def err(self, pos: Pos, msg: str) -> None:
         self.diags.error(pos, msg)
@@ -167,6 +168,46 @@ class Typer:
         self.err(e.pos, f"unsupported construct: {type(e).__name__} expression")
         return None
 
+    def _inline_function(self, e: A.Call, name: str, decls: list[A.FunctionDecl],
+                         env: Env) -> TExpr | None:
+        """``f(args)`` where f's body is ``return e;``: the typed ``e`` with parameters bound to
+        the (typed, coerced) arguments; P4 forbids recursion, a depth guard keeps it so."""
+        decl = next((d for d in decls if d.body is not None and len(d.params) == len(e.args)),
+                    None)
+        if decl is None:
+            self.err(e.pos, f"unsupported construct: call of extern function '{name}' inside "
+                            "an expression (call it as a statement)")
+            return None
+        if self.depth > 16:
+            self.err(e.pos, f"function '{name}' calls itself (recursion is not allowed in P4)")
+            return None
+        inner = Env(None, env.g, env.block)
+        for p, a in zip(decl.params, e.args):
+            if p.direction in ("out", "inout"):
+                self.err(a.pos, f"unsupported construct: {p.direction} parameter '{p.name}' of "
+                                f"function '{name}'")
+                return None
+            pt = resolve_type(p.type, env.g, self.diags)
+            te = self.expr(a.value, env, pt) if a.value is not None and pt is not None else None
+            if te is None or pt is None:
+                return None
+            c = self.coerce(te, pt, a.pos, f"argument '{p.name}' of '{name}'")
+            if c is None:
+                return None
+            inner.add(Sym(SymKind.EXPR, p.name, c))
+        body = decl.body
+        assert body is not None and isinstance(body.stmts[0], A.Return)
+        ret = body.stmts[0].value
+        rt = resolve_type(decl.ret, env.g, self.diags)
+        if ret is None or rt is None:
+            return None
+        self.depth += 1
+        try:
+            te = self.expr(ret, inner, rt)
+        finally:
+            self.depth -= 1
+        return self.coerce(te, rt, ret.pos, f"return value of '{name}'") if te else None
+
     def _want_bool(self, te: TExpr, pos: Pos, what: str) -> TExpr | None:
         if isinstance(te.type, Bool):
             return te
@@ -182,6 +223,10 @@ class Typer:
             loc = sym.value
             assert isinstance(loc, TLoc)
             return TLoc(loc.type, e.pos, loc.ref, loc.text)
+        if sym.kind is SymKind.EXPR:
+            te = sym.value
+            assert isinstance(te, TExpr)
+            return te
         if sym.kind is SymKind.CONST:
             if isinstance(sym.value, TConst):
                 return TConst(sym.value.type, e.pos, sym.value.value)
@@ -437,6 +482,10 @@ class Typer:
 
     def _call_expr(self, e: A.Call, env: Env) -> TExpr | None:
         f = e.func
+        if isinstance(f, A.Name):
+            sym = env.lookup(f.name, f.top_level)
+            if sym is not None and sym.kind is SymKind.FUNCTION:
+                return self._inline_function(e, f.name, sym.value, env)  # type: ignore[arg-type]
         if isinstance(f, A.Member) and f.member == "isValid" and not e.args:
             base = self.expr(f.expr, env)
             if base is None:

@@ -242,3 +242,18 @@ def test_digest_learn_list_and_p4info() -> None:
 def test_atomic_block_is_accepted_and_transparent() -> None:
     assert prims("@atomic { r.read(meta.w, 1); r.write(1, meta.w + 1); }") == \
         prims("r.read(meta.w, 1); r.write(1, meta.w + 1);")
+
+
+def test_single_return_functions_are_inlined() -> None:
+    src = PROGRAM.replace("BODY", "hdr.h.a = max8(hdr.h.a, p) + 1;").replace(
+        "SELECT", "accept;").replace(
+        "struct headers { h_t h; }",
+        "struct headers { h_t h; }\nbit<8> max8(in bit<8> a, in bit<8> b) { return a > b ? a : b; }")
+    doc = compiler.compile_source(src, "t.p4").bmv2_json
+    act = next(a for a in doc["actions"] if a["name"] == "I.act")
+    local = {"type": "local", "value": 0}
+    cond = E(">", F("h", "a"), local)
+    ternary = {"type": "expression",
+               "value": {"op": "?", "left": F("h", "a"), "right": local, "cond": cond}}
+    assert act["primitives"] == [{"op": "assign", "parameters": [
+        F("h", "a"), P(E("&", E("+", ternary, H("0x01")), H("0xff")))]}]

@@ -1,11 +1,11 @@
-/* Error case: function with body. */
+/* Error case: function recursion. */
 #include <core.p4>
 #include <v1model.p4>
 
 header ethernet_t { bit<48> dst; bit<48> src; bit<16> etype; }
 header ipv4_t { bit<8> ttl; bit<8> proto; bit<32> src; bit<32> dst; }
 struct metadata { bit<32> idx; bit<8> x; bit<16> h; bool flag; }
-bit<8> twice(in bit<8> v) { return v + v; }
+bit<8> f(in bit<8> v) { return f(v); }
 struct headers { ethernet_t eth; ipv4_t ipv4; }
 
 parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
@@ -36,6 +36,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     }
     apply {
         if (hdr.ipv4.isValid()) {
+            meta.x = f(1);
             t.apply();
         }
     }
