@@ -27,12 +27,23 @@ def cmd_setup(ctx: Ctx) -> int:
     with open_controller(ctx, program, adopt=False) as ctl:
         ctl.push_pipeline()
         ctl.install_forwarding()
-        for spec in ctl.topo.jobs:
-            ctl.create_job(spec)
+        _create_jobs(ctl)
         rows = _job_rows(ctl)
     ctx.emit(rows, f"pipeline, forwarding and {len(ctl.topo.jobs)} job(s) installed on "
              f"{len(ctl.topo.switches)} switch(es)\n" + render.table(rows))
     return 0
+
+
+def _create_jobs(ctl: Controller) -> None:
+    """The file's jobs in order; a refusal says which job stopped the set-up and what stands
+    (each job is all-or-nothing, so the ones before it are complete)."""
+    for spec in ctl.topo.jobs:
+        try:
+            ctl.create_job(spec)
+        except ControllerError as exc:
+            done = ", ".join(str(j) for j in sorted(ctl.jobs)) or "none"
+            raise ControllerError(f"{exc.message} (set-up stopped at job {spec.id}; "
+                                  f"installed jobs: {done})") from None
 
 
 def _job_rows(ctl: Controller) -> list[dict[str, Any]]:
@@ -150,8 +161,7 @@ def cmd_run(ctx: Ctx) -> int:
     with open_controller(ctx, program, adopt=False) as ctl:
         ctl.push_pipeline()
         ctl.install_forwarding()
-        for spec in ctl.topo.jobs:
-            ctl.create_job(spec)
+        _create_jobs(ctl)
         ctx.out.write(f"controller running: {len(ctl.topo.switches)} switch(es), "
                       f"{len(ctl.jobs)} job(s); checking every {a.interval:g} s\n")
         ctx.out.flush()

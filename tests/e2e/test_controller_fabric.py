@@ -299,7 +299,8 @@ def test_tree_slot_exhaustion_on_one_switch(netsum_program, switches, tmp_path) 
     rc, _, err = ctl(topo_path, "setup", "--p4info", str(info), str(js))
     # Job 1 (256 slots) fits everywhere; job 2 (128) does not fit on the root.
     assert rc == 1 and err == ("netsum-ctl: error: job 2 needs 128 contiguous slots on root but "
-                               "only 44 of 300 are free (largest free range: 44 at 256..299)\n")
+                               "only 44 of 300 are free (largest free range: 44 at 256..299) "
+                               "(set-up stopped at job 2; installed jobs: 1)\n")
     jobs = json.loads(ok(topo_path, "job", "list", "--json"))
     assert sorted({j["job"] for j in jobs["jobs"]}) == [1]       # nothing of job 2 anywhere
     assert {s["switch"]: s["free_slots"] for s in jobs["slots"]} == {
