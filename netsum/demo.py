@@ -166,14 +166,15 @@ def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
     check_memory(opts.workers, opts.elements)
 
     mode, why = choose_mode(opts.mode)
+    # Built before anything is printed or made: bad options fail first, in one line.
+    cfg = RigConfig(opts.out / "run", workers=opts.workers, k=opts.k, mode=mode,
+                    target=opts.target, loss=opts.loss, slots=opts.slots, timeout=opts.timeout)
     opts.out.mkdir(parents=True, exist_ok=True)
     nbytes = 4 * opts.elements
     say(f"netsum demo: {opts.workers} workers all-reduce {opts.elements} float32 "
         f"({_fmt_size(nbytes)}) each through the {opts.target.value} switch, K={opts.k}"
         + (f", {opts.loss:.0%} injected loss" if opts.loss else ""))
     say(f"mode: {mode.value} ({why})")
-    cfg = RigConfig(opts.out / "run", workers=opts.workers, k=opts.k, mode=mode,
-                    target=opts.target, loss=opts.loss, slots=opts.slots, timeout=opts.timeout)
     progress = _Progress(stream)
     with Rig(cfg, say) as rig:
         ports = ("UDP-tunnel ports on 127.0.0.1" if mode is Mode.UDP

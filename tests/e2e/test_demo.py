@@ -67,6 +67,19 @@ def test_bad_options_are_usage_errors(tmp_path: Path, args: list[str], fragment:
     assert p.returncode == 2 and fragment in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("args,fragment", [
+    (["--workers", "0"], "workers must be 1..32"),
+    (["--workers", "40"], "workers must be 1..32"),
+    (["--slots", "0"], "slots must be"),
+    (["--timeout", "-1"], "timeout must be positive"),
+])
+def test_bad_run_options_fail_in_one_line(tmp_path: Path, args: list[str], fragment: str) -> None:
+    p = run("demo", "--mode", "udp", "--out", str(tmp_path), *args)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.strip().splitlines() == [f"netsum: error: {p.stderr.split('error: ')[1].strip()}"]
+    assert fragment in p.stderr
+
+
 def test_size_beyond_memory_is_refused_up_front(tmp_path: Path) -> None:
     p = run("demo", "--mode", "udp", "--size", "1000GB", "--out", str(tmp_path))
     assert p.returncode == 1 and "Traceback" not in p.stderr
