@@ -212,11 +212,15 @@ class Rig:
     def _build(self) -> tuple[Path, Path]:
         from netsum import build
         try:
+            target = build.target_for(self.config.k)
             if self.config.target is Target.BMV2:
-                out = self.work_dir / "p4"
-                return build.build_target(build.target_for(self.config.k), out,
-                                          build.Backend.P4C)
-            return build.ensure_built(self.config.k)
+                return build.build_target(target, self.work_dir / "p4", build.Backend.P4C)
+            try:
+                return build.ensure_built(self.config.k)
+            except PermissionError:
+                # Stale or missing build/ in a checkout this user may not write (CI runs the
+                # unprivileged tier as another user): build a private copy instead.
+                return build.build_target(target, self.work_dir / "p4")
         except build.BuildError as exc:
             raise RigError(f"P4 build failed: {exc}") from None
         except OSError as exc:

@@ -157,6 +157,19 @@ def test_close_leaves_nothing_running(tmp_path: Path) -> None:
             os.kill(c.popen.pid, 0)
 
 
+def test_unwritable_build_dir_builds_a_private_copy(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # As CI's unprivileged user with a stale build/: ensure_built cannot write there.
+    import netsum.build as build
+
+    def denied(*args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied", "build/p4")
+    monkeypatch.setattr(build, "ensure_built", denied)
+    with Rig(RigConfig(tmp_path, workers=2, slots=16)) as rig:
+        assert_exact(rig.run_job(synthetic_inputs(2, (K + 3,), seed=1)))
+    assert (tmp_path / "p4" / "netsum.json").is_file()
+
+
 def test_bmv2_target_says_what_is_missing(tmp_path: Path) -> None:
     if not missing_bmv2_tools():
         pytest.skip("real simple_switch_grpc and p4c are installed here")
