@@ -18,6 +18,7 @@ from switch.errors import ConfigError
 from switch.control import INLINE_DEPTH, FixedTable, conditional_source
 from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error
+from switch.optimize import optimize_source
 from switch.parser import deparser_source, parser_source
 from switch.primitives import AssertFailure, Namespace, PrimCtx, StdFields
 from switch.replication import PRE
@@ -73,9 +74,11 @@ def _compile(src: str, ns: Namespace, label: str) -> None:
 class Pipeline:
     """One loaded program: the objects of the Device API plus the compiled packet code."""
 
-    def __init__(self, j: dict[str, Any], inline_depth: int = INLINE_DEPTH) -> None:
+    def __init__(self, j: dict[str, Any], inline_depth: int = INLINE_DEPTH,
+                 fuse: bool = True) -> None:
         self.json = j
         self.inline_depth = inline_depth     # 0 = one pipeline node per JSON node (reference)
+        self.fuse = fuse                     # False = actions exactly as emitted (reference)
         self.node_names: dict[Any, str] = {}  # node function -> JSON name (trace logging)
         self.ns = Namespace()
         self.rng = random.Random()
@@ -222,7 +225,8 @@ class Pipeline:
                 raise cfg_error(path, f"duplicate action id {aid}")
             ctx = self._ctx(path, tuple(w for _, w in rd))
             fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
-            srcs.append(action_source(ctx, fname, a))
+            src = action_source(ctx, fname, a)
+            srcs.append(optimize_source(src) + "\n" if self.fuse else src)
             specs.append((a["name"], aid, tuple(rd), fname))
         _compile("".join(srcs), self.ns, "actions")
         for name, aid, rd, fname in specs:
