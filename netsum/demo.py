@@ -66,7 +66,7 @@ class _Progress:
     def __call__(self, job: RunningJob) -> None:
         frac = job.progress()
         pct = int(frac * 100)
-        if not self.tty and pct < self.last_pct + 25:
+        if not self.tty and pct < self.last_pct + 25 and pct < 100:
             return
         self.last_pct = pct
         bar = "#" * (pct // 4) + "." * (25 - pct // 4)
@@ -186,6 +186,7 @@ def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
         del inputs  # on disk for the workers now; can be hundreds of MB
         try:
             outcome = rig.wait_job(job, on_tick=progress)
+            progress(job)  # the final state, read while the switch is still up
         finally:
             progress.finish()
     say("")
