@@ -198,6 +198,18 @@ class SwitchClient:
             return None
         return rep.config.p4info, rep.config.cookie.cookie
 
+    def get_cookie(self) -> int | None:
+        """The running pipeline's cookie (COOKIE_ONLY: cheap enough to poll), or None when the
+        switch has no pipeline."""
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.endpoint.device_id, response_type=
+            p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+        try:
+            rep = self._call("GetForwardingPipelineConfig", "GetForwardingPipelineConfig", req)
+        except PipelineMissing:
+            return None
+        return int(rep.config.cookie.cookie)
+
     def write(self, updates: Sequence[_Update]) -> None:
         """One Write batch (CONTINUE_ON_ERROR, the only atomicity PI supports).  On failure the
         P4RuntimeError lists each failed update by index; the others were applied."""

@@ -388,10 +388,10 @@ class Controller:
             client.connect(probe_timeout)
             fresh = True
             reason = reason or "stream reconnected"
-        got = client.get_pipeline()
-        if got is None:
+        cookie = client.get_cookie()
+        if cookie is None:
             reason = "pipeline missing"
-        elif self.program is not None and got[1] != self.program.cookie:
+        elif self.program is not None and cookie != self.program.cookie:
             reason = "pipeline replaced"
         elif reason == "stream reconnected":
             return None     # same pipeline after a stream blip: nothing was lost
