@@ -66,7 +66,7 @@ class _Progress:
     def __call__(self, job: RunningJob) -> None:
         frac = job.progress()
         pct = int(frac * 100)
-        if not self.tty and pct < self.last_pct + 25 and pct < 100:
+        if not self.tty and pct < self.last_pct + 25 and not (pct == 100 != self.last_pct):
             return
         self.last_pct = pct
         bar = "#" * (pct // 4) + "." * (25 - pct // 4)
