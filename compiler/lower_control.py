@@ -15,7 +15,7 @@ from . import ast as A
 from .blocks import BlockScope, SubControl, block_scope, control_plane_name
 from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Diagnostics, Pos
-from .exprjson import Json, as_condition
+from .exprjson import Json, as_condition, ref_json
 from .ir import TConst, TLoc
 from .lower_action import ActionLowering, LowerCtx
 from .lower_table import TableLowering
@@ -388,11 +388,92 @@ class ControlLowering:
                 elif not f.terminal:
                     holes.append(self._set_key(nt, key))
             return Frag(tj["name"], holes)
+        pre: list[Frag] = []
+        cond_ast = s.cond
         if self._mentions_apply(s.cond):
-            self.err(s.cond.pos, "unsupported construct: table apply inside a complex condition "
-                                 "(use 'if (t.apply().hit)' or apply the table first)")
-            return Frag(None, [])
-        cond = self.ctx.typer.expr(s.cond, env, Bool())
+            # As p4c: each t.apply().hit/miss inside a larger condition applies the table
+            # first and records the outcome in a bool temporary the condition then reads.
+            env = env.child()
+            hoisted = self._hoist_applies(s.cond, env, pre)
+            if hoisted is None:
+                return Frag(None, [])
+            cond_ast = hoisted
+        frag = self._plain_if(s, cond_ast, env)
+        return self._link(pre + [frag], False) if pre else frag
+
+    def _hoist_applies(self, e: A.Expr, env: Env, pre: list[Frag],
+                       always: bool = True) -> A.Expr | None:
+        """Replace every ``t.apply().hit/miss`` in e by a fresh bool temporary (source order).
+        Only applies that e always evaluates can move before it: one on the right of '&&' or
+        '||' (or in a '?:' branch) must not run when the left side decides."""
+        hm = self._table_apply_of(e)
+        if hm is not None and not always:
+            self.err(e.pos, "unsupported construct: table apply on the right of '&&'/'||' or in "
+                            "a '?:' branch (it must not run when short-circuited); nest the ifs")
+            return None
+        if hm is not None and not (isinstance(e, A.Unary)):
+            tname, which, _ = hm
+            sym = env.lookup(tname)
+            if sym is None or sym.kind is not SymKind.TABLE:
+                self.err(e.pos, f"'{tname}' is not a table")
+                return None
+            tj = self._apply(sym.value, e.pos)  # type: ignore[arg-type]
+            if tj is None:
+                return None
+            tmp = self.ctx.layout.temp(Bool(), e.pos)
+            name = f"${tmp.ref.field}"  # type: ignore[attr-defined]  # '$': no P4 name clashes
+            env.add(Sym(SymKind.VAR, name, tmp))
+            tj["base_default_next"] = None
+            holes: list[Hole] = []
+            nt: Json = {}
+            for key, value in (("__HIT__", which == "hit"), ("__MISS__", which != "hit")):
+                sj = self._set_flag(tmp, value, e.pos)
+                nt[key] = sj["name"]
+                holes.append(self._set_all(sj))
+            tj["next_tables"] = nt
+            pre.append(Frag(tj["name"], holes))
+            return A.Name(e.pos, name)
+        match e:
+            case A.Unary(op=op, operand=x):
+                inner = self._hoist_applies(x, env, pre, always)
+                return A.Unary(e.pos, op, inner) if inner is not None else None
+            case A.Binary(op=op, left=l, right=r):
+                left = self._hoist_applies(l, env, pre, always)
+                right = self._hoist_applies(r, env, pre, always and op not in ("&&", "||")) \
+                    if left is not None else None
+                return A.Binary(e.pos, op, left, right) if left and right else None
+            case A.Ternary(cond=c, then=a, other=b):
+                parts = [self._hoist_applies(c, env, pre, always),
+                         self._hoist_applies(a, env, pre, False),
+                         self._hoist_applies(b, env, pre, False)]
+                if any(p is None for p in parts):
+                    return None
+                return A.Ternary(e.pos, *parts)  # type: ignore[arg-type]
+        if self._mentions_apply(e):
+            self.err(e.pos, "unsupported construct: this use of a table apply result")
+            return None
+        return e
+
+    def _set_flag(self, tmp: TLoc, value: bool, pos: Pos) -> Json:
+        """A hidden keyless table whose action sets a bool temporary (hit/miss outcome)."""
+        base = hidden_action_base(pos.file, pos.line)
+        aname = self.ctx.names.new(base)
+        target = ref_json(tmp)
+        act: Json = {"name": aname, "id": -1, "runtime_data": [], "primitives": [
+            {"op": "assign", "parameters": [
+                target,
+                {"type": "expression", "value": {"type": "expression", "value": {
+                    "op": "b2d", "left": None, "right": {"type": "bool", "value": value}}}}]}]}
+        self.hidden.append((self.rank_base + len(self.order) + len(self.hidden) * 1e-3, act,
+                            [], Env(None, self.ctx.g)))
+        sj = self.tl.hidden_table(self.ctx.names.new(f"tbl_{aname}"), act)
+        self._table_json(sj)
+        for k in sj["next_tables"]:
+            sj["next_tables"][k] = "$hole"
+        return sj
+
+    def _plain_if(self, s: A.If, cond_ast: A.Expr, env: Env) -> Frag:
+        cond = self.ctx.typer.expr(cond_ast, env, Bool())
         if cond is None:
             return Frag(None, [])
         if not isinstance(cond.type, Bool):

@@ -227,3 +227,24 @@ def test_control_instances_are_inlined_with_prefixed_names() -> None:
     assert [t.preamble.name for t in info.tables] == ["SubIngress.src_acl.rules",
                                                       "SubIngress.dst_acl.rules"]
     assert [t.preamble.alias for t in info.tables] == ["src_acl.rules", "dst_acl.rules"]
+
+
+def test_table_apply_inside_a_larger_condition() -> None:
+    """`!t.apply().hit && x`: the table is applied first and its outcome kept in a bool
+    temporary (as p4c does); on the right of && it would not be short-circuited: an error."""
+    src = (PROGRAMS / "basic_router.p4").read_text()
+    old = "        if (hdr.ipv4.isValid()) {\n            ipv4_lpm.apply();\n        }"
+    assert old in src
+    src = src.replace(old, "        if (!ipv4_lpm.apply().hit && hdr.ipv4.ttl > 1) {\n"
+                           "            standard_metadata.egress_spec = 9;\n        }")
+    res = compiler.compile_source(src, "r.p4")
+    ingress = res.bmv2_json["pipelines"][0]
+    assert ingress["init_table"] == "MyIngress.ipv4_lpm"
+    assert set(ingress["tables"][0]["next_tables"]) == {"__HIT__", "__MISS__"}
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    assert [p for p, _ in d.process(1, udp("10.0.0.1"))] == [9]   # miss, ttl 64 > 1
+    assert d.process(1, udp("10.0.0.1", ttl=1)) == []              # miss, drop() stays
+    d.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
+        (Lpm(ip("10.0.0.0"), 8),), ActionCall("MyIngress.ipv4_forward", (0xAA, 3))))
+    assert [p for p, _ in d.process(1, udp("10.0.0.1"))] == [3]   # hit
