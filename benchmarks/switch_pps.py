@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import pstats
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -197,7 +198,8 @@ def router_frame() -> bytes:
                  IP(src="10.1.0.2", dst="10.0.0.5") / UDP(sport=1, dport=2) / (b"r" * 64))
 
 
-def netsum_traffic(k: int, workers: int) -> tuple[Device, list[tuple[int, bytes]]] | None:
+def netsum_traffic(k: int, workers: int,
+                   fuse: bool = True) -> tuple[Device, list[tuple[int, bytes]]] | None:
     """netsum.p4 (built by netsum.build with netsum's compiler) configured with one job of
     `workers` members, and a round-robin stream of contributions over 64 slots x 2 sets, as
     workers send them.  None when the program cannot be built here."""
@@ -205,6 +207,10 @@ def netsum_traffic(k: int, workers: int) -> tuple[Device, list[tuple[int, bytes]
     try:
         from p4helpers import NetsumSwitch, netsum_config, netsum_frame, worker_host
         sw = NetsumSwitch(netsum_config(k))
+        if not fuse:            # the unoptimised reference: actions and nodes as emitted
+            from switch.pipeline import Pipeline
+            sw.pipeline = Pipeline(json.loads(netsum_config(k)), fuse=False)
+            sw.device.install(sw.pipeline)
     except Exception as e:           # compiler missing or failing: fall back to the stand-in
         print(f"  (netsum.p4 unavailable: {type(e).__name__}: {str(e)[:120]})")
         return None
@@ -239,6 +245,29 @@ def inprocess_netsum(k: int, workers: int, seconds: float, profile: bool) -> flo
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
     assert dev.stats.internal_errors == 0
     return rate
+
+
+def netsum_optimised_vs_reference(k: int, workers: int, seconds: float
+                                  ) -> tuple[float, float] | None:
+    """Medians of alternating 0.25 s rounds: the loaded pipeline with its load-time rewrites
+    (switch/optimize.py, inline table lookups) and the same program with `fuse=False`."""
+    runs = {}
+    for fuse in (True, False):
+        got = netsum_traffic(k, workers, fuse)
+        if got is None:
+            return None
+        runs[fuse] = got
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    t_end = time.perf_counter() + 2 * seconds
+    while time.perf_counter() < t_end or len(rates[False]) < 3:
+        for fuse, (dev, frames) in runs.items():
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < 0.25:
+                for p, f in frames:
+                    dev.process(p, f)
+                n += len(frames)
+            rates[fuse].append(n / (time.perf_counter() - t0))
+    return statistics.median(rates[True]), statistics.median(rates[False])
 
 
 def make_device(kind: str, k: int, workers: int, json_path: Path | None) -> Device:
@@ -535,6 +564,10 @@ def main() -> int:
     if rate is not None:
         print(f"  in-process  {'netsum.p4 (compiled), job of %d' % args.workers:34s} "
               f"{rate:10,.0f} pkt/s in  (1 result multicast per {args.workers} inputs)")
+    both = netsum_optimised_vs_reference(args.k, args.workers, args.seconds)
+    if both is not None:
+        print(f"  in-process  {'netsum.p4 optimised vs fuse=False':34s} {both[0]:10,.0f} | "
+              f"{both[1]:10,.0f} pkt/s in | ratio {both[0] / both[1]:5.2f}")
     if args.profile:
         if inprocess_netsum(args.k, args.workers, args.seconds, True) is None:
             inprocess("agg", args.k, args.workers, args.seconds, json_path, profile=True)

@@ -15,7 +15,7 @@ from typing import Any
 from switch.actions import action_source
 from switch.calculations import build_calculation
 from switch.errors import ConfigError
-from switch.control import INLINE_DEPTH, FixedTable, conditional_source
+from switch.control import INLINE_DEPTH, FixedTable, InlineTable, conditional_source
 from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error
 from switch.optimize import optimize_source
@@ -23,7 +23,7 @@ from switch.parser import deparser_source, parser_source
 from switch.primitives import AssertFailure, Namespace, PrimCtx, StdFields
 from switch.replication import PRE
 from switch.stateful import CounterArray, MeterArray, RegisterArray
-from switch.table_loader import build_table, init_entries, key_function
+from switch.table_loader import build_table, exact_key_source, init_entries, key_function
 from switch.tables import Table
 
 __all__ = ["Pipeline", "ActionSpec", "load_json"]
@@ -312,8 +312,10 @@ class Pipeline:
             branches[c["name"]] = (c.get("true_next"), c.get("false_next"))
         fixed = {table.name: ft for tp, t, table in tables
                  if (ft := self._fixed_table(tp, t, table)) is not None}
+        inline = {table.name: it for tp, t, table in tables
+                  if (it := self._inline_table(tp, t, table)) is not None} if self.fuse else {}
         srcs = [conditional_source(c["name"], nodes, cond_src, branches, fixed,
-                                   self.inline_depth)
+                                   self.inline_depth, inline)
                 for _cp, c in conds]
         _compile("".join(srcs), self.ns, f"{path} conditionals")
         for _cp, c in conds:
@@ -395,6 +397,22 @@ class Pipeline:
         nxt = nt["__MISS__"] if "__MISS__" in nt else nt.get(spec.name,
                                                                t.get("base_default_next"))
         return FixedTable(spec.fname, params, nxt)
+
+    def _inline_table(self, tp: str, t: dict[str, Any], table: Table) -> InlineTable | None:
+        """An exact or keyless table without direct resources whose next node does not depend
+        on the action: conditionals may emit its lookup inline."""
+        if table.kind not in ("exact", "keyless") or table.direct_counter is not None or \
+                table.direct_meter is not None:
+            return None
+        nt = t.get("next_tables") or {}
+        if not isinstance(nt, dict) or "__HIT__" in nt or "__MISS__" in nt:
+            return None
+        base = t.get("base_default_next")
+        if any(nt.get(a, base) != base for a in table.action_names):
+            return None
+        key = exact_key_source(self, tp, t, table)
+        entries = self.ns.ref(table._exact, "E") if key is not None else None
+        return InlineTable(self.ns.ref(table, "T"), entries, key or "", base)
 
     def init_checksums(self) -> None:
         verify, update = [], []

@@ -11,7 +11,7 @@ from switch.expressions import parse_hexstr
 from switch.layout import cfg_error
 from switch.tables import ActionInfo, KeyField, Table
 
-__all__ = ["build_table", "key_function", "init_entries"]
+__all__ = ["build_table", "key_function", "exact_key_source", "init_entries"]
 
 
 def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
@@ -67,8 +67,7 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
         meter.table = table
     return table
 
-def key_function(pl: Any, tp: str, t: dict[str, Any], table: Table) -> Any:
-    """F -> what the table's lookup strategy consumes (see switch.tables)."""
+def _key_terms(pl: Any, tp: str, t: dict[str, Any]) -> list[str]:
     srcs = []
     for k, kf in enumerate(t.get("key") or []):
         kp = f"{tp}.key[{k}]"
@@ -82,12 +81,27 @@ def key_function(pl: Any, tp: str, t: dict[str, Any], table: Table) -> Any:
         if kf.get("mask") is not None:
             src = f"({src} & {parse_hexstr(kf['mask'], kp)})"
         srcs.append(src)
+    return srcs
+
+
+def exact_key_source(pl: Any, tp: str, t: dict[str, Any], table: Table) -> str | None:
+    """Source of the exact-match dict key over F (as `Table._exact_key` stores it), or None
+    for other kinds of table."""
+    if table.kind != "exact":
+        return None
+    srcs = _key_terms(pl, tp, t)
+    return srcs[0] if len(srcs) == 1 else f"({', '.join(srcs)},)"
+
+
+def key_function(pl: Any, tp: str, t: dict[str, Any], table: Table) -> Any:
+    """F -> what the table's lookup strategy consumes (see switch.tables)."""
+    srcs = _key_terms(pl, tp, t)
     if table.kind == "keyless":
         return None
     if table.kind == "exact":
         if all(s.startswith("F[") and s.endswith("]") for s in srcs):
             return operator.itemgetter(*(int(s[2:-1]) for s in srcs))
-        body = srcs[0] if len(srcs) == 1 else f"({', '.join(srcs)},)"
+        body = exact_key_source(pl, tp, t, table)
     else:
         terms, ranges = [], []
         for src, shift in zip(srcs, table._shifts):
