@@ -244,8 +244,9 @@ class Exit(Stmt):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SwitchCase(Node):
-    label: str | None  # action name, or None for default
+    label: str | None  # action name (or the spelling of a value label), None for default
     body: Block | None  # None: fall through to the next case
+    value: "Expr | None" = None  # the label as an expression (switch on a value)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

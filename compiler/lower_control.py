@@ -505,14 +505,50 @@ class ControlLowering:
                 return ControlLowering._mentions_apply(l) or ControlLowering._mentions_apply(r)
         return False
 
+    @staticmethod
+    def _value_switch_as_ifs(s: A.Switch) -> A.Stmt:
+        """``switch (e) { 1: 2: {A} 3: {B} default: {C} }`` as
+        ``if (e == 1 || e == 2) {A} else if (e == 3) {B} else {C}`` (labels without a body
+        fall through to the next body)."""
+        arms: list[tuple[list[A.Expr], A.Block]] = []
+        default: A.Block | None = None
+        pending: list[A.Expr] = []
+        pending_default = False
+        for c in s.cases:
+            if c.value is None:
+                pending_default = True
+            else:
+                pending.append(c.value)
+            if c.body is None:
+                continue
+            if pending:
+                arms.append((pending, c.body))
+            if pending_default:
+                default = c.body
+            pending, pending_default = [], False
+        stmt: A.Stmt | None = default
+        for labels, body in reversed(arms):
+            cond: A.Expr = A.Binary(labels[0].pos, "==", s.expr, labels[0])
+            for lab in labels[1:]:
+                cond = A.Binary(lab.pos, "||", cond, A.Binary(lab.pos, "==", s.expr, lab))
+            stmt = A.If(s.pos, cond, body, stmt)
+        return stmt if stmt is not None else A.EmptyStmt(s.pos)
+
     def _switch(self, s: A.Switch, env: Env) -> Frag:
         e = s.expr
         if not (isinstance(e, A.Member) and e.member == "action_run" and isinstance(e.expr, A.Call)
                 and isinstance(e.expr.func, A.Member) and e.expr.func.member == "apply"
                 and isinstance(e.expr.func.expr, A.Name)):
-            self.err(s.pos, "unsupported construct: switch on anything but "
-                            "table.apply().action_run")
-            return Frag(None, [])
+            if self._mentions_apply(e):
+                self.err(e.pos, "unsupported construct: switch on this table apply result")
+                return Frag(None, [])
+            for c in s.cases:
+                if c.value is not None:
+                    lab = self.ctx.typer.expr(c.value, env)
+                    if lab is not None and not isinstance(lab, TConst):
+                        self.err(c.value.pos, "switch labels must be compile-time constants")
+                        return Frag(None, [])
+            return self._stmt(self._value_switch_as_ifs(s), env)
         sym = env.lookup(e.expr.func.expr.name)
         if sym is None or sym.kind is not SymKind.TABLE:
             self.err(e.pos, f"'{e.expr.func.expr.name}' is not a table")

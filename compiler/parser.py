@@ -9,7 +9,7 @@ from __future__ import annotations
 from .ast import (ActionDecl, Annotation, Assign, Block, Call, CallStmt, ConstDecl,
                   ControlDecl, ControlTypeDecl, EmptyStmt, EnumDecl, ErrorDecl, Exit, Expr,
                   ExternDecl, Field, FunctionDecl, HeaderDecl, HeaderUnionDecl, If,
-                  Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Node,
+                  Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Name, Node,
                   PackageDecl, Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return,
                   Select, SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl,
                   TableEntry, TableProperty, Typedef, VarDecl)
@@ -585,9 +585,14 @@ class Parser(ExprParser):
         cases: list[SwitchCase] = []
         while not self.accept("}"):
             lt = self.tok
-            label = None if self.accept("default") else self.ident("an action name").text
+            value: Expr | None = None
+            if self.accept("default"):
+                label = None
+            else:
+                value = self.parse_expr()
+                label = value.name if isinstance(value, Name) else lt.text
             self.expect(":")
             body = self.block() if self.at("{") else None
-            cases.append(SwitchCase(lt.pos, label, body))
+            cases.append(SwitchCase(lt.pos, label, body, value))
         return Switch(t.pos, e, tuple(cases))
 

@@ -248,3 +248,25 @@ def test_table_apply_inside_a_larger_condition() -> None:
     d.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
         (Lpm(ip("10.0.0.0"), 8),), ActionCall("MyIngress.ipv4_forward", (0xAA, 3))))
     assert [p for p, _ in d.process(1, udp("10.0.0.1"))] == [3]   # hit
+
+
+def test_switch_on_a_value_becomes_conditionals() -> None:
+    src = (PROGRAMS / "basic_router.p4").read_text()
+    old = "        if (hdr.ipv4.isValid()) {\n            ipv4_lpm.apply();\n        }"
+    src = src.replace(old, "        switch (hdr.ipv4.protocol) {\n"
+                           "            6:\n            17: { ipv4_lpm.apply(); }\n"
+                           "            1: { standard_metadata.egress_spec = 5; }\n"
+                           "            default: { mark_to_drop(standard_metadata); }\n"
+                           "        }")
+    res = compiler.compile_source(src, "r.p4")
+    conds = res.bmv2_json["pipelines"][0]["conditionals"]
+    assert [c["expression"]["value"]["op"] for c in conds] == ["or", "=="]
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    d.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
+        (Lpm(ip("10.0.0.0"), 8),), ActionCall("MyIngress.ipv4_forward", (0xAA, 3))))
+    assert [p for p, _ in d.process(1, udp("10.0.0.1"))] == [3]         # UDP (17)
+    icmp = bytes(Ether() / IP(dst="10.0.0.1", proto=1) / (b"x" * 20))
+    assert [p for p, _ in d.process(1, icmp)] == [5]                     # 1
+    other = bytes(Ether() / IP(dst="10.0.0.1", proto=99) / (b"x" * 20))
+    assert d.process(1, other) == []                                     # default

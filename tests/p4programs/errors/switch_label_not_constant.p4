@@ -1,4 +1,4 @@
-/* Error case: switch on value. */
+/* Error case: switch label not constant. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -35,7 +35,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     }
     apply {
         if (hdr.ipv4.isValid()) {
-            switch (meta.x) { default: { drop(); } }
+            switch (meta.x) { hdr.ipv4.ttl: { drop(); } }
         }
     }
 }
