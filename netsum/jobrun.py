@@ -60,14 +60,18 @@ class RunningJob:
 
     def __init__(self, counters: Callable[[int], dict[str, int]], job_id: int,
                  children: list[Child], ref: Reference, in_paths: list[Path],
-                 out_paths: list[Path], blocks: int, window: int, started: float) -> None:
+                 out_paths: list[Path], blocks: int, window: int, started: float,
+                 inputs_per_slot: int | None = None) -> None:
         self.counters = counters
         self.job_id = job_id
         self.children = children
         self.ref = ref
         self.in_paths = in_paths
         self.out_paths = out_paths
-        self.expected_contributions = len(children) * (blocks + window)
+        # Packets the switch(es) count as data_in per use of a slot: one per worker (in a tree
+        # the leaves also count the root's result coming down).
+        per_slot = len(children) if inputs_per_slot is None else inputs_per_slot
+        self.expected_contributions = per_slot * (blocks + window)
         self.started = started
 
     def progress(self) -> float:

@@ -1,8 +1,10 @@
-"""The end-to-end rig: one switch daemon, the controller, N netsum-worker processes.
+"""The end-to-end rig: switch daemon(s), the controller, N netsum-worker processes.
 
-Owns the life cycle of a whole run (a job's wait, outcome and check are netsum.jobrun's): build the P4 program for K, write a topology file, start the
-switch (`netsum-switch`, or real `simple_switch_grpc` for `Target.BMV2`) on UDP-tunnel ports
-(`Mode.UDP`, no privileges) or on veth pairs into network namespaces (`Mode.NETNS`, root), push
+Owns the life cycle of a whole run (a job's wait, outcome and check are netsum.jobrun's; the
+addressing plan is netsum.rigtopo's): build the P4 program for K, write a topology file, start
+the switch (`netsum-switch`, or real `simple_switch_grpc` for `Target.BMV2`) on UDP-tunnel ports
+(`Mode.UDP`, no privileges) or on veth pairs into network namespaces (`Mode.NETNS`, root) --
+or, with `leaves`, a two-level SHARP-style tree of switch daemons joined by UDP links -- push
 pipeline, forwarding and the drop simulator through `controller.fabric.Controller`, then run
 jobs: each job gets a fresh id and a fresh slot range, its workers are real `netsum-worker`
 processes reading their tensors from .npy files and writing the sums back, and the rig checks
@@ -36,20 +38,17 @@ from controller.topology import JobSpec, load_topology
 from netsum.jobrun import JobOutcome, RunningJob, WorkerOutcome
 from netsum.netns import NetnsError, NetnsLab, netns_available
 from netsum.procs import Child, ProcessGroup
+from netsum.rigtopo import SUBNET_PREFIX, plan_layout, topology_doc
 from netsum.tensors import reference
 from workers import quant
 from workers.errors import WorkerError
 from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
 
 __all__ = ["Mode", "Target", "RigConfig", "RigError", "WorkerOutcome", "JobOutcome",
-           "RunningJob", "Rig", "missing_bmv2_tools", "SERVICE_MAC", "SERVICE_IP"]
+           "RunningJob", "Rig", "missing_bmv2_tools"]
 
-SERVICE_MAC = "02:00:00:00:01:00"
-SERVICE_IP = "10.0.0.254"
-SUBNET_PREFIX = 24
 POOL_SLOTS = 4096          # the default build's NETSUM_SLOTS
 MAX_JOB_ID = 255           # NETSUM_MAX_JOBS - 1
-SWITCH_NAME = "s1"
 BMV2_TOOLS = ("simple_switch_grpc", "p4c-bm2-ss")
 
 
@@ -79,6 +78,7 @@ class RigConfig:
     timeout: float = 10.0        # a worker's no-progress deadline (s)
     seed: int = 1                # the switch's random() (drop simulator)
     switch_profile: Path | None = None   # run the embedded switch under cProfile, stats here
+    leaves: int = 0              # 0: one switch; >= 2: a two-level tree with that many leaves
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -91,6 +91,11 @@ class RigConfig:
             raise RigError(f"slots must be 1..{POOL_SLOTS}, got {self.slots}")
         if self.timeout <= 0:
             raise RigError("timeout must be positive")
+        if self.leaves and not 2 <= self.leaves <= self.workers:
+            raise RigError(f"leaves must be 0 (one switch) or 2..{self.workers} (one worker "
+                           f"per leaf at least), got {self.leaves}")
+        if self.leaves and (self.mode is not Mode.UDP or self.target is not Target.EMBEDDED):
+            raise RigError("a tree (leaves >= 2) runs in mode udp on the embedded switch only")
 
 
 def missing_bmv2_tools() -> list[str]:
@@ -103,14 +108,6 @@ def _free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _mac(i: int) -> str:
-    return f"02:00:00:00:00:{i:02x}"
-
-
-def _ip(i: int) -> str:
-    return f"10.0.0.{i}"
 
 
 _READY = re.compile(r"ready: .*P4Runtime on (\S+)")
@@ -126,12 +123,18 @@ class Rig:
         self.procs = ProcessGroup(config.work_dir / "logs")
         self.lab: NetnsLab | None = None
         self.ctl: Controller | None = None
-        self.switch: Child | None = None
-        self.udp_ports: dict[int, int] = {}
+        self.layout = plan_layout(config.workers, config.leaves)
+        self.switches: dict[str, Child] = {}
+        self.udp_ports: dict[int, int] = {}      # worker rank -> its switch port's UDP port
         self.topology_path = config.work_dir / "topology.yaml"
         self._next_job = 1
         self._next_slot = 0
         self._bin = Path(sys.executable).parent
+
+    @property
+    def switch(self) -> Child | None:
+        """The single switch, or the tree's root."""
+        return self.switches.get(self.layout.switches[0].name)
 
     @property
     def controller(self) -> Controller:
@@ -156,7 +159,7 @@ class Rig:
         self._check_target()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         json_path, info_path = self._build()
-        ports = list(range(1, cfg.workers + 1))
+        ifaces: dict[str, list[str]] = {sw.name: [] for sw in self.layout.switches}
         if cfg.mode is Mode.NETNS:
             reason = netns_available()
             if reason:
@@ -164,17 +167,29 @@ class Rig:
             # Random, not pid-based: one process may run several rigs (tests, benchmarks).
             self.lab = NetnsLab(tag=secrets.token_hex(3))
             try:
-                for p in ports:
-                    self.lab.add_host(p, _mac(p), _ip(p), SUBNET_PREFIX,
-                                      arp={SERVICE_IP: SERVICE_MAC})
+                for h in self.layout.hosts:
+                    sw = self.layout.switch(h.switch)
+                    net = self.lab.add_host(h.rank + 1, h.mac, h.ipv4, SUBNET_PREFIX,
+                                            arp={sw.service_ip: sw.service_mac})
+                    ifaces[h.switch].append(f"{h.port}@{net.switch_if}")
             except NetnsError as exc:
                 raise RigError(f"cannot set up namespaces: {exc}") from None
-            ifaces = [f"{p}@{h.switch_if}" for p, h in zip(ports, self.lab.hosts)]
         else:
-            self.udp_ports = {p: _free_udp_port() for p in ports}
-            ifaces = [f"{p}@udp:127.0.0.1:{u}" for p, u in self.udp_ports.items()]
-        grpc_addr = self._start_switch(ifaces, json_path)
-        self._write_topology(grpc_addr, ports)
+            for h in self.layout.hosts:
+                self.udp_ports[h.rank] = _free_udp_port()
+                ifaces[h.switch].append(f"{h.port}@udp:127.0.0.1:{self.udp_ports[h.rank]}")
+            # Switch-to-switch links: a UDP port on each side, each sending to the other.
+            for sw in self.layout.switches:
+                if sw.role != "leaf":
+                    continue
+                for port, peer, peer_port in sw.links:
+                    a, b = _free_udp_port(), _free_udp_port()
+                    ifaces[sw.name].append(f"{port}@udp:127.0.0.1:{a},127.0.0.1:{b}")
+                    ifaces[peer].append(f"{peer_port}@udp:127.0.0.1:{b},127.0.0.1:{a}")
+        grpc = {sw.name: self._start_switch(sw.name, ifaces[sw.name], json_path)
+                for sw in self.layout.switches}
+        self.topology_path.write_text(yaml.safe_dump(
+            topology_doc(self.layout, grpc, POOL_SLOTS), sort_keys=False))
         self._write_manifest()
         self._configure(info_path, json_path)
 
@@ -229,7 +244,8 @@ class Rig:
             raise RigError(f"P4 build failed: the compiler crashed on p4/netsum.p4 (K="
                            f"{self.config.k}): {type(exc).__name__}: {exc}") from None
 
-    def _start_switch(self, ifaces: list[str], json_path: Path) -> str:
+    def _start_switch(self, name: str, ifaces: list[str], json_path: Path) -> str:
+        log_name = "switch" if not self.layout.is_tree else f"switch-{name}"
         if self.config.target is Target.BMV2:
             # simple_switch_grpc does not report an ephemeral gRPC port: pick one.
             with socket.socket() as s:
@@ -238,8 +254,9 @@ class Rig:
             argv = [shutil.which("simple_switch_grpc") or "simple_switch_grpc", "--no-p4",
                     "--device-id", "0", *[a for i in ifaces for a in ("-i", i)], "--",
                     "--grpc-server-addr", f"127.0.0.1:{port}"]
-            self.switch = self.procs.start("switch", argv)
-            return self._wait_grpc(f"127.0.0.1:{port}")
+            child = self.procs.start(log_name, argv)
+            self.switches[name] = child
+            return self._wait_grpc(child, f"127.0.0.1:{port}")
         # `python -m switch` is netsum-switch; under cProfile the daemon writes its stats when
         # it stops on SIGTERM (it returns from main rather than exiting from the handler).
         head = [str(self._bin / "netsum-switch")]
@@ -249,25 +266,25 @@ class Rig:
         argv = [*head, "--no-p4", "--device-id", "0",
                 "--seed", str(self.config.seed), *[a for i in ifaces for a in ("-i", i)],
                 "--", "--grpc-server-addr", "127.0.0.1:0"]
-        self.switch = self.procs.start("switch", argv)
+        child = self.procs.start(log_name, argv)
+        self.switches[name] = child
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            text = self.switch.log_path.read_text(errors="replace") if self.switch.log_path else ""
+            text = child.log_path.read_text(errors="replace") if child.log_path else ""
             m = _READY.search(text)
             if m:
                 return m.group(1).rstrip(";")
-            if not self.switch.alive():
+            if not child.alive():
                 raise RigError(f"the switch exited at start: {text.strip()[-500:]}")
             time.sleep(0.05)
         raise RigError("the switch did not become ready within 30 s")
 
-    def _wait_grpc(self, addr: str) -> str:
+    def _wait_grpc(self, child: Child, addr: str) -> str:
         host, port = addr.rsplit(":", 1)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            assert self.switch is not None
-            if not self.switch.alive():
-                raise RigError(f"the switch exited at start: {self.switch.log_tail()}")
+            if not child.alive():
+                raise RigError(f"the switch exited at start: {child.log_tail()}")
             with socket.socket() as s:
                 if s.connect_ex((host, int(port))) == 0:
                     return addr
@@ -278,21 +295,11 @@ class Rig:
         """run.json: what this rig made (switch pid, ports, namespaces), for debugging a run
         and for checking after it that nothing is left."""
         doc = {"switch_pid": self.switch.popen.pid if self.switch else None,
+               "switch_pids": {n: c.popen.pid for n, c in self.switches.items()},
                "udp_ports": self.udp_ports,
                "namespaces": [h.name for h in self.lab.hosts] if self.lab else [],
                "interfaces": [h.switch_if for h in self.lab.hosts] if self.lab else []}
         (self.work_dir / "run.json").write_text(json.dumps(doc, indent=1))
-
-    def _write_topology(self, grpc_addr: str, ports: list[int]) -> None:
-        doc = {
-            "switches": [{"name": SWITCH_NAME, "grpc_addr": grpc_addr, "device_id": 0,
-                          "ports": ports, "slots": POOL_SLOTS,
-                          "service": {"mac": SERVICE_MAC, "ipv4": SERVICE_IP}}],
-            "hosts": [{"name": f"h{p}", "mac": _mac(p), "ipv4": _ip(p), "udp_port": UDP_PORT,
-                       "switch": SWITCH_NAME, "port": p} for p in ports],
-            "jobs": [],
-        }
-        self.topology_path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def _configure(self, info_path: Path, json_path: Path) -> None:
         try:
@@ -310,8 +317,8 @@ class Rig:
         ctl.push_pipeline()
         ctl.install_forwarding()
         if self.config.loss > 0:
-            for p in range(1, self.config.workers + 1):
-                ctl.set_drop(SWITCH_NAME, p, self.config.loss, "both")
+            for h in self.layout.hosts:
+                ctl.set_drop(h.switch, h.port, self.config.loss, "both")
         self._next_slot = 0
         self._next_job = 1
 
@@ -321,10 +328,16 @@ class Rig:
             rows = self.controller.job_stats()
         except ControllerError:
             return {}
-        for row in rows:
-            if row["job"] == job_id:
-                return {k: v for k, v in row.items() if isinstance(v, int) and k != "job"}
-        return {}
+        mine = [r for r in rows if r["job"] == job_id]
+        # In a tree the workers' contributions arrive at the leaves; the root counts partials.
+        if any(r["role"] == "leaf" for r in mine):
+            mine = [r for r in mine if r["role"] == "leaf"]
+        total: dict[str, int] = {}
+        for row in mine:
+            for key, value in row.items():
+                if isinstance(value, int) and key != "job":
+                    total[key] = total.get(key, 0) + value
+        return total
 
     def start_job(self, inputs: Sequence[np.ndarray]) -> RunningJob:
         """Start one all-reduce of `inputs` (one tensor per worker, any float32 shape)."""
@@ -344,7 +357,7 @@ class Rig:
                 # pipeline clears every register and the controller's job table.
                 self._push()
             job_id = self._next_job
-            spec = JobSpec(job_id, tuple(f"h{p}" for p in range(1, cfg.workers + 1)), slots)
+            spec = JobSpec(job_id, tuple(h.name for h in self.layout.hosts), slots)
             self.controller.create_job(spec)
         except ControllerError as exc:
             raise RigError(f"controller: job {self._next_job}: {exc}") from None
@@ -361,8 +374,9 @@ class Rig:
                                      self._worker_argv(job_id, rank, ins[rank], outs[rank]))
                     for rank in range(cfg.workers)]
         window = min(slots, blocks)
+        leaves = sum(1 for sw in self.layout.switches if sw.role == "leaf")
         return RunningJob(self.counters, job_id, children, ref, ins, outs, blocks, window,
-                          started)
+                          started, cfg.workers + leaves)
 
     def run_job(self, inputs: Sequence[np.ndarray],
                 on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
@@ -373,9 +387,11 @@ class Rig:
         """Wait for a job's workers; RigError at once if the switch dies meanwhile."""
         def tick(j: RunningJob) -> None:
             # Workers would only notice a dead switch after their deadline; say why at once.
-            if self.switch is not None and not self.switch.alive():
-                raise RigError(f"the switch exited during job {j.job_id} (status "
-                               f"{self.switch.popen.returncode}): {self.switch.log_tail(5)}")
+            for name, sw in self.switches.items():
+                if not sw.alive():
+                    which = "the switch" if not self.layout.is_tree else f"switch {name}"
+                    raise RigError(f"{which} exited during job {j.job_id} (status "
+                                   f"{sw.popen.returncode}): {sw.log_tail(5)}")
             if on_tick is not None:
                 on_tick(j)
         # No overall timeout: the workers fail themselves after `timeout` without progress.
@@ -383,16 +399,17 @@ class Rig:
 
     def _worker_argv(self, job_id: int, rank: int, in_path: Path, out_path: Path) -> list[str]:
         cfg = self.config
-        port = rank + 1
         argv = [str(self._bin / "netsum-worker"), "--job", str(job_id), "--workers",
                 str(cfg.workers), "--slots", str(cfg.slots), "--k", str(cfg.k),
                 "--input", str(in_path), "--output", str(out_path),
                 "--timeout", str(cfg.timeout), "--json"]
+        h = self.layout.hosts[rank]
+        sw = self.layout.switch(h.switch)
         if cfg.mode is Mode.NETNS:
             assert self.lab is not None
-            argv += ["--udp", SERVICE_IP, "--bind", f"{_ip(port)}:{UDP_PORT}"]
+            argv += ["--udp", sw.service_ip, "--bind", f"{h.ipv4}:{UDP_PORT}"]
             return self.lab.hosts[rank].exec_argv(argv)
-        argv += ["--frames", f"127.0.0.1:{self.udp_ports[port]}", "--mac", _mac(port),
-                 "--ip", _ip(port), "--port", str(UDP_PORT), "--service-mac", SERVICE_MAC,
-                 "--service-ip", SERVICE_IP]
+        argv += ["--frames", f"127.0.0.1:{self.udp_ports[rank]}", "--mac", h.mac,
+                 "--ip", h.ipv4, "--port", str(UDP_PORT), "--service-mac", sw.service_mac,
+                 "--service-ip", sw.service_ip]
         return argv
