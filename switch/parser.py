@@ -9,6 +9,7 @@ records the code in `parser_error` and keeps the packet (v1model semantics).
 """
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any
 
@@ -136,6 +137,7 @@ def header_pack(ns: Namespace, h: HeaderInfo) -> str:
 
 class _StateCompiler:
     def __init__(self, layout: Layout, ns: Namespace, ctx: PrimCtx) -> None:
+        self.bodies: dict[str, list[str]] = {}     # state function -> body lines
         self.layout = layout
         self.ns = ns
         self.ctx = ctx
@@ -207,7 +209,7 @@ class _StateCompiler:
 
     def state(self, path: str, st: dict[str, Any], fname: str,
               names: dict[str, str]) -> str:
-        body = ["F = pkt.F", "buf = pkt.data", "off = pkt.off", "_n = len(buf)"]
+        body = list(_PROLOGUE)
         for k, op in enumerate(st.get("parser_ops") or []):
             if not isinstance(op, dict):
                 raise cfg_error(f"{path}.parser_ops[{k}]", f"bad parser op {op!r}")
@@ -269,7 +271,28 @@ class _StateCompiler:
             body += ["pkt.off = off", f"raise {default}"]
         else:
             body.append(f"return {default}")
+        self.bodies[fname] = body
         return f"def {fname}(pkt):\n" + "".join(f"    {s}\n" for s in body)
+
+    def inlined(self, fname: str, depth: int) -> list[str]:
+        """The body of state `fname` with its successors' bodies in place of `return PSn`.
+        Every body ends in `return` or `raise` on each path, so an inlined successor under
+        `if cond:` never falls through into the following transition tests."""
+        out: list[str] = []
+        for line in self.bodies[fname]:
+            m = _TRANSITION.fullmatch(line)
+            if m is None or depth <= 0 or m.group(3) not in self.bodies:
+                out.append(line)
+                continue
+            # The successor's prologue re-reads what this state already holds (F, buf, _n,
+            # and off, which was just stored in pkt.off).
+            inner = self.inlined(m.group(3), depth - 1)[len(_PROLOGUE):]
+            if m.group(1):
+                out.append(f"if {m.group(2)}:")
+                out += ["    " + s for s in inner]
+            else:
+                out += inner
+        return out
 
 
 def lookahead_fn(too_short: int) -> Any:
@@ -284,8 +307,21 @@ def lookahead_fn(too_short: int) -> Any:
     return LA
 
 
+def _acyclic(succ: dict[str, set[str]]) -> bool:
+    state: dict[str, int] = {}          # 1 = on the current path, 2 = done
+
+    def visit(n: str) -> bool:
+        state[n] = 1
+        for m in succ.get(n, ()):
+            if state.get(m) == 1 or (not state.get(m) and not visit(m)):
+                return False
+        state[n] = 2
+        return True
+    return all(state.get(n) or visit(n) for n in succ)
+
+
 def parser_source(parser: dict[str, Any], path: str, layout: Layout, ns: Namespace,
-                  ctx: PrimCtx) -> tuple[str, str | None]:
+                  ctx: PrimCtx, inline: bool = True) -> tuple[str, str | None]:
     """(source defining one function per state, name of the start state function)."""
     ns.names["ParserError"] = ParserError
     ns.names["LA"] = lookahead_fn(layout.errors.get("PacketTooShort", 1))
@@ -301,7 +337,22 @@ def parser_source(parser: dict[str, Any], path: str, layout: Layout, ns: Namespa
     init = parser.get("init_state")
     if init is not None and init not in names:
         raise cfg_error(path, f"init_state {init!r} is not a parse state")
+    # Inline successor states into their predecessors when the state graph has no cycle and
+    # few states: a packet then visits at most INLINE_MAX_STATES states, far below the
+    # v1model loop guard (1024), so the guard can never see a different count of steps.
+    succ = {f: {m.group(3) for line in b if (m := _TRANSITION.fullmatch(line))}
+            for f, b in sc.bodies.items()}
+    if inline and len(states) <= INLINE_MAX_STATES and _acyclic(succ):
+        src = "".join(f"def {f}(pkt):\n" + "".join(f"    {s}\n" for s in
+                                                    sc.inlined(f, INLINE_PARSE_DEPTH))
+                      for f in sc.bodies)
     return src, (names[init] if init is not None else None)
+
+
+_PROLOGUE = ("F = pkt.F", "buf = pkt.data", "off = pkt.off", "_n = len(buf)")
+_TRANSITION = re.compile(r"(if (.*): )?return (PS\d+)")
+INLINE_MAX_STATES = 64
+INLINE_PARSE_DEPTH = 8
 
 
 class _Deparser:

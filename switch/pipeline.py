@@ -240,7 +240,7 @@ class Pipeline:
         if parser is None:
             raise cfg_error("parsers", "no parser named 'parser' (v1model needs one)")
         src, start = parser_source(parser, "parsers[0] ('parser')", self.layout, self.ns,
-                                   self._ctx("parsers[0]"))
+                                   self._ctx("parsers[0]"), inline=self.fuse)
         _compile(src, self.ns, "parser")
         self.parser_start = self.ns.names[start] if start else None
 

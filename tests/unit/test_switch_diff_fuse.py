@@ -242,6 +242,12 @@ def test_netsum_p4_random_stream_agrees_with_unfused_reference() -> None:
             h, job_id=rng.choice([3, 3, 3, 4]), slot=rng.randrange(10), set=rng.randrange(2),
             values=[rng.randrange(-(1 << 31), 1 << 31) for _ in range(32)],
             exp=rng.randrange(256), flags=rng.choice([0, 1]))
+        roll = rng.random()
+        if roll < 0.15:                  # cut short anywhere: parser errors on every header
+            frame = frame[:rng.randrange(len(frame))]
+        elif roll < 0.25:                # another ethertype / protocol / port / ihl
+            at = rng.choice([12, 13, 14, 23, 36, 37])
+            frame = frame[:at] + bytes([rng.randrange(256)]) + frame[at + 1:]
         outs = [sw.device.process(h.port, frame) for sw in switches]
         assert outs[0] == outs[1]
     assert _state(switches[0].pipeline) == _state(switches[1].pipeline)
