@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--timeout", type=float, default=10.0,
                    help="seconds without progress before a worker gives up")
     d.add_argument("--seed", type=int, default=0, help="seed of the synthetic tensors")
+    d.add_argument("--leaves", type=int, default=0,
+                   help="aggregate through a two-level tree: a root and this many leaf "
+                   "switches (>= 2; mode udp), workers dealt over the leaves")
     sub.add_parser("doctor", help="what this machine supports",
                    description="Report root, network namespaces, real p4c/simple_switch_grpc, "
                    "and which demo mode would run.")
@@ -131,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts = DemoOptions(out=args.out, workers=args.workers, elements=args.size, k=args.k,
                            loss=args.loss, mode=Mode(args.mode) if args.mode else None,
                            target=Target(args.target), slots=args.slots,
-                           timeout=args.timeout, seed=args.seed)
+                           timeout=args.timeout, seed=args.seed, leaves=args.leaves)
         return run_demo(opts)
     except RigError as exc:
         print(f"netsum: error: {exc}", file=sys.stderr)

@@ -33,12 +33,15 @@ class DemoOptions:
     slots: int
     timeout: float
     seed: int
+    leaves: int = 0              # 0: one switch; >= 2: root + leaves (mode udp)
 
 
-def choose_mode(requested: Mode | None) -> tuple[Mode, str]:
+def choose_mode(requested: Mode | None, leaves: int = 0) -> tuple[Mode, str]:
     """The mode to run in and why, in words for the user."""
     if requested is Mode.UDP:
         return Mode.UDP, "as asked"
+    if leaves and requested is None:
+        return Mode.UDP, "a tree's switch-to-switch links are UDP tunnels"
     reason = netns_available()
     if requested is Mode.NETNS:
         return Mode.NETNS, "as asked" if reason is None else reason
@@ -165,10 +168,11 @@ def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
 
     check_memory(opts.workers, opts.elements)
 
-    mode, why = choose_mode(opts.mode)
+    mode, why = choose_mode(opts.mode, opts.leaves)
     # Built before anything is printed or made: bad options fail first, in one line.
     cfg = RigConfig(opts.out / "run", workers=opts.workers, k=opts.k, mode=mode,
-                    target=opts.target, loss=opts.loss, slots=opts.slots, timeout=opts.timeout)
+                    target=opts.target, loss=opts.loss, slots=opts.slots, timeout=opts.timeout,
+                    leaves=opts.leaves)
     opts.out.mkdir(parents=True, exist_ok=True)
     nbytes = 4 * opts.elements
     say(f"netsum demo: {opts.workers} workers all-reduce {opts.elements} float32 "
@@ -179,7 +183,8 @@ def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
     with Rig(cfg, say) as rig:
         ports = ("UDP-tunnel ports on 127.0.0.1" if mode is Mode.UDP
                  else "veth ports, workers in namespaces")
-        say(f"switch up ({ports}); pipeline, forwarding and job installed by the controller; "
+        what = "switch" if not opts.leaves else f"root and {opts.leaves} leaf switches"
+        say(f"{what} up ({ports}); pipeline, forwarding and job installed by the controller; "
             f"topology {rig.topology_path}")
         inputs = synthetic_inputs(opts.workers, (opts.elements,), opts.seed)
         job = rig.start_job(inputs)

@@ -72,6 +72,7 @@ def test_bad_options_are_usage_errors(tmp_path: Path, args: list[str], fragment:
     (["--workers", "40"], "workers must be 1..32"),
     (["--slots", "0"], "slots must be"),
     (["--timeout", "-1"], "timeout must be positive"),
+    (["--leaves", "1"], "leaves must be"),
 ])
 def test_bad_run_options_fail_in_one_line(tmp_path: Path, args: list[str], fragment: str) -> None:
     p = run("demo", "--mode", "udp", "--out", str(tmp_path), *args)
@@ -95,6 +96,14 @@ def test_demo_udp_mode(tmp_path: Path) -> None:
     assert "goodput" in p.stdout and "p99 ms" in p.stdout
     check_outputs(tmp_path, 3)
     assert not processes_mentioning(str(tmp_path))
+
+
+def test_demo_through_a_tree(tmp_path: Path) -> None:
+    p = run("demo", "--workers", "4", "--leaves", "2", "--size", "10000e", "--out",
+            str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "mode: udp (a tree's" in p.stdout and "root and 2 leaf switches up" in p.stdout
+    check_outputs(tmp_path, 4)
 
 
 def test_demo_with_loss(tmp_path: Path) -> None:
