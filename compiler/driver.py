@@ -10,6 +10,7 @@ generated before the P4Info because lowering decides which tables and actions ex
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -29,6 +30,8 @@ from .preprocess import preprocess
 from .resolve import Globals, ResolveNames
 
 __all__ = ["CompileResult", "CompileState", "PIPELINE", "compile_source", "compile_file"]
+
+_RECURSION_LIMIT = 6000
 
 
 @dataclass(frozen=True)
@@ -113,9 +116,19 @@ def compile_source(text: str, filename: str = "<string>", include_dirs: Sequence
     state = CompileState(text, filename, include_dirs, defines)
     if filename != "<string>":
         state.diags.sources[filename] = text.splitlines()
-    for _name, run in PIPELINE:
-        run(state)
-        state.diags.check()
+    # Recursive descent and tree walks recurse with expression nesting: allow deep (but sane)
+    # programs for the duration of this call, and report anything deeper as a diagnostic.
+    saved = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(saved, _RECURSION_LIMIT))
+    try:
+        for name, run in PIPELINE:
+            try:
+                run(state)
+            except RecursionError:
+                state.diags.error(NOPOS, f"program nested too deeply for the compiler ({name})")
+            state.diags.check()
+    finally:
+        sys.setrecursionlimit(saved)
     assert state.p4info is not None
     return CompileResult(state.bmv2_json, state.p4info, tuple(state.diags.warnings))
 

@@ -20,6 +20,7 @@ _LEVELS: tuple[tuple[str, ...], ...] = (
     ("||",), ("&&",), ("==", "!="), ("<", ">", "<=", ">="), ("|",), ("^",), ("&",),
     ("<<", ">>"), ("++", "+", "-", "|+|", "|-|"), ("*", "/", "%"),
 )
+_PRECEDENCE = {op: level for level, ops in enumerate(_LEVELS) for op in ops}
 _TYPE_KEYWORDS = frozenset({"bit", "int", "bool", "varbit", "error", "string", "void"})
 
 
@@ -172,22 +173,22 @@ class ExprParser:
         return cond
 
     # binary: unary (op unary)* by precedence level
-    def _binary(self, level: int) -> Expr:
-        if level == len(_LEVELS):
-            return self._unary()
-        left = self._binary(level + 1)
-        ops = _LEVELS[level]
+    # (precedence climbing: recursion depth grows with nesting, not with the number of levels)
+    def _binary(self, min_level: int) -> Expr:
+        left = self._unary()
         while True:
             t = self.tok
-            if ">>" in ops and self.at_shift_right():
-                self.i += 2
-                op = ">>"
-            elif t.kind is TokKind.OP and t.text in ops and t.text != ">>":
-                self.i += 1
-                op = t.text
+            if self.at_shift_right():
+                op, width = ">>", 2
+            elif t.kind is TokKind.OP and t.text in _PRECEDENCE and t.text != ">>":
+                op, width = t.text, 1
             else:
                 return left
-            right = self._binary(level + 1)
+            level = _PRECEDENCE[op]
+            if level < min_level:
+                return left
+            self.i += width
+            right = self._binary(level + 1)  # left-associative
             left = Binary(t.pos, op, left, right)
 
     # unary: ('!' | '~' | '-' | '+') unary | '(' type ')' unary | postfix

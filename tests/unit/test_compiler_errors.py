@@ -106,3 +106,15 @@ def test_mutated_programs_never_crash(seed: int) -> None:
             compiler.compile_source(v, "m.p4")
         except compiler.CompileError:
             pass
+
+
+@pytest.mark.parametrize("depth,ok", [(300, True), (5000, False)])
+def test_deep_nesting(depth: int, ok: bool) -> None:
+    src = (ROOT / "tests" / "p4programs" / "basic_router.p4").read_text()
+    src = src.replace("hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+                      "hdr.ipv4.ttl = " + "(" * depth + "hdr.ipv4.ttl" + ")" * depth + " - 1;")
+    if ok:
+        compiler.compile_source(src, "deep.p4")
+    else:
+        with pytest.raises(compiler.CompileError, match="nested too deeply"):
+            compiler.compile_source(src, "deep.p4")
