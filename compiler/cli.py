@@ -14,8 +14,10 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
+from google.protobuf import json_format
+
 from .diagnostics import CompileError
-from .driver import compile_file
+from .driver import CompileResult, compile_file
 
 __all__ = ["main"]
 
@@ -29,7 +31,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="output directory, or a .json file name (default: .)")
     ap.add_argument("--p4runtime-files", default=None,
                     help="comma-separated P4Info outputs (.txtpb/.txt text, .json, .bin)")
-    ap.add_argument("--p4runtime-format", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--p4runtime-file", default=None,
+                    help="older p4c spelling: one P4Info output, format from --p4runtime-format")
+    ap.add_argument("--p4runtime-format", default="text", choices=["text", "json", "binary"],
+                    help="format for --p4runtime-file (default text)")
     ap.add_argument("-I", dest="include", action="append", default=[],
                     help="add an include directory")
     ap.add_argument("-D", dest="defines", action="append", default=[],
@@ -42,14 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _write_p4info(result: object, path: Path) -> None:
-    from google.protobuf import json_format
-    from .driver import CompileResult
-    assert isinstance(result, CompileResult)
+def _write_p4info(result: CompileResult, path: Path, fmt: str | None = None) -> None:
     suffix = path.suffix
-    if suffix == ".json":
+    if fmt == "json" or (fmt is None and suffix == ".json"):
         path.write_text(json_format.MessageToJson(result.p4info) + "\n")
-    elif suffix == ".bin":
+    elif fmt == "binary" or (fmt is None and suffix == ".bin"):
         path.write_bytes(result.p4info.SerializeToString())
     else:
         path.write_text(result.p4info_text())
@@ -70,11 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         json_path = out if out.suffix == ".json" else out / (src.stem + ".json")
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(result.json_text())
-        if args.p4runtime_files:
-            for f in args.p4runtime_files.split(","):
-                p = Path(f)
-                p.parent.mkdir(parents=True, exist_ok=True)
-                _write_p4info(result, p)
+        outputs: list[tuple[Path, str | None]] = [
+            (Path(f), None) for f in (args.p4runtime_files or "").split(",") if f]
+        if args.p4runtime_file:
+            outputs.append((Path(args.p4runtime_file), args.p4runtime_format))
+        for p, fmt in outputs:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            _write_p4info(result, p, fmt)
     except CompileError as exc:
         print(str(exc), file=sys.stderr)
         n = len(exc.diagnostics)

@@ -118,3 +118,15 @@ def test_deep_nesting(depth: int, ok: bool) -> None:
     else:
         with pytest.raises(compiler.CompileError, match="nested too deeply"):
             compiler.compile_source(src, "deep.p4")
+
+
+def test_cli_older_p4runtime_file_flag(tmp_path: Path) -> None:
+    from google.protobuf import json_format
+    from p4.config.v1 import p4info_pb2
+
+    prog = ROOT / "tests" / "p4programs" / "basic_router.p4"
+    out = tmp_path / "info.json"
+    assert main([str(prog), "-o", str(tmp_path), "--p4runtime-file", str(out),
+                 "--p4runtime-format", "json"]) == 0
+    info = json_format.Parse(out.read_text(), p4info_pb2.P4Info())
+    assert info.tables[0].preamble.id == 37375156
