@@ -35,9 +35,14 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "setup: installing netsum and its pinned dependencies into $VENV"
-    "$VENV/bin/pip" install -q --upgrade pip >/dev/null 2>&1 || true
-    "$VENV/bin/pip" install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
-    "$VENV/bin/python" -c "import netsum, p4runtime_sh, grpc, scapy, numpy" 
+    # pip's and setuptools' chatter goes to a log that is shown only when the install fails.
+    pip_log="$VENV/pip-install.log"
+    if ! "$VENV/bin/pip" install -q -e ".[dev]" >"$pip_log" 2>&1; then
+        cat "$pip_log" >&2
+        echo "setup: pip install failed (log above, also in $pip_log)" >&2
+        exit 1
+    fi
+    "$VENV/bin/python" -c "import netsum, p4runtime_sh, grpc, scapy, numpy"
     touch "$stamp"
 fi
 
