@@ -26,7 +26,7 @@ __all__ = [
     "Unit", "header_units", "header_dtype", "packet_dtype", "Header", "Packet", "check_k",
     "encode", "decode", "decode_header", "HeaderCodec", "header_codec", "encode_batch",
     "batch_bytes", "decode_batch", "Endpoint", "FramePrefix", "build_frame", "parse_frame",
-    "ParsedFrame", "ipv4_checksum",
+    "ParsedFrame", "ipv4_checksum", "netsum_payload",
     "ETH_BYTES", "IPV4_BYTES", "UDP_BYTES", "ETHERTYPE_IPV4", "IPPROTO_UDP",
 ]
 
@@ -425,6 +425,39 @@ def _udp_checksum(src_ip: bytes, dst_ip: bytes, udp: bytes) -> int:
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return (~total) & 0xFFFF or 0xFFFF
+
+
+# From the ethertype to the end of the UDP header of an option-less IPv4 frame.
+_FAST = struct.Struct("!HBBHHHBBH4s4sHHHH")
+
+
+@functools.cache
+def _byte_field(name: str) -> int:
+    return next(u.offset for u in header_units() if u.fields == ((name, 0, 8),))
+
+
+def netsum_payload(frame: bytes, k: int, dst_ip: bytes | None = None) -> bytes | None:
+    """The receive fast path: the netsum payload of `frame` when it is the common case (exact
+    size, IPv4 without options, not fragmented, UDP checksum 0 as the switch sends results,
+    valid header and, if given, destination `dst_ip`), else None.  Whenever it returns a
+    payload, `parse_frame(frame, k).payload` is that same payload and its dst.ip is `dst_ip`;
+    None only means "take the full path" (which then accepts or explains the rejection)."""
+    size = HEADER_BYTES + 4 * k
+    head = ETH_BYTES + IPV4_BYTES + UDP_BYTES
+    if type(frame) is not bytes or len(frame) != head + size:
+        return None
+    (ethertype, vihl, _tos, total, _ident, frag, _ttl, proto, _csum, _src, dst, sport, dport,
+     ulen, ucsum) = _FAST.unpack_from(frame, 12)
+    if ethertype != ETHERTYPE_IPV4 or vihl != 0x45 or total != IPV4_BYTES + UDP_BYTES + size \
+            or frag & 0x3FFF or proto != IPPROTO_UDP or ulen != UDP_BYTES + size or ucsum \
+            or (sport != UDP_PORT and dport != UDP_PORT) or (dst_ip is not None and dst != dst_ip):
+        return None
+    if frame[head + _byte_field("msg_type")] not in _MSG_TYPES or \
+            frame[head + _byte_field("flags")] & ~_KNOWN_FLAGS:
+        return None
+    if ipv4_checksum(frame[ETH_BYTES:ETH_BYTES + IPV4_BYTES]) != 0:
+        return None
+    return frame[head:]
 
 
 def parse_frame(frame: bytes | bytearray | memoryview, k: int) -> ParsedFrame:
