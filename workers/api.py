@@ -31,8 +31,8 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
                         f"{type(transport).__name__}")
     core = WorkerCore(tensor, job, timing, sets)
     transport.send(core.start(clock()).send)
+    deadline = core.next_deadline()
     while core.state is CoreState.RUNNING:
-        deadline = core.next_deadline()
         wait = 0.0 if deadline is None else max(0.0, deadline - clock())
         for payload in transport.receive(wait):
             step = core.receive(payload, clock())
@@ -41,12 +41,17 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
             if on_event is not None:
                 for ev in step.events:
                     on_event(ev)
-        step = core.tick(clock())
-        if step.send:
-            transport.send(step.send)
-        if on_event is not None:
-            for ev in step.events:
-                on_event(ev)
+        # tick() before next_deadline() has nothing to do (no timer due, progress deadline
+        # not reached), so it is skipped: one timer scan per wake-up instead of three.
+        deadline = core.next_deadline()
+        if deadline is not None and clock() >= deadline:
+            step = core.tick(clock())
+            if step.send:
+                transport.send(step.send)
+            if on_event is not None:
+                for ev in step.events:
+                    on_event(ev)
+            deadline = core.next_deadline()
     try:
         return core.result()
     except SumOverflowError as exc:
