@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test p4 bench clean
+.PHONY: setup demo test typecheck p4 bench clean
 
 setup:
 	@scripts/setup.sh
@@ -13,6 +13,11 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory typecheck
+
+# mypy over the packages listed in pyproject.toml's [tool.mypy] `files`.
+typecheck: setup
+	$(PY) -m mypy
 
 # Compile every P4 program under p4/ with netsum's compiler (outputs in build/p4/).
 p4: setup

@@ -20,7 +20,7 @@ import queue
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import grpc
 from google.rpc import code_pb2, status_pb2
@@ -33,7 +33,6 @@ from controller.errors import (NotPrimary, P4RuntimeError, PipelineMissing, Swit
 
 __all__ = ["Endpoint", "SwitchClient"]
 
-_Update = p4runtime_pb2.Update
 _FWD = p4runtime_pb2.SetForwardingPipelineConfigRequest
 
 
@@ -52,7 +51,7 @@ class Endpoint:
         return f"{self.address} (device {self.device_id})"
 
 
-class _ShellSession(P4RuntimeClient):  # type: ignore[misc]
+class _ShellSession(P4RuntimeClient):
     """p4runtime-shell's client with a handshake that reports instead of exiting."""
 
     arbitration_timeout: float = 2.0
@@ -99,13 +98,13 @@ def _close_before_exit(session: _ShellSession) -> None:
         pass
 
 
-def _stream_failure(stream: object) -> str:
+def _stream_failure(stream: Any) -> str:
     """Why a stream gave no arbitration reply: the server's status if the stream ended."""
     try:
-        done = stream.done()  # type: ignore[attr-defined]
+        done = stream.done()
         if done:
-            code = stream.code()  # type: ignore[attr-defined]
-            details = stream.details()  # type: ignore[attr-defined]
+            code = stream.code()
+            details = stream.details()
             return f"{code.name} {details}".strip()
     except Exception:  # the call object may be half torn down; the generic reason suffices
         pass
@@ -162,16 +161,18 @@ class SwitchClient:
         if s is not None:
             s.tear_down()
 
-    def _stub(self) -> object:
+    # The stub and the messages are Any: protobuf 3.20 generates no type information for the
+    # P4Runtime modules, so there is nothing narrower to say about them.
+    def _stub(self) -> Any:
         if self._session is None:
             raise SwitchUnreachable(f"not connected to switch {self.endpoint}")
         return self._session.stub
 
-    def _election(self, msg: object) -> None:
-        msg.election_id.high = self.endpoint.election_id[0]  # type: ignore[attr-defined]
-        msg.election_id.low = self.endpoint.election_id[1]  # type: ignore[attr-defined]
+    def _election(self, msg: Any) -> None:
+        msg.election_id.high = self.endpoint.election_id[0]
+        msg.election_id.low = self.endpoint.election_id[1]
         if self.endpoint.role is not None:
-            msg.role = self.endpoint.role  # type: ignore[attr-defined]
+            msg.role = self.endpoint.role
 
     # -- RPCs ---------------------------------------------------------------------------------
     def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes,
@@ -210,7 +211,7 @@ class SwitchClient:
             return None
         return int(rep.config.cookie.cookie)
 
-    def write(self, updates: Sequence[_Update]) -> None:
+    def write(self, updates: Sequence[p4runtime_pb2.Update]) -> None:
         """One Write batch (CONTINUE_ON_ERROR, the only atomicity PI supports).  On failure the
         P4RuntimeError lists each failed update by index; the others were applied."""
         if not updates:
@@ -228,7 +229,7 @@ class SwitchClient:
         stub = self._stub()
         out: list[p4runtime_pb2.Entity] = []
         try:
-            for rep in stub.Read(req, timeout=self.timeout):  # type: ignore[attr-defined]
+            for rep in stub.Read(req, timeout=self.timeout):
                 out.extend(rep.entities)
         except grpc.RpcError as exc:
             raise self._error("Read", exc) from None
@@ -238,7 +239,7 @@ class SwitchClient:
         rep = self._call("Capabilities", "Capabilities", p4runtime_pb2.CapabilitiesRequest())
         return str(rep.p4runtime_api_version)
 
-    def _call(self, rpc: str, method: str, req: object) -> object:
+    def _call(self, rpc: str, method: str, req: Any) -> Any:
         stub = self._stub()
         try:
             return getattr(stub, method)(req, timeout=self.timeout)
@@ -274,7 +275,7 @@ def _batch_failures(exc: grpc.RpcError) -> tuple[UpdateFailure, ...]:
     `grpc-status-details-bin` trailer, one p4.v1.Error per update in order, OK for the ones that
     were applied.  Iterates by index, so OK entries cannot stall it."""
     try:
-        trailer = dict(exc.trailing_metadata() or ())  # type: ignore[attr-defined]
+        trailer = dict(exc.trailing_metadata() or ())
     except Exception:
         return ()
     raw = trailer.get("grpc-status-details-bin")

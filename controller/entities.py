@@ -8,7 +8,7 @@ and come back as absent: an entry's `match` holds only the fields that constrain
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Union, overload
 
 from p4.v1 import p4runtime_pb2
 
@@ -84,7 +84,8 @@ class TableEntry:
         # Key order, whatever order the server sent the fields in, so an entry read back
         # equals the one that was written.
         match = tuple((name, m) for _, name, m in sorted(found, key=lambda x: x[0]))
-        action, params = "", ()
+        action: str = ""
+        params: tuple[int, ...] = ()
         if te.action.HasField("action"):
             a = schema.actions.get_id(te.action.action.action_id)
             pw = {p.id: p.bitwidth for p in a.params}
@@ -195,10 +196,22 @@ class CounterCell:
 Entity = Union[TableEntry, MulticastGroup]
 
 
-def update(kind: int, entity: Entity, schema: Schema) -> p4runtime_pb2.Update:
-    """An Update of `kind` (p4runtime_pb2.Update.INSERT/MODIFY/DELETE) for `entity`."""
-    u = _pb.Update(type=kind)  # type: ignore[arg-type]
-    u.entity.CopyFrom(entity.encode(schema))
+@overload
+def update(kind: int, entity: MulticastGroup, schema: Schema | None) -> p4runtime_pb2.Update: ...
+@overload
+def update(kind: int, entity: Entity, schema: Schema) -> p4runtime_pb2.Update: ...
+
+
+def update(kind: int, entity: Entity, schema: Schema | None) -> p4runtime_pb2.Update:
+    """An Update of `kind` (p4runtime_pb2.Update.INSERT/MODIFY/DELETE) for `entity`.  A
+    multicast group is not described by the P4Info, so its update needs no schema."""
+    u = _pb.Update(type=kind)
+    if isinstance(entity, MulticastGroup):
+        u.entity.CopyFrom(entity.encode(schema))
+    elif schema is None:  # excluded by the overloads; kept for untyped callers
+        raise TypeError(f"an update of table {entity.table!r} needs the P4Info schema")
+    else:
+        u.entity.CopyFrom(entity.encode(schema))
     return u
 
 

@@ -19,6 +19,10 @@ __all__ = [
 class ControllerError(Exception):
     """Base of every error the controller reports to a user."""
 
+    # Which switch refused, when a transaction over several switches failed on one of them
+    # (set by the fabric, read by its retry); None when no single switch is to blame.
+    switch: str | None = None
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message

@@ -27,6 +27,7 @@ from controller.jobs import JobPlan, place_job, plan_drop, plan_forwarding, plan
 from controller.schema import Schema, load_p4info
 from controller.slots import SlotAllocator, SlotRange
 from controller.topology import JobSpec, Role, Topology
+from controller.values import Exact
 
 __all__ = ["Program", "Job", "SwitchLedger", "Controller", "load_program"]
 
@@ -192,8 +193,9 @@ class Controller:
 
     def delete_job(self, job_id: int) -> Job:
         job = self._job(job_id)
-        changes = {p.switch: [(ops.DELETE, e, e) for e in reversed(p.entries)] +
-                   [(ops.DELETE, p.group, p.group)] for p in job.plans}
+        changes: dict[str, list[_Step]] = {
+            p.switch: [(ops.DELETE, e, e) for e in reversed(p.entries)] +
+            [(ops.DELETE, p.group, p.group)] for p in job.plans}
         self._transact(changes)
         for p in job.plans:
             self.allocators[p.switch].release(job_id)
@@ -295,8 +297,8 @@ class Controller:
             # restore; a genuine other primary makes the retry fail again, and that is raised.
             if self.program is None:
                 raise
-            lost = getattr(exc, "switch", None)
-            for name in [lost] if lost in changes else list(changes):
+            lost = exc.switch
+            for name in [lost] if lost is not None and lost in changes else list(changes):
                 self._recover(name, self.clients[name].timeout, force=True)
             self._transact_once(changes)
 
@@ -310,7 +312,7 @@ class Controller:
                     done.append((name, steps))
         except ControllerError as exc:
             failed_on = name
-            exc.switch = failed_on  # type: ignore[attr-defined]  # which switch refused
+            exc.switch = failed_on
             for prev_name, steps in reversed(done):
                 try:
                     ops.apply_all_or_nothing(self.clients[prev_name], self.schema(prev_name),
@@ -343,7 +345,7 @@ class Controller:
             for e in entries:
                 if e.table != P.JOB:
                     continue
-                job_id = e.match[0][1].value  # type: ignore[union-attr]
+                job_id = _exact_key(e, 0)
                 plan = _plan_from_switch(sw.name, schema, e, entries, led.groups)
                 alloc.reserve(job_id, plan.slots)
                 jobs.setdefault(job_id, []).append((plan, ()))
@@ -352,7 +354,7 @@ class Controller:
         for job_id, plans in jobs.items():
             workers = tuple(h.name for p, _ in plans for h in self.topo.hosts
                             if h.switch == p.switch and any(
-                                e.table == P.MEMBER and e.match[1][1].value == h.ipv4  # type: ignore[union-attr]
+                                e.table == P.MEMBER and _exact_key(e, 1) == h.ipv4
                                 for e in p.entries))
             spec = JobSpec(job_id, workers, plans[0][0].slots.count)
             self.jobs[job_id] = Job(spec, tuple(p for p, _ in plans))
@@ -431,19 +433,30 @@ def _inverse(steps: Sequence[_Step]) -> list[_Step]:
     return out
 
 
+def _exact_key(entry: TableEntry, index: int) -> int:
+    """The value of an exact key field of `entry`: every key that the fabric reads back (job id,
+    member source address, replica rid) is `exact` in netsum.p4, so anything else means the
+    switch runs some other program."""
+    m = entry.match[index][1]
+    if not isinstance(m, Exact):
+        raise ControllerError(f"table {entry.table!r}: key field {entry.match[index][0]!r} is "
+                              f"not an exact match; is the switch running netsum.p4?")
+    return m.value
+
+
 def _plan_from_switch(switch: str, schema: Schema, job_entry: TableEntry,
                       entries: list[TableEntry], groups: dict[int, MulticastGroup]) -> JobPlan:
     """A job's JobPlan on one switch, recovered from its `job` entry and the entries that
     reference the same job id (members by key, replicas by rid)."""
     a = schema.action(job_entry.action)
     params = {p.name: v for p, v in zip(a.params, job_entry.params)}
-    job_id = job_entry.match[0][1].value  # type: ignore[union-attr]
+    job_id = _exact_key(job_entry, 0)
     role = Role.LEAF if a.name.endswith("job_leaf") else Role.ROOT
     mine = [job_entry]
     mine += [e for e in entries if e.table == P.MEMBER and
-             e.match[0][1].value == job_id]  # type: ignore[union-attr]
+             _exact_key(e, 0) == job_id]
     mine += [e for e in entries if e.table == P.REPLICA and
-             e.match[0][1].value >> 6 == job_id]  # type: ignore[union-attr]
+             _exact_key(e, 0) >> 6 == job_id]
     mgid = params.get("mgid", P.job_mgid(job_id))
     group = groups.get(mgid, MulticastGroup(mgid))
     return JobPlan(switch, role, SlotRange(params["slot_base"], params["num_slots"]),

@@ -109,7 +109,7 @@ def group_add_replicas(client: SwitchClient, mgid: int,
     if dup:
         raise JobError(f"multicast group {mgid} already has port {dup[0][0]} with rid {dup[0][1]}")
     new = MulticastGroup(mgid, g.replicas + tuple(replicas))
-    client.write([update(MODIFY, new, None)])  # type: ignore[arg-type]
+    client.write([update(MODIFY, new, None)])
     return new
 
 
@@ -121,7 +121,7 @@ def group_remove_rid(client: SwitchClient, mgid: int, rid: int) -> MulticastGrou
     if len(keep) == len(g.replicas):
         raise JobError(f"multicast group {mgid} has no replicas with rid {rid}")
     new = MulticastGroup(mgid, keep)
-    client.write([update(MODIFY, new, None)])  # type: ignore[arg-type]
+    client.write([update(MODIFY, new, None)])
     return new
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Iterable, TypeVar
+from typing import Generic, Iterable, Iterator, TypeVar
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
@@ -107,8 +107,8 @@ class _Index(Generic[T]):
             short = item.name.rsplit(".", 1)[-1]
             if short != item.alias:
                 aliases.setdefault(short, []).append(item)
-        self.by_alias = {a: v[0] for a, v in aliases.items() if len(v) == 1}
-        self.ambiguous = {a: [i.name for i in v] for a, v in aliases.items() if len(v) > 1}
+        self.by_alias: dict[str, T] = {a: v[0] for a, v in aliases.items() if len(v) == 1}
+        self.ambiguous: dict[str, list[str]] = {a: [i.name for i in v] for a, v in aliases.items() if len(v) > 1}
 
     def get(self, name: str) -> T:
         if name in self.by_name:
@@ -130,7 +130,7 @@ class _Index(Generic[T]):
         except KeyError:
             raise SchemaLookupError(f"no {self.kind} with id {id_}") from None
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[T]:
         return iter(self.by_id.values())
 
 

@@ -165,11 +165,15 @@ def cmd_run(ctx: Ctx) -> int:
         ctx.out.write(f"controller running: {len(ctl.topo.switches)} switch(es), "
                       f"{len(ctl.jobs)} job(s); checking every {a.interval:g} s\n")
         ctx.out.flush()
+
+        def report(name: str, why: str) -> None:
+            ctx.out.write(f"restored {name} ({why})\n")
+            ctx.out.flush()
+
         try:
             while True:
                 time.sleep(a.interval)
-                ctl.check(lambda name, why: (ctx.out.write(
-                    f"restored {name} ({why})\n"), ctx.out.flush()))
+                ctl.check(report)
         except KeyboardInterrupt:
             return 0
 

@@ -265,10 +265,11 @@ def cmd_pipeline_show(ctx: Ctx) -> int:
         return 0
     info, cookie = got
     s = Schema(info)
-    data = {"cookie": cookie, "tables": [t.name for t in s.tables],
-            "counters": [c.name for c in s.counters], "primary": primary}
-    ctx.emit(data, f"switch {client.endpoint}: cookie {cookie:#x}, {len(data['tables'])} "
-             f"tables, {len(data['counters'])} counters; this session is "
+    tables = [t.name for t in s.tables]
+    counters = [c.name for c in s.counters]
+    data = {"cookie": cookie, "tables": tables, "counters": counters, "primary": primary}
+    ctx.emit(data, f"switch {client.endpoint}: cookie {cookie:#x}, {len(tables)} "
+             f"tables, {len(counters)} counters; this session is "
              f"{'primary' if primary else 'backup'}\n" +
              render.table([{"table": t.name, "size": t.size,
                             "key": " ".join(f"{f.name}:{f.kind.value}" for f in t.key)}
