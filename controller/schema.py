@@ -108,7 +108,8 @@ class _Index(Generic[T]):
             if short != item.alias:
                 aliases.setdefault(short, []).append(item)
         self.by_alias: dict[str, T] = {a: v[0] for a, v in aliases.items() if len(v) == 1}
-        self.ambiguous: dict[str, list[str]] = {a: [i.name for i in v] for a, v in aliases.items() if len(v) > 1}
+        self.ambiguous: dict[str, list[str]] = {a: [i.name for i in v]
+                                                for a, v in aliases.items() if len(v) > 1}
 
     def get(self, name: str) -> T:
         if name in self.by_name:

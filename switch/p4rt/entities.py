@@ -15,6 +15,7 @@ object of that kind, an unset index = every cell.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from p4.v1 import p4runtime_pb2
@@ -87,7 +88,7 @@ def write_counter(ctx: Context, kind: int, ce: p4runtime_pb2.CounterEntry) -> No
 
 
 def read_counters(ctx: Context, ce: p4runtime_pb2.CounterEntry) -> Iterator[ReadStep]:
-    def encode(info: ResourceInfo, i: int, value: CounterValue) -> Entity:
+    def encode(info: ResourceInfo, i: int, value: CounterValue) -> p4runtime_pb2.Entity:
         e = Entity()
         out = e.counter_entry
         out.counter_id = info.id
@@ -111,14 +112,14 @@ def write_direct_counter(ctx: Context, kind: int, dce: p4runtime_pb2.DirectCount
 
 def read_direct_counters(ctx: Context, dce: p4runtime_pb2.DirectCounterEntry
                          ) -> Iterator[ReadStep]:
-    def encode(table: Any, entry: Any) -> Entity:
+    def encode(table: Any, entry: Any) -> p4runtime_pb2.Entity:
         e = Entity()
         _fill_entry_id(e.direct_counter_entry.table_entry, table, entry)
         _fill_counter_data(e.direct_counter_entry.data, entry.counter)
         return e
 
     for table, entries in _direct_entries(ctx, dce.table_entry, "direct_counter_id"):
-        yield lambda table=table, entries=entries: [encode(table, en) for en in entries]
+        yield partial(_encode_each, encode, table, entries)
 
 
 # ---------------------------------------------------------------- meters
@@ -135,7 +136,7 @@ def write_meter(ctx: Context, kind: int, me: p4runtime_pb2.MeterEntry) -> None:
 
 
 def read_meters(ctx: Context, me: p4runtime_pb2.MeterEntry) -> Iterator[ReadStep]:
-    def encode(info: ResourceInfo, i: int, config: Any) -> Entity:
+    def encode(info: ResourceInfo, i: int, config: Any) -> p4runtime_pb2.Entity:
         e = Entity()
         out = e.meter_entry
         out.meter_id = info.id
@@ -161,7 +162,7 @@ def write_direct_meter(ctx: Context, kind: int, dme: p4runtime_pb2.DirectMeterEn
 
 def read_direct_meters(ctx: Context, dme: p4runtime_pb2.DirectMeterEntry
                        ) -> Iterator[ReadStep]:
-    def encode(table: Any, entry: Any) -> Entity:
+    def encode(table: Any, entry: Any) -> p4runtime_pb2.Entity:
         e = Entity()
         _fill_entry_id(e.direct_meter_entry.table_entry, table, entry)
         if entry.meter is not None:
@@ -169,18 +170,19 @@ def read_direct_meters(ctx: Context, dme: p4runtime_pb2.DirectMeterEntry
         return e
 
     for table, entries in _direct_entries(ctx, dme.table_entry, "direct_meter_id"):
-        yield lambda table=table, entries=entries: [encode(table, en) for en in entries]
+        yield partial(_encode_each, encode, table, entries)
 
 
 # ---------------------------------------------------------------- direct-resource helpers
 
 def _array_steps(info: ResourceInfo, cells: Iterable[int], read: Callable[[int], Any],
-                 encode: Callable[[ResourceInfo, int, Any], Entity]) -> Iterator[ReadStep]:
+                 encode: Callable[[ResourceInfo, int, Any], p4runtime_pb2.Entity]
+                 ) -> Iterator[ReadStep]:
     """Read cells in chunks (under the caller's device.lock), encode each chunk outside it."""
     batch = list(cells)
     for start in range(0, len(batch), READ_CHUNK_CELLS):
         values = [(i, read(i)) for i in batch[start:start + READ_CHUNK_CELLS]]
-        yield lambda values=values: [encode(info, i, v) for i, v in values]  # type: ignore[misc]
+        yield partial(_encode_cells, encode, info, values)
 
 
 def _direct_entries(ctx: Context, te: p4runtime_pb2.TableEntry, attr: str
@@ -199,6 +201,18 @@ def _direct_entries(ctx: Context, te: p4runtime_pb2.TableEntry, attr: str
             yield table, [find_entry(ctx, te)[1]]
         else:
             yield table, list(ctx.pipeline.tables[table.name].entries())
+
+
+def _encode_cells(encode: Callable[[ResourceInfo, int, Any], p4runtime_pb2.Entity],
+                  info: ResourceInfo, values: list[tuple[int, Any]]) -> list[p4runtime_pb2.Entity]:
+    """The ReadStep body of an array read: runs after device.lock is released."""
+    return [encode(info, i, v) for i, v in values]
+
+
+def _encode_each(encode: Callable[[Any, Any], p4runtime_pb2.Entity], table: Any,
+                 entries: list[Any]) -> list[p4runtime_pb2.Entity]:
+    """The ReadStep body of a direct-resource read: runs after device.lock is released."""
+    return [encode(table, en) for en in entries]
 
 
 def _fill_entry_id(out: p4runtime_pb2.TableEntry, table: Any, entry: Any) -> None:
@@ -222,7 +236,7 @@ def write_register(ctx: Context, kind: int, re: p4runtime_pb2.RegisterEntry) -> 
 
 
 def read_registers(ctx: Context, re: p4runtime_pb2.RegisterEntry) -> Iterator[ReadStep]:
-    def encode(info: ResourceInfo, i: int, value: int) -> Entity:
+    def encode(info: ResourceInfo, i: int, value: int) -> p4runtime_pb2.Entity:
         e = Entity()
         out = e.register_entry
         out.register_id = info.id
@@ -331,7 +345,7 @@ def read_pre(ctx: Context, pre_entry: p4runtime_pb2.PacketReplicationEngineEntry
         raise _invalid("PacketReplicationEngineEntry read needs a multicast group or clone session")
 
 
-def _group_entity(mgid: int, replicas: Iterable[Replica]) -> Entity:
+def _group_entity(mgid: int, replicas: Iterable[Replica]) -> p4runtime_pb2.Entity:
     e = Entity()
     out = e.packet_replication_engine_entry.multicast_group_entry
     out.multicast_group_id = mgid
@@ -339,7 +353,7 @@ def _group_entity(mgid: int, replicas: Iterable[Replica]) -> Entity:
     return e
 
 
-def _session_entity(sid: int, replicas: Iterable[Replica], length: int) -> Entity:
+def _session_entity(sid: int, replicas: Iterable[Replica], length: int) -> p4runtime_pb2.Entity:
     e = Entity()
     out = e.packet_replication_engine_entry.clone_session_entry
     out.session_id = sid

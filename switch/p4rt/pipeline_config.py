@@ -226,12 +226,13 @@ def check_p4info_matches_json(p4info: p4info_pb2.P4Info, doc: dict[str, Any]) ->
         candidates = idx.actions.get(name)
         if not candidates:
             raise _mismatch("action", name, "no action of that name in the JSON")
-        want = [(p.name, p.bitwidth) for p in a.params]
+        want_params = [(p.name, p.bitwidth) for p in a.params]
         for ja in candidates:
-            got = [(r.get("name"), r.get("bitwidth")) for r in ja.get("runtime_data", []) or []
-                   if isinstance(r, dict)]
-            if got != want:
-                raise _mismatch("action", name, f"parameters {want} in P4Info, {got} in the JSON")
+            got_params = [(r.get("name"), r.get("bitwidth"))
+                          for r in ja.get("runtime_data", []) or [] if isinstance(r, dict)]
+            if got_params != want_params:
+                raise _mismatch("action", name, f"parameters {want_params} in P4Info, "
+                                f"{got_params} in the JSON")
     for c in p4info.counters:
         _check_array("counter", c.preamble.name, c.size, idx.counters, direct=False)
     for c in p4info.direct_counters:

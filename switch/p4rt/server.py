@@ -203,7 +203,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         primary.send(p4runtime_pb2.StreamMessageResponse(packet=packet))
 
 
-class _RichStatus(grpc.Status):  # type: ignore[misc]
+class _RichStatus(grpc.Status):
     """A grpc.Status carrying google.rpc.Status details (what grpcio-status would build)."""
 
     def __init__(self, status: Any) -> None:

@@ -11,6 +11,8 @@ the same entry.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING
 
 from p4.v1 import p4runtime_pb2
 
@@ -21,6 +23,9 @@ from switch.p4rt.codec import decode_uint, encode_uint
 from switch.p4rt.context import Context, ReadStep
 from switch.p4rt.errors import P4RTError
 from switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchFieldInfo, TableInfo
+
+if TYPE_CHECKING:  # the data-plane table is only named here; the pipeline object is Any
+    from switch.tables import Table
 
 __all__ = ["write_table_entry", "read_table_entries", "decode_key", "encode_key",
            "decode_action", "encode_action", "find_entry", "decode_meter_config",
@@ -270,7 +275,7 @@ def _direct_data(ctx: Context, table: TableInfo, te: p4runtime_pb2.TableEntry
     return counter, meter
 
 
-def _write_default(ctx: Context, table: TableInfo, dp_table: object, kind: int,
+def _write_default(ctx: Context, table: TableInfo, dp_table: Table, kind: int,
                    te: p4runtime_pb2.TableEntry) -> None:
     if kind != Update.MODIFY:
         raise _invalid(f"table '{table.name}': the default entry can only be modified "
@@ -285,7 +290,7 @@ def _write_default(ctx: Context, table: TableInfo, dp_table: object, kind: int,
     if not te.HasField("action"):
         raise _invalid(f"table '{table.name}': default entry needs an action")
     call = decode_action(ctx, table, te.action, for_default=True)
-    dp_table.set_default(call)  # type: ignore[attr-defined]
+    dp_table.set_default(call)
 
 
 # ---------------------------------------------------------------- read
@@ -318,7 +323,7 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
         dp_table = ctx.pipeline.tables[table.name]
         if te.is_default_action:
             default = dp_table.default
-            yield lambda table=table, default=default: encode_default(table, default)
+            yield partial(encode_default, table, default)
             continue
         if te.match:
             key = decode_key(table, list(te.match))
@@ -328,7 +333,7 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
                 entries = []
         else:
             entries = list(dp_table.entries())
-        yield lambda table=table, entries=entries: encode_all(table, entries)
+        yield partial(encode_all, table, entries)
 
 
 def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter: bool,
