@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -187,6 +188,9 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
     n = len(members)
 
     setLogLevel("warning")
+    # Mininet's logger has its own console handler; a root handler another library installs
+    # would print every line twice ("Level 25:mininet:...").
+    logging.getLogger("mininet").propagate = False
     switch_params: dict[str, Any] = {"logDir": str(log_dir), "seed": opts.seed}
     if executable is not None:
         switch_params["executable"] = executable
@@ -230,7 +234,9 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
         if opts.cli:
             out.write(f"{PROG}: switches configured; try `h1 ping -c1 h2`; `exit` runs job "
                       f"{spec.id}\n")
+            setLogLevel("output")     # the CLI prints command output at this level
             CLI(net)
+            setLogLevel("warning")
 
         inputs = synthetic_inputs(n, (opts.elements,), opts.seed)
         ref = reference(inputs, opts.k)
