@@ -28,9 +28,10 @@ def encode_tensor(x: np.ndarray, agreed: np.ndarray, num_workers: int, k: int, j
     blocks = np.arange(nb, dtype=np.int64)
     slot = blocks % num_slots
     start = np.zeros(num_slots, np.int64) if first_sets is None else np.asarray(first_sets)
-    fields = {"msg_type": int(MsgType.DATA), "job_id": job_id, "slot": slot,
-              "set": (start[slot] + blocks // num_slots) % 2, "offset": blocks * k,
-              "exp": EXP_ZERO if proposals_ahead is None else proposals_ahead}
+    fields: dict[str, int | np.ndarray] = {
+        "msg_type": int(MsgType.DATA), "job_id": job_id, "slot": slot,
+        "set": (start[slot] + blocks // num_slots) % 2, "offset": blocks * k,
+        "exp": EXP_ZERO if proposals_ahead is None else proposals_ahead}
     rec = wire.encode_batch(fields, None, k, count=nb, fill=False)
     quant.quantize(x, agreed, num_workers, k, out=rec["values"])
     return rec

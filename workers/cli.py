@@ -101,8 +101,8 @@ def _transport(a: argparse.Namespace) -> Transport:
         switch = parse_hostport(a.frames)
         bind = parse_hostport(a.bind, 0) if a.bind else ("127.0.0.1", 0)
         local = wire.Endpoint.parse(a.mac, a.ip, a.port)
-        service = wire.Endpoint.parse(a.service_mac, a.service_ip, UDP_PORT)
-        return FrameTransport(switch, local, service, bind, k=a.k)
+        service_ep = wire.Endpoint.parse(a.service_mac, a.service_ip, UDP_PORT)
+        return FrameTransport(switch, local, service_ep, bind, k=a.k)
     except (ValueError, wire.WireError) as exc:
         raise UsageError(str(exc)) from None
 
