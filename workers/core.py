@@ -200,6 +200,9 @@ class AllreduceResult:
 
 
 _IDLE = -1 << 62  # cur_block value of a slot with nothing in flight
+# Plain ints for the per-packet checks (enum.Flag arithmetic costs microseconds a packet).
+_RESULT = int(MsgType.RESULT)
+_UNKNOWN_FLAGS = ~int(Flags.RETX)
 
 
 class WorkerCore:
@@ -340,7 +343,7 @@ class WorkerCore:
             return self._reject(payload)
         msg_type, flags, job_id, set_, slot, exp, _, offset = self._pick(
             self._codec.unpack(payload))
-        if msg_type != MsgType.RESULT or job_id != self._job.job_id or flags & ~Flags.RETX:
+        if msg_type != _RESULT or job_id != self._job.job_id or flags & _UNKNOWN_FLAGS:
             return self._reject(payload)
         i = slot
         if i >= self._w:

@@ -13,8 +13,9 @@ import functools
 import ipaddress
 import operator
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -172,24 +173,31 @@ def _check_values(values: np.ndarray, k: int, rows: int) -> np.ndarray:
 class HeaderCodec:
     """Per-packet header packing/unpacking for the worker's hot path: one struct call each way,
     the words built from the same unit table as everything else.  No range validation on
-    pack (callers own their ranges); `unpack` returns the raw field values in HEADER_FIELDS
-    order and leaves checking them to the caller."""
+    pack (callers own their ranges; missing fields are 0, unknown keywords are ignored);
+    `unpack` returns the raw field values in HEADER_FIELDS order and leaves checking them to
+    the caller.  Both are straight-line functions generated once from the unit table."""
     layout: struct.Struct
     units: tuple[Unit, ...]
     extract: tuple[tuple[int, int, int], ...]   # per field: (word index, shift, mask)
+    pack: Callable[..., bytes]
+    unpack: Callable[[bytes | bytearray | memoryview], tuple[int, ...]]
 
-    def pack(self, **fields: int) -> bytes:
-        words = []
-        for unit in self.units:
-            word = 0
-            for name, shift, _ in unit.fields:
-                word |= fields.get(name, 0) << shift
-            words.append(word)
-        return self.layout.pack(*words)
 
-    def unpack(self, buf: bytes | bytearray | memoryview) -> tuple[int, ...]:
-        words = self.layout.unpack_from(buf)
-        return tuple([(words[w] >> shift) & mask for w, shift, mask in self.extract])
+def _codec_functions(layout: struct.Struct, units: tuple[Unit, ...],
+                     extract: tuple[tuple[int, int, int], ...]) -> tuple[Any, Any]:
+    # Only the protocol's own field names (identifiers from workers.protocol) and integers
+    # are spliced into the source.
+    names = [name for u in units for name, _, _ in u.fields]
+    words = [" | ".join(f"{n} << {sh}" if sh else n for n, sh, _ in u.fields) for u in units]
+    args = ", ".join(f"{n}=0" for n in names)
+    ws = ", ".join(f"w{i}" for i in range(len(units)))
+    picks = ", ".join(f"w{w} >> {sh} & {m}" if sh else f"w{w} & {m}" for w, sh, m in extract)
+    src = (f"def pack(*, {args}, **_ignored):\n    return PACK({', '.join(words)})\n"
+           f"def unpack(buf):\n    {ws}{',' if len(units) == 1 else ''} = UNPACK(buf)\n"
+           f"    return ({picks},)\n")
+    ns: dict[str, Any] = {"PACK": layout.pack, "UNPACK": layout.unpack_from}
+    exec(compile(src, "<netsum header codec>", "exec"), ns)
+    return ns["pack"], ns["unpack"]
 
 
 @functools.cache
@@ -198,8 +206,9 @@ def header_codec() -> HeaderCodec:
     units = header_units()
     where = {name: (i, shift, (1 << width) - 1)
              for i, u in enumerate(units) for name, shift, width in u.fields}
-    return HeaderCodec(struct.Struct(">" + "".join(codes[u.size] for u in units)), units,
-                       tuple(where[f.name] for f in HEADER_FIELDS))
+    layout = struct.Struct(">" + "".join(codes[u.size] for u in units))
+    extract = tuple(where[f.name] for f in HEADER_FIELDS)
+    return HeaderCodec(layout, units, extract, *_codec_functions(layout, units, extract))
 
 
 def _check_buffer(buf: object) -> None:
