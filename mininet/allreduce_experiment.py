@@ -161,12 +161,10 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
         raise ExperimentError(str(exc)) from None
     if not topology.jobs:
         raise ExperimentError(f"{opts.topo}: the file defines no jobs")
-    if opts.job is None:
-        spec = topology.jobs[0]
-    else:
-        spec = next((j for j in topology.jobs if j.id == opts.job), None)
-        if spec is None:
-            raise ExperimentError(f"{opts.topo}: no job {opts.job} (jobs: "
+    wanted = topology.jobs[0].id if opts.job is None else opts.job
+    spec = next((j for j in topology.jobs if j.id == wanted), None)
+    if spec is None:
+        raise ExperimentError(f"{opts.topo}: no job {opts.job} (jobs: "
                                   f"{', '.join(str(j.id) for j in topology.jobs)})")
 
     import numpy as np

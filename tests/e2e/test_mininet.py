@@ -31,7 +31,7 @@ TREE = ROOT / "examples" / "tree.yaml"
 def _environment_problem() -> str | None:
     sys.path.insert(0, str(MN_DIR))
     try:
-        import mnenv
+        import mnenv  # type: ignore[import-not-found]  # mininet/ is put on sys.path above
         return mnenv.environment_problem()
     finally:
         sys.path.remove(str(MN_DIR))
@@ -45,7 +45,7 @@ def mn() -> Iterator[Any]:
         pytest.skip(problem)
     sys.path.insert(0, str(MN_DIR))
     try:
-        import netsum_mn
+        import netsum_mn  # type: ignore[import-not-found]  # mininet/ is on sys.path
         yield netsum_mn
     finally:
         sys.path.remove(str(MN_DIR))
