@@ -81,7 +81,18 @@ def test_real_mininet_package_is_not_shadowed(privileged: None, mn: Any) -> None
     assert not out.stdout.strip().startswith(str(MN_DIR))
 
 
-def test_ping_through_netsum_l2_forwarding(privileged: None, mn: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("topo_file, pairs, bmv2_style", [
+    (SINGLE, (("h1", "h2"), ("h4", "h1")), False),
+    # leaf1 -> root -> leaf2 and back: the switch-to-switch Mininet links carry L2 too.
+    (TREE, (("h1", "h3"), ("h4", "h2")), False),
+    # The simple_switch_grpc conventions of NetsumSwitch (a gRPC port chosen up front, waiting
+    # for it to accept instead of a ready line), run with netsum-switch under that name: it
+    # takes simple_switch_grpc's command line.
+    (SINGLE, (("h2", "h3"),), True),
+], ids=["single", "tree", "bmv2-conventions"])
+def test_ping_through_netsum_l2_forwarding(privileged: None, mn: Any, tmp_path: Path,
+                                           topo_file: Path, pairs: tuple[tuple[str, str], ...],
+                                           bmv2_style: bool) -> None:
     from mininet.link import TCLink
     from mininet.log import setLogLevel
     from mininet.net import Mininet
@@ -90,36 +101,45 @@ def test_ping_through_netsum_l2_forwarding(privileged: None, mn: Any, tmp_path: 
     from netsum.build import ensure_built
 
     json_path, info_path = ensure_built(32)
-    topo = load_topology(SINGLE)
+    topo = load_topology(topo_file)
+    names = tuple(sw.name for sw in topo.switches)
+    params: dict[str, Any] = {"logDir": str(tmp_path)}
+    if bmv2_style:
+        fake = tmp_path / "simple_switch_grpc"
+        fake.symlink_to(Path(sys.executable).parent / "netsum-switch")
+        params["executable"] = [str(fake)]
     setLogLevel("warning")
-    net = Mininet(topo=mn.TopoFromFile(topo, freeGrpc=True, logDir=str(tmp_path)),
+    net = Mininet(topo=mn.TopoFromFile(topo, freeGrpc=True, **params),
                   switch=mn.NetsumSwitch, link=TCLink, controller=None, autoSetMacs=False,
                   build=False, waitConnected=False)
     ctl = None
     try:
         net.build()
         net.start()
-        s1 = net.get("s1")
-        assert s1.alive() and s1.grpcAddress.startswith("127.0.0.1:")
-        assert not s1.grpcAddress.endswith(":0")
-        assert s1.dataPorts() == [(p, f"s1-eth{p}") for p in (1, 2, 3, 4)]
+        switches = [net.get(n) for n in names]
+        for sw in switches:
+            assert sw.alive() and sw.grpcAddress.startswith("127.0.0.1:")
+            assert not sw.grpcAddress.endswith(":0")
+            assert sw.isBmv2 is bmv2_style
+            ports = topo.switch(sw.name).ports
+            assert sw.dataPorts() == [(p, f"{sw.name}-eth{p}") for p in ports]
+            assert "ready:" in sw.logPath.read_text()
         mn.configure_hosts(net, topo)
-        h1, h2, h4 = net.get("h1"), net.get("h2"), net.get("h4")
+        first, second = (net.get(n) for n in pairs[0])
         # No pipeline yet: the switch drops everything, so a ping cannot get through.
-        assert "0 received" in h1.cmd("ping", "-c1", "-W1", h2.IP())
+        assert "0 received" in first.cmd("ping", "-c1", "-W1", second.IP())
         ctl = mn.start_controller(mn.with_grpc_addrs(topo, net), info_path, json_path)
         # ARP goes through the flood group, echo and reply through dmac entries.
-        for src, dst in ((h1, h2), (h4, h1)):
-            out = src.cmd("ping", "-c2", "-i0.2", "-W2", dst.IP())
+        for src, dst in pairs:
+            out = net.get(src).cmd("ping", "-c2", "-i0.2", "-W2", net.get(dst).IP())
             assert " 0% packet loss" in out, out
-        assert "ready:" in s1.logPath.read_text()
-        proc = s1.process
+        procs = [sw.process for sw in switches]
     finally:
         if ctl is not None:
             ctl.close()
         net.stop()
-    assert proc.poll() is not None
-    assert not _mine(_links(), ("s1",))
+    assert all(p.poll() is not None for p in procs)
+    assert not _mine(_links(), names)
 
 
 def _run_script(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
