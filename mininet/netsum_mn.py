@@ -153,8 +153,12 @@ class NetsumSwitch(Switch):
         self._log.flush()
         # Its own session: stop() signals the whole group, and Ctrl-C in a Mininet CLI does
         # not reach it.
-        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            raise NetsumMininetError(f"switch {self.name}: cannot run {argv[0]}: "
+                                     f"{exc.strerror or exc}") from None
         self.grpcAddress = self._waitReady()
 
     def _waitReady(self) -> str:

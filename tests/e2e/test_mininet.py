@@ -142,6 +142,35 @@ def test_ping_through_netsum_l2_forwarding(privileged: None, mn: Any, tmp_path: 
     assert not _mine(_links(), names)
 
 
+@pytest.mark.parametrize("executable, message", [
+    (["/bin/false"], "switch s1 exited at start (status 1)"),
+    (["/nonexistent/netsum-switch"], "switch s1: cannot run /nonexistent/netsum-switch: "),
+])
+def test_switch_that_cannot_start_is_one_error(privileged: None, mn: Any, tmp_path: Path,
+                                               executable: list[str], message: str) -> None:
+    from mininet.link import TCLink
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+
+    from controller.topology import load_topology
+
+    setLogLevel("critical")
+    topo = load_topology(SINGLE)
+    net = Mininet(topo=mn.TopoFromFile(topo, freeGrpc=True, logDir=str(tmp_path),
+                                       executable=executable),
+                  switch=mn.NetsumSwitch, link=TCLink, controller=None, autoSetMacs=False,
+                  build=False, waitConnected=False)
+    try:
+        net.build()
+        with pytest.raises(mn.NetsumMininetError) as err:
+            net.start()
+        assert message in str(err.value)
+    finally:
+        net.stop()
+        setLogLevel("warning")
+    assert not _mine(_links(), ("s1",))
+
+
 def _run_script(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     out_dir = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(SCRIPT), *args, "--out", str(out_dir)],
