@@ -206,15 +206,16 @@ class _Fuser:
         fast: list[ast.stmt] = []
         for item in run:
             if not isinstance(item, _Guarded):
-                fast.append(copy.deepcopy(item))
+                # Shared with the else branch: nothing below mutates it, and the tree is only
+                # unparsed to source, so one node in two places is fine.
+                fast.append(item)
                 continue
             key = ast.dump(item.index)
             name = names.get(key)
             if name is None:
                 name = names[key] = f"{_PREFIX}{self.count}"
                 self.count += 1
-                setup.append(ast.Assign([ast.Name(name, ast.Store())],
-                                        copy.deepcopy(item.index)))
+                setup.append(ast.Assign([ast.Name(name, ast.Store())], item.index))
             test = _Rename(name).visit(copy.deepcopy(item.test_if.test))
             tests.setdefault(ast.dump(test), test)
             fast += [_Rename(name).visit(copy.deepcopy(s)) for s in item.test_if.body]

@@ -226,7 +226,9 @@ class Pipeline:
             ctx = self._ctx(path, tuple(w for _, w in rd))
             fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
             src = action_source(ctx, fname, a)
-            srcs.append(optimize_source(src) + "\n" if self.fuse else src)
+            # Only actions with two or more guarded accesses can change (saves load time).
+            fusable = self.fuse and src.count("    _i = ") >= 2
+            srcs.append(optimize_source(src) + "\n" if fusable else src)
             specs.append((a["name"], aid, tuple(rd), fname))
         _compile("".join(srcs), self.ns, "actions")
         for name, aid, rd, fname in specs:
