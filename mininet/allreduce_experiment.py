@@ -368,7 +368,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()
+    except ImportError as exc:
+        # Typically Debian's python3 (it sees Mininet but not the venv's packages).
+        print(f"{PROG}: error: cannot import {exc.name or exc}: run it with the project's "
+              f"Python, e.g. sudo {ROOT / '.venv' / 'bin' / 'python'} {Path(__file__).resolve()}",
+              file=sys.stderr)
+        return 1
+    args = parser.parse_args(argv)
     opts = Options(topo=args.topo, job=args.job, elements=args.size, k=args.k, loss=args.loss,
                    bw=args.bw, out=args.out, timeout=args.timeout, seed=args.seed,
                    cli=args.cli, target=args.target)
