@@ -215,7 +215,10 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
         except M.NetsumMininetError:
             raise
         except Exception as exc:  # noqa: BLE001 - Mininet raises bare Exceptions
-            raise ExperimentError(f"Mininet could not start the network: {exc}") from None
+            text = " ".join(str(exc).split())
+            hint = (" (left over from a run that was killed? `ip link del` it)"
+                    if "File exists" in text else "")
+            raise ExperimentError(f"Mininet could not start the network: {text}{hint}") from None
         M.configure_hosts(net, topology)
         topology = M.with_grpc_addrs(topology, net)
         try:

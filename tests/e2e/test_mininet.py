@@ -257,3 +257,19 @@ def test_not_root_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.strip() == ("allreduce_experiment: error: Mininet needs root (network "
                                    "namespaces, veth pairs, raw sockets)")
+
+
+def test_leftover_interface_is_one_line(privileged: None, mn: Any, tmp_path: Path) -> None:
+    """An interface a killed run left behind (here made on purpose) stops Mininet's build:
+    one line naming it, and the part Mininet had built is removed."""
+    peer = f"mnleft{os.getpid() % 100000}"
+    subprocess.run(["ip", "link", "add", "s1-eth1", "type", "veth", "peer", "name", peer],
+                   check=True, capture_output=True)
+    try:
+        proc, _ = _run_script(tmp_path, "--topo", str(SINGLE), "--size", "1000e")
+    finally:
+        subprocess.run(["ip", "link", "del", "s1-eth1"], capture_output=True)
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "s1-eth1" in proc.stderr and "File exists" in proc.stderr
+    assert not _mine(_links(), ("s1",)) and peer not in _links()
