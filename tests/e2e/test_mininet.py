@@ -31,7 +31,8 @@ TREE = ROOT / "examples" / "tree.yaml"
 def _environment_problem() -> str | None:
     sys.path.insert(0, str(MN_DIR))
     try:
-        import mnenv  # type: ignore[import-not-found, unused-ignore]  # mininet/ is put on sys.path above
+        # mininet/ is put on sys.path above (mypy may or may not see it)
+        import mnenv  # type: ignore[import-not-found, unused-ignore]
         return mnenv.environment_problem()
     finally:
         sys.path.remove(str(MN_DIR))
@@ -180,10 +181,11 @@ def test_switch_that_cannot_start_is_one_error(privileged: None, mn: Any, tmp_pa
     assert not _mine(_links(), ("s1",))
 
 
-def _run_script(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _run_script(tmp_path: Path, *args: str,
+                stdin: str = "") -> tuple[subprocess.CompletedProcess[str], Path]:
     out_dir = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(SCRIPT), *args, "--out", str(out_dir)],
-                          capture_output=True, text=True, timeout=90)
+                          capture_output=True, text=True, timeout=90, input=stdin)
     return proc, out_dir
 
 
@@ -207,9 +209,12 @@ def _check_nothing_left(out_dir: Path) -> None:
 
 def test_allreduce_single_switch_four_workers(privileged: None, mn: Any,
                                               tmp_path: Path) -> None:
+    # --cli: Mininet's CLI reads these commands from stdin, then EOF lets the job run.
     proc, out_dir = _run_script(tmp_path, "--topo", str(SINGLE), "--size", "4000e",
-                                "--bw", "100")
+                                "--bw", "100", "--cli", stdin="h3 ping -c1 -W2 h1\n")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Mininet's CLI output goes through its logger, to stderr.
+    assert "1 packets transmitted, 1 received" in proc.stdout + proc.stderr
     assert "all results correct" in proc.stdout
     assert "Traceback" not in proc.stderr
     _check_results(out_dir, ["h1", "h2", "h3", "h4"])
