@@ -128,8 +128,8 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
                "    return ~t & 65535\n")
         ns0: dict[str, Any] = {}
         exec(compile(src, f"<calc {calc.get('name')}>", "exec"), ns0)
-        return ns0["_calc"]  # type: ignore[no-any-return]
+        return ns0["_calc"]
     src = (f"def _calc(F):\n    return _algo(({body}).to_bytes({nbytes}, 'big'))\n")
     ns: dict[str, Any] = {"_algo": fn}
     exec(compile(src, f"<calc {calc.get('name')}>", "exec"), ns)
-    return ns["_calc"]  # type: ignore[no-any-return]
+    return ns["_calc"]

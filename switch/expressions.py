@@ -189,7 +189,8 @@ class ExprCompiler:
             return f"F[{h.valid}]", 1
         if op == "valid_union":
             u = unwrap(right)
-            members = self.layout.unions.get(u.get("value") if isinstance(u, dict) else None)
+            uname = u.get("value") if isinstance(u, dict) else None
+            members = self.layout.unions.get(uname) if isinstance(uname, str) else None
             if members is None:
                 raise cfg_error(self.path, f"unknown header union in {n!r}")
             vs = " or ".join(f"F[{self.layout.headers[m].valid}]" for m in members) or "False"

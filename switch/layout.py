@@ -214,7 +214,7 @@ def build_layout(j: dict[str, Any]) -> Layout:
             if isinstance(el, dict) and el.get("type") == "field":
                 lay.slot(el.get("value"), f"{path}.elements[{k}]")
                 refs.append(tuple(el["value"]))
-        lay.field_lists[int(fl.get("id", i))] = refs   # type: ignore[arg-type]
+        lay.field_lists[int(fl.get("id", i))] = refs
     # init_field_aliases
     for i, a in enumerate(_list(j, "field_aliases")):
         if not (isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)):

@@ -112,8 +112,8 @@ def _field_writes(stmts: list[ast.stmt]) -> set[int] | None:
     return out
 
 
-def _reads_idx(stmt: ast.stmt) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == _IDX for n in ast.walk(stmt))
+def _reads_idx(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == _IDX for n in ast.walk(node))
 
 
 def _match(stmts: list[ast.stmt], i: int) -> _Guarded | None:

@@ -161,7 +161,7 @@ class _StateCompiler:
             if t == "regular":
                 return self.extract(self.layout.header(v, path))
             if t == "stack":
-                st = self.layout.stacks.get(v)
+                st = self.layout.stacks.get(v) if isinstance(v, str) else None
                 if st is None:
                     raise cfg_error(path, f"unknown header stack {v!r}")
                 out = [f"_k = F[{st.next_slot}]", f"if _k >= {len(st.headers)}:",

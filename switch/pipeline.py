@@ -191,7 +191,7 @@ class Pipeline:
             ma = MeterArray(name, mid, 0 if direct else size, unit, direct, m.get("binding"))
             if direct and m.get("result_target"):
                 self.layout.slot(m["result_target"], f"{path}.result_target")
-                ma.result_target = tuple(m["result_target"])  # type: ignore[assignment]
+                ma.result_target = tuple(m["result_target"])
             self.meters[name] = ma
 
     def init_calculations(self) -> None:
@@ -231,8 +231,8 @@ class Pipeline:
             srcs.append(optimize_source(src) + "\n" if fusable else src)
             specs.append((a["name"], aid, tuple(rd), fname))
         _compile("".join(srcs), self.ns, "actions")
-        for name, aid, rd, fname in specs:
-            spec = ActionSpec(name, aid, rd, self.ns.names[fname], fname)
+        for name, aid, params, fname in specs:
+            spec = ActionSpec(name, aid, params, self.ns.names[fname], fname)
             self._actions_by_id[aid] = spec
             self.actions.setdefault(name, spec)
 
@@ -423,7 +423,8 @@ class Pipeline:
             if not isinstance(c, dict) or not isinstance(c.get("name"), str):
                 raise cfg_error(path, "expected an object with a string 'name'")
             path = f"{path} ('{c['name']}')"
-            calc = self.calculations.get(c.get("calculation"))
+            cname = c.get("calculation")
+            calc = self.calculations.get(cname) if isinstance(cname, str) else None
             if calc is None:
                 raise cfg_error(path, f"unknown calculation {c.get('calculation')!r}")
             h = self.ns.ref(calc, "H")

@@ -163,7 +163,8 @@ def _assign_stack(ctx: PrimCtx, p: list[Any]) -> list[str]:
 
 def _stack(ctx: PrimCtx, node: Any) -> Any:
     n = unwrap(node)
-    st = ctx.layout.stacks.get(n.get("value")) if isinstance(n, dict) else None
+    sname = n.get("value") if isinstance(n, dict) else None
+    st = ctx.layout.stacks.get(sname) if isinstance(sname, str) else None
     if st is None:
         raise cfg_error(ctx.path, f"unknown header stack in {node!r}")
     return st

@@ -215,7 +215,7 @@ class WorkerCore:
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, got {type(timing).__name__}")
         x = quant.as_tensor(tensor)
-        self._shape = np.shape(tensor)
+        self._shape = np.shape(tensor)  # type: ignore[call-overload]
         self._job = job
         self._timing = timing
         k = job.k

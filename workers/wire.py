@@ -100,7 +100,8 @@ def header_dtype() -> np.dtype:
 def packet_dtype(k: int) -> np.dtype:
     """numpy structured dtype of one packet: the header words, then K big-endian int32."""
     check_k(k)
-    fields = [(u.name, _WORD_CODES[u.size]) for u in header_units()]
+    fields: list[tuple[str, str] | tuple[str, str, tuple[int]]] = [
+        (u.name, _WORD_CODES[u.size]) for u in header_units()]
     fields.append(("values", ">i4", (k,)))
     dt = np.dtype(fields)
     assert dt.itemsize == protocol.packet_bytes(k) - (ETH_BYTES + IPV4_BYTES + UDP_BYTES)
@@ -233,8 +234,8 @@ def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
         raise WireError(f"unknown netsum msg_type {values['msg_type']}")
     if values["flags"] & ~_KNOWN_FLAGS:
         raise WireError(f"unknown netsum flag bits 0x{values['flags'] & ~_KNOWN_FLAGS:02x}")
-    values["msg_type"] = MsgType(values["msg_type"])  # type: ignore[assignment]
-    values["flags"] = Flags(values["flags"])  # type: ignore[assignment]
+    values["msg_type"] = MsgType(values["msg_type"])
+    values["flags"] = Flags(values["flags"])
     return Header(**values)  # type: ignore[arg-type]
 
 
