@@ -66,7 +66,15 @@ class Timing:
     result up to ssthresh (slow start) and by one per window of results beyond (additive
     increase); when timeouts fire, at most once per smoothed RTT, ssthresh and cwnd become
     half of cwnd (not below `window_min`).  So a slow software switch is neither flooded by
-    the first burst nor by retransmissions.  Without `adaptive` the whole window is sent."""
+    the first burst nor by retransmissions.  Without `adaptive` the whole window is sent.
+
+    `fast_retransmit` (0: off) is the loss signal that does not wait for a timer: when that
+    many results of packets sent after the oldest unanswered one have been accepted, the
+    oldest is sent again at once.  The switch answers each use when its last contribution
+    arrives and every worker launches uses in the order results arrive, so results come back
+    nearly in send order and a gap of 3 means a loss (TCP's three duplicate ACKs).  A loss
+    found this way is random loss, not congestion - results keep arriving - so it leaves cwnd
+    alone; only timeouts, when nothing behind the lost packet came back, cut it."""
     rto_initial: float = 0.05
     rto_min: float = 0.005
     rto_max: float = 1.0
@@ -75,6 +83,7 @@ class Timing:
     adaptive: bool = True
     initial_window: int = 16
     window_min: int = 2
+    fast_retransmit: int = 3
 
     def __post_init__(self) -> None:
         if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
@@ -83,6 +92,9 @@ class Timing:
             raise ValueError("need backoff >= 1 and progress_deadline > 0")
         if not 1 <= self.window_min <= self.initial_window:
             raise ValueError("need 1 <= window_min <= initial_window")
+        if isinstance(self.fast_retransmit, bool) or not isinstance(self.fast_retransmit, int) \
+                or self.fast_retransmit < 0:
+            raise ValueError("need fast_retransmit >= 0 (an integer; 0 turns it off)")
 
 
 class CoreState(enum.Enum):
@@ -131,6 +143,7 @@ class Retransmitted(Event):
     slot: int
     block: int
     attempt: int
+    fast: bool = False   # sent on a gap in the results (fast retransmit), not on a timer
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +196,7 @@ class Stats:
     elapsed: float
     latencies: np.ndarray = field(compare=False, repr=False)
     resyncs: int = 0    # slots whose starting set was stale (see WorkerCore._resync)
+    fast_retransmissions: int = 0   # of `retransmissions`, those sent on a gap, not a timer
 
     def latency_percentiles(self, q: Sequence[float] = (50, 99)) -> tuple[float, ...]:
         if not len(self.latencies):
@@ -253,6 +267,18 @@ class WorkerCore:
         # moved on (cur_block[b % w] != b) are stale and dropped when they reach the top.
         self._flying: list[int] = []
         self._last_cut = -np.inf
+        # Fast retransmit: every transmission gets the next sequence number; `_unanswered`
+        # is a heap of (seq, slot) of transmissions in flight, stale entries (the slot was
+        # answered or sent again since) dropped when they reach the top.  `_gap` counts the
+        # accepted results of later transmissions since `_gap_seq` became the oldest.
+        self._seq = [0] * w
+        self._tx_at = [0.0] * w         # when slot i's packet was last sent
+        self._min_rtt = np.inf
+        self._tx = 0
+        self._unanswered: list[tuple[int, int]] = []
+        self._gap_seq = -1
+        self._gap = 0
+        self._fast = 0
         self._srtt: float | None = None
         self._rttvar = 0.0
         self._base_rto = timing.rto_initial
@@ -316,6 +342,7 @@ class WorkerCore:
         self._attempts[i] = 0
         self._rto[i] = self._base_rto
         self._timer[i] = now + self._base_rto
+        self._stamp(i, now)
         self._in_flight += 1
         self._sent += 1
         if block < 0:
@@ -395,12 +422,15 @@ class WorkerCore:
             events.append(ChunkDone(block, block * self._job.k, latency))
         if self._attempts[i] == 0:
             self._sample_rtt(now - self._first_sent[i])
+            self._min_rtt = min(self._min_rtt, now - self._first_sent[i])
         self._results += 1
         self._accepted[i] = (set_, offset)
         self._progress = now
         self._in_flight -= 1
         self._cur_block[i] = _IDLE
         self._timer[i] = np.inf
+        out = self._gap_check(self._seq[i], now - self._tx_at[i], now, events) \
+            if self._timing.fast_retransmit else []
         if self._timing.adaptive:
             grow = 1.0 if self._cwnd < self._ssthresh else 1.0 / self._cwnd
             self._cwnd = min(self._cwnd + grow, float(self._w))
@@ -414,7 +444,9 @@ class WorkerCore:
                 self._fire(Trigger.LAST_RESULT)
                 self._finished = now
                 events.append(Finished(now - self._started))
-        return Step(tuple(self._pump(now)), tuple(events))
+        if self._state is CoreState.RUNNING:
+            out += self._pump(now)
+        return Step(tuple(out), tuple(events))
 
     def _resync(self, i: int, block: int, now: float) -> Step:
         """A bootstrap carries zeros, so a non-zero answer is the switch replaying the stored
@@ -425,6 +457,54 @@ class WorkerCore:
         self._in_flight -= 1
         self._cur_set[i] ^= 1
         return Step((self._launch(i, block, now),), (Resynced(i, self._cur_set[i]),))
+
+    def _stamp(self, i: int, now: float) -> None:
+        """Give slot i's transmission (first or again) the next sequence number."""
+        self._tx_at[i] = now
+        self._tx += 1
+        self._seq[i] = self._tx
+        if self._timing.fast_retransmit:
+            heapq.heappush(self._unanswered, (self._tx, i))
+
+    def _gap_check(self, seq: int, rtt: float, now: float, events: list[Event]) -> list[bytes]:
+        """An accepted result of transmission `seq`, `rtt` after it was sent: if the oldest
+        unanswered transmission is older, one more result has passed it.  It is sent again
+        once `fast_retransmit` results have passed it and it has waited longer than the
+        passing one's round trip plus a quarter of the least round trip seen (RACK's
+        reordering window, RFC 8985): uses sent in one burst come back in any order, and
+        that alone must not look like a loss.  The count restarts when the oldest changes,
+        which only delays the next detection; the timer still covers what this misses."""
+        heap, cur, seqs = self._unanswered, self._cur_block, self._seq
+        while heap:
+            s, j = heap[0]
+            if cur[j] != _IDLE and seqs[j] == s:
+                break
+            heapq.heappop(heap)
+        else:
+            return []
+        if s > seq:
+            return []
+        if s != self._gap_seq:
+            self._gap_seq, self._gap = s, 0
+        self._gap += 1
+        if self._gap < self._timing.fast_retransmit or \
+                now - self._tx_at[j] < rtt + self._min_rtt / 4:
+            return []
+        heapq.heappop(heap)
+        self._fast += 1
+        # Not a timeout: the slot's RTO keeps its value (no backoff), restarted from now.
+        self._timer[j] = now + self._rto[j]
+        return [self._retransmit(j, now, events, fast=True)]
+
+    def _retransmit(self, i: int, now: float, events: list[Event], fast: bool = False) -> bytes:
+        self._attempts[i] += 1   # Karn: no RTT sample from this slot use any more
+        self._stamp(i, now)
+        pkt = self._packet[i]
+        at = self._flags_at
+        self._sent += 1
+        self._retx += 1
+        events.append(Retransmitted(i, self._cur_block[i], self._attempts[i], fast))
+        return pkt[:at] + bytes((pkt[at] | Flags.RETX,)) + pkt[at + 1:]
 
     def _pump(self, now: float) -> list[bytes]:
         """Launch pending blocks, lowest first, while the window allows.  A pending block
@@ -508,16 +588,9 @@ class WorkerCore:
                 self._timer[due[allowed:]] = now + self._base_rto
                 due = due[:allowed]
         for i in due.tolist():
-            self._attempts[i] += 1
             self._rto[i] = min(self._rto[i] * t.backoff, t.rto_max)
             self._timer[i] = now + self._rto[i]
-            pkt = self._packet[i]
-            at = self._flags_at
-            out.append(pkt[:at] + bytes((pkt[at] | Flags.RETX,)) + pkt[at + 1:])
-            self._sent += 1
-            self._retx += 1
-            events.append(Retransmitted(i, self._cur_block[i],
-                                        self._attempts[i]))
+            out.append(self._retransmit(i, now, events))
         return Step(tuple(out), tuple(events))
 
     # -- results -----------------------------------------------------------------------------
@@ -527,7 +600,7 @@ class WorkerCore:
             self._progress if now is None else now)
         return Stats(self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
                      self._rejected, self._chunks, end - self._started, self._latency.copy(),
-                     self._resyncs)
+                     self._resyncs, self._fast)
 
     def next_sets(self) -> tuple[int, ...]:
         return tuple(self._next_sets)
