@@ -75,6 +75,8 @@ class ExprCompiler:
         if t == "field":
             s = self.layout.slot(v, self.path)
             return f"F[{s.index}]", (None if s.signed else s.width)
+        if t == "stack_field":
+            return self.stack_field(v)
         if t == "hexstr":
             c = parse_hexstr(v, self.path)
             return repr(c), (c.bit_length() if c >= 0 else None)
@@ -94,6 +96,17 @@ class ExprCompiler:
         if t == "string":
             return repr(str(v)), None
         raise cfg_error(self.path, f"expression operand of type {t!r} is not supported")
+
+    def stack_field(self, ref: Any) -> Expr:
+        """A field of `stack.last`, i.e. element `next - 1`.  With `next == 0` (nothing
+        extracted or pushed) there is no last element: bmv2 asserts; we read 0.  Parsers check
+        this first and raise StackOutOfBounds as P4_16 requires (switch/parser.py)."""
+        nxt, slots = self.layout.stack_field(ref, self.path)
+        t = self.temp("n")
+        idx = "(" + "".join(f"{s.index}, " for s in slots) + ")"
+        signed = any(s.signed for s in slots)
+        return (f"(F[{idx}[{t} - 1]] if ({t} := F[{nxt}]) else 0)",
+                None if signed else slots[0].width)
 
     def cond(self, node: Any) -> str:
         return self.compile(node)[0]
@@ -198,7 +211,7 @@ class ExprCompiler:
         raise cfg_error(self.path, f"expression op {op!r} is not supported")
 
 
-def write_src(dst_index: int, width: int, signed: bool, src: Expr) -> str:
+def write_src(dst_index: int | str, width: int, signed: bool, src: Expr) -> str:
     """Statement storing `src` into a field slot, truncating only when needed."""
     code, bits = src
     if signed:

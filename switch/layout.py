@@ -68,6 +68,9 @@ class Layout:
     enums: dict[str, dict[str, int]] = field(default_factory=dict)
     field_lists: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     template: list[int] = field(default_factory=list)
+    #: A hidden slot nothing reads: a write to a field of `stack.last` while the stack is
+    #: empty (next index 0) lands here instead of in a real field.
+    scratch: int = -1
 
     def slot(self, ref: Any, path: str) -> FieldSlot:
         """Resolve a JSON field reference [header, field] (or an alias) to its slot."""
@@ -85,6 +88,37 @@ class Layout:
             if n == fname:
                 return s
         raise cfg_error(path, f"header '{hname}' has no field '{fname}'")
+
+    def stack_field(self, ref: Any, path: str) -> tuple[int, tuple[FieldSlot, ...]]:
+        """Resolve a `stack_field` reference [stack, field] (a field of `stack.last`) to the
+        stack's next-index slot and the field's slot in each element, in index order: the
+        field read is element `F[next] - 1`, chosen per packet."""
+        if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, str) for x in ref)):
+            raise cfg_error(path, f"bad stack_field reference {ref!r}")
+        st = self.stacks.get(ref[0])
+        if st is None:
+            raise cfg_error(path, f"unknown header stack '{ref[0]}'")
+        if not st.headers:
+            raise cfg_error(path, f"header stack '{ref[0]}' has no elements")
+        if ref[1] == "$valid$":
+            raise cfg_error(path, "stack_field '$valid$' is not supported")
+        return st.next_slot, tuple(self.slot([h, ref[1]], path) for h in st.headers)
+
+    def dest_src(self, node: Any, path: str) -> tuple[str, int, bool]:
+        """(index source text, width, signed) of a writable `field` or `stack_field` operand.
+        A stack_field index is `(i0, .., iN-1, scratch)[F[next] - 1]`: next is always in
+        0..N, so it picks element next-1, or the scratch slot when the stack is empty."""
+        t = node.get("type") if isinstance(node, dict) else None
+        if t == "field":
+            s = self.slot(node["value"], path)
+            return str(s.index), s.width, s.signed
+        if t == "stack_field":
+            nxt, slots = self.stack_field(node.get("value"), path)
+            if len({(s.width, s.signed) for s in slots}) != 1:
+                raise cfg_error(path, "stack elements of different types")
+            idx = "".join(f"{s.index}, " for s in slots)
+            return f"({idx}{self.scratch})[F[{nxt}] - 1]", slots[0].width, slots[0].signed
+        raise cfg_error(path, f"destination must be a field, got {node!r}")
 
     def header(self, name: Any, path: str) -> HeaderInfo:
         h = self.headers.get(name) if isinstance(name, str) else None
@@ -221,6 +255,8 @@ def build_layout(j: dict[str, Any]) -> Layout:
             raise cfg_error(f"field_aliases[{i}]", f"bad alias {a!r}")
         lay.slot(a[1], f"field_aliases[{i}] ('{a[0]}')")
         lay.aliases[a[0]] = (a[1][0], a[1][1])
+    lay.scratch = index
+    index += 1
     lay.template = [0] * index
     for slot, meta in valid_slots:
         lay.template[slot] = 1 if meta else 0

@@ -175,9 +175,8 @@ class _StateCompiler:
         if kind == "set":
             if len(params) != 2:
                 raise cfg_error(path, "set needs 2 parameters")
-            d = unwrap(params[0])
-            slot = self.layout.slot(d.get("value") if isinstance(d, dict) else None, path)
-            return [write_src(slot.index, slot.width, slot.signed, comp.compile(params[1]))]
+            idx, width, signed = self.layout.dest_src(unwrap(params[0]), path)
+            return [write_src(idx, width, signed, comp.compile(params[1]))]
         if kind == "verify":
             if len(params) != 2:
                 raise cfg_error(path, "verify needs 2 parameters")
@@ -223,6 +222,16 @@ class _StateCompiler:
                 s = self.layout.slot(el.get("value"), f"{path}.transition_key[{k}]")
                 key_parts.append((f"F[{s.index}]" if not s.signed else
                                   f"(F[{s.index}] & {s.mask})", s.width))
+            elif t == "stack_field":
+                # P4_16: `stack.last` with nothing extracted yet is error StackOutOfBounds.
+                kp = f"{path}.transition_key[{k}]"
+                nslot, slots = self.layout.stack_field(el.get("value"), kp)
+                body += [f"if not F[{nslot}]:", "    pkt.off = off",
+                         f"    raise ParserError({self.stack_oob})"]
+                idx = "".join(f"{s.index}, " for s in slots)
+                src = f"F[({idx})[F[{nslot}] - 1]]"
+                w = slots[0].width
+                key_parts.append((src if not slots[0].signed else f"({src} & {(1 << w) - 1})", w))
             elif t == "lookahead":
                 v = el.get("value")
                 if not (isinstance(v, list) and len(v) == 2):

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from switch.expressions import Expr, ExprCompiler, parse_hexstr, unwrap, write_src
-from switch.layout import FieldSlot, Layout, cfg_error
+from switch.layout import Layout, cfg_error
 
-__all__ = ["Namespace", "StdFields", "PrimCtx", "PRIMITIVES", "AssertFailure"]
+__all__ = ["Namespace", "StdFields", "Dest", "PrimCtx", "PRIMITIVES", "AssertFailure"]
 
 
 class AssertFailure(Exception):
@@ -59,6 +59,15 @@ class StdFields:
     egress_global_timestamp: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class Dest:
+    """A writable operand: `F[index]` where index is source text (a constant slot, or a
+    per-packet choice for a field of `stack.last`)."""
+    index: str
+    width: int
+    signed: bool
+
+
 @dataclass(slots=True)
 class PrimCtx:
     layout: Layout
@@ -74,11 +83,8 @@ class PrimCtx:
     def expr(self, node: Any) -> Expr:
         return self.comp.compile(node)
 
-    def dest(self, node: Any) -> FieldSlot:
-        n = unwrap(node)
-        if not isinstance(n, dict) or n.get("type") != "field":
-            raise cfg_error(self.path, f"destination must be a field, got {node!r}")
-        return self.layout.slot(n.get("value"), self.path)
+    def dest(self, node: Any) -> Dest:
+        return Dest(*self.layout.dest_src(unwrap(node), self.path))
 
     def named(self, node: Any, kind: str, table: dict[str, Any]) -> Any:
         n = unwrap(node)
@@ -112,7 +118,7 @@ def _nparams(ctx: PrimCtx, params: list[Any], n: int) -> None:
         raise cfg_error(ctx.path, f"expected {n} parameter(s), got {len(params)}")
 
 
-def _store(slot: FieldSlot, src: Expr) -> str:
+def _store(slot: Dest, src: Expr) -> str:
     return write_src(slot.index, slot.width, slot.signed, src)
 
 
