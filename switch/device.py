@@ -40,6 +40,9 @@ class Device:
         self.stats = Stats()
         self.pipeline: Pipeline | None = None
         self.packet_in_handler: Callable[[bytes], None] | None = None
+        #: digest_handler(learn_list_id, values): one call per digest generated in ingress,
+        #: values in the learn list's order, made with the device lock held.
+        self.digest_handler: Callable[[int, tuple[int, ...]], None] | None = None
         #: Set by the port layer: transmit(port, frame).  None = outputs are discarded.
         self.transmit: Callable[[int, bytes], None] | None = None
         self._seed = seed
@@ -101,7 +104,15 @@ class Device:
             pl.ns.names["STATS"] = self.stats
             self._bind_log(pl)
             self.pipeline = pl
-            self._v1 = V1Model(pl, self.stats, self.drop_port, self._trace())
+            self._v1 = V1Model(pl, self.stats, self.drop_port, self._trace(), self._on_digest)
+
+    def _on_digest(self, lid: int, values: tuple[int, ...]) -> None:
+        h = self.digest_handler
+        if h is not None:
+            try:
+                h(lid, values)
+            except Exception:      # a consumer's bug must not cost the packet
+                self.stats.internal_errors += 1
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """Run one frame through the life cycle and return every output (port, frame),

@@ -67,6 +67,7 @@ class Layout:
     errors: dict[str, int] = field(default_factory=dict)
     enums: dict[str, dict[str, int]] = field(default_factory=dict)
     field_lists: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    learn_lists: dict[int, tuple[int, ...]] = field(default_factory=dict)   # id -> field slots
     template: list[int] = field(default_factory=list)
     #: A hidden slot nothing reads: a write to a field of `stack.last` while the stack is
     #: empty (next index 0) lands here instead of in a real field.
@@ -249,6 +250,23 @@ def build_layout(j: dict[str, Any]) -> Layout:
                 lay.slot(el.get("value"), f"{path}.elements[{k}]")
                 refs.append(tuple(el["value"]))
         lay.field_lists[int(fl.get("id", i))] = refs
+    # init_learn_lists (digest contents: field values read at the end of ingress)
+    for i, ll in enumerate(_list(j, "learn_lists")):
+        path = f"learn_lists[{i}]"
+        name = _named(ll, path)
+        lid = ll.get("id")
+        if type(lid) is not int or lid <= 0:
+            raise cfg_error(f"{path} ('{name}')", f"bad id {lid!r}")
+        els = ll.get("elements") or []
+        if not isinstance(els, list):
+            raise cfg_error(f"{path} ('{name}')", "elements must be a list")
+        idxs: list[int] = []
+        for k, el in enumerate(els):
+            ep = f"{path} ('{name}').elements[{k}]"
+            if not (isinstance(el, dict) and el.get("type") == "field"):
+                raise cfg_error(ep, f"learn list element {el!r} is not a field")
+            idxs.append(lay.slot(el.get("value"), ep).index)
+        lay.learn_lists[lid] = tuple(idxs)
     # init_field_aliases
     for i, a in enumerate(_list(j, "field_aliases")):
         if not (isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)):

@@ -14,7 +14,8 @@ from typing import Any
 from switch.expressions import Expr, ExprCompiler, parse_hexstr, unwrap, write_src
 from switch.layout import Layout, cfg_error
 
-__all__ = ["Namespace", "StdFields", "Dest", "PrimCtx", "PRIMITIVES", "AssertFailure"]
+__all__ = ["Namespace", "StdFields", "Dest", "PrimCtx", "PRIMITIVES", "AssertFailure",
+           "log_format"]
 
 
 class AssertFailure(Exception):
@@ -341,8 +342,15 @@ def _random(ctx: PrimCtx, p: list[Any]) -> list[str]:
 
 @primitive("generate_digest")
 def _digest(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    # Digests have no consumer in this switch (PI's digest stream is not offered); counted only.
-    return ["pkt.digests += 1"]
+    # As simple_switch: the call only records the learn list id (a later call replaces it);
+    # the values are read at the end of ingress (switch/v1model.py).  The receiver is unused.
+    _nparams(ctx, p, 2)
+    n = unwrap(p[1])
+    lid = parse_hexstr(n.get("value"), ctx.path) if isinstance(n, dict) and \
+        n.get("type") == "hexstr" else None
+    if lid is None or lid not in ctx.layout.learn_lists:
+        raise cfg_error(ctx.path, f"generate_digest: unknown learn list {p[1]!r}")
+    return [f"pkt.digest = {lid}"]
 
 
 @primitive("truncate")
@@ -351,17 +359,50 @@ def _truncate(ctx: PrimCtx, p: list[Any]) -> list[str]:
     return [f"pkt.truncate = {ctx.expr(p[0])[0]}"]
 
 
+def log_format(msg: str, nargs: int, path: str) -> str:
+    """bmv2's log_msg format -> a Python `str.format` string.  Each unescaped `{...}` takes
+    the next argument (printed in decimal); `\\{` and `\\}` are literal braces.  bmv2 exits
+    the switch on a count mismatch or an unclosed `{`; we reject the program at load."""
+    out: list[str] = []
+    count = 0
+    i = 0
+    while i < len(msg):
+        c = msg[i]
+        if c == "\\" and msg[i + 1:i + 2] in ("{", "}"):
+            out.append(msg[i + 1] * 2)
+            i += 2
+        elif c == "{":
+            end = msg.find("}", i)
+            if end < 0:
+                raise cfg_error(path, f"log_msg: no matching '}}' in {msg!r}")
+            out.append("{}")
+            count += 1
+            i = end + 1
+        else:
+            out.append("}}" if c == "}" else c)
+            i += 1
+    if count != nargs:
+        raise cfg_error(path, f"log_msg: format {msg!r} expects {count} argument(s), "
+                              f"got {nargs}")
+    return "".join(out)
+
+
 @primitive("log_msg")
 def _log_msg(ctx: PrimCtx, p: list[Any]) -> list[str]:
     _nparams(ctx, p, 1)
     n = unwrap(p[0])
-    msg = str(n.get("value")) if isinstance(n, dict) else ""
+    if not (isinstance(n, dict) and n.get("type") == "string" and isinstance(n.get("value"), str)):
+        raise cfg_error(ctx.path, f"log_msg: first parameter must be a string, got {p[0]!r}")
     args = []
     if len(p) > 1:
         lst = unwrap(p[1])
-        for el in (lst.get("value") or []) if isinstance(lst, dict) else []:
-            args.append(ctx.expr(el)[0])
-    return [f"if LOG_ON: LOG_MSG({msg!r}, ({', '.join(args)}{',' if args else ''}))"]
+        vals = lst.get("value") if isinstance(lst, dict) and \
+            lst.get("type") == "parameters_vector" else None
+        if not isinstance(vals, list):
+            raise cfg_error(ctx.path, f"log_msg: bad parameters_vector {p[1]!r}")
+        args = [ctx.expr(el)[0] for el in vals]
+    fmt = log_format(n["value"], len(args), ctx.path)
+    return [f"if LOG_ON: LOG_MSG({fmt!r}, ({', '.join(args)}{',' if args else ''}))"]
 
 
 @primitive("exit")

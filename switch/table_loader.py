@@ -140,7 +140,8 @@ def init_entries(pl: Any, tp: str, t: dict[str, Any], table: Table) -> None:
         top = max(prios, default=0) + 1
         for k, e in enumerate(entries):
             ep = f"{tp}.entries[{k}]"
-            key = tuple(_match(f"{ep}.match_key[{m}]", kf, table.key[m].match_type)
+            key = tuple(_match(f"{ep}.match_key[{m}]", kf, table.key[m].match_type,
+                               table.key[m].bitwidth)
                         for m, kf in enumerate(e.get("match_key") or []))
             ae = e.get("action_entry") or {}
             call = _call(pl, ep, table, ae.get("action_id"), ae.get("action_data"))
@@ -154,7 +155,7 @@ def init_entries(pl: Any, tp: str, t: dict[str, Any], table: Table) -> None:
     except (KeyError, IndexError, TypeError, ValueError) as e:
         raise ConfigError(f"{tp}: malformed table entry ({e!r})") from None
 
-def _match(path: str, kf: dict[str, Any], mt: str) -> Match:
+def _match(path: str, kf: dict[str, Any], mt: str, width: int) -> Match:
     def hx(name: str) -> int:
         return parse_hexstr(kf.get(name), path)
     if mt == "exact":
@@ -166,5 +167,14 @@ def _match(path: str, kf: dict[str, Any], mt: str) -> Match:
     if mt == "range":
         return Range(hx("start"), hx("end"))
     if mt == "optional":
+        # p4c writes an optional as key + mask: mask 0 is the wildcard `_`, all ones (or no
+        # mask) an exact value; any other mask cannot come from an optional match.
+        if kf.get("mask") is None:
+            return Optional(hx("key"))
+        mask = hx("mask")
+        if mask == 0:
+            return Optional(None)
+        if mask != (1 << width) - 1:
+            raise cfg_error(path, f"optional match with partial mask {kf.get('mask')!r}")
         return Optional(hx("key"))
     raise cfg_error(path, f"match type {mt!r} not supported in entries")

@@ -27,7 +27,7 @@ class Packet:
     """Per-packet state: the field list, the frame bytes and the parse offset, and the requests
     actions made (clone, resubmit, recirculate, truncate, exit)."""
     __slots__ = ("F", "data", "off", "clone", "resubmit", "recirc", "truncate", "exited",
-                 "digests")
+                 "digest")
 
     def __init__(self, F: list[int], data: bytes) -> None:
         self.F = F
@@ -38,13 +38,15 @@ class Packet:
         self.recirc: int | None = None
         self.truncate = 0
         self.exited = False
-        self.digests = 0
+        self.digest = 0        # learn list id of the last generate_digest in ingress
 
 
 class V1Model:
     def __init__(self, pl: Pipeline, stats: Stats, drop_port: int,
-                 trace: Callable[[str], None] | None = None) -> None:
+                 trace: Callable[[str], None] | None = None,
+                 digest: Callable[[int, tuple[int, ...]], None] | None = None) -> None:
         self.pl = pl
+        self.digest = digest
         self.trace = trace
         self.stats = stats
         self.drop_port = drop_port
@@ -153,6 +155,12 @@ class V1Model:
         if pkt.clone is not None:
             session, fl = pkt.clone
             self._clone(session, data, port, INGRESS_CLONE, self._preserved(F, fl), out, depth)
+        if pkt.digest:
+            # simple_switch's learning step: the learn list's values as they are now, sent
+            # whatever becomes of the packet (resubmit, drop).
+            self.stats.digests += 1
+            if self.digest is not None:
+                self.digest(pkt.digest, tuple(F[i] for i in pl.layout.learn_lists[pkt.digest]))
         if pkt.resubmit is not None:
             if depth >= MAX_REINJECT:
                 self.stats.recirc_loops += 1

@@ -6,8 +6,11 @@ v1model algorithms."""
 from __future__ import annotations
 
 import json
+import logging
 import zlib
 from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from scapy.contrib.mpls import MPLS
@@ -16,7 +19,9 @@ from scapy.layers.l2 import Ether
 
 from switch.device import Device
 from switch.entries import ActionCall, Exact, Lpm, TableEntry
+from switch.errors import ConfigError
 from switch.pipeline import Pipeline
+from switch.primitives import log_format
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 ALL_JSON = sorted((GOLDEN / "compiler").glob("*.json")) + sorted((GOLDEN / "p4").glob("*.json"))
@@ -183,3 +188,235 @@ def test_bloom_filter_marks_flow(mix: Device) -> None:
     udp = bytes(IP(src="10.0.1.9", dst="10.0.2.2") / UDP(sport=9, dport=9) / PAYLOAD)
     assert mix.process(1, eth + udp) == [(3, eth + udp)]
     assert sum(regs["MixIngress.bloom_1"].values) == 1
+
+
+# ------------------------- what else netsum-p4c emits: stack_field in `set`, lookahead at an
+# offset, saturating casts, a bool action parameter, optional const entries, digest, log_msg
+
+FEATURES_P4 = r"""
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> etype; }
+header hop_t { bit<7> tag; bit<1> bos; bit<8> val; }
+header nums_t { bit<8> a; bit<8> b; int<8> c; int<8> d; bit<8> op; bit<8> out1; int<8> out2;
+                bit<8> flag; }
+struct learn_t { bit<48> src; bit<9> port; }
+struct metadata { bit<8> lastval; bit<16> peek; bit<8> nhops; }
+struct headers { eth_t eth; hop_t[3] hops; nums_t nums; }
+
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.eth);
+        transition select(hdr.eth.etype) { 0x88b5: parse_hop; 0x88b6: parse_nums; default: accept; }
+    }
+    state parse_hop {
+        pkt.extract(hdr.hops.next);
+        meta.lastval = hdr.hops.last.val;
+        meta.nhops = meta.nhops + 1;
+        transition select(hdr.hops.last.bos) { 1: check_peek; default: parse_hop; }
+    }
+    state check_peek {
+        meta.peek = pkt.lookahead<bit<16>>();
+        transition select(pkt.lookahead<nums_t>().b) { 0xee: parse_nums; default: accept; }
+    }
+    state parse_nums { pkt.extract(hdr.nums); transition accept; }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action arith(bool neg) {
+        hdr.nums.out1 = hdr.nums.a |+| hdr.nums.b;
+        if (neg) { hdr.nums.out2 = hdr.nums.c |-| hdr.nums.d; }
+        else { hdr.nums.out2 = hdr.nums.c |+| hdr.nums.d; }
+        sm.egress_spec = 2;
+    }
+    action learn() {
+        digest<learn_t>(1, { hdr.eth.src, sm.ingress_port });
+        log_msg("learned src={} port={}", { hdr.eth.src, sm.ingress_port });
+        sm.egress_spec = 3;
+    }
+    action to(bit<9> port) { sm.egress_spec = port; }
+    table ops {
+        key = { hdr.nums.op: exact; }
+        actions = { arith; NoAction; }
+        default_action = NoAction();
+    }
+    table pick {
+        key = { hdr.nums.flag: optional; hdr.eth.dst: exact; }
+        actions = { to; learn; NoAction; }
+        const entries = {
+            (1, 0x000000000001): to(5);
+            (_, 0x000000000001): to(6);
+            (_, 0x000000000002): learn();
+        }
+        default_action = NoAction();
+    }
+    apply {
+        if (hdr.nums.isValid()) { ops.apply(); }
+        pick.apply();
+        if (hdr.hops[0].isValid()) {
+            hdr.eth.src = (bit<16>)meta.lastval ++ meta.peek ++ (bit<16>)meta.nhops;
+            sm.egress_spec = 7;
+        }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) {
+    apply { pkt.emit(hdr.eth); pkt.emit(hdr.hops); pkt.emit(hdr.nums); }
+}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+@pytest.fixture(scope="module")
+def features_json() -> dict[str, Any]:
+    import compiler
+    return compiler.compile_source(FEATURES_P4).bmv2_json
+
+
+@pytest.fixture(params=[True, False], ids=["fused", "reference"])
+def feat(request: pytest.FixtureRequest, features_json: dict[str, Any]) -> Device:
+    d = Device()
+    d.install(Pipeline(json.loads(json.dumps(features_json)), fuse=request.param))
+    return d
+
+
+def feth(dst: int, etype: int, src: int = 0x0B) -> bytes:
+    return dst.to_bytes(6, "big") + src.to_bytes(6, "big") + etype.to_bytes(2, "big")
+
+
+def hop(val: int, bos: int, tag: int = 5) -> bytes:
+    return bytes([(tag << 1) | bos, val])
+
+
+@pytest.mark.parametrize("hop_bytes, rest, lastval, nhops", [
+    (hop(11, 0) + hop(22, 1), b"\x12\x34" + bytes(20), 22, 2),
+    (hop(33, 1), b"\xab\xcd" + bytes(20), 33, 1),
+    # no bottom of stack within 3 hops: StackOutOfBounds after 3 extracts; what the parser
+    # stored so far (last = third hop) stays, and ingress still runs
+    (hop(1, 0) + hop(2, 0) + hop(3, 0), hop(4, 1) + bytes(20), 3, 3),
+])
+def test_stack_last_and_lookahead_in_parser(feat: Device, hop_bytes: bytes, rest: bytes,
+                                            lastval: int, nhops: int) -> None:
+    [(port, out)] = feat.process(1, feth(0x0A, 0x88B5) + hop_bytes + rest)
+    peek = int.from_bytes(rest[:2], "big") if nhops < 3 else 0
+    src = (lastval << 32) | (peek << 16) | nhops
+    assert port == 7
+    assert out == feth(0x0A, 0x88B5, src) + hop_bytes + rest
+
+
+def test_lookahead_at_offset_selects_next_state(feat: Device) -> None:
+    # the byte 1 bit-octet into the lookahead window is 0xee: nums is parsed (and then ops's
+    # arith runs), so out1 = a |+| b gets written into the frame
+    feat.pipeline.tables["I.ops"].insert(TableEntry((Exact(1),), ActionCall("I.arith", (0,))))
+    nums = bytes([200, 0xEE, 0, 0, 1, 0, 0, 0])
+    [(port, out)] = feat.process(1, feth(0x0A, 0x88B5) + hop(9, 1) + nums)
+    assert port == 7 and out[16:] == bytes([200, 0xEE, 0, 0, 1, 255, 0, 0])
+    nums = bytes([200, 0xED, 0, 0, 1, 0, 0, 0])          # not 0xee: left unparsed
+    [(port, out)] = feat.process(1, feth(0x0A, 0x88B5) + hop(9, 1) + nums)
+    assert port == 7 and out[16:] == nums
+
+
+def i8(v: int) -> int:
+    return v & 0xFF
+
+
+@pytest.mark.parametrize("a, b, c, d, neg, out1, out2", [
+    (200, 100, -100, 100, 1, 255, -128),      # both saturate
+    (1, 2, 100, 100, 0, 3, 127),
+    (1, 2, 100, -100, 1, 3, 127),
+    (0, 0, -100, -100, 0, 0, -128),
+    (10, 20, -5, 7, 1, 30, -12),              # in range: plain arithmetic
+    (10, 20, -5, 7, 0, 30, 2),
+])
+def test_saturating_casts_and_bool_parameter(feat: Device, a: int, b: int, c: int, d: int,
+                                             neg: int, out1: int, out2: int) -> None:
+    feat.pipeline.tables["I.ops"].insert(TableEntry((Exact(7),), ActionCall("I.arith", (neg,))))
+    frame = feth(0x0A, 0x88B6) + bytes([a, b, i8(c), i8(d), 7, 0, 0, 0])
+    assert feat.process(1, frame) == [
+        (2, feth(0x0A, 0x88B6) + bytes([a, b, i8(c), i8(d), 7, out1, i8(out2), 0]))]
+
+
+@pytest.mark.parametrize("dst, flag, port", [
+    (1, 1, 5),        # first const entry (flag 1) wins over the wildcard one
+    (1, 0, 6),        # optional wildcard
+    (1, 9, 6),
+    (3, 1, 0),        # miss: NoAction
+])
+def test_optional_const_entries(feat: Device, dst: int, flag: int, port: int) -> None:
+    frame = feth(dst, 0x88B6) + bytes([0, 0, 0, 0, 0, 0, 0, flag])
+    assert feat.process(1, frame) == [(port, frame)]
+
+
+def test_digest_and_log_msg(feat: Device, caplog: pytest.LogCaptureFixture) -> None:
+    got: list[tuple[int, tuple[int, ...]]] = []
+    feat.digest_handler = lambda lid, values: got.append((lid, values))
+    log = logging.getLogger("netsum.test.switch.features")
+    log.setLevel(logging.INFO)
+    feat.set_logger(log)
+    frame = feth(2, 0x0800, src=0x0203040506AB)
+    with caplog.at_level(logging.INFO, logger=log.name):
+        assert feat.process(4, frame) == [(3, frame)]
+        assert feat.process(4, feth(1, 0x0800)) == [(6, feth(1, 0x0800))]    # no digest
+    assert got == [(1, (0x0203040506AB, 4))]
+    assert feat.stats.as_dict()["digests"] == 1
+    assert f"learned src={0x0203040506AB} port=4" in caplog.text
+
+
+def test_digest_handler_failure_keeps_the_packet(feat: Device) -> None:
+    def boom(lid: int, values: tuple[int, ...]) -> None:
+        raise RuntimeError("consumer bug")
+    feat.digest_handler = boom
+    frame = feth(2, 0x0800)
+    assert feat.process(4, frame) == [(3, frame)]
+    assert feat.stats.as_dict()["internal_errors"] == 1
+
+
+@pytest.mark.parametrize("msg, nargs, fmt", [
+    ("x={} y={}", 2, "x={} y={}"),
+    ("{}", 1, "{}"),
+    ("v={value}!", 1, "v={}!"),               # anything between braces is a placeholder
+    (r"set \{a\} = {}", 1, "set {{a}} = {}"),  # escaped braces print as braces
+    ("close } alone", 0, "close }} alone"),
+    ("plain", 0, "plain"),
+])
+def test_log_format_follows_bmv2(msg: str, nargs: int, fmt: str) -> None:
+    assert log_format(msg, nargs, "p") == fmt
+    fmt.format(*range(nargs))                 # usable by str.format as is
+
+
+def _mutated(doc: dict[str, Any], where: str, edit: Callable[[dict[str, Any]], None]) -> None:
+    j = json.loads(json.dumps(doc))
+    edit(j)
+    with pytest.raises(ConfigError, match=where):
+        Device.build_pipeline(j)
+
+
+def _action(j: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(a for a in j["actions"] if a["name"] == name)
+
+
+def _state(j: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in j["parsers"][0]["parse_states"] if s["name"] == name)
+
+
+@pytest.mark.parametrize("where, edit", [
+    (r"parse_states\[1\] \('parse_hop'\).transition_key\[0\]: unknown header stack 'nope'",
+     lambda j: _state(j, "parse_hop")["transition_key"][0].update(value=["nope", "bos"])),
+    (r"transition_key\[0\]: header 'hops\[0\]' has no field 'zz'",
+     lambda j: _state(j, "parse_hop")["transition_key"][0].update(value=["hops", "zz"])),
+    (r"parser_ops\[1\] \('set'\): bad stack_field reference 'hops'",
+     lambda j: _state(j, "parse_hop")["parser_ops"][1]["parameters"][1].update(value="hops")),
+    (r"\('I.learn'\).primitives\[0\] \('generate_digest'\): generate_digest: unknown learn list",
+     lambda j: _action(j, "I.learn")["primitives"][0]["parameters"][1].update(value="0x7")),
+    (r"\('I.learn'\).primitives\[1\] \('log_msg'\): log_msg: format 'learned src=\{\} port=\{\}' expects 2",
+     lambda j: _action(j, "I.learn")["primitives"][1]["parameters"][1]["value"].pop()),
+    (r"learn_lists\[0\] \('learn_t'\).elements\[0\]: unknown header instance 'ghost'",
+     lambda j: j["learn_lists"][0]["elements"][0].update(value=["ghost", "x"])),
+    (r"entries\[0\].match_key\[0\]: optional match with partial mask",
+     lambda j: next(t for t in j["pipelines"][0]["tables"] if t["name"] == "I.pick")
+     ["entries"][0]["match_key"][0].update(mask="0x0f")),
+])
+def test_bad_json_is_rejected_at_load(features_json: dict[str, Any], where: str,
+                                      edit: Callable[[dict[str, Any]], None]) -> None:
+    _mutated(features_json, where, edit)
