@@ -281,12 +281,14 @@ def test_inlined_table_sees_control_plane_changes(fuse: bool) -> None:
 
 
 def _program_files(fixtures: Path) -> list[Path]:
-    return sorted((Path(__file__).resolve().parents[1] / "switch_json").glob("*.json")) + \
-        sorted(fixtures.glob("*.json"))
+    tests = Path(__file__).resolve().parents[1]
+    return sorted((tests / "switch_json").glob("*.json")) + sorted(fixtures.glob("*.json")) + \
+        sorted((tests / "golden" / "compiler").glob("*.json")) + \
+        sorted((tests / "golden" / "p4").glob("*.json"))
 
 
 def test_fixture_programs_agree_with_unfused_reference(p4c_fixtures: Path) -> None:
-    """Every hand-written and real-p4c program of the test suite (stacks, unions, lpm/ternary
+    """Every hand-written, real-p4c and netsum-p4c program of the test suite (stacks, unions, lpm/ternary
     tables, checksums, clones, jumps inside actions), default actions only, under random and
     mutated frames: the rewritten pipeline behaves exactly like the emitted one."""
     files = _program_files(p4c_fixtures)
@@ -299,7 +301,8 @@ def test_fixture_programs_agree_with_unfused_reference(p4c_fixtures: Path) -> No
         for k in range(300):
             frame = bytearray(rng.choice(seeds))
             if frame and k % 3:               # common ethertypes / protocols, so parsers go deep
-                frame[12:14] = rng.choice([b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x12\x34"])
+                frame[12:14] = rng.choice([b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x12\x34",
+                                           b"\x88\x47"])
                 if len(frame) > 23:
                     frame[14] = 0x45
                     frame[23] = rng.choice([6, 17, 1])
