@@ -89,24 +89,6 @@ def _program(opts: Options) -> tuple[Path, Path, list[str] | None]:
         raise ExperimentError(f"P4 build failed: {exc}") from None
 
 
-def _job_counters(ctl: Any, job_id: int) -> dict[str, int]:
-    """The job's counters summed over the switches where workers contribute (in a tree the
-    leaves; the root counts the leaves' partial sums, which would count twice)."""
-    from controller.errors import ControllerError
-    try:
-        rows = [r for r in ctl.job_stats() if r["job"] == job_id]
-    except ControllerError:
-        return {}
-    if any(r["role"] == "leaf" for r in rows):
-        rows = [r for r in rows if r["role"] == "leaf"]
-    total: dict[str, int] = {}
-    for row in rows:
-        for key, value in row.items():
-            if isinstance(value, int) and key != "job":
-                total[key] = total.get(key, 0) + value
-    return total
-
-
 def _write_csv(path: Path, outcome: Any, hosts: list[Any]) -> None:
     from netsum.jobrun import WorkerOutcome
     names = [f.name for f in fields(WorkerOutcome)]
@@ -176,6 +158,7 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
     import netsum_mn as M
     from netsum.demo import format_table, write_png
     from netsum.jobrun import RunningJob
+    from netsum.rig import job_counters
     from netsum.tensors import reference, synthetic_inputs
     from workers import quant
 
@@ -269,7 +252,7 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
         spanned = {h.switch for h in members}
         # Per use of a slot the leaves count one DATA per worker plus the root's result.
         per_slot = n + (len(spanned) if len(spanned) > 1 else 0)
-        running = RunningJob(lambda j: _job_counters(ctl, j), spec.id, workers.children, ref,
+        running = RunningJob(lambda j: job_counters(ctl, j), spec.id, workers.children, ref,
                              ins, outs, blocks, min(spec.slots, blocks), started, per_slot)
         _write_manifest(opts, net, topology, spec.id, members, workers)
 

@@ -45,7 +45,8 @@ from workers.errors import WorkerError
 from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
 
 __all__ = ["Mode", "Target", "RigConfig", "RigError", "WorkerOutcome", "JobOutcome",
-           "RunningJob", "Rig", "missing_bmv2_tools"]
+           "RunningJob", "Rig", "missing_bmv2_tools", "job_counters", "SwitchReady",
+           "parse_ready_line", "wait_switch_ready"]
 
 POOL_SLOTS = 4096          # the default build's NETSUM_SLOTS
 MAX_JOB_ID = 255           # NETSUM_MAX_JOBS - 1
@@ -103,14 +104,74 @@ def missing_bmv2_tools() -> list[str]:
 
 
 def _free_udp_port() -> int:
-    # The switch does not report the UDP ports it opened for `:0`, so the rig picks them; the
-    # window between close() and the switch's bind is tiny and a clash fails loudly at start.
+    # Only for switch-to-switch links, whose two ends must each name the other's port before
+    # either daemon starts; a clash in the window before the switch binds fails loudly at start.
+    # Worker ports are asked for as `:0` and read back from the ready line instead.
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-_READY = re.compile(r"ready: .*P4Runtime on (\S+)")
+# `netsum-switch: ready: device N; <N@IFACE ...|no ports>; <P4Runtime on ADDR|P4Runtime off>`
+_READY = re.compile(r"ready: device \S+; (.*); P4Runtime (?:on (\S+)|off)")
+_UDP_PORT = re.compile(r"^(\d+)@udp:.*:(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchReady:
+    """What a netsum-switch daemon says it opened: P4Runtime address, UDP port per port."""
+    grpc_addr: str | None                 # None with --no-grpc
+    udp_ports: dict[int, int]             # switch port number -> bound local UDP port
+
+
+def parse_ready_line(text: str) -> SwitchReady | None:
+    """The first ready line in `text` (a daemon's stdout or log), or None if there is none yet.
+    The daemon prints bound ports, so a port asked for as `:0` shows its real number."""
+    m = _READY.search(text)
+    if m is None:
+        return None
+    udp: dict[int, int] = {}
+    for iface in m.group(1).split():
+        # `N@udp:HOST:PORT[,PEER]`: the local side is before the comma.
+        u = _UDP_PORT.match(iface.partition(",")[0])
+        if u:
+            udp[int(u.group(1))] = int(u.group(2))
+    addr = m.group(2)
+    return SwitchReady(addr.rstrip(";") if addr else None, udp)
+
+
+def wait_switch_ready(child: Child, timeout: float = 30.0) -> SwitchReady:
+    """Poll a netsum-switch child's log for its ready line; RigError if it exits first or does
+    not get ready within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = child.log_path.read_text(errors="replace") if child.log_path else ""
+        ready = parse_ready_line(text)
+        if ready is not None:
+            return ready
+        if not child.alive():
+            raise RigError(f"the switch exited at start: {text.strip()[-500:]}")
+        time.sleep(0.05)
+    raise RigError(f"the switch did not become ready within {timeout:g} s")
+
+
+def job_counters(ctl: Controller, job_id: int) -> dict[str, int]:
+    """A job's counters summed over the switches where workers contribute: in a tree the
+    leaves (the root counts the leaves' partial sums, which would count them twice).  {} when
+    the switches cannot be read (a progress display must not fail the job)."""
+    try:
+        rows = ctl.job_stats()
+    except ControllerError:
+        return {}
+    mine = [r for r in rows if r["job"] == job_id]
+    if any(r["role"] == "leaf" for r in mine):
+        mine = [r for r in mine if r["role"] == "leaf"]
+    total: dict[str, int] = {}
+    for row in mine:
+        for key, value in row.items():
+            if isinstance(value, int) and key != "job":
+                total[key] = total.get(key, 0) + value
+    return total
 
 
 class Rig:
@@ -176,8 +237,7 @@ class Rig:
                 raise RigError(f"cannot set up namespaces: {exc}") from None
         else:
             for h in self.layout.hosts:
-                self.udp_ports[h.rank] = _free_udp_port()
-                ifaces[h.switch].append(f"{h.port}@udp:127.0.0.1:{self.udp_ports[h.rank]}")
+                ifaces[h.switch].append(f"{h.port}@udp:127.0.0.1:0")   # bound port: ready line
             # Switch-to-switch links: a UDP port on each side, each sending to the other.
             for sw in self.layout.switches:
                 if sw.role != "leaf":
@@ -186,8 +246,20 @@ class Rig:
                     a, b = _free_udp_port(), _free_udp_port()
                     ifaces[sw.name].append(f"{port}@udp:127.0.0.1:{a},127.0.0.1:{b}")
                     ifaces[peer].append(f"{peer_port}@udp:127.0.0.1:{b},127.0.0.1:{a}")
-        grpc = {sw.name: self._start_switch(sw.name, ifaces[sw.name], json_path)
-                for sw in self.layout.switches}
+        ready = {sw.name: self._start_switch(sw.name, ifaces[sw.name], json_path)
+                 for sw in self.layout.switches}
+        grpc: dict[str, str] = {}
+        for name, r in ready.items():
+            if r.grpc_addr is None:
+                raise RigError(f"switch {name} started without P4Runtime")
+            grpc[name] = r.grpc_addr
+        if cfg.mode is Mode.UDP:
+            for h in self.layout.hosts:
+                try:
+                    self.udp_ports[h.rank] = ready[h.switch].udp_ports[h.port]
+                except KeyError:
+                    raise RigError(f"switch {h.switch} did not report UDP port {h.port} in its "
+                                   "ready line") from None
         self.topology_path.write_text(yaml.safe_dump(
             topology_doc(self.layout, grpc, POOL_SLOTS), sort_keys=False))
         self._write_manifest()
@@ -244,7 +316,7 @@ class Rig:
             raise RigError(f"P4 build failed: the compiler crashed on p4/netsum.p4 (K="
                            f"{self.config.k}): {type(exc).__name__}: {exc}") from None
 
-    def _start_switch(self, name: str, ifaces: list[str], json_path: Path) -> str:
+    def _start_switch(self, name: str, ifaces: list[str], json_path: Path) -> SwitchReady:
         log_name = "switch" if not self.layout.is_tree else f"switch-{name}"
         if self.config.target is Target.BMV2:
             # simple_switch_grpc does not report an ephemeral gRPC port: pick one.
@@ -256,7 +328,7 @@ class Rig:
                     "--grpc-server-addr", f"127.0.0.1:{port}"]
             child = self.procs.start(log_name, argv)
             self.switches[name] = child
-            return self._wait_grpc(child, f"127.0.0.1:{port}")
+            return SwitchReady(self._wait_grpc(child, f"127.0.0.1:{port}"), {})
         # `python -m switch` is netsum-switch; under cProfile the daemon writes its stats when
         # it stops on SIGTERM (it returns from main rather than exiting from the handler).
         head = [str(self._bin / "netsum-switch")]
@@ -268,16 +340,7 @@ class Rig:
                 "--", "--grpc-server-addr", "127.0.0.1:0"]
         child = self.procs.start(log_name, argv)
         self.switches[name] = child
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            text = child.log_path.read_text(errors="replace") if child.log_path else ""
-            m = _READY.search(text)
-            if m:
-                return m.group(1).rstrip(";")
-            if not child.alive():
-                raise RigError(f"the switch exited at start: {text.strip()[-500:]}")
-            time.sleep(0.05)
-        raise RigError("the switch did not become ready within 30 s")
+        return wait_switch_ready(child)
 
     def _wait_grpc(self, child: Child, addr: str) -> str:
         host, port = addr.rsplit(":", 1)
@@ -324,20 +387,7 @@ class Rig:
 
     # -- jobs -------------------------------------------------------------------------------------
     def counters(self, job_id: int) -> dict[str, int]:
-        try:
-            rows = self.controller.job_stats()
-        except ControllerError:
-            return {}
-        mine = [r for r in rows if r["job"] == job_id]
-        # In a tree the workers' contributions arrive at the leaves; the root counts partials.
-        if any(r["role"] == "leaf" for r in mine):
-            mine = [r for r in mine if r["role"] == "leaf"]
-        total: dict[str, int] = {}
-        for row in mine:
-            for key, value in row.items():
-                if isinstance(value, int) and key != "job":
-                    total[key] = total.get(key, 0) + value
-        return total
+        return job_counters(self.controller, job_id)
 
     def start_job(self, inputs: Sequence[np.ndarray]) -> RunningJob:
         """Start one all-reduce of `inputs` (one tensor per worker, any float32 shape)."""

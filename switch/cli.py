@@ -189,7 +189,7 @@ def run(opts: Options) -> int:
                 return 1
             host = opts.grpc_addr.rpartition(":")[0]
             grpc_note = f"P4Runtime on {host}:{getattr(server, 'port', '?')}"
-        desc = " ".join(f"{p.number}@{p.iface}" for p in opts.ports) or "no ports"
+        desc = ports.describe() or "no ports"
         print(f"{PROG}: ready: device {opts.device_id}; {desc}; {grpc_note}", flush=True)
         ports.run(lambda: stop)
     finally:

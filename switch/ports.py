@@ -131,6 +131,21 @@ class PortSet:
             raise
         self.device.transmit = self.transmit
 
+    def describe(self) -> str:
+        """`N@IFACE ...` for the opened ports, as the ready line shows them: a UDP port asked
+        for as `:0` shows the port the OS bound, so callers need not pick free ports first
+        (picking them leaves a window in which another process may take one)."""
+        out = []
+        for spec in self.specs:
+            port = self.ports.get(spec.number)
+            iface = spec.iface
+            if spec.kind is PortKind.UDP and port is not None:
+                local, sep, peer = iface[4:].partition(",")
+                host = local.rpartition(":")[0]
+                iface = f"udp:{host}:{port.sock.getsockname()[1]}{sep}{peer}"
+            out.append(f"{spec.number}@{iface}")
+        return " ".join(out)
+
     @staticmethod
     def _open_socket(spec: PortSpec) -> socket.socket:
         if spec.kind is PortKind.UDP:
