@@ -22,6 +22,7 @@ from controller.schema import Schema, load_p4info
 from controller.errors import AllocationError, ControllerError
 from controller.fabric import Controller, Program, load_program
 from controller.topology import JobSpec, Topology, parse_topology
+from helpers import built_netsum
 from switch.device import Device
 from switch.p4rt.server import P4RuntimeServer
 from workers import wire
@@ -33,12 +34,7 @@ K = K_DEFAULT
 
 @pytest.fixture(scope="module")
 def netsum_program() -> tuple[Path, Path]:
-    build = pytest.importorskip("netsum.build")
-    try:
-        json_path, info_path = build.ensure_built(k=K)
-    except build.BuildError as exc:
-        pytest.fail(f"p4/netsum.p4 does not build: {exc}")
-    return info_path, json_path
+    return built_netsum(K)
 
 
 class Sw:

@@ -9,9 +9,7 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,58 +19,17 @@ import pytest
 import yaml
 
 from controller.topology import parse_topology
+from helpers import BIN, SwitchDaemon, built_netsum
+from netsum.procs import ProcessGroup
 from workers.protocol import K_DEFAULT
 
 ROOT = Path(__file__).resolve().parents[2]
 K = K_DEFAULT
-BIN = Path(sys.executable).parent
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def netsum_program() -> tuple[Path, Path]:
-    build = pytest.importorskip("netsum.build")
-    try:
-        json_path, info_path = build.ensure_built(k=K)
-    except build.BuildError as exc:
-        pytest.fail(f"p4/netsum.p4 does not build: {exc}")
-    return info_path, json_path
-
-
-class Daemon:
-    """netsum-switch with UDP ports 1..4 and gRPC on a fixed loopback port."""
-
-    def __init__(self, grpc_port: int, udp_ports: dict[int, int], log: Path) -> None:
-        self.argv = [str(BIN / "netsum-switch"), "--no-p4", "--device-id", "0"]
-        for n, p in udp_ports.items():
-            self.argv += ["-i", f"{n}@udp:127.0.0.1:{p}"]
-        self.argv += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
-        self.grpc_port = grpc_port
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as fh:
-            self.proc = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-2000:]
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.grpc_port)) == 0:
-                    return
-            time.sleep(0.1)
-        raise AssertionError("netsum-switch did not open its gRPC port")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()            # SIGKILL: no goodbye, as in a crash
-            self.proc.wait(timeout=10)
+    return built_netsum(K)
 
 
 class Lines:
@@ -106,30 +63,31 @@ class Lines:
 
 @pytest.fixture
 def rig(netsum_program, tmp_path) -> Iterator[tuple]:  # type: ignore[type-arg]
+    """netsum-switch with UDP ports 1..4 (bound ports read from its ready line) under
+    `netsum-ctl run`; the daemon restarts on the same addresses."""
     info, js = netsum_program
-    grpc_port = free_port()
-    udp = {n: free_port(socket.SOCK_DGRAM) for n in (1, 2, 3, 4)}
-    doc = yaml.safe_load((ROOT / "examples" / "single.yaml").read_text())
-    doc["switches"][0]["grpc_addr"] = f"127.0.0.1:{grpc_port}"
-    topo_path = tmp_path / "single.yaml"
-    topo_path.write_text(yaml.safe_dump(doc))
-    daemon = Daemon(grpc_port, udp, tmp_path / "switch.log")
-    daemon.start()
-    ctl = subprocess.Popen([str(BIN / "netsum-ctl"), "run", "--topo", str(topo_path),
-                            "--p4info", str(info), str(js), "--interval", "0.3"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        yield parse_topology(topo_path.read_text()), daemon, ctl, Lines(ctl.stdout), udp
-    finally:
-        if ctl.poll() is None:
-            os.kill(ctl.pid, signal.SIGINT)
-            try:
-                ctl.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                ctl.kill()
-                ctl.wait()
-        daemon.kill()
+    with ProcessGroup(tmp_path / "logs") as procs:
+        daemon = SwitchDaemon(procs, [f"{n}@udp:127.0.0.1:0" for n in (1, 2, 3, 4)])
+        udp = daemon.start().udp_ports
+        doc = yaml.safe_load((ROOT / "examples" / "single.yaml").read_text())
+        doc["switches"][0]["grpc_addr"] = daemon.grpc_addr
+        topo_path = tmp_path / "single.yaml"
+        topo_path.write_text(yaml.safe_dump(doc))
+        ctl = subprocess.Popen([str(BIN / "netsum-ctl"), "run", "--topo", str(topo_path),
+                                "--p4info", str(info), str(js), "--interval", "0.3"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            yield parse_topology(topo_path.read_text()), daemon, ctl, Lines(ctl.stdout), udp
+        finally:
+            if ctl.poll() is None:
+                os.kill(ctl.pid, signal.SIGINT)
+                try:
+                    ctl.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    ctl.kill()
+                    ctl.wait()
+            daemon.kill()
 
 
 def run_workers(topo, udp, size: int = 2000) -> list[str]:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2 as pb
 
+from helpers import embedded_server
 from switch.device import Device
 from switch.p4rt import P4RuntimeServer
 from switch.p4rt.rawclient import RawClient, batch_errors
@@ -35,12 +36,8 @@ def load(fixtures: Path, name: str) -> tuple[p4info_pb2.P4Info, bytes]:
 
 @pytest.fixture
 def server() -> Iterator[tuple[Device, P4RuntimeServer]]:
-    dev = Device(device_id=DEVICE_ID, cpu_port=None)
-    srv = P4RuntimeServer(dev, "127.0.0.1:0").start()
-    try:
-        yield dev, srv
-    finally:
-        srv.stop(None)
+    with embedded_server(DEVICE_ID) as made:
+        yield made
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from scapy.layers.l2 import Dot1Q, Ether
 
+from helpers import embedded_server
 from switch.device import Device
 from switch.p4rt import P4RuntimeServer
 
@@ -26,12 +27,8 @@ DEVICE_ID = 0
 
 @pytest.fixture
 def server() -> Iterator[tuple[Device, P4RuntimeServer]]:
-    dev = Device(device_id=DEVICE_ID, cpu_port=None)
-    srv = P4RuntimeServer(dev, "127.0.0.1:0").start()
-    try:
-        yield dev, srv
-    finally:
-        srv.stop(None)
+    with embedded_server(DEVICE_ID) as made:
+        yield made
 
 
 def shell_for(srv: P4RuntimeServer, fixtures: Path, program: str) -> Any:

@@ -15,24 +15,17 @@ import pytest
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
+from helpers import free_udp_ports
+
 CALC = struct.Struct(">BIIIB")
-
-
-def free_udp_ports(n: int) -> list[int]:
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def switch_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "switch", *args]
 
 
-def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+def start_ready(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
+    """The daemon started, and its ready line (the first line on stdout)."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     proc = subprocess.Popen(switch_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=cwd, env=env)
@@ -41,7 +34,11 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     if "ready" not in line:
         proc.kill()
         raise AssertionError(f"no ready line: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    return proc
+    return proc, line
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return start_ready(args, cwd)[0]
 
 
 @pytest.fixture
@@ -107,6 +104,32 @@ def test_fixed_peer_and_sigint(calc_json: Path, peer: socket.socket, tmp_path: P
     finally:
         sender.close()
         proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_ready_line_reports_bound_udp_ports(calc_json: Path, peer: socket.socket,
+                                            tmp_path: Path) -> None:
+    """Ports asked for as `:0` show the port the OS bound (peer kept as given), and that port
+    is the one that forwards: callers need not pick free ports first."""
+    from netsum.rig import parse_ready_line
+
+    sink = peer.getsockname()[1]
+    proc, line = start_ready(["--no-grpc", "-i", "1@udp:127.0.0.1:0", "-i",
+                              f"2@udp:127.0.0.1:0,127.0.0.1:{sink}", str(calc_json)], tmp_path)
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        ready = parse_ready_line(line)
+        assert ready is not None and ready.grpc_addr is None, line
+        assert set(ready.udp_ports) == {1, 2} and 0 not in ready.udp_ports.values(), line
+        assert f"2@udp:127.0.0.1:{ready.udp_ports[2]},127.0.0.1:{sink}" in line
+        # calc_state sends the answer back out of the ingress port: port 2's fixed peer.
+        sender.sendto(calc_frame(0x2B, 2, 3), ("127.0.0.1", ready.udp_ports[2]))
+        data, _ = peer.recvfrom(2048)
+        assert CALC.unpack(data[14:28])[3] == 5
+    finally:
+        sender.close()
+        proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0 and "Traceback" not in err
 

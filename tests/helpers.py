@@ -1,0 +1,129 @@
+"""Helpers shared by the end-to-end and transport tests: free loopback ports, the built netsum
+program, and a `netsum-switch` daemon started as a child process and read back from its ready
+line.
+
+Owns only test plumbing; the daemon's ready line is parsed by `netsum.rig.parse_ready_line`
+(one definition for the rig and the tests), and child processes live in a
+`netsum.procs.ProcessGroup`, so a test that fails half-way leaves nothing running.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from netsum.procs import Child, ProcessGroup
+from netsum.rig import RigError, SwitchReady, wait_switch_ready
+from switch.device import Device
+from switch.p4rt import P4RuntimeServer
+
+__all__ = ["BIN", "free_port", "free_udp_ports", "built_netsum", "embedded_server",
+           "SwitchDaemon"]
+
+#: Where the venv's console scripts (netsum-switch, netsum-ctl, netsum-worker) are.
+BIN = Path(sys.executable).parent
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A loopback port free right now (TCP by default); the caller binds it soon after."""
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_udp_ports(n: int) -> list[int]:
+    """n distinct free loopback UDP ports: all are held open together, so none repeats."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def built_netsum(k: int) -> tuple[Path, Path]:
+    """(p4info, json) of p4/netsum.p4 for K=k, built by netsum.build if stale; a build failure
+    fails the test with the compiler's message."""
+    build = pytest.importorskip("netsum.build")
+    try:
+        json_path, info_path = build.ensure_built(k=k)
+    except build.BuildError as exc:
+        pytest.fail(f"p4/netsum.p4 does not build: {exc}")
+    return info_path, json_path
+
+
+@contextlib.contextmanager
+def embedded_server(device_id: int) -> Iterator[tuple[Device, P4RuntimeServer]]:
+    """An in-process switch (no CPU port) with its P4Runtime server on a free loopback port,
+    stopped on exit."""
+    dev = Device(device_id=device_id, cpu_port=None)
+    srv = P4RuntimeServer(dev, "127.0.0.1:0").start()
+    try:
+        yield dev, srv
+    finally:
+        srv.stop(None)
+
+
+class SwitchDaemon:
+    """`netsum-switch --no-p4` with the given `-i` specs, in `procs`.  `start()` waits for the
+    ready line and returns what it reports (so `udp:127.0.0.1:0` and a gRPC port 0 need no
+    free-port picking); `restart_argv` pins the reported ports so a restart comes back on the
+    same addresses, as a crashed switch restarted by an operator would."""
+
+    def __init__(self, procs: ProcessGroup, ifaces: Sequence[str],
+                 grpc_addr: str = "127.0.0.1:0", name: str = "switch") -> None:
+        self.procs = procs
+        self.ifaces = list(ifaces)
+        self.grpc_addr = grpc_addr
+        self.name = name
+        self.child: Child | None = None
+        self.ready: SwitchReady | None = None
+
+    def argv(self) -> list[str]:
+        argv = [str(BIN / "netsum-switch"), "--no-p4", "--device-id", "0"]
+        for spec in self.ifaces:
+            argv += ["-i", spec]
+        return argv + ["--", "--grpc-server-addr", self.grpc_addr]
+
+    def start(self, timeout: float = 30.0) -> SwitchReady:
+        self.child = self.procs.start(self.name, self.argv())
+        try:
+            ready = wait_switch_ready(self.child, timeout)
+        except RigError as exc:
+            raise AssertionError(str(exc)) from None
+        if self.ready is None:
+            self.ready = ready
+            self._pin(ready)
+        return ready
+
+    def _pin(self, ready: SwitchReady) -> None:
+        """Replace port 0 in the specs and the gRPC address by the ports the daemon bound."""
+        pinned = []
+        for spec in self.ifaces:
+            num, _, rest = spec.partition("@")
+            if rest.startswith("udp:") and int(num) in ready.udp_ports:
+                local, sep, peer = rest[4:].partition(",")
+                host = local.rpartition(":")[0]
+                spec = f"{num}@udp:{host}:{ready.udp_ports[int(num)]}{sep}{peer}"
+            pinned.append(spec)
+        self.ifaces = pinned
+        if ready.grpc_addr is not None:
+            self.grpc_addr = ready.grpc_addr
+
+    @property
+    def grpc_port(self) -> int:
+        return int(self.grpc_addr.rpartition(":")[2])
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye, as in a crash."""
+        if self.child is not None and self.child.alive():
+            os.killpg(self.child.popen.pid, signal.SIGKILL)
+            self.child.popen.wait(timeout=10)
