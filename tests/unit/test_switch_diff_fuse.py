@@ -288,9 +288,9 @@ def _program_files(fixtures: Path) -> list[Path]:
 
 
 def test_fixture_programs_agree_with_unfused_reference(p4c_fixtures: Path) -> None:
-    """Every hand-written, real-p4c and netsum-p4c program of the test suite (stacks, unions, lpm/ternary
-    tables, checksums, clones, jumps inside actions), default actions only, under random and
-    mutated frames: the rewritten pipeline behaves exactly like the emitted one."""
+    """Every hand-written, real-p4c and netsum-p4c program of the test suite (stacks, unions,
+    lpm/ternary tables, checksums, clones, jumps inside actions), default actions only, under
+    random and mutated frames: the rewritten pipeline behaves exactly like the emitted one."""
     files = _program_files(p4c_fixtures)
     assert len(files) >= 4
     rng = random.Random(11)
