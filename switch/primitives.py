@@ -188,8 +188,14 @@ def _shift_stack(ctx: PrimCtx, p: list[Any], push: bool) -> list[str]:
     shifted in are invalid; the stack's next index moves by n within 0..size (P4_16 §8.18)."""
     _nparams(ctx, p, 2)
     st = _stack(ctx, p[0])
-    n = parse_hexstr(unwrap(p[1]).get("value"), ctx.path)
+    cnt = unwrap(p[1])
+    if not (isinstance(cnt, dict) and cnt.get("type") == "hexstr"):
+        raise cfg_error(ctx.path, f"push/pop count must be a constant, got {p[1]!r}")
     size = len(st.headers)
+    # counts past the stack size act like the size (everything shifted out), as in bmv2
+    n = min(parse_hexstr(cnt.get("value"), ctx.path), size)
+    if n < 0:
+        raise cfg_error(ctx.path, f"push/pop count {cnt.get('value')!r} is negative")
     ranges = [ctx.header_range({"type": "header", "value": h}) for h in st.headers]
     out = []
     order = range(size - 1, -1, -1) if push else range(size)

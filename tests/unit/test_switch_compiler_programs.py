@@ -409,7 +409,8 @@ def _state(j: dict[str, Any], name: str) -> dict[str, Any]:
      lambda j: _state(j, "parse_hop")["parser_ops"][1]["parameters"][1].update(value="hops")),
     (r"\('I.learn'\).primitives\[0\] \('generate_digest'\): generate_digest: unknown learn list",
      lambda j: _action(j, "I.learn")["primitives"][0]["parameters"][1].update(value="0x7")),
-    (r"\('I.learn'\).primitives\[1\] \('log_msg'\): log_msg: format 'learned src=\{\} port=\{\}' expects 2",
+    (r"\('I.learn'\).primitives\[1\] \('log_msg'\): log_msg: format "
+     r"'learned src=\{\} port=\{\}' expects 2",
      lambda j: _action(j, "I.learn")["primitives"][1]["parameters"][1]["value"].pop()),
     (r"learn_lists\[0\] \('learn_t'\).elements\[0\]: unknown header instance 'ghost'",
      lambda j: j["learn_lists"][0]["elements"][0].update(value=["ghost", "x"])),
@@ -420,3 +421,25 @@ def _state(j: dict[str, Any], name: str) -> dict[str, Any]:
 def test_bad_json_is_rejected_at_load(features_json: dict[str, Any], where: str,
                                       edit: Callable[[dict[str, Any]], None]) -> None:
     _mutated(features_json, where, edit)
+
+
+def test_push_gives_a_zeroed_new_label(stk: Device) -> None:
+    """setValid on the pushed (invalid) element zeroes its fields as bmv2's add_header does:
+    the new label's tc is 0 even though the old top label, shifted down, had tc 5."""
+    old = bytes(MPLS(label=200, cos=5, s=1, ttl=9))
+    [(port, out)] = stk.process(1, bytes(ETH) + old + PAYLOAD)
+    assert port == 4
+    assert out == bytes(ETH) + bytes(MPLS(label=777, cos=0, s=0, ttl=64)) + old + PAYLOAD
+
+
+@pytest.mark.parametrize("count, where", [
+    ({"type": "field", "value": ["eth", "etype"]}, "push/pop count must be a constant"),
+    ({"type": "hexstr", "value": "-0x1"}, "push/pop count '-0x1' is negative"),
+])
+def test_bad_push_pop_count_is_rejected(count: dict[str, Any], where: str) -> None:
+    j = json.loads((GOLDEN / "compiler" / "stack.json").read_text())
+    next(a for a in j["actions"] if a["name"] == "StkIngress.pop")["primitives"][0][
+        "parameters"][1] = count
+    with pytest.raises(ConfigError, match=r"\('StkIngress.pop'\).primitives\[0\] \('pop'\): "
+                                          + where):
+        Device.build_pipeline(j)
