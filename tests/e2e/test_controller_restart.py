@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -62,7 +63,7 @@ class Lines:
 
 
 @pytest.fixture
-def rig(netsum_program, tmp_path) -> Iterator[tuple]:  # type: ignore[type-arg]
+def rig(netsum_program: tuple[Path, Path], tmp_path: Path) -> Iterator[tuple[Any, ...]]:
     """netsum-switch with UDP ports 1..4 (bound ports read from its ready line) under
     `netsum-ctl run`; the daemon restarts on the same addresses."""
     info, js = netsum_program

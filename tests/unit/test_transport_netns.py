@@ -5,25 +5,19 @@ when namespaces cannot be made.  Everything created is deleted afterwards."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from helpers import BIN, SwitchDaemon, built_netsum
+from netsum.procs import ProcessGroup
+
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 SERVICE_MAC, SERVICE_IP = "02:00:00:00:00:fe", "10.0.0.254"
-
-
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -40,15 +34,20 @@ def lab(privileged: None) -> Iterator[object]:
 @pytest.mark.privileged
 @pytest.mark.slow
 def test_kernel_udp_workers_through_netsum_switch(lab, tmp_path: Path) -> None:  # type: ignore
-
-    from netsum.build import ensure_built
-
-    json_path, p4info = ensure_built(32)
+    p4info, json_path = built_netsum(32)
     hosts = [lab.add_host(i, f"02:00:00:00:00:0{i}", f"10.0.0.{i}",
                           arp={SERVICE_IP: SERVICE_MAC}) for i in (1, 2)]
-    grpc = free_tcp_port()
+    with ProcessGroup(tmp_path / "logs") as procs:
+        daemon = SwitchDaemon(procs, [f"{i}@{h.switch_if}" for i, h in enumerate(hosts, 1)])
+        daemon.start()
+        run_workers(hosts, daemon.grpc_addr, tmp_path, json_path, p4info)
+
+
+def run_workers(hosts: list[Any], grpc: str, tmp_path: Path, json_path: Path,
+                p4info: Path) -> None:
+    """Set the switch up with `netsum-ctl setup`; two kernel-UDP workers check their sums."""
     topo = {
-        "switches": [{"name": "s1", "grpc_addr": f"127.0.0.1:{grpc}", "device_id": 0,
+        "switches": [{"name": "s1", "grpc_addr": grpc, "device_id": 0,
                       "ports": [1, 2], "service": {"mac": SERVICE_MAC, "ipv4": SERVICE_IP},
                       "slots": 256}],
         "hosts": [{"name": f"h{i}", "mac": h.mac, "ipv4": h.ipv4, "switch": "s1", "port": i}
@@ -57,31 +56,18 @@ def test_kernel_udp_workers_through_netsum_switch(lab, tmp_path: Path) -> None: 
     }
     topo_path = tmp_path / "topo.yaml"
     topo_path.write_text(yaml.safe_dump(topo))
-    argv = [str(BIN / "netsum-switch"), "--no-p4", "--device-id", "0"]
-    for i, h in enumerate(hosts, 1):
-        argv += ["-i", f"{i}@{h.switch_if}"]
-    argv += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc}"]
-    log = (tmp_path / "switch.log").open("w")
-    switch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True,
-                              start_new_session=True)
-    try:
-        assert switch.stdout is not None and "ready" in switch.stdout.readline()
-        setup = subprocess.run([str(BIN / "netsum-ctl"), "--topo", str(topo_path), "--p4info",
-                                str(p4info), "setup", str(json_path)],
-                               capture_output=True, text=True, timeout=60)
-        assert setup.returncode == 0, setup.stdout + setup.stderr
-        workers = []
-        for rank, h in enumerate(hosts):
-            cmd = [str(BIN / "netsum-worker"), "--job", "1", "--workers", "2", "--slots", "64",
-                   "--udp", SERVICE_IP, "--bind", h.ipv4, "--size", "20000", "--seed", "5",
-                   "--rank", str(rank), "--check", "--iterations", "2", "--timeout", "20"]
-            workers.append(subprocess.Popen(h.exec_argv(cmd), stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, text=True,
-                                            env=dict(os.environ, PYTHONPATH=str(ROOT))))
-        for w in workers:
-            out, _ = w.communicate(timeout=120)
-            assert w.returncode == 0 and out.count("check ok") == 2, out
-    finally:
-        os.killpg(switch.pid, signal.SIGTERM)
-        switch.wait(timeout=10)
-        log.close()
+    setup = subprocess.run([str(BIN / "netsum-ctl"), "--topo", str(topo_path), "--p4info",
+                            str(p4info), "setup", str(json_path)],
+                           capture_output=True, text=True, timeout=60)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    workers = []
+    for rank, h in enumerate(hosts):
+        cmd = [str(BIN / "netsum-worker"), "--job", "1", "--workers", "2", "--slots", "64",
+               "--udp", SERVICE_IP, "--bind", h.ipv4, "--size", "20000", "--seed", "5",
+               "--rank", str(rank), "--check", "--iterations", "2", "--timeout", "20"]
+        workers.append(subprocess.Popen(h.exec_argv(cmd), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True,
+                                        env=dict(os.environ, PYTHONPATH=str(ROOT))))
+    for w in workers:
+        out, _ = w.communicate(timeout=120)
+        assert w.returncode == 0 and out.count("check ok") == 2, out

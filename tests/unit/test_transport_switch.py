@@ -6,10 +6,7 @@ was real."""
 from __future__ import annotations
 
 import json
-import signal
-import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -17,18 +14,13 @@ import numpy as np
 import pytest
 import yaml
 
+from helpers import BIN, SwitchDaemon, built_netsum
+from netsum.procs import ProcessGroup
 from workers import Endpoint, FrameTransport, JobConfig, Timing, Worker
 from workers.core import AllreduceResult
 
-BIN = Path(sys.executable).parent
 SERVICE_MAC, SERVICE_IP = "02:00:00:00:00:fe", "10.0.0.254"
 DROP = 6554   # of 65536: ~10%
-
-
-def free_port(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ctl(topo: Path, p4info: Path, *args: str) -> str:
@@ -42,74 +34,70 @@ def ctl(topo: Path, p4info: Path, *args: str) -> str:
 
 @pytest.mark.slow
 def test_frames_through_netsum_switch_with_10_percent_drops(tmp_path: Path) -> None:
-    build = pytest.importorskip("netsum.build")
-    json_path, p4info = build.ensure_built(32)
-    grpc, udp = free_port(socket.SOCK_STREAM), [free_port(socket.SOCK_DGRAM) for _ in (1, 2)]
+    p4info, json_path = built_netsum(32)
+    procs = ProcessGroup(tmp_path / "logs")
+    daemon = SwitchDaemon(procs, ["1@udp:127.0.0.1:0", "2@udp:127.0.0.1:0"])
     hosts = [(f"02:00:00:00:00:0{i}", f"10.0.0.{i}") for i in (1, 2)]
     topo = tmp_path / "topo.yaml"
+    with procs:
+        ready = daemon.start()
+        udp = [ready.udp_ports[1], ready.udp_ports[2]]
+        run_with_drops(topo, hosts, daemon.grpc_addr, udp, json_path, p4info)
+
+
+def run_with_drops(topo: Path, hosts: list[tuple[str, str]], grpc: str, udp: list[int],
+                   json_path: Path, p4info: Path) -> None:
+    """Set the switch up (netsum-ctl), lose ~10% on both ports, run two threaded workers."""
     topo.write_text(yaml.safe_dump({
-        "switches": [{"name": "s1", "grpc_addr": f"127.0.0.1:{grpc}", "device_id": 0,
+        "switches": [{"name": "s1", "grpc_addr": grpc, "device_id": 0,
                       "ports": [1, 2], "service": {"mac": SERVICE_MAC, "ipv4": SERVICE_IP},
                       "slots": 256}],
         "hosts": [{"name": f"h{i}", "mac": mac, "ipv4": ip, "switch": "s1", "port": i}
                   for i, (mac, ip) in enumerate(hosts, 1)],
         "jobs": [{"id": 3, "workers": ["h1", "h2"], "slots": 32}],
     }))
-    argv = [str(BIN / "netsum-switch"), "--no-p4", "--device-id", "0"]
-    for i, port in enumerate(udp, 1):
-        argv += ["-i", f"{i}@udp:127.0.0.1:{port}"]
-    argv += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc}"]
-    log = (tmp_path / "switch.log").open("w")
-    switch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True,
-                              start_new_session=True)
-    try:
-        assert switch.stdout is not None and "ready" in switch.stdout.readline()
-        ctl(topo, p4info, "setup", str(json_path))
-        for port in (1, 2):
-            ctl(topo, p4info, "table_add", "NetsumIngress.drop_sim_in",
-                "NetsumIngress.set_drop_in", str(port), "=>", str(DROP))
-            ctl(topo, p4info, "table_add", "NetsumEgress.drop_sim_out",
-                "NetsumEgress.set_drop_out", str(port), "=>", str(DROP))
+    ctl(topo, p4info, "setup", str(json_path))
+    for port in (1, 2):
+        ctl(topo, p4info, "table_add", "NetsumIngress.drop_sim_in",
+            "NetsumIngress.set_drop_in", str(port), "=>", str(DROP))
+        ctl(topo, p4info, "table_add", "NetsumEgress.drop_sim_out",
+            "NetsumEgress.set_drop_out", str(port), "=>", str(DROP))
 
-        rng = np.random.default_rng(5)
-        xs = [(rng.standard_normal((50, 100)) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
-              for _ in hosts]
-        job = JobConfig(job_id=3, num_workers=2, num_slots=32)
-        timing = Timing(rto_initial=0.05, rto_min=0.01, progress_deadline=30.0)
-        results: dict[int, list[AllreduceResult]] = {}
-        errors: list[BaseException] = []
+    rng = np.random.default_rng(5)
+    xs = [(rng.standard_normal((50, 100)) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
+          for _ in hosts]
+    job = JobConfig(job_id=3, num_workers=2, num_slots=32)
+    timing = Timing(rto_initial=0.05, rto_min=0.01, progress_deadline=30.0)
+    results: dict[int, list[AllreduceResult]] = {}
+    errors: list[BaseException] = []
 
-        def work(rank: int) -> None:
-            mac, ip = hosts[rank]
-            service = Endpoint.parse(SERVICE_MAC, SERVICE_IP)
-            try:
-                with FrameTransport(("127.0.0.1", udp[rank]), Endpoint.parse(mac, ip),
-                                    service) as t:
-                    w = Worker(t, job, timing)
-                    results[rank] = [w.allreduce(xs[rank] * c) for c in (1, 3)]
-            except BaseException as exc:  # reported by the main thread
-                errors.append(exc)
+    def work(rank: int) -> None:
+        mac, ip = hosts[rank]
+        service = Endpoint.parse(SERVICE_MAC, SERVICE_IP)
+        try:
+            with FrameTransport(("127.0.0.1", udp[rank]), Endpoint.parse(mac, ip),
+                                service) as t:
+                w = Worker(t, job, timing)
+                results[rank] = [w.allreduce(xs[rank] * c) for c in (1, 3)]
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
 
-        threads = [threading.Thread(target=work, args=(r,)) for r in (0, 1)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=120)
-        assert not errors, errors
-        for call, c in enumerate((1, 3)):
-            # The inputs were xs * c rounded to float32; sum exactly what was sent.
-            true = (xs[0] * c).astype(np.float64) + (xs[1] * c).astype(np.float64)
-            for rank in (0, 1):
-                r = results[rank][call]
-                assert r.tensor.shape == (50, 100)
-                err = np.abs(r.tensor.astype(np.float64) - true).reshape(-1)
-                assert (err <= r.bound + np.abs(true.reshape(-1)) * 2.0**-24 + 2.0**-150).all()
-            assert np.array_equal(results[0][call].tensor, results[1][call].tensor)
-        assert sum(r.stats.retransmissions for rs in results.values() for r in rs) > 0
-        for counter in ("NetsumIngress.sim_drops_in", "NetsumEgress.sim_drops_out"):
-            rows = json.loads(ctl(topo, p4info, "--json", "counter_read", counter))
-            assert sum(row["packets"] for row in rows) > 0, (counter, rows)
-    finally:
-        switch.send_signal(signal.SIGTERM)
-        switch.wait(timeout=10)
-        log.close()
+    threads = [threading.Thread(target=work, args=(r,)) for r in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors
+    for call, c in enumerate((1, 3)):
+        # The inputs were xs * c rounded to float32; sum exactly what was sent.
+        true = (xs[0] * c).astype(np.float64) + (xs[1] * c).astype(np.float64)
+        for rank in (0, 1):
+            r = results[rank][call]
+            assert r.tensor.shape == (50, 100)
+            err = np.abs(r.tensor.astype(np.float64) - true).reshape(-1)
+            assert (err <= r.bound + np.abs(true.reshape(-1)) * 2.0**-24 + 2.0**-150).all()
+        assert np.array_equal(results[0][call].tensor, results[1][call].tensor)
+    assert sum(r.stats.retransmissions for rs in results.values() for r in rs) > 0
+    for counter in ("NetsumIngress.sim_drops_in", "NetsumEgress.sim_drops_out"):
+        rows = json.loads(ctl(topo, p4info, "--json", "counter_read", counter))
+        assert sum(row["packets"] for row in rows) > 0, (counter, rows)
