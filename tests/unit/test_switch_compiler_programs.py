@@ -443,3 +443,23 @@ def test_bad_push_pop_count_is_rejected(count: dict[str, Any], where: str) -> No
     with pytest.raises(ConfigError, match=r"\('StkIngress.pop'\).primitives\[0\] \('pop'\): "
                                           + where):
         Device.build_pipeline(j)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_stack_last_in_an_action(fuse: bool) -> None:
+    """netsum-p4c also emits `stack.last` in controls (stack_field read and written): the
+    element is chosen per packet; with an empty stack the write goes nowhere."""
+    import compiler
+    src = FEATURES_P4.replace(
+        "action to(bit<9> port) { sm.egress_spec = port; }",
+        "action to(bit<9> port) { sm.egress_spec = port; hdr.hops.last.val = hdr.hops.last.val"
+        " + 1; }")
+    dev = Device()
+    dev.install(Pipeline(compiler.compile_source(src).bmv2_json, fuse=fuse))
+    rest = b"\x00\x00" + bytes(20)
+    [(port, out)] = dev.process(1, feth(1, 0x88B5) + hop(11, 0) + hop(22, 1) + rest)
+    assert port == 7 and out[14:18] == hop(11, 0) + hop(23, 1)
+    [(port, out)] = dev.process(1, feth(1, 0x88B5) + hop(255, 1) + rest)
+    assert port == 7 and out[14:16] == hop(0, 1)           # 8-bit wrap
+    plain = feth(1, 0x0800) + bytes(30)
+    assert dev.process(1, plain) == [(6, plain)]
