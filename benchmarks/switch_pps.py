@@ -334,16 +334,6 @@ def _bare_proc(port_in: int, peer: int, ready: Any) -> None:
         s.sendto(data, dst)
 
 
-def _free_udp_ports(n: int) -> list[int]:
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def over_udp(target: Any, args: tuple[Any, ...], in_port: int, sinks: list[socket.socket],
              frame: bytes, seconds: float) -> float:
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -409,7 +399,8 @@ def udp_runs(kind: str, k: int, workers: int, seconds: float,
     frame = router_frame() if kind == "router" else agg_frame(k)
     nout = 1 if kind == "router" else workers
     nums = list(range(1, nout + 1)) if kind != "router" else [2]
-    ports = _free_udp_ports(2 + 2 * max(nout, 1))
+    from netsum.rig import free_udp_ports      # the one definition (links, benchmarks)
+    ports = free_udp_ports(2 + 2 * max(nout, 1))
     in_sw, in_src = ports[0], ports[1]
     sinks = []
     port_specs = [(1, in_sw, in_src)]
@@ -457,7 +448,8 @@ def udp_netsum_run(k: int, workers: int, seconds: float) -> float | None:
     if got is None:
         return None
     frames = got[1]
-    udp = _free_udp_ports(2 * workers)
+    from netsum.rig import free_udp_ports      # the one definition (links, benchmarks)
+    udp = free_udp_ports(2 * workers)
     sinks = []
     specs = []
     for i in range(workers):

@@ -46,7 +46,7 @@ from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
 
 __all__ = ["Mode", "Target", "RigConfig", "RigError", "WorkerOutcome", "JobOutcome",
            "RunningJob", "Rig", "missing_bmv2_tools", "job_counters", "SwitchReady",
-           "parse_ready_line", "wait_switch_ready"]
+           "parse_ready_line", "wait_switch_ready", "free_udp_ports"]
 
 POOL_SLOTS = 4096          # the default build's NETSUM_SLOTS
 MAX_JOB_ID = 255           # NETSUM_MAX_JOBS - 1
@@ -103,13 +103,21 @@ def missing_bmv2_tools() -> list[str]:
     return [t for t in BMV2_TOOLS if shutil.which(t) is None]
 
 
-def _free_udp_port() -> int:
-    # Only for switch-to-switch links, whose two ends must each name the other's port before
-    # either daemon starts; a clash in the window before the switch binds fails loudly at start.
-    # Worker ports are asked for as `:0` and read back from the ready line instead.
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_udp_ports(n: int) -> list[int]:
+    """n distinct loopback UDP ports free right now (all held open together, so none repeats).
+
+    Only for ports that must be named before anything binds them: switch-to-switch links, whose
+    two ends each name the other's port before either daemon starts, and benchmarks.  A clash
+    in the window before the switch binds fails loudly at start.  Worker ports are asked for
+    as `:0` and read back from the switch's ready line instead."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 # `netsum-switch: ready: device N; <N@IFACE ...|no ports>; <P4Runtime on ADDR|P4Runtime off>`
@@ -243,7 +251,7 @@ class Rig:
                 if sw.role != "leaf":
                     continue
                 for port, peer, peer_port in sw.links:
-                    a, b = _free_udp_port(), _free_udp_port()
+                    a, b = free_udp_ports(2)
                     ifaces[sw.name].append(f"{port}@udp:127.0.0.1:{a},127.0.0.1:{b}")
                     ifaces[peer].append(f"{peer_port}@udp:127.0.0.1:{b},127.0.0.1:{a}")
         ready = {sw.name: self._start_switch(sw.name, ifaces[sw.name], json_path)

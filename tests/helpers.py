@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from netsum.procs import Child, ProcessGroup
-from netsum.rig import RigError, SwitchReady, wait_switch_ready
+from netsum.rig import RigError, SwitchReady, free_udp_ports, wait_switch_ready
 from switch.device import Device
 from switch.p4rt import P4RuntimeServer
 
@@ -35,18 +35,6 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def free_udp_ports(n: int) -> list[int]:
-    """n distinct free loopback UDP ports: all are held open together, so none repeats."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def built_netsum(k: int) -> tuple[Path, Path]:
