@@ -103,7 +103,10 @@ class Layout:
             raise cfg_error(path, f"header stack '{ref[0]}' has no elements")
         if ref[1] == "$valid$":
             raise cfg_error(path, "stack_field '$valid$' is not supported")
-        return st.next_slot, tuple(self.slot([h, ref[1]], path) for h in st.headers)
+        slots = tuple(self.slot([h, ref[1]], path) for h in st.headers)
+        if len({(s.width, s.signed) for s in slots}) != 1:
+            raise cfg_error(path, f"header stack '{ref[0]}': elements of different types")
+        return st.next_slot, slots
 
     def dest_src(self, node: Any, path: str) -> tuple[str, int, bool]:
         """(index source text, width, signed) of a writable `field` or `stack_field` operand.
@@ -115,8 +118,6 @@ class Layout:
             return str(s.index), s.width, s.signed
         if t == "stack_field":
             nxt, slots = self.stack_field(node.get("value"), path)
-            if len({(s.width, s.signed) for s in slots}) != 1:
-                raise cfg_error(path, "stack elements of different types")
             idx = "".join(f"{s.index}, " for s in slots)
             return f"({idx}{self.scratch})[F[{nxt}] - 1]", slots[0].width, slots[0].signed
         raise cfg_error(path, f"destination must be a field, got {node!r}")

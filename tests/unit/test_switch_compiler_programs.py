@@ -463,3 +463,14 @@ def test_stack_last_in_an_action(fuse: bool) -> None:
     assert port == 7 and out[14:16] == hop(0, 1)           # 8-bit wrap
     plain = feth(1, 0x0800) + bytes(30)
     assert dev.process(1, plain) == [(6, plain)]
+
+
+def test_stack_of_mixed_types_is_rejected_for_stack_field() -> None:
+    """A hand-made stack whose elements have different types cannot give `last.f` one width."""
+    j = json.loads((GOLDEN / "compiler" / "stack.json").read_text())
+    eth_id = next(h["id"] for h in j["headers"] if h["name"] == "eth")
+    j["header_stacks"][0]["header_ids"][1] = eth_id
+    j["header_types"] = [dict(t, fields=t["fields"] + [["bos", 8, False]])
+                         if t["name"] == "ethernet_t" else t for t in j["header_types"]]
+    with pytest.raises(ConfigError, match="header stack 'labels': elements of different types"):
+        Device.build_pipeline(j)
