@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=10.0,
                      help="seconds without progress before failing")
     run.add_argument("--rto", type=float, default=0.05, help="initial retransmission timeout (s)")
+    run.add_argument("--rto-min", type=float, default=None,
+                     help="floor of the retransmission timeout (s; default min(--rto, 0.005))")
+    run.add_argument("--fast-retransmit", type=int, default=3, metavar="N",
+                     help="resend the oldest unanswered packet once N later results came back "
+                          "(0: timers only)")
+    run.add_argument("--window-min", type=int, default=16, metavar="N",
+                     help="floor of the congestion window after loss (slot uses)")
     run.add_argument("--fixed-window", action="store_true",
                      help="send the whole window at once (no congestion window)")
     run.add_argument("--json", action="store_true", help="one JSON object per iteration")
@@ -153,8 +160,10 @@ def run(a: argparse.Namespace) -> int:
         raise UsageError("--iterations must be at least 1")
     try:
         job = JobConfig(a.job, a.workers, a.slots, a.k)
-        timing = Timing(rto_initial=a.rto, rto_min=min(a.rto, 0.005),
-                        progress_deadline=a.timeout, adaptive=not a.fixed_window)
+        timing = Timing(rto_initial=a.rto,
+                        rto_min=min(a.rto, 0.005) if a.rto_min is None else a.rto_min,
+                        progress_deadline=a.timeout, adaptive=not a.fixed_window,
+                        fast_retransmit=a.fast_retransmit, window_min=a.window_min)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     tensor = _tensor(a)

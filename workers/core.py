@@ -64,17 +64,19 @@ class Timing:
     no-progress deadline (seconds), and the congestion window: with `adaptive`, at most cwnd
     slot uses are in flight, TCP-style: cwnd starts at `initial_window`, grows by one per
     result up to ssthresh (slow start) and by one per window of results beyond (additive
-    increase); when timeouts fire, at most once per smoothed RTT, ssthresh and cwnd become
-    half of cwnd (not below `window_min`).  So a slow software switch is neither flooded by
-    the first burst nor by retransmissions.  Without `adaptive` the whole window is sent.
+    increase); when losses are found (timeouts or fast retransmit), at most once per
+    smoothed RTT, ssthresh and cwnd become half of cwnd (not below `window_min`).  So a slow
+    software switch is neither flooded by the first burst nor by retransmissions.  Without
+    `adaptive` the whole window is sent.
 
     `fast_retransmit` (0: off) is the loss signal that does not wait for a timer: when that
     many results of packets sent after the oldest unanswered one have been accepted, the
-    oldest is sent again at once.  The switch answers each use when its last contribution
-    arrives and every worker launches uses in the order results arrive, so results come back
-    nearly in send order and a gap of 3 means a loss (TCP's three duplicate ACKs).  A loss
-    found this way is random loss, not congestion - results keep arriving - so it leaves cwnd
-    alone; only timeouts, when nothing behind the lost packet came back, cut it."""
+    oldest is sent again at once (without backoff).  The switch answers each use when its
+    last contribution arrives and every worker launches uses in the order results arrive, so
+    results come back nearly in send order and a gap of 3 means a loss (TCP's three
+    duplicate ACKs).  After a random loss the job so waits about an RTT instead of an RTO.
+    `window_min` is 16, not 2, so that a cut window still leaves enough later results for
+    fast retransmit (docs/protocol.md, "Loss recovery", has the measurements)."""
     rto_initial: float = 0.05
     rto_min: float = 0.005
     rto_max: float = 1.0
@@ -82,7 +84,7 @@ class Timing:
     progress_deadline: float = 10.0
     adaptive: bool = True
     initial_window: int = 16
-    window_min: int = 2
+    window_min: int = 16
     fast_retransmit: int = 3
 
     def __post_init__(self) -> None:
@@ -492,9 +494,26 @@ class WorkerCore:
             return []
         heapq.heappop(heap)
         self._fast += 1
+        if self._timing.adaptive:
+            self._loss_signal(now)
         # Not a timeout: the slot's RTO keeps its value (no backoff), restarted from now.
         self._timer[j] = now + self._rto[j]
         return [self._retransmit(j, now, events, fast=True)]
+
+    def _loss_signal(self, now: float) -> None:
+        """A loss was found (timeout or gap): halve cwnd, at most once per smoothed RTT (the
+        losses of one burst are all found within about an RTT), never below `window_min`.
+        Random loss and a switch's overflowing socket buffer look alike to a worker (tried:
+        a standing-queue test on the RTT misses the overflow, whose first samples are already
+        queued), so every loss episode cuts, as in TCP; what keeps random loss cheap is the
+        floor: with `window_min` (16) uses in flight, enough later results come back for fast
+        retransmit to find the next loss, where a window of 2 left every loss to the timer."""
+        t = self._timing
+        if now - self._last_cut < (self._srtt or self._base_rto):
+            return
+        self._ssthresh = max(self._cwnd / 2, float(min(t.window_min, self._w)))
+        self._cwnd = self._ssthresh
+        self._last_cut = now
 
     def _retransmit(self, i: int, now: float, events: list[Event], fast: bool = False) -> bytes:
         self._attempts[i] += 1   # Karn: no RTT sample from this slot use any more
@@ -575,11 +594,7 @@ class WorkerCore:
         t = self._timing
         due = np.flatnonzero(self._timer <= now)
         if len(due) and t.adaptive:
-            # One cut per loss episode: timeouts of one burst all fire within about an RTT.
-            if now - self._last_cut >= (self._srtt or self._base_rto):
-                self._ssthresh = max(self._cwnd / 2, float(min(t.window_min, self._w)))
-                self._cwnd = self._ssthresh
-                self._last_cut = now
+            self._loss_signal(now)
             allowed = max(1, int(self._cwnd))
             if len(due) > allowed:
                 # Oldest first; the rest wait an RTO more without counting as an attempt, so
