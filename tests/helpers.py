@@ -12,22 +12,25 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from netsum.procs import Child, ProcessGroup
-from netsum.rig import RigError, SwitchReady, free_udp_ports, wait_switch_ready
+from netsum.rig import Rig, RigConfig, RigError, SwitchReady, free_udp_ports, wait_switch_ready
 from switch.device import Device
 from switch.p4rt import P4RuntimeServer
 
-__all__ = ["BIN", "free_port", "free_udp_ports", "built_netsum", "embedded_server",
-           "SwitchDaemon"]
+__all__ = ["BIN", "ROOT", "free_port", "free_udp_ports", "built_netsum", "embedded_server",
+           "SwitchDaemon", "switch_cmd", "checkout_env", "switch_module", "started_rigs"]
 
 #: Where the venv's console scripts (netsum-switch, netsum-ctl, netsum-worker) are.
 BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -58,6 +61,47 @@ def embedded_server(device_id: int) -> Iterator[tuple[Device, P4RuntimeServer]]:
         yield dev, srv
     finally:
         srv.stop(None)
+
+
+def switch_cmd(*args: str) -> list[str]:
+    """`python -m switch ARGS`: run with `checkout_env()`, the checkout's switch package."""
+    return [sys.executable, "-m", "switch", *args]
+
+
+def checkout_env() -> dict[str, str]:
+    """This environment with the checkout first on PYTHONPATH (tests may run from any cwd)."""
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def switch_module(args: Sequence[str], cwd: Path | None = None
+                  ) -> tuple[subprocess.Popen[str], str]:
+    """`python -m switch ARGS` with stdout/stderr piped as text, and its ready line (its first
+    line on stdout); a start that prints no ready line kills it and fails with what it said."""
+    proc = subprocess.Popen(switch_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd, env=checkout_env())
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "ready" not in line:
+        proc.kill()
+        raise AssertionError(f"no ready line: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc, line
+
+
+@contextlib.contextmanager
+def started_rigs(counts: Sequence[int], work_dir: Callable[[int], Path],
+                 **config: Any) -> Iterator[dict[int, Rig]]:
+    """One started Rig per worker count (work_dir(n) is rig n's directory; `config` the other
+    RigConfig fields), all closed on exit, also when a later one fails to start."""
+    made: dict[int, Rig] = {}
+    try:
+        for n in counts:
+            rig = Rig(RigConfig(work_dir(n), workers=n, **config))
+            made[n] = rig
+            rig.start()
+        yield made
+    finally:
+        for rig in made.values():
+            rig.close()
 
 
 class SwitchDaemon:

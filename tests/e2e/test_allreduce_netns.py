@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import started_rigs
 from netsum.netns import netns_available
 from netsum.rig import JobOutcome, Mode, Rig, RigConfig
 from netsum.tensors import synthetic_inputs
@@ -39,17 +40,9 @@ def rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Rig]]:
     reason = netns_available()
     if reason:
         pytest.skip(reason)
-    made: dict[int, Rig] = {}
-    try:
-        for n in (2, 4):
-            rig = Rig(RigConfig(tmp_path_factory.mktemp(f"nsrig{n}"), workers=n,
-                                mode=Mode.NETNS, slots=64, timeout=10))
-            made[n] = rig
-            rig.start()
+    with started_rigs((2, 4), lambda n: tmp_path_factory.mktemp(f"nsrig{n}"),
+                      mode=Mode.NETNS, slots=64, timeout=10) as made:
         yield made
-    finally:
-        for rig in made.values():
-            rig.close()
 
 
 @pytest.mark.parametrize("workers", [2, 4])

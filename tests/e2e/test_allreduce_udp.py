@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from netsum.rig import JobOutcome, Mode, Rig, RigConfig, RigError, Target, missing_bmv2_tools
+from helpers import started_rigs
 from netsum.tensors import synthetic_inputs
 from workers.protocol import K_DEFAULT
 
@@ -31,17 +32,9 @@ def assert_exact(out: JobOutcome) -> None:
 def rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Rig]]:
     """One switch daemon per worker count, shared by the size cases (each job gets a fresh id
     and slot range, so cases cannot see each other's state)."""
-    made: dict[int, Rig] = {}
-    try:
-        for n in (2, 4, 8):
-            rig = Rig(RigConfig(tmp_path_factory.mktemp(f"rig{n}"), workers=n, slots=64,
-                                timeout=10))
-            made[n] = rig
-            rig.start()
+    with started_rigs((2, 4, 8), lambda n: tmp_path_factory.mktemp(f"rig{n}"), slots=64,
+                      timeout=10) as made:
         yield made
-    finally:
-        for rig in made.values():
-            rig.close()
 
 
 @pytest.mark.parametrize("workers", [2, 4, 8])

@@ -7,7 +7,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,30 +14,13 @@ import pytest
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
-from helpers import free_udp_ports
+from helpers import checkout_env, free_udp_ports, switch_cmd, switch_module
 
 CALC = struct.Struct(">BIIIB")
 
 
-def switch_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "switch", *args]
-
-
-def start_ready(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
-    """The daemon started, and its ready line (the first line on stdout)."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    proc = subprocess.Popen(switch_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=cwd, env=env)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "ready" not in line:
-        proc.kill()
-        raise AssertionError(f"no ready line: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    return proc, line
-
-
 def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return start_ready(args, cwd)[0]
+    return switch_module(args, cwd)[0]
 
 
 @pytest.fixture
@@ -115,7 +97,7 @@ def test_ready_line_reports_bound_udp_ports(calc_json: Path, peer: socket.socket
     from netsum.rig import parse_ready_line
 
     sink = peer.getsockname()[1]
-    proc, line = start_ready(["--no-grpc", "-i", "1@udp:127.0.0.1:0", "-i",
+    proc, line = switch_module(["--no-grpc", "-i", "1@udp:127.0.0.1:0", "-i",
                               f"2@udp:127.0.0.1:0,127.0.0.1:{sink}", str(calc_json)], tmp_path)
     sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -138,14 +120,10 @@ def test_grpc_server_answers(calc_json: Path, tmp_path: Path) -> None:
     import grpc
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    proc = subprocess.Popen(switch_cmd("--device-id", "3", str(calc_json), "--",
-                                       "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "64"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path, env=env)
-    assert proc.stdout is not None
+    proc, line = switch_module(["--device-id", "3", str(calc_json), "--",
+                                "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "64"],
+                               tmp_path)
     try:
-        line = proc.stdout.readline()
         assert "P4Runtime on 127.0.0.1:" in line, line
         port = int(line.rsplit(":", 1)[1])
         with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
@@ -175,8 +153,7 @@ def test_grpc_server_answers(calc_json: Path, tmp_path: Path) -> None:
 def test_cli_errors_are_one_line(args: list[str], code: int, message: str,
                                  tmp_path: Path) -> None:
     r = subprocess.run(switch_cmd(*args), capture_output=True, text=True, timeout=30,
-                       cwd=tmp_path,
-                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+                       cwd=tmp_path, env=checkout_env())
     assert r.returncode == code
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr
@@ -185,7 +162,7 @@ def test_cli_errors_are_one_line(args: list[str], code: int, message: str,
 def test_bad_program_and_busy_port(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"__meta__": {"version": [9, 0]}}')
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = checkout_env()
     r = subprocess.run(switch_cmd("--no-grpc", str(bad)), capture_output=True, text=True,
                        timeout=30, env=env)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "__meta__.version" in r.stderr

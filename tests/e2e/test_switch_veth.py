@@ -7,12 +7,13 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from scapy.layers.l2 import Ether
+
+from helpers import switch_module
 
 CALC = struct.Struct(">BIIIB")
 PACKET_OUTGOING = 4
@@ -31,12 +32,8 @@ def test_calc_over_veth(privileged: None, p4c_fixtures: Path) -> None:
     try:
         for i in (sw_if, host_if):
             ip("link", "set", i, "up")
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-        proc = subprocess.Popen([sys.executable, "-m", "switch", "--no-grpc", "-i",
-                                 f"1@{sw_if}", str(p4c_fixtures / "calc_state.json")],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=env)
-        assert proc.stdout is not None and "ready" in proc.stdout.readline()
+        proc, _ = switch_module(["--no-grpc", "-i", f"1@{sw_if}",
+                                 str(p4c_fixtures / "calc_state.json")])
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
         s.bind((host_if, 0))
         frame = bytes(Ether(dst="02:00:00:00:00:0b", src="02:00:00:00:00:0a",
@@ -76,11 +73,7 @@ def test_vlan_tag_survives_af_packet(privileged: None) -> None:
     try:
         for i in (sw_if, host_if):
             ip("link", "set", i, "up")
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-        proc = subprocess.Popen([sys.executable, "-m", "switch", "--no-grpc", "-i",
-                                 f"0@{sw_if}", str(router)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
-        assert proc.stdout is not None and "ready" in proc.stdout.readline()
+        proc, _ = switch_module(["--no-grpc", "-i", f"0@{sw_if}", str(router)])
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
         s.bind((host_if, 0))
         s.setsockopt(263, 8, 1)                                  # PACKET_AUXDATA
