@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from helpers import built_netsum
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.privileged, pytest.mark.slow]
@@ -99,9 +101,8 @@ def test_ping_through_netsum_l2_forwarding(privileged: None, mn: Any, tmp_path: 
     from mininet.net import Mininet
 
     from controller.topology import load_topology
-    from netsum.build import ensure_built
 
-    json_path, info_path = ensure_built(32)
+    info_path, json_path = built_netsum(32)
     topo = load_topology(topo_file)
     names = tuple(sw.name for sw in topo.switches)
     params: dict[str, Any] = {"logDir": str(tmp_path)}
