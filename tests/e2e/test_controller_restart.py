@@ -91,11 +91,13 @@ def rig(netsum_program: tuple[Path, Path], tmp_path: Path) -> Iterator[tuple[Any
             daemon.kill()
 
 
-def run_workers(topo, udp, size: int = 2000) -> list[str]:  # type: ignore[no-untyped-def]
-    """Job 2's workers (h1 on port 1, h2 on port 2) as real netsum-worker processes sending
-    frames into the daemon's UDP ports; each checks the sum of every rank's synthetic tensor."""
+def run_workers(procs: ProcessGroup, topo: Any, udp: dict[int, int],
+                size: int = 2000) -> list[str]:
+    """Job 2's workers (h1 on port 1, h2 on port 2) as real netsum-worker processes in `procs`
+    sending frames into the daemon's UDP ports; each checks the sum of every rank's synthetic
+    tensor.  Returns "rc=N " + each worker's output."""
     svc = topo.switch("s1").service
-    procs = []
+    children = []
     for rank, (port, name) in enumerate(((1, "h1"), (2, "h2"))):
         h = topo.host(name)
         job = next(j for j in topo.jobs if j.id == 2)
@@ -108,23 +110,25 @@ def run_workers(topo, udp, size: int = 2000) -> list[str]:  # type: ignore[no-un
                 "--service-ip", str(ipaddress.IPv4Address(svc.ipv4)),
                 "--size", str(size), "--rank", str(rank), "--seed", "7", "--check",
                 "--timeout", "20"]
-        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True))
+        # A fresh log name per call: a second round must not read the first one's output.
+        children.append(procs.start(f"{name}-{len(procs.children)}", argv))
     outs = []
-    for p in procs:
+    for child in children:
         try:
-            out, _ = p.communicate(timeout=60)
+            child.popen.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        outs.append(f"rc={p.returncode} " + out.decode(errors="replace"))
+            child.popen.kill()
+            child.popen.wait()
+        assert child.log_path is not None
+        outs.append(f"rc={child.popen.returncode} "
+                    + child.log_path.read_text(errors="replace"))
     return outs
 
 
 def test_switch_restart_is_restored_and_a_job_completes(rig) -> None:  # type: ignore[no-untyped-def]
     topo, daemon, ctl, lines, udp = rig
     lines.wait_for("controller running")
-    for out in run_workers(topo, udp):
+    for out in run_workers(daemon.procs, topo, udp):
         assert out.startswith("rc=0") and "check ok" in out, out
 
     daemon.kill()
@@ -133,7 +137,7 @@ def test_switch_restart_is_restored_and_a_job_completes(rig) -> None:  # type: i
     assert "pipeline missing" in line or "stream reconnected" in line
     # The restarted switch lost its registers with everything else; the restored tables and
     # groups carry a whole allreduce of new worker processes.
-    for out in run_workers(topo, udp):
+    for out in run_workers(daemon.procs, topo, udp):
         assert out.startswith("rc=0") and "check ok" in out, out
     assert ctl.poll() is None
     # Ctrl-C ends it cleanly, and nothing but its own lines was printed (no gRPC core logs,
@@ -155,7 +159,7 @@ def test_drop_simulator_loss_is_recovered(rig) -> None:  # type: ignore[no-untyp
                         "both", "--topo", str(topo_file), "--election-id", "0,2"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    outs = run_workers(topo, udp, size=20000)
+    outs = run_workers(daemon.procs, topo, udp, size=20000)
     for out in outs:
         assert out.startswith("rc=0") and "check ok" in out, out
     retx = [int(o.split(" retransmissions")[0].rsplit(" ", 1)[-1]) for o in outs]
