@@ -1,6 +1,7 @@
 """The daemon on Linux interfaces (AF_PACKET) over a veth pair this test creates and deletes."""
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -8,6 +9,7 @@ import socket
 import struct
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,17 +25,30 @@ def ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
 
 
-@pytest.mark.privileged
-def test_calc_over_veth(privileged: None, p4c_fixtures: Path) -> None:
+@contextlib.contextmanager
+def switch_on_veth(prefix: str, port: int, program: Path) -> Iterator[str]:
+    """A veth pair made here (deleted after, whatever happens) with the daemon on one end as
+    `port` running `program`; yields the other end.  The daemon must exit 0 on SIGTERM."""
     tag = f"{os.getpid() % 100000}"
-    sw_if, host_if = f"nsw{tag}a", f"nsw{tag}b"
+    sw_if, host_if = f"{prefix}{tag}a", f"{prefix}{tag}b"
     ip("link", "add", sw_if, "type", "veth", "peer", "name", host_if)
     proc = None
     try:
         for i in (sw_if, host_if):
             ip("link", "set", i, "up")
-        proc, _ = switch_module(["--no-grpc", "-i", f"1@{sw_if}",
-                                 str(p4c_fixtures / "calc_state.json")])
+        proc, _ = switch_module(["--no-grpc", "-i", f"{port}@{sw_if}", str(program)])
+        yield host_if
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=10)
+            assert proc.returncode == 0, err
+        subprocess.run(["ip", "link", "del", sw_if], capture_output=True, timeout=10)
+
+
+@pytest.mark.privileged
+def test_calc_over_veth(privileged: None, p4c_fixtures: Path) -> None:
+    with switch_on_veth("nsw", 1, p4c_fixtures / "calc_state.json") as host_if:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
         s.bind((host_if, 0))
         frame = bytes(Ether(dst="02:00:00:00:00:0b", src="02:00:00:00:00:0a",
@@ -50,12 +65,6 @@ def test_calc_over_veth(privileged: None, p4c_fixtures: Path) -> None:
                 result = CALC.unpack(data[14:28])[3]
         s.close()
         assert result == 42
-    finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=10)
-            assert proc.returncode == 0, err
-        subprocess.run(["ip", "link", "del", sw_if], capture_output=True, timeout=10)
 
 
 @pytest.mark.privileged
@@ -65,15 +74,8 @@ def test_vlan_tag_survives_af_packet(privileged: None) -> None:
     check the reflected frame still carries its tag."""
     from scapy.layers.l2 import Dot1Q
 
-    tag = f"{os.getpid() % 100000}"
-    sw_if, host_if = f"nsv{tag}a", f"nsv{tag}b"
     router = Path(__file__).resolve().parents[1] / "switch_json" / "router.json"
-    ip("link", "add", sw_if, "type", "veth", "peer", "name", host_if)
-    proc = None
-    try:
-        for i in (sw_if, host_if):
-            ip("link", "set", i, "up")
-        proc, _ = switch_module(["--no-grpc", "-i", f"0@{sw_if}", str(router)])
+    with switch_on_veth("nsv", 0, router) as host_if:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
         s.bind((host_if, 0))
         s.setsockopt(263, 8, 1)                                  # PACKET_AUXDATA
@@ -99,9 +101,3 @@ def test_vlan_tag_survives_af_packet(privileged: None) -> None:
                         seen = True
         s.close()
         assert seen
-    finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=10)
-            assert proc.returncode == 0, err
-        subprocess.run(["ip", "link", "del", sw_if], capture_output=True, timeout=10)
