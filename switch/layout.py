@@ -231,6 +231,13 @@ def build_layout(j: dict[str, Any]) -> Layout:
                 raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
             members.append(lay.header_by_id[hid])
         lay.unions[name] = members
+    # Sections simple_switch knows that this switch does not: fail here, naming the object,
+    # rather than on the first reference deep in a parser or deparser.
+    for section, what in (("header_union_stacks", "header union stacks"),
+                          ("parse_vsets", "parser value sets")):
+        for i, obj in enumerate(_list(j, section)):
+            raise cfg_error(f"{section}[{i}] ('{_named(obj, f'{section}[{i}]')}')",
+                            f"{what} are not supported")
     # init_errors
     for i, e in enumerate(_list(j, "errors")):
         if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
