@@ -22,6 +22,7 @@ Variants (worker command-line timing options):
   fast-wmin2  fast retransmit with the old cwnd floor of 2 (--window-min 2)
   fast-fixed  fast retransmit with the whole window in flight (--fixed-window)
   fast-rto10  the default with a 10 ms RTO floor (--rto-min 0.01) instead of 5 ms
+  fast-rto2   the default with a 2 ms RTO floor (--rto-min 0.002)
   fast8/16    fast retransmit after 8 / 16 later results instead of 3
 """
 from __future__ import annotations
@@ -50,6 +51,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "fast": (),
     "fast-fixed": ("--fixed-window",),
     "fast-rto10": ("--rto-min", "0.01"),
+    "fast-rto2": ("--rto-min", "0.002"),
     "fast8": ("--fast-retransmit", "8"),
     "fast16": ("--fast-retransmit", "16"),
 }
