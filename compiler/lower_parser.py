@@ -110,20 +110,20 @@ def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
     lhs = typer.expr(l, env)
     if lhs is None:
         return
-    if isinstance(r, A.Call) and isinstance(r.func, A.Member) and r.func.member == "lookahead":
-        la = typer.expr(r, env)
-        if isinstance(la, TLookahead) and isinstance(lhs, TLoc) and isinstance(lhs.ref, FieldRef):
-            if la.type != lhs.type:
+    rhs = typer.expr(r, env, lhs.type, lookahead_ok=True)
+    if rhs is None:
+        return
+    if isinstance(rhs, TLookahead):
+        # pkt.lookahead<T>() or a field/slice of it: BMv2 sets the field from packet bits.
+        if isinstance(lhs, TLoc) and isinstance(lhs.ref, FieldRef):
+            if rhs.type != lhs.type:
                 ctx.diags.error(s.pos, f"type mismatch in assignment: expected "
-                                       f"{show(lhs.type)}, got {show(la.type)}")
+                                       f"{show(lhs.type)}, got {show(rhs.type)}")
                 return
             ops.append({"parameters": [field_json(lhs.ref), {
-                "type": "lookahead", "value": [la.offset, width_of(lhs.type)]}], "op": "set"})
-        elif la is not None:
+                "type": "lookahead", "value": [rhs.offset, width_of(lhs.type)]}], "op": "set"})
+        else:
             ctx.diags.error(s.pos, "unsupported construct: lookahead into this target")
-        return
-    rhs = typer.expr(r, env, lhs.type)
-    if rhs is None:
         return
     if isinstance(lhs, TLoc) and isinstance(lhs.ref, FieldRef):
         c2 = typer.coerce(rhs, lhs.type, s.pos, "assignment")
@@ -187,7 +187,7 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
     keys: list[TExpr] = []
     key_json: list[Json] = []
     for k in t.keys:
-        te = ctx.typer.expr(k, env)
+        te = ctx.typer.expr(k, env, lookahead_ok=True)
         if te is None:
             continue
         if isinstance(te, TLookahead):

@@ -86,12 +86,25 @@ class Typer:
         return None
 
     # ------------------------------------------------------------ expressions
-    def expr(self, e: A.Expr, env: Env, expected: P4Type | None = None) -> TExpr | None:
+    def expr(self, e: A.Expr, env: Env, expected: P4Type | None = None,
+             lookahead_ok: bool = False) -> TExpr | None:
+        """Type e.  A lookahead (``pkt.lookahead<T>()``, a field or a slice of it) is a value
+        only where BMv2 reads packet bits directly (a whole select key, the whole right side
+        of a parser assignment): callers in those places pass ``lookahead_ok``; anywhere else
+        it is an error here rather than an expression the JSON generator cannot lower."""
         te = self._expr(e, env, expected)
+        if isinstance(te, TLookahead) and not lookahead_ok:
+            self._lookahead_here(e.pos)
+            return None
         if te is not None and expected is not None and isinstance(te.type, InfInt) \
                 and isinstance(expected, Bits):
             return self.coerce(te, expected, e.pos, "this expression")
         return te
+
+    def _lookahead_here(self, pos: Pos) -> None:
+        self.err(pos, "unsupported construct: a lookahead inside an expression (use "
+                      "pkt.lookahead<T>(), a field or a slice of it as a whole select key or "
+                      "as the right side of an assignment to a field)")
 
     def _expr(self, e: A.Expr, env: Env, expected: P4Type | None) -> TExpr | None:
         match e:
@@ -255,7 +268,7 @@ class Typer:
                     return TConst(et, e.pos, et.values[et.members.index(m)])
                 self.err(e.pos, f"type '{x.name}' has no member '{m}'")
                 return None
-        base = self.expr(x, env)
+        base = self.expr(x, env, lookahead_ok=True)
         if base is None:
             return None
         if isinstance(base, TLookahead) and isinstance(base.type, HeaderT):
@@ -307,7 +320,7 @@ class Typer:
         return None
 
     def _slice(self, e: A.Expr, x: A.Expr, h: A.Expr, l: A.Expr, env: Env) -> TExpr | None:
-        base = self.expr(x, env)
+        base = self.expr(x, env, lookahead_ok=True)
         th = self.expr(h, env)
         tl = self.expr(l, env)
         if base is None or th is None or tl is None:
@@ -325,6 +338,11 @@ class Typer:
         t = Bits(hi - lo + 1)
         if isinstance(base, TConst):
             return TConst(t, e.pos, (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1))
+        if isinstance(base, TLookahead):
+            # Bits are numbered from the least significant, lookahead offsets from the first
+            # bit on the wire: [hi:lo] of a W-bit lookahead is the (hi-lo+1) bits starting
+            # W-1-hi bits further on (p4c's bmv2 backend emits the same narrower lookahead).
+            return TLookahead(t, e.pos, base.offset + base.type.width - 1 - hi)
         return TSlice(t, e.pos, base, hi, lo)
 
     def _unary(self, e: A.Unary, env: Env, expected: P4Type | None) -> TExpr | None:
@@ -455,7 +473,7 @@ class Typer:
 
     def _cast(self, e: A.Cast, t: A.TypeExpr, x: A.Expr, env: Env) -> TExpr | None:
         target = resolve_type(t, env.g, self.diags)
-        inner = self.expr(x, env)
+        inner = self.expr(x, env, lookahead_ok=True)
         if target is None or inner is None:
             return None
         src = inner.type
@@ -468,7 +486,10 @@ class Typer:
             if isinstance(target, Bool) and isinstance(src, (Bits, InfInt)):
                 return TConst(target, e.pos, bool(inner.value))
         if src == target:
-            return inner
+            return inner  # a no-op cast keeps a lookahead a lookahead
+        if isinstance(inner, TLookahead):
+            self._lookahead_here(x.pos)
+            return None
         ok = ((isinstance(target, Bits) and isinstance(src, (Bits, Bool)))
               or (isinstance(target, Bool) and isinstance(src, Bits) and src.width == 1)
               or (isinstance(target, Bits) and isinstance(src, EnumT) and src.underlying)

@@ -1,0 +1,115 @@
+"""pkt.lookahead<T>() in parser states: as a select key or the right side of an assignment it
+becomes BMv2's ``lookahead`` [offset, width] (a field or a slice of it narrows the window, as
+p4c emits); anywhere else it is a positioned ``unsupported construct`` error, never an
+internal error or a traceback."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import compiler
+
+PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<16> b; }
+struct metadata { bit<8> m8; bit<16> m16; bool flag; }
+struct headers { h_t h; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { STATE }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+SEL = " { 1: accept; default: accept; }"
+
+
+def start_state(state: str) -> dict[str, Any]:
+    doc = compiler.compile_source(PROGRAM.replace("STATE", state), "la.p4").bmv2_json
+    st: dict[str, Any] = doc["parsers"][0]["parse_states"][0]
+    return st
+
+
+def LA(offset: int, width: int) -> dict[str, Any]:
+    return {"type": "lookahead", "value": [offset, width]}
+
+
+@pytest.mark.parametrize("key,expected,first", [
+    ("pkt.lookahead<bit<24>>()[7:0]", [LA(16, 8)], "0x01"),
+    ("pkt.lookahead<bit<24>>()[23:16]", [LA(0, 8)], "0x01"),
+    ("pkt.lookahead<bit<24>>()[0:0]", [LA(23, 1)], "0x01"),
+    ("pkt.lookahead<bit<24>>()[15:0][11:4]", [LA(12, 8)], "0x01"),
+    ("pkt.lookahead<h_t>().b", [LA(8, 16)], "0x0001"),
+    ("pkt.lookahead<h_t>().b[3:0]", [LA(20, 4)], "0x01"),
+    ("(bit<8>)pkt.lookahead<bit<8>>()", [LA(0, 8)], "0x01"),
+    ("pkt.lookahead<bit<24>>()[7:0], pkt.lookahead<bit<4>>()", [LA(16, 8), LA(0, 4)],
+     "0x0102"),
+])
+def test_select_key(key: str, expected: list[dict[str, Any]], first: str) -> None:
+    cases = SEL if "," not in key else " { (1, 2): accept; default: accept; }"
+    st = start_state(f"transition select({key}){cases}")
+    assert st["transition_key"] == expected
+    assert st["transitions"][0]["value"] == first
+
+
+@pytest.mark.parametrize("stmt,target,window", [
+    ("meta.m8 = pkt.lookahead<bit<24>>()[7:0];", "metadata.m8", LA(16, 8)),
+    ("meta.m8 = pkt.lookahead<h_t>().b[15:8];", "metadata.m8", LA(8, 8)),
+    ("meta.m16 = pkt.lookahead<h_t>().b;", "metadata.m16", LA(8, 16)),
+])
+def test_assignment(stmt: str, target: str, window: dict[str, Any]) -> None:
+    st = start_state(f"{stmt} transition accept;")
+    assert st["parser_ops"] == [{"op": "set", "parameters": [
+        {"type": "field", "value": ["scalars", target]}, window]}]
+
+
+def test_local_initialised_from_a_slice() -> None:
+    st = start_state("bit<8> x = pkt.lookahead<bit<24>>()[7:0]; meta.m8 = x; "
+                     "transition accept;")
+    first = st["parser_ops"][0]
+    assert first["op"] == "set" and first["parameters"][1] == LA(16, 8)
+
+
+INSIDE = "unsupported construct: a lookahead inside an expression"
+
+
+# The caret goes under `marker` (its first occurrence in the state's text).
+@pytest.mark.parametrize("state,marker,message", [
+    (f"transition select(pkt.lookahead<bit<8>>() + 1){SEL}", "lookahead", INSIDE),
+    (f"transition select((bit<16>)pkt.lookahead<bit<8>>()){SEL}", "lookahead", INSIDE),
+    (f"transition select(pkt.lookahead<bit<8>>() == 3){SEL}", "lookahead", INSIDE),
+    (f"transition select(pkt.lookahead<bit<4>>() ++ pkt.lookahead<bit<4>>()){SEL}",
+     "lookahead", INSIDE),
+    (f"transition select(meta.flag ? pkt.lookahead<bit<8>>() : 8w0){SEL}", "lookahead",
+     INSIDE),
+    ("meta.m8 = pkt.lookahead<bit<8>>() + 1; transition accept;", "lookahead", INSIDE),
+    ("meta.m16 = (bit<16>)pkt.lookahead<bit<8>>(); transition accept;", "lookahead", INSIDE),
+    ("meta.flag = pkt.lookahead<bit<1>>() == 1; transition accept;", "lookahead", INSIDE),
+    ("verify(pkt.lookahead<bit<8>>() == 1, error.NoMatch); transition accept;", "lookahead",
+     INSIDE),
+    ("pkt.advance((bit<32>)pkt.lookahead<bit<8>>()); transition accept;", "lookahead<",
+     INSIDE),
+    ("meta.m16 = pkt.lookahead<bit<8>>(); transition accept;", "=",
+     "type mismatch in assignment: expected bit<16>, got bit<8>"),
+    ("hdr.h = pkt.lookahead<h_t>(); transition accept;", "=",
+     "unsupported construct: lookahead into this target"),
+    ("meta.m16[7:0] = pkt.lookahead<bit<8>>(); transition accept;", "=",
+     "unsupported construct: lookahead into this target"),
+    (f"transition select(pkt.lookahead<bit<24>>()[24:0]){SEL}", "[24:0]",
+     "slice [24:0] out of range for bit<24>"),
+    ("if (pkt.lookahead<bit<8>>() == 1) { meta.m8 = 1; } transition accept;", "if",
+     "unsupported construct: If in a parser state"),
+    ("pkt.lookahead<bit<8>>(); transition accept;", "lookahead",
+     "unsupported construct: packet_in.lookahead as a statement"),
+])
+def test_unsupported_forms_are_positioned_errors(state: str, marker: str, message: str) -> None:
+    col = len("    state start { ") + state.index(marker) + 1
+    with pytest.raises(compiler.CompileError) as info:
+        start_state(state)
+    text = str(info.value)
+    assert text.startswith(f"la.p4:7:{col}: error: {message}"), text
+    assert "Traceback" not in text and "internal" not in text
