@@ -124,3 +124,36 @@ def test_random_loss_costs_round_trips_not_timeouts(loss: float, speedup: float)
 def test_no_loss_no_retransmission() -> None:
     elapsed, retx = lossy_job(0.0, Timing())
     assert retx == 0 and elapsed < 0.05
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fast-retransmit", "-1"], "fast_retransmit >= 0"),
+    (["--rto-min", "0.2"], "rto_min <= rto_initial"),
+    (["--window-min", "0"], "window_min"),
+])
+def test_cli_timing_options_are_checked(args: list[str], message: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from workers import cli
+    code = cli.main(["--job", "1", "--workers", "2", "--slots", "4", "--size", "8",
+                     "--udp", "127.0.0.1", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_cli_timing_options_reach_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workers import cli
+    seen: list[Timing] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_transport(a: object) -> object:
+        raise Stop
+
+    monkeypatch.setattr(cli, "Timing", lambda **kw: seen.append(Timing(**kw)) or seen[-1])
+    monkeypatch.setattr(cli, "_transport", fake_transport)
+    with pytest.raises(Stop):
+        cli.run(cli.build_parser().parse_args(
+            ["--job", "1", "--workers", "2", "--slots", "4", "--size", "8", "--udp", "x",
+             "--fast-retransmit", "5", "--rto-min", "0.01", "--window-min", "4"]))
+    assert (seen[0].fast_retransmit, seen[0].rto_min, seen[0].window_min) == (5, 0.01, 4)
