@@ -24,6 +24,9 @@ _ARITH = ("+", "-", "*", "/", "%", "&", "|", "^", "|+|", "|-|")
 _COMPARE = ("==", "!=", "<", ">", "<=", ">=")
 
 
+_PARSER_ONLY_STACK_MEMBERS = ("next", "last", "lastIndex")
+
+
 def expr_text(e: A.Expr) -> str:
     """p4c-like source spelling of an expression (used for key names and messages)."""
     match e:
@@ -308,6 +311,12 @@ class Typer:
                     return None
                 return TLoc(ft, e.pos, StackFieldRef(ref.name, m), text)
             if isinstance(ref, StackRef) and isinstance(base.type, StackT):
+                if m in _PARSER_ONLY_STACK_MEMBERS and env.block not in env.g.parsers:
+                    # P4_16 (header stacks): next, last and lastIndex exist only inside
+                    # parsers, where extraction moves nextIndex; p4c rejects them elsewhere.
+                    self.err(e.pos, f"'{text}': header stack member '{m}' can only be used "
+                                    f"in a parser")
+                    return None
                 if m == "next":
                     return TLoc(ref.type.elem, e.pos, ref, text)
                 if m == "last":
