@@ -263,6 +263,11 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
             if not isinstance(n, TConst):
                 typer.err(call.args[0].pos, f"the count of {m} must be a compile-time constant")
                 return None
+            if env.block in env.g.parsers:
+                # P4_16 / p4c: push_front and pop_front are for controls, not parsers.
+                typer.err(f.pos, f"'{tb.text}.{m}': header stack method '{m}' cannot be used "
+                                 f"in a parser")
+                return None
             return CallInfo(CallKind.STACK, m, tb, (n,), (), (), call.pos)
         typer.err(f.pos, f"{show(tb.type)} has no method '{m}'")
         return None

@@ -17,7 +17,7 @@ from .ir import FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TLo
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
 from .scopes import Env
-from .types import Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, show, width_of
+from .types import Bits, Bool, ErrorT, EnumT, InfInt, show, width_of
 
 __all__ = ["lower_parser", "lower_deparser", "lower_checksums", "range_to_masks"]
 
@@ -191,8 +191,12 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
         if te is None:
             continue
         if isinstance(te, TLookahead):
-            w = width_of(te.type) if isinstance(te.type, Bits) else sum(
-                width_of(ft) for _, ft in te.type.fields) if isinstance(te.type, HeaderT) else 0
+            if not isinstance(te.type, Bits):
+                # A select key is a bit/int/bool/enum/error value, never a whole header.
+                ctx.diags.error(k.pos, f"unsupported construct: select key of type "
+                                       f"{show(te.type)}")
+                continue
+            w = width_of(te.type)
             key_json.append({"type": "lookahead", "value": [te.offset, w]})
             keys.append(TConst(Bits(w), te.pos, 0))
         elif isinstance(te, TLoc) and isinstance(te.ref, (FieldRef, StackFieldRef)):

@@ -325,6 +325,12 @@ class Typer:
                     return TConst(Bits(32), e.pos, ref.type.size)
                 self.err(e.pos, f"unsupported construct: header stack member '{m}'")
                 return None
+            if isinstance(ref, StackRef):
+                # `.next` is a location only as extract's argument (BMv2 has no reference to
+                # the element after the last extracted one).
+                self.err(e.pos, f"unsupported construct: '{text}' (a header stack's .next "
+                                f"can only be extracted into)")
+                return None
         self.err(e.pos, f"{show(base.type)} has no member '{m}'")
         return None
 

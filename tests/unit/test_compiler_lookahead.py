@@ -48,6 +48,7 @@ def LA(offset: int, width: int) -> dict[str, Any]:
     ("(bit<8>)pkt.lookahead<bit<8>>()", [LA(0, 8)], "0x01"),
     ("pkt.lookahead<bit<24>>()[7:0], pkt.lookahead<bit<4>>()", [LA(16, 8), LA(0, 4)],
      "0x0102"),
+    ("pkt.lookahead<int<8>>()[3:0]", [LA(4, 4)], "0x01"),
 ])
 def test_select_key(key: str, expected: list[dict[str, Any]], first: str) -> None:
     cases = SEL if "," not in key else " { (1, 2): accept; default: accept; }"
@@ -65,6 +66,12 @@ def test_assignment(stmt: str, target: str, window: dict[str, Any]) -> None:
     st = start_state(f"{stmt} transition accept;")
     assert st["parser_ops"] == [{"op": "set", "parameters": [
         {"type": "field", "value": ["scalars", target]}, window]}]
+
+
+def test_signed_lookahead_key_value_is_twos_complement() -> None:
+    st = start_state("transition select(pkt.lookahead<int<8>>()) { -1: accept; default: accept; }")
+    assert st["transition_key"] == [LA(0, 8)]
+    assert st["transitions"][0]["value"] == "0xff"
 
 
 def test_local_initialised_from_a_slice() -> None:
@@ -99,6 +106,10 @@ INSIDE = "unsupported construct: a lookahead inside an expression"
      "unsupported construct: lookahead into this target"),
     ("meta.m16[7:0] = pkt.lookahead<bit<8>>(); transition accept;", "=",
      "unsupported construct: lookahead into this target"),
+    ("transition select(pkt.lookahead<h_t>()) { default: accept; }", "lookahead",
+     "unsupported construct: select key of type h_t"),
+    ("transition select(pkt.lookahead<bool>()) { default: accept; }", "lookahead",
+     "unsupported construct: lookahead of bool"),
     (f"transition select(pkt.lookahead<bit<24>>()[24:0]){SEL}", "[24:0]",
      "slice [24:0] out of range for bit<24>"),
     ("if (pkt.lookahead<bit<8>>() == 1) { meta.m8 = 1; } transition accept;", "if",
