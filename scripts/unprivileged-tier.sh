@@ -26,7 +26,7 @@ chown -R "$user" "$work"
 runuser -u "$user" -- bash -euo pipefail -c "
     cd '$work/netsum'
     /usr/bin/python3 -m venv .venv
-    .venv/bin/pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+    .venv/bin/pip install -q -e '.[dev]' > .venv/pip-install.log 2>&1 || { cat .venv/pip-install.log >&2; exit 1; }
     echo \"unprivileged-tier: running as \$(id -un) (uid \$(id -u))\"
     export NETSUM_P4C_FIXTURES='$fixtures'
     .venv/bin/python -m pytest -p no:cacheprovider -m 'not privileged' tests/e2e $*

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from scapy.layers.l2 import Ether
 
+from conftest import P4C_FIXTURES
 from controller.cli import main
 from controller.client import Endpoint, SwitchClient
 from switch.device import Device
 from switch.p4rt.server import P4RuntimeServer
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class Switch:
@@ -162,14 +162,12 @@ def test_counter_read_and_reset(calc: Switch) -> None:
     (["mc_mgrp_destroy", "12"], "NOT_FOUND"),
     (["table_dump", "dmac", "--election-id", "x"], "is not an election id"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["table_dump", "calc_ops", "--p4info", str(ROOT.parent / "shared" / "fixtures" / "p4c" /
-                                                 "calc_state.p4info.txtpb")],
+    (["table_dump", "calc_ops", "--p4info", str(P4C_FIXTURES / "calc_state.p4info.txtpb")],
      "does not describe the pipeline switch"),
     (["table_dump", "dmac", "--p4info", "/nonexistent"], "cannot read P4Info '/nonexistent'"),
     (["pipeline", "push", "--p4info", "/nonexistent"], "give both --p4info P4INFO and the BMv2"),
-    (["pipeline", "push", "--p4info", str(ROOT.parent / "shared" / "fixtures" / "p4c" /
-                                          "calc_state.p4info.txtpb"),
-      str(ROOT.parent / "shared" / "fixtures" / "p4c" / "l2_mcast.json")],
+    (["pipeline", "push", "--p4info", str(P4C_FIXTURES / "calc_state.p4info.txtpb"),
+      str(P4C_FIXTURES / "l2_mcast.json")],
      "SetForwardingPipelineConfig failed: INVALID_ARGUMENT"),
     (["job", "list"], "`job` needs a topology file"),
 ])
