@@ -119,8 +119,9 @@ class GenerateJson:
         return -1
 
     @staticmethod
-    def _aliases(g: Globals, lay: Layout) -> list[Json]:
-        out: list[Json] = []
+    def _aliases(g: Globals, lay: Layout) -> list[list[Any]]:
+        """[alias, [header, field]] pairs (BMv2's field_aliases are lists, not objects)."""
+        out: list[list[Any]] = []
         if lay.sm_type is None:
             return out
         for fname, _ in lay.sm_type.fields:

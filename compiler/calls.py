@@ -61,8 +61,8 @@ def _match_args(call: A.Call, params: tuple[A.Param, ...], what: str,
             return None
         for i, a in enumerate(args):
             out[i] = a.value
-    for p, a in zip(params, out):
-        if a is None and p.default is None and not _optional(p):
+    for p, given in zip(params, out):
+        if given is None and p.default is None and not _optional(p):
             typer.err(call.pos, f"{what}: missing argument for parameter '{p.name}'")
             return None
     return out

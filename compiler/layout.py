@@ -122,7 +122,8 @@ class BuildLayout:
                 diags.error(arg.pos, f"V1Switch argument '{role}' must be a parser or control "
                                      "instantiation like Name()")
                 continue
-            decl: A.Decl | None = g.parsers.get(v.func.name) or g.controls.get(v.func.name)
+            decl: A.ParserDecl | A.ControlDecl | None = \
+                g.parsers.get(v.func.name) or g.controls.get(v.func.name)
             if decl is None:
                 diags.error(v.pos, f"unknown parser or control '{v.func.name}'")
                 continue
@@ -132,7 +133,7 @@ class BuildLayout:
                                    f"{'parser' if want_parser else 'control'}")
                 continue
             if not self._signature_ok(role, decl, g):
-                ps = decl.params  # type: ignore[attr-defined]
+                ps = decl.params
                 params = ", ".join(_param_text(p) for p in ps)
                 diags.error(v.pos, f"V1Switch argument '{role}' must have the parameters "
                                    f"{_SIGNATURES[role]}; '{decl.name}' has ({params})")
@@ -167,8 +168,8 @@ class BuildLayout:
         return lay
 
     @staticmethod
-    def _signature_ok(role: str, decl: A.Decl, g: Globals) -> bool:
-        params = decl.params  # type: ignore[attr-defined]
+    def _signature_ok(role: str, decl: A.ParserDecl | A.ControlDecl, g: Globals) -> bool:
+        params = decl.params
         want = _SIGNATURES[role].count(",") + 1
         if len(params) != want:
             return False

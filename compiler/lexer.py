@@ -48,6 +48,11 @@ class Token:
     def __str__(self) -> str:
         return self.text if self.kind is not TokKind.EOF else "end of file"
 
+    def int_parts(self) -> tuple[int, int | None, bool]:
+        """(value, width | None, signed) of an INT token, as the lexer decoded it."""
+        assert isinstance(self.value, tuple), "int_parts() of a token that is not an INT"
+        return self.value
+
 
 _TOKEN_RE = re.compile(r"""
   (?P<ws>[ \t\r\f\v]+)

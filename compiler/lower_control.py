@@ -72,7 +72,7 @@ class ControlLowering:
         self.order = group_order(self.body, self._table_call)
         self.hidden: list[tuple[float, Json, list[A.Stmt], Env]] = \
             parent.hidden if parent else []
-        self.rank_base = (parent.rank_base + 1e6) if parent else 0.0
+        self.rank_base: float = (parent.rank_base + 1e6) if parent else 0.0
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
@@ -114,8 +114,8 @@ class ControlLowering:
                     walk(o)
                 case A.Switch(expr=e, cases=cs):
                     walk_expr(e)
-                    for c in cs:
-                        walk(c.body)
+                    for sc in cs:
+                        walk(sc.body)
                 case A.CallStmt(call=c):
                     walk_expr(c)
 
@@ -286,7 +286,8 @@ class ControlLowering:
         if info is None:
             return Frag(None, [])
         if info.kind is CallKind.APPLY:
-            tj = self._apply(info.target, c.pos)  # type: ignore[arg-type]
+            assert isinstance(info.target, A.TableDecl)   # an APPLY call's target is a table
+            tj = self._apply(info.target, c.pos)
             if tj is None:
                 return Frag(None, [])
             for k in tj["next_tables"]:
@@ -371,7 +372,8 @@ class ControlLowering:
             if sym is None or sym.kind is not SymKind.TABLE:
                 self.err(s.cond.pos, f"'{tname}' is not a table")
                 return Frag(None, [])
-            tj = self._apply(sym.value, s.cond.pos)  # type: ignore[arg-type]
+            assert isinstance(sym.value, A.TableDecl)   # a TABLE symbol holds its declaration
+            tj = self._apply(sym.value, s.cond.pos)
             if tj is None:
                 return Frag(None, [])
             on_true = "__HIT__" if (which == "hit") != neg else "__MISS__"
@@ -417,7 +419,8 @@ class ControlLowering:
             if sym is None or sym.kind is not SymKind.TABLE:
                 self.err(e.pos, f"'{tname}' is not a table")
                 return None
-            tj = self._apply(sym.value, e.pos)  # type: ignore[arg-type]
+            assert isinstance(sym.value, A.TableDecl)   # a TABLE symbol holds its declaration
+            tj = self._apply(sym.value, e.pos)
             if tj is None:
                 return None
             tmp = self.ctx.layout.temp(Bool(), e.pos)
@@ -443,12 +446,12 @@ class ControlLowering:
                     if left is not None else None
                 return A.Binary(e.pos, op, left, right) if left and right else None
             case A.Ternary(cond=c, then=a, other=b):
-                parts = [self._hoist_applies(c, env, pre, always),
-                         self._hoist_applies(a, env, pre, False),
-                         self._hoist_applies(b, env, pre, False)]
-                if any(p is None for p in parts):
+                hc = self._hoist_applies(c, env, pre, always)
+                ha = self._hoist_applies(a, env, pre, False)
+                hb = self._hoist_applies(b, env, pre, False)
+                if hc is None or ha is None or hb is None:
                     return None
-                return A.Ternary(e.pos, *parts)  # type: ignore[arg-type]
+                return A.Ternary(e.pos, hc, ha, hb)
         if self._mentions_apply(e):
             self.err(e.pos, "unsupported construct: this use of a table apply result")
             return None

@@ -8,8 +8,6 @@ may be called.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from . import ast as A
 from .calls import CallInfo
 from .diagnostics import Pos
@@ -19,22 +17,31 @@ from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .scopes import Env, ExternInstance
 from .types import Bits, Bool, EnumT, StructT, show
 
-if TYPE_CHECKING:
-    from .lower_action import ActionLowering as _Base
-else:
-    _Base = object
-
 __all__ = ["ExternLowering", "HASH_ALGOS"]
 
 HASH_ALGOS = ("crc32", "crc32_custom", "crc16", "crc16_custom", "random", "identity", "csum16",
               "xor16")
 
 
-class ExternLowering(_Base):
+class ExternLowering:
     """Extern calls; relies on ActionLowering's assign/simple_arg/_wrote/err/ctx/role."""
 
     ctx: LowerCtx
     role: str
+
+    # Defined by ActionLowering, the only subclass; declared here so that this half of the
+    # class is typed on its own (inheriting from ActionLowering for the checker was circular).
+    def err(self, pos: Pos, msg: str) -> None:
+        raise NotImplementedError
+
+    def assign(self, lhs: TLoc, rhs: TExpr, pos: Pos, prims: list[Json]) -> None:
+        raise NotImplementedError
+
+    def simple_arg(self, te: TExpr, prims: list[Json]) -> TExpr:
+        raise NotImplementedError
+
+    def _wrote(self, dst: TExpr | None) -> None:
+        raise NotImplementedError
 
     def _method(self, info: CallInfo, prims: list[Json]) -> None:
         inst = info.target
@@ -126,9 +133,10 @@ class ExternLowering(_Base):
             if n == "clone":
                 fid = self.ctx.field_list("fl", [])
             else:
-                fid = self._preserved_list(a[2], info.pos)
-                if fid is None:
+                preserved = self._preserved_list(a[2], info.pos)
+                if preserved is None:
                     return
+                fid = preserved
             session = self.simple_arg(session, prims)
             prims.append(_prim(op, [as_param(session), hexstr(fid)]))
         elif n in ("resubmit", "recirculate", "clone3"):
@@ -147,9 +155,9 @@ class ExternLowering(_Base):
             else:
                 prims.append(_prim(n, [hexstr(fid)]))
         elif n in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            fid = self._preserved_list(a[0], info.pos)
-            if fid is not None:
-                prims.append(_prim(n.split("_")[0], [hexstr(fid)]))
+            preserved = self._preserved_list(a[0], info.pos)
+            if preserved is not None:
+                prims.append(_prim(n.split("_")[0], [hexstr(preserved)]))
         elif n == "truncate":
             ln = a[0]
             assert ln is not None

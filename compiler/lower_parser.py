@@ -224,8 +224,8 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
             continue
         per_key: list[list[tuple[int, int]]] = []
         ok = True
-        for e, k, w in zip(elems, keys, widths):
-            choices = _keyset_values(ctx, e, k.type if isinstance(k.type, Bits) else Bits(w),
+        for e, key, w in zip(elems, keys, widths):
+            choices = _keyset_values(ctx, e, key.type if isinstance(key.type, Bits) else Bits(w),
                                      env, w)
             if choices is None:
                 ok = False
@@ -266,7 +266,7 @@ def _keyset_values(ctx: LowerCtx, e: A.Expr, t: Bits, env: Env,
             return None
         if te.type != t and not isinstance(te.type, (ErrorT, EnumT)):
             c = ctx.typer.coerce(te, t, x.pos, "select case")
-            if c is None:
+            if not isinstance(c, TConst):   # None after an error; a TConst stays a TConst
                 return None
             te = c
         return int(te.value) & full
@@ -306,7 +306,7 @@ def lower_deparser(ctx: LowerCtx, scope: BlockScope) -> Json:
         elif isinstance(ref, StackRef):
             order.extend(f"{ref.name}[{i}]" for i in range(ref.type.size))
         elif hasattr(ref, "members"):
-            for _, m in ref.members:  # type: ignore[attr-defined]
+            for _, m in ref.members:
                 emit_loc(m, pos)
         else:
             ctx.diags.error(pos, f"emit needs a header or a struct of headers, not "

@@ -67,7 +67,7 @@ class TableLowering:
                       direct_calls: list[A.Call]) -> None:
         self.scope = scope
         env = scope.env
-        uses: list[tuple[str, object]] = []  # (action name, use key)
+        uses: list[tuple[str, tuple[str, str] | int]] = []  # (action name, use key)
         for t in applied:
             for aname, _, _ in self._action_list(t, env, report=False):
                 uses.append((aname, (self._tkey(t), aname)))
@@ -88,12 +88,13 @@ class TableLowering:
                 if aname == a.name:
                     self._emit_action(a, control_plane_name(scope.prefix, a), key, env)
 
-    def _emit_action(self, decl: A.ActionDecl, cp_name: str, key: object, env: Env) -> None:
+    def _emit_action(self, decl: A.ActionDecl, cp_name: str, key: tuple[str, str] | int,
+                     env: Env) -> None:
         idx = len(self.actions)
         if isinstance(key, tuple):
-            self.table_actions[key] = idx  # type: ignore[index]
+            self.table_actions[key] = idx
         else:
-            self.call_actions[key] = idx  # type: ignore[index]
+            self.call_actions[key] = idx
         g = self.ctx.g
         aenv = action_env(env if g.actions.get(decl.name) is not decl
                           else Env(None, g, env.block), decl, g, self.ctx.diags)
@@ -150,7 +151,8 @@ class TableLowering:
         out: list[tuple[str, A.Call, tuple[A.Annotation, ...]]] = []
         if p is None:
             return out
-        for annos, call in p.value:  # type: ignore[attr-defined]
+        assert isinstance(p.value, tuple)   # the parser makes `actions` (annotations, Call) pairs
+        for annos, call in p.value:
             f = call.func
             if not isinstance(f, A.Name):
                 if report:
@@ -198,7 +200,8 @@ class TableLowering:
             action_json_names.append(jn)
             self.last_local_names[aname] = jn
             sym_decl = env.lookup(aname)
-            dannos = sym_decl.value.annotations if sym_decl else ()  # type: ignore[union-attr]
+            dannos = sym_decl.value.annotations \
+                if sym_decl and isinstance(sym_decl.value, A.ActionDecl) else ()
             scope = "DEFAULT_ONLY" if has_annotation(annos + dannos, "defaultonly") else \
                 "TABLE_ONLY" if has_annotation(annos + dannos, "tableonly") else ""
             refs.append(ActionRefModel(jn, scope, annotation_strings(annos)))
@@ -232,7 +235,8 @@ class TableLowering:
         size_p = self._prop(t, "size")
         size = 1024
         if size_p is not None:
-            cv = const_eval(size_p.value, self.ctx.g, self.ctx.diags)  # type: ignore[arg-type]
+            assert isinstance(size_p.value, A.Expr)   # `size` is parsed as an expression
+            cv = const_eval(size_p.value, self.ctx.g, self.ctx.diags)
             if cv is not None:
                 size = int(cv.value)
                 if size <= 0:
@@ -308,7 +312,7 @@ class TableLowering:
                                 "compile-time constant")
                 return None
             c = self.ctx.typer.coerce(te, pt, a.pos, f"argument '{p.name}' of '{aname}'")
-            if c is None:
+            if not isinstance(c, TConst):   # None after an error; a TConst stays a TConst
                 return None
             out.append(int(c.value))
         return out
@@ -337,7 +341,8 @@ class TableLowering:
         out: list[_Key] = []
         if p is None:
             return out
-        for ke in p.value:  # type: ignore[attr-defined]
+        assert isinstance(p.value, tuple)   # the parser makes `key` a tuple of KeyElement
+        for ke in p.value:
             assert isinstance(ke, A.KeyElement)
             if ke.match_kind not in _MATCH_KINDS:
                 self.err(ke.match_kind_pos, unknown("match kind", ke.match_kind, _MATCH_KINDS))
@@ -381,7 +386,8 @@ class TableLowering:
                             "entries')")
             return []
         out: list[Json] = []
-        for i, ent in enumerate(p.value):  # type: ignore[arg-type]
+        assert isinstance(p.value, tuple)   # the parser makes `entries` a tuple of TableEntry
+        for i, ent in enumerate(p.value):
             assert isinstance(ent, A.TableEntry)
             if len(ent.keyset) != len(keys):
                 self.err(ent.pos, f"entry has {len(ent.keyset)} key value(s), table "

@@ -93,8 +93,8 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
                 arg = pt.initial_default_action.arguments.add()
                 arg.param_id = act.params.index((pname, width)) + 1
                 arg.value = value.to_bytes(max((width + 7) // 8, 1), "big")
-        for r in t.direct_resources:
-            pt.direct_resource_ids.append(direct_ids[r])
+        for res in t.direct_resources:
+            pt.direct_resource_ids.append(direct_ids[res])
         pt.size = t.size
         if t.is_const:
             pt.is_const_table = True

@@ -143,7 +143,7 @@ class ExprParser:
             t = self.tok
             if t.kind is TokKind.INT:
                 self.i += 1
-                v, width, signed = t.value  # type: ignore[misc]
+                v, width, signed = t.int_parts()
                 w = IntLit(t.pos, v, width, signed, t.text)
             else:
                 nm = self.ident("a width")
@@ -275,7 +275,7 @@ class ExprParser:
         t = self.tok
         if t.kind is TokKind.INT:
             self.i += 1
-            v, width, signed = t.value  # type: ignore[misc]
+            v, width, signed = t.int_parts()
             return IntLit(t.pos, v, width, signed, t.text)
         if t.kind is TokKind.STRING:
             self.i += 1

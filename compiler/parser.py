@@ -37,10 +37,10 @@ class Parser(ExprParser):
         self.diags.error(err.pos, err.message)
         depth = 0
         if start is not None:
-            for t in self.toks[start:self.i]:
-                if t.kind is TokKind.OP and t.text == "{":
+            for tok in self.toks[start:self.i]:
+                if tok.kind is TokKind.OP and tok.text == "{":
                     depth += 1
-                elif t.kind is TokKind.OP and t.text == "}":
+                elif tok.kind is TokKind.OP and tok.text == "}":
                     depth -= 1
             depth = max(depth, 0)
         at_error = self.i
@@ -467,8 +467,7 @@ class Parser(ExprParser):
                     if not isinstance(act, Call):
                         act = Call(act.pos, act, (), ())
                     self.expect(";")
-                    entries.append(TableEntry(epos, tuple(keyset), act,  # type: ignore[arg-type]
-                                              prio))
+                    entries.append(TableEntry(epos, tuple(keyset), act, prio))
                 value = tuple(entries)
             else:
                 value = self.parse_expr()
@@ -544,9 +543,9 @@ class Parser(ExprParser):
         if self._starts_var_decl():
             typ = self.parse_type()
             name = self.ident("a variable name")
-            init = self.parse_expr() if self.accept("=") else None
+            init_opt = self.parse_expr() if self.accept("=") else None
             self.expect(";")
-            return VarDecl(name.pos, annos, typ, name.text, init)
+            return VarDecl(name.pos, annos, typ, name.text, init_opt)
         lhs = self.parse_expr()
         if self.at("="):
             pos = self.tok.pos

@@ -87,13 +87,13 @@ def const_eval(e: A.Expr, g: Globals, diags: Diagnostics,
                 return ConstValue(target, bool(inner.value))
             return ConstValue(target, inner.value)
         case A.Unary(op=op, operand=x):
-            v = const_eval(x, g, diags, local)
-            if v is None:
+            cv = const_eval(x, g, diags, local)
+            if cv is None:
                 return None
             if op == "!":
-                return ConstValue(Bool(), not v.value)
-            r = -int(v.value) if op == "-" else ~int(v.value)
-            return ConstValue(v.type, _fit(r, v.type))
+                return ConstValue(Bool(), not cv.value)
+            r = -int(cv.value) if op == "-" else ~int(cv.value)
+            return ConstValue(cv.type, _fit(r, cv.type))
         case A.Binary(op=op, left=l, right=r):
             a = const_eval(l, g, diags, local)
             b = const_eval(r, g, diags, local)

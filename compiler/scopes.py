@@ -56,7 +56,7 @@ class Env:
         self.parent = parent
         self.g = g
         self.syms: dict[str, Sym] = {}
-        self.block = block or (parent.block if parent else "")
+        self.block: str = block or (parent.block if parent else "")
 
     def child(self) -> "Env":
         return Env(self, self.g, self.block)

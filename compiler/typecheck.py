@@ -276,10 +276,10 @@ class Typer:
             return None
         if isinstance(base, TLookahead) and isinstance(base.type, HeaderT):
             off = base.offset
-            for fname, ft in base.type.fields:
+            for fname, fty in base.type.fields:
                 if fname == m:
-                    return TLookahead(ft, e.pos, off)
-                off += width_of(ft)
+                    return TLookahead(fty, e.pos, off)
+                off += width_of(fty)
             self.err(e.pos, unknown(f"field of header '{base.type.name}':", m,
                                     [n for n, _ in base.type.fields]))
             return None
@@ -450,10 +450,10 @@ class Typer:
                 self.err(e.pos, f"operands of '++' must be bit strings, got {show(a.type)} and "
                                 f"{show(b.type)}")
                 return None
-            t = Bits(a.type.width + b.type.width, a.type.signed)
+            cat = Bits(a.type.width + b.type.width, a.type.signed)
             if isinstance(a, TConst) and isinstance(b, TConst):
-                return TConst(t, e.pos, (int(a.value) << b.type.width) | int(b.value))
-            return TConcat(t, e.pos, a, b)
+                return TConst(cat, e.pos, (int(a.value) << b.type.width) | int(b.value))
+            return TConcat(cat, e.pos, a, b)
         if isinstance(a.type, InfInt) and isinstance(b.type, InfInt) and want is not None \
                 and not (isinstance(a, TConst) and isinstance(b, TConst)):
             a = self.coerce(a, want, e.pos, what)
@@ -521,7 +521,8 @@ class Typer:
         if isinstance(f, A.Name):
             sym = env.lookup(f.name, f.top_level)
             if sym is not None and sym.kind is SymKind.FUNCTION:
-                return self._inline_function(e, f.name, sym.value, env)  # type: ignore[arg-type]
+                assert isinstance(sym.value, list)   # a FUNCTION symbol holds its overloads
+                return self._inline_function(e, f.name, sym.value, env)
         if isinstance(f, A.Member) and f.member == "isValid" and not e.args:
             base = self.expr(f.expr, env)
             if base is None:
