@@ -85,7 +85,7 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
     inputs = calc.get("input", [])
     if algo == "random":
         return lambda F: rng.getrandbits(32)
-    fn = ALGORITHMS.get(algo)  # type: ignore[arg-type]
+    fn = ALGORITHMS.get(algo) if algo is not None else None
     if fn is None:
         raise cfg_error(path, f"hash algorithm {algo!r} is not supported (supported: "
                               f"{sorted(ALGORITHMS) + ['random']})")

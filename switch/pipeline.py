@@ -384,7 +384,8 @@ class Pipeline:
                 table.direct_counter is not None or table.direct_meter is not None:
             return None
         de = t.get("default_entry") or {}
-        spec = self._actions_by_id.get(de.get("action_id"))  # type: ignore[arg-type]
+        aid = de.get("action_id")
+        spec = self._actions_by_id.get(aid) if aid is not None else None
         data = de.get("action_data") or []
         if spec is None or spec.name not in table.action_names or \
                 len(data) != len(spec.runtime_data):

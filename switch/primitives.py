@@ -90,7 +90,7 @@ class PrimCtx:
     def named(self, node: Any, kind: str, table: dict[str, Any]) -> Any:
         n = unwrap(node)
         name = n.get("value") if isinstance(n, dict) else None
-        obj = table.get(name)  # type: ignore[arg-type]
+        obj = table.get(name) if name is not None else None
         if obj is None:
             raise cfg_error(self.path, f"unknown {kind} {name!r}")
         return obj

@@ -65,6 +65,12 @@ class _Rec:
         self.order = 0
 
 
+def _priority_order(r: _Rec) -> tuple[int, int]:
+    """Sort key of a generic table's entries: highest priority first, then oldest first."""
+    assert r.entry is not None   # only installed entries are indexed, never the default
+    return (-r.entry.priority, r.order)
+
+
 Kind = Literal["keyless", "exact", "lpm", "generic"]
 
 
@@ -254,7 +260,7 @@ class Table:
             self._order += 1
             rec.order = self._order
             self._sorted.append(rec)
-            self._sorted.sort(key=lambda r: (-r.entry.priority, r.order))  # type: ignore
+            self._sorted.sort(key=_priority_order)
 
     def _unindex(self, rec: _Rec) -> None:
         assert rec.entry is not None

@@ -19,8 +19,10 @@ import heapq
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from workers import quant, wire
 from workers.errors import ProtocolStateError, WireError, WorkerError, WorkerTimeoutError
@@ -231,7 +233,9 @@ class WorkerCore:
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, got {type(timing).__name__}")
         x = quant.as_tensor(tensor)
-        self._shape = np.shape(tensor)  # type: ignore[call-overload]
+        # as_tensor accepted `tensor`, so it is array-like (the parameter is `object` because
+        # that check is made at run time, with a clear error).
+        self._shape = np.shape(cast("npt.ArrayLike", tensor))
         self._job = job
         self._timing = timing
         k = job.k

@@ -225,7 +225,7 @@ def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
         what = "truncated" if len(buf) < size else "too long"
         raise WireError(f"netsum packet {what}: {len(buf)} bytes, expected {size} "
                         f"(header {HEADER_BYTES} + {k} x int32)")
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}   # ints, then msg_type and flags as their enums
     for unit in header_units():
         word = int.from_bytes(bytes(buf[unit.offset:unit.offset + unit.size]), "big")
         for name, shift, width in unit.fields:
@@ -236,7 +236,7 @@ def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
         raise WireError(f"unknown netsum flag bits 0x{values['flags'] & ~_KNOWN_FLAGS:02x}")
     values["msg_type"] = MsgType(values["msg_type"])
     values["flags"] = Flags(values["flags"])
-    return Header(**values)  # type: ignore[arg-type]
+    return Header(**values)
 
 
 def decode(buf: bytes | bytearray | memoryview, k: int) -> Packet:
