@@ -57,16 +57,6 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 }
 
 
-class TimingRig(Rig):
-    """The rig with extra worker options: `worker_extra` is appended to every worker's
-    command line of the jobs started next (frames-over-UDP mode: the argv is the worker's)."""
-
-    worker_extra: tuple[str, ...] = ()
-
-    def _worker_argv(self, job_id: int, rank: int, in_path: Path, out_path: Path) -> list[str]:
-        return [*super()._worker_argv(job_id, rank, in_path, out_path), *self.worker_extra]
-
-
 @dataclass(frozen=True, slots=True)
 class Point:
     loss: float
@@ -83,15 +73,15 @@ def set_loss(rig: Rig, loss: float) -> None:
         ctl.set_drop(h.switch, h.port, loss, "both")
 
 
-def run_point(rig: TimingRig, loss: float, variant: str, elements: int, repeat: int,
+def run_point(rig: Rig, loss: float, variant: str, elements: int, repeat: int,
               seed: int) -> Point:
-    rig.worker_extra = VARIANTS[variant]
     runs = []
     for r in range(repeat):
         # The drop entries go in before every job: the rig re-pushes the pipeline (and its
         # own loss setting) when a job's slot range would run past the register pool.
         set_loss(rig, loss)
-        out = rig.run_job(synthetic_inputs(WORKERS, (elements,), seed=seed + r))
+        out = rig.run_job(synthetic_inputs(WORKERS, (elements,), seed=seed + r),
+                          worker_args=VARIANTS[variant])
         if not out.ok:
             print(f"  !! loss {loss:g} {variant}: " + "; ".join(
                 w.error for w in out.workers if not w.ok), file=sys.stderr)
@@ -164,7 +154,7 @@ def main() -> int:
         cfg = RigConfig(Path(tmp), workers=WORKERS, k=32, mode=Mode.UDP, slots=SLOTS,
                         timeout=a.timeout)
         try:
-            with TimingRig(cfg) as rig:
+            with Rig(cfg) as rig:
                 for i, loss in enumerate(losses):
                     base: float | None = None
                     for v in variants:

@@ -397,8 +397,10 @@ class Rig:
     def counters(self, job_id: int) -> dict[str, int]:
         return job_counters(self.controller, job_id)
 
-    def start_job(self, inputs: Sequence[np.ndarray]) -> RunningJob:
-        """Start one all-reduce of `inputs` (one tensor per worker, any float32 shape)."""
+    def start_job(self, inputs: Sequence[np.ndarray],
+                  worker_args: Sequence[str] = ()) -> RunningJob:
+        """Start one all-reduce of `inputs` (one tensor per worker, any float32 shape).
+        `worker_args` go on every worker's `netsum-worker` command line (e.g. timing options)."""
         cfg = self.config
         if len(inputs) != cfg.workers:
             raise RigError(f"{len(inputs)} tensors for {cfg.workers} workers")
@@ -429,7 +431,8 @@ class Rig:
             np.save(path, np.asarray(x, dtype=np.float32))
         started = time.monotonic()
         children = [self.procs.start(f"job{job_id}-w{rank}",
-                                     self._worker_argv(job_id, rank, ins[rank], outs[rank]))
+                                     [*self._worker_argv(job_id, rank, ins[rank], outs[rank]),
+                                      *worker_args])
                     for rank in range(cfg.workers)]
         window = min(slots, blocks)
         leaves = sum(1 for sw in self.layout.switches if sw.role == "leaf")
@@ -437,8 +440,9 @@ class Rig:
                           started, cfg.workers + leaves)
 
     def run_job(self, inputs: Sequence[np.ndarray],
-                on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
-        return self.wait_job(self.start_job(inputs), on_tick)
+                on_tick: Callable[[RunningJob], None] | None = None,
+                worker_args: Sequence[str] = ()) -> JobOutcome:
+        return self.wait_job(self.start_job(inputs, worker_args), on_tick)
 
     def wait_job(self, job: RunningJob,
                  on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
