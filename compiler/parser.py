@@ -43,12 +43,19 @@ class Parser(ExprParser):
                 elif tok.kind is TokKind.OP and tok.text == "}":
                     depth -= 1
             depth = max(depth, 0)
-        at_error = self.i
+        self._skip_to_end(depth, consume_stray_close=start is None)
+
+    def _skip_to_end(self, depth: int, consume_stray_close: bool = False) -> None:
+        """Skip tokens to the end of the current declaration/statement: a ';' or the '}' that
+        closes what was open (`depth` braces already open); a '}' of an enclosing block stays,
+        unless it is the very token we start at and `consume_stray_close` (a stray top-level
+        '}' is the error itself)."""
+        at_start = self.i
         while self.tok.kind is not TokKind.EOF:
             t = self.tok.text if self.tok.kind is TokKind.OP else ""
             if t == "}" and depth == 0:
-                if self.i == at_error and start is None:
-                    self.i += 1  # a stray '}' at top level is the error itself
+                if consume_stray_close and self.i == at_start:
+                    self.i += 1
                 return
             self.i += 1
             if t == "{":
@@ -395,7 +402,7 @@ class Parser(ExprParser):
                 stmts.append(self.statement())
             except ParseError as err:
                 self.diags.error(err.pos, err.message)
-                self._skip_statement()
+                self._skip_to_end(0)
         return ParserState(name.pos, annos, name.text, tuple(stmts), transition, tpos)
 
     # select: 'select' '(' exprs ')' '{' (keyset ':' name ';')* '}'
@@ -486,24 +493,9 @@ class Parser(ExprParser):
                 stmts.append(self.statement())
             except ParseError as err:
                 self.diags.error(err.pos, err.message)
-                self._skip_statement()
+                self._skip_to_end(0)
         return Block(pos, tuple(stmts))
 
-    def _skip_statement(self) -> None:
-        depth = 0
-        while self.tok.kind is not TokKind.EOF:
-            t = self.tok.text if self.tok.kind is TokKind.OP else ""
-            if t == "}" and depth == 0:
-                return
-            self.i += 1
-            if t == "{":
-                depth += 1
-            elif t == "}":
-                depth -= 1
-                if depth == 0:
-                    return
-            elif t == ";" and depth == 0:
-                return
 
     # statement: block | if | switch | return | exit | ';' | varDecl | constDecl
     #          | lvalue '=' expr ';' | call ';'
