@@ -13,9 +13,6 @@ if ! /usr/bin/python3 -c "import ensurepip, venv" >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
 fi
 
-fixtures=""
-[ -d ../shared/fixtures/p4c ] && fixtures=$(cd ../shared/fixtures/p4c && pwd)
-
 work=$(mktemp -d /tmp/netsum-unpriv.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 git clone -q --no-hardlinks "$PWD" "$work/netsum"
@@ -28,6 +25,5 @@ runuser -u "$user" -- bash -euo pipefail -c "
     /usr/bin/python3 -m venv .venv
     .venv/bin/pip install -q -e '.[dev]' > .venv/pip-install.log 2>&1 || { cat .venv/pip-install.log >&2; exit 1; }
     echo \"unprivileged-tier: running as \$(id -un) (uid \$(id -u))\"
-    export NETSUM_P4C_FIXTURES='$fixtures'
     .venv/bin/python -m pytest -p no:cacheprovider -m 'not privileged' tests/e2e $*
 "

@@ -1,4 +1,4 @@
-"""The compiler against real p4c 1.2.5.16 output (../shared/fixtures/p4c): identical P4Info
+"""The compiler against real p4c 1.2.5.16 output (tests/fixtures/p4c): identical P4Info
 text, and the same BMv2 JSON apart from source_info."""
 from __future__ import annotations
 
