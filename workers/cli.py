@@ -7,6 +7,9 @@ Unprivileged frames over UDP to an embedded switch port:
     netsum-worker --job 1 --workers 2 --slots 64 --frames 127.0.0.1:9001 \\
         --mac 02:00:00:00:00:01 --ip 10.0.0.1 --service-mac 02:00:00:00:00:fe \\
         --service-ip 10.0.0.254 --size 100000 --rank 0 --check
+Host baselines (no switch): ring all-reduce or parameter server over TCP between the workers:
+    netsum-worker --algo ring --job 1 --workers 3 --peers 10.0.0.1,10.0.0.2,10.0.0.3 \\
+        --rank 0 --size 1000000 --check
 
 Data: `--input file.npy`, or synthetic (`--size`, `--seed`, `--rank`: rank r's tensor is
 deterministic, so `--check` can recompute every rank's tensor and verify the sum against the
@@ -23,11 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from workers import wire
+from workers import hostcli, wire
 from workers.api import Worker
 from workers.core import AllreduceResult, JobConfig, Timing
 from workers.errors import WorkerError
 from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
+from workers.ring import HostResult
 from workers.transport import FrameTransport, Transport, UdpTransport, parse_hostport
 
 __all__ = ["main", "build_parser", "synthetic"]
@@ -51,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     job.add_argument("--job", type=int, required=True, help="job id")
     job.add_argument("--workers", type=int, required=True,
                      help=f"workers in the job (1..{MAX_WORKERS})")
-    job.add_argument("--slots", type=int, required=True,
-                     help="slots of the job's range to use (the window)")
+    job.add_argument("--slots", type=int,
+                     help="slots of the job's range to use (the window); needed by --algo ina")
     job.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED,
                      help="values per packet (the P4 build's NETSUM_K)")
     tr = p.add_argument_group("transport (exactly one)")
@@ -90,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fixed-window", action="store_true",
                      help="send the whole window at once (no congestion window)")
     run.add_argument("--json", action="store_true", help="one JSON object per iteration")
+    run.add_argument("--latencies", type=Path, metavar="FILE",
+                     help="write the last iteration's per-chunk latencies (s, .npy)")
+    hostcli.add_arguments(p)
     return p
 
 
@@ -129,7 +136,7 @@ def _tensor(a: argparse.Namespace) -> np.ndarray:
     return synthetic(a.seed, a.rank, a.size)
 
 
-def _check(a: argparse.Namespace, res: AllreduceResult) -> bool:
+def _check(a: argparse.Namespace, res: AllreduceResult | HostResult) -> bool:
     true = np.sum([synthetic(a.seed, r, a.size).astype(np.float64) for r in range(a.workers)],
                   axis=0)
     err = np.abs(res.tensor.astype(np.float64) - true)
@@ -158,6 +165,15 @@ def run(a: argparse.Namespace) -> int:
         raise UsageError("--check needs synthetic data (--size)")
     if a.iterations < 1:
         raise UsageError("--iterations must be at least 1")
+    if a.algo != "ina":
+        try:
+            host_job = hostcli.host_job(a)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return hostcli.run_host(a, host_job, _tensor(a),
+                                (lambda r: _check(a, r)) if a.check else None)
+    if a.slots is None:
+        raise UsageError("--algo ina needs --slots")
     try:
         job = JobConfig(a.job, a.workers, a.slots, a.k)
         timing = Timing(rto_initial=a.rto,
@@ -179,6 +195,8 @@ def run(a: argparse.Namespace) -> int:
                 status = 1
         if a.output is not None:
             np.save(a.output, res.tensor)
+        if a.latencies is not None:
+            np.save(a.latencies, res.stats.latencies)
     finally:
         transport.close()
     return status
