@@ -12,7 +12,7 @@ import json
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +48,8 @@ class JobOutcome:
     wall_s: float
     workers: tuple[WorkerOutcome, ...]
     switch_counters: dict[str, int]
+    # Each worker's result, in rank order, when the wait was asked to keep them (else empty).
+    results: tuple[np.ndarray, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -88,7 +90,7 @@ class RunningJob:
 
     def wait(self, timeout: float | None = None,
              on_tick: Callable[["RunningJob"], None] | None = None,
-             tick: float = 0.5) -> JobOutcome:
+             tick: float = 0.5, keep_results: bool = False) -> JobOutcome:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.done():
             if deadline is not None and time.monotonic() > deadline:
@@ -107,11 +109,15 @@ class RunningJob:
             c.popen.wait()
         wall = time.monotonic() - self.started
         outcomes = tuple(self._outcome(r, c) for r, c in enumerate(self.children))
+        kept: tuple[np.ndarray, ...] = ()
+        if keep_results:
+            kept = tuple(np.load(p, allow_pickle=False) if w.ok else np.empty(0)
+                         for p, w in zip(self.out_paths, outcomes))
         # The tensors can be hundreds of MB each: keep the logs, not the data.
         for path in (*self.in_paths, *self.out_paths):
             path.unlink(missing_ok=True)
         return JobOutcome(self.job_id, int(self.ref.total.size), self.ref.shape, wall, outcomes,
-                          self.counters(self.job_id))
+                          self.counters(self.job_id), kept)
 
     def _outcome(self, rank: int, child: Child) -> WorkerOutcome:
         rc = child.popen.returncode

@@ -39,17 +39,21 @@ from netsum.jobrun import JobOutcome, RunningJob, WorkerOutcome
 from netsum.netns import NetnsError, NetnsLab, netns_available
 from netsum.procs import Child, ProcessGroup
 from netsum.rigtopo import SUBNET_PREFIX, plan_layout, topology_doc
-from netsum.tensors import reference
+from netsum.tensors import Reference, reference
 from workers import quant
 from workers.errors import WorkerError
+from workers.hostcli import ALGORITHMS
+from workers.hostnet import DEFAULT_PORT as HOST_PORT
 from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
 
 __all__ = ["Mode", "Target", "RigConfig", "RigError", "WorkerOutcome", "JobOutcome",
            "RunningJob", "Rig", "missing_bmv2_tools", "job_counters", "SwitchReady",
-           "parse_ready_line", "wait_switch_ready", "free_udp_ports"]
+           "parse_ready_line", "wait_switch_ready", "free_udp_ports", "free_tcp_ports",
+           "ALGORITHMS"]
 
 POOL_SLOTS = 4096          # the default build's NETSUM_SLOTS
 MAX_JOB_ID = 255           # NETSUM_MAX_JOBS - 1
+HOST_JOB_BASE = 1000       # ids of host (ring, ps) jobs: apart from the switch's job ids
 BMV2_TOOLS = ("simple_switch_grpc", "p4c-bm2-ss")
 
 
@@ -101,6 +105,19 @@ class RigConfig:
 
 def missing_bmv2_tools() -> list[str]:
     return [t for t in BMV2_TOOLS if shutil.which(t) is None]
+
+
+def free_tcp_ports(n: int) -> list[int]:
+    """n distinct loopback TCP ports free right now, for host all-reduce peers that must be
+    named before they listen (a clash fails loudly: the worker cannot listen)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def free_udp_ports(n: int) -> list[int]:
@@ -198,6 +215,7 @@ class Rig:
         self.topology_path = config.work_dir / "topology.yaml"
         self._next_job = 1
         self._next_slot = 0
+        self._next_host_job = 0
         self._bin = Path(sys.executable).parent
 
     @property
@@ -397,11 +415,17 @@ class Rig:
     def counters(self, job_id: int) -> dict[str, int]:
         return job_counters(self.controller, job_id)
 
-    def start_job(self, inputs: Sequence[np.ndarray],
-                  worker_args: Sequence[str] = ()) -> RunningJob:
+    def start_job(self, inputs: Sequence[np.ndarray], worker_args: Sequence[str] = (),
+                  algo: str = "ina") -> RunningJob:
         """Start one all-reduce of `inputs` (one tensor per worker, any float32 shape).
-        `worker_args` go on every worker's `netsum-worker` command line (e.g. timing options)."""
+        `worker_args` go on every worker's `netsum-worker` command line (e.g. timing options).
+        `algo`: "ina" through the switch; "ring" or "ps", the host baselines over TCP between
+        the workers (workers.ring, workers.ps) on the same hosts, with no switch job: in mode
+        netns their traffic crosses the switch as plain L2 forwarding, in mode udp (no
+        namespaces) it goes straight over loopback."""
         cfg = self.config
+        if algo not in ALGORITHMS:
+            raise RigError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algo!r}")
         if len(inputs) != cfg.workers:
             raise RigError(f"{len(inputs)} tensors for {cfg.workers} workers")
         try:
@@ -409,6 +433,8 @@ class Rig:
         except (ValueError, WorkerError) as exc:
             raise RigError(f"bad input tensors: {exc}") from None
         blocks = quant.num_blocks(int(ref.total.size), cfg.k)
+        if algo != "ina":
+            return self._start_host_job(inputs, ref, blocks, algo, worker_args)
         slots = cfg.slots
         try:
             if self._next_slot + slots > POOL_SLOTS or self._next_job > MAX_JOB_ID:
@@ -423,12 +449,7 @@ class Rig:
             raise RigError(f"controller: job {self._next_job}: {exc}") from None
         self._next_job += 1
         self._next_slot += slots
-        job_dir = self.work_dir / f"job{job_id}-{int(time.time() * 1000) % 10**8}"
-        job_dir.mkdir(parents=True)
-        ins = [job_dir / f"in{rank}.npy" for rank in range(cfg.workers)]
-        outs = [job_dir / f"out{rank}.npy" for rank in range(cfg.workers)]
-        for path, x in zip(ins, inputs):
-            np.save(path, np.asarray(x, dtype=np.float32))
+        ins, outs = self._write_inputs(job_id, inputs)
         started = time.monotonic()
         children = [self.procs.start(f"job{job_id}-w{rank}",
                                      [*self._worker_argv(job_id, rank, ins[rank], outs[rank]),
@@ -439,13 +460,52 @@ class Rig:
         return RunningJob(self.counters, job_id, children, ref, ins, outs, blocks, window,
                           started, cfg.workers + leaves)
 
+    def _write_inputs(self, job_id: int,
+                      inputs: Sequence[np.ndarray]) -> tuple[list[Path], list[Path]]:
+        job_dir = self.work_dir / f"job{job_id}-{int(time.time() * 1000) % 10**8}"
+        job_dir.mkdir(parents=True)
+        ins = [job_dir / f"in{rank}.npy" for rank in range(self.config.workers)]
+        outs = [job_dir / f"out{rank}.npy" for rank in range(self.config.workers)]
+        for path, x in zip(ins, inputs):
+            np.save(path, np.asarray(x, dtype=np.float32))
+        return ins, outs
+
+    def host_peers(self) -> list[str]:
+        """Each worker's listening address for a host all-reduce, in rank (ring) order."""
+        if self.config.mode is Mode.NETNS:
+            return [f"{h.ipv4}:{HOST_PORT}" for h in self.layout.hosts]
+        return [f"127.0.0.1:{p}" for p in free_tcp_ports(self.config.workers)]
+
+    def _start_host_job(self, inputs: Sequence[np.ndarray], ref: Reference, blocks: int,
+                        algo: str, worker_args: Sequence[str]) -> RunningJob:
+        cfg = self.config
+        # Host jobs have no switch state; their ids only tell the workers' streams apart.
+        job_id = HOST_JOB_BASE + self._next_host_job
+        self._next_host_job = (self._next_host_job + 1) % (0xFFFF - HOST_JOB_BASE)
+        ins, outs = self._write_inputs(job_id, inputs)
+        peers = ",".join(self.host_peers())
+        started = time.monotonic()
+        children = []
+        for rank in range(cfg.workers):
+            argv = [str(self._bin / "netsum-worker"), "--algo", algo, "--job", str(job_id),
+                    "--workers", str(cfg.workers), "--k", str(cfg.k), "--peers", peers,
+                    "--rank", str(rank), "--input", str(ins[rank]), "--output",
+                    str(outs[rank]), "--timeout", str(cfg.timeout), "--json", *worker_args]
+            if self.lab is not None:
+                argv = self.lab.hosts[rank].exec_argv(argv)
+            children.append(self.procs.start(f"job{job_id}-{algo}-w{rank}", argv))
+        return RunningJob(lambda _j: {}, job_id, children, ref, ins, outs, blocks,
+                          min(cfg.slots, blocks), started)
+
     def run_job(self, inputs: Sequence[np.ndarray],
                 on_tick: Callable[[RunningJob], None] | None = None,
-                worker_args: Sequence[str] = ()) -> JobOutcome:
-        return self.wait_job(self.start_job(inputs, worker_args), on_tick)
+                worker_args: Sequence[str] = (), algo: str = "ina",
+                keep_results: bool = False) -> JobOutcome:
+        return self.wait_job(self.start_job(inputs, worker_args, algo), on_tick, keep_results)
 
     def wait_job(self, job: RunningJob,
-                 on_tick: Callable[[RunningJob], None] | None = None) -> JobOutcome:
+                 on_tick: Callable[[RunningJob], None] | None = None,
+                 keep_results: bool = False) -> JobOutcome:
         """Wait for a job's workers; RigError at once if the switch dies meanwhile."""
         def tick(j: RunningJob) -> None:
             # Workers would only notice a dead switch after their deadline; say why at once.
@@ -457,7 +517,7 @@ class Rig:
             if on_tick is not None:
                 on_tick(j)
         # No overall timeout: the workers fail themselves after `timeout` without progress.
-        return job.wait(timeout=None, on_tick=tick)
+        return job.wait(timeout=None, on_tick=tick, keep_results=keep_results)
 
     def _worker_argv(self, job_id: int, rank: int, in_path: Path, out_path: Path) -> list[str]:
         cfg = self.config
