@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from workers import batch, quant, wire
+from workers.protocol import K_DEFAULT, K_SUPPORTED
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:
@@ -29,7 +30,7 @@ def main() -> None:
     p.add_argument("--mib", type=int, default=64)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--workers", type=int, default=8)
-    p.add_argument("--k", type=int, default=32, choices=(32, 64))
+    p.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED)
     a = p.parse_args()
     n, k = a.workers, a.k
     size = a.mib * (1 << 20) // 4

@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))         # the netsum packages, when not installed in this Python
 
 import mnenv  # noqa: E402
+from workers.protocol import K_DEFAULT, K_SUPPORTED  # noqa: E402
 
 __all__ = ["Options", "ExperimentError", "run", "main"]
 
@@ -336,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--job", type=int, help="which job of the file to run (default: the first)")
     p.add_argument("--size", type=parse_size, default=parse_size("1MB"),
                    help="tensor per worker: bytes with a unit (default 1MB) or elements (4096e)")
-    p.add_argument("--k", type=int, default=32, choices=(32, 64), help="values per packet")
+    p.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED,
+                   help=f"values per packet (default {K_DEFAULT})")
     p.add_argument("--loss", type=_probability, default=0.0,
                    help="drop probability per packet on each worker port and direction, via "
                    "the P4 program's drop simulator (this kernel has no netem)")

@@ -18,6 +18,7 @@ from types import FrameType
 from netsum import __version__
 from netsum.netns import netns_available
 from netsum.rig import BMV2_TOOLS, Mode, RigError, Target
+from workers.protocol import K_DEFAULT, K_SUPPORTED
 
 __all__ = ["main", "build_parser", "parse_size"]
 
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--size", type=parse_size, default=parse_size(DEFAULT_SIZE),
                    help=f"tensor size per worker: bytes with a unit (default {DEFAULT_SIZE}) "
                    "or elements (1000e)")
-    d.add_argument("--k", type=int, default=32, choices=(32, 64), help="values per packet")
+    d.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED,
+                   help=f"values per packet (default {K_DEFAULT})")
     d.add_argument("--loss", type=_loss, default=0.0,
                    help="drop probability per packet and port direction, through the P4 "
                    "program's drop simulator (e.g. 0.05)")

@@ -24,7 +24,7 @@ UDP_PORT = 0x6E73  # 28275
 
 #: Values (int32) per packet.  Fixed per build of the P4 program (-DNETSUM_K=...).
 K_DEFAULT = 32
-K_SUPPORTED = (32, 64)
+K_SUPPORTED = (32, 64, 128, 256)
 
 #: Exponents travel biased: field value = e + EXP_BIAS, clamped to 1..255.  0 means "no data
 #: yet / all-zero block" and is the identity of max().

@@ -14,7 +14,7 @@ import pytest
 from netsum.rig import JobOutcome, Mode, Rig, RigConfig, RigError, Target, missing_bmv2_tools
 from helpers import started_rigs
 from netsum.tensors import synthetic_inputs
-from workers.protocol import K_DEFAULT
+from workers.protocol import K_DEFAULT, K_SUPPORTED
 
 K = K_DEFAULT
 
@@ -187,3 +187,13 @@ def test_bad_config(tmp_path: Path, kwargs: dict[str, object], match: str) -> No
 def test_mismatched_tensors_rejected_before_start(rigs: dict[int, Rig]) -> None:
     with pytest.raises(RigError, match="3 tensors for 2 workers"):
         rigs[2].start_job(synthetic_inputs(3, (10,)))
+
+
+@pytest.mark.parametrize("k", K_SUPPORTED)
+def test_every_k_is_exact(tmp_path: Path, k: int) -> None:
+    # A few windows of multi-packet blocks at each build of netsum.p4, through the same daemon,
+    # controller and worker processes as the default K.
+    with Rig(RigConfig(tmp_path, workers=4, k=k, slots=16, timeout=20)) as rig:
+        out = rig.run_job(synthetic_inputs(4, (40 * k + 3,), seed=k))
+    assert_exact(out)
+    assert out.elements == 40 * k + 3

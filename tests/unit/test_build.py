@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,10 +44,54 @@ def test_built_json_declares_k_values(k: int) -> None:
     doc = json.loads(json_path.read_text())
     types = {t["name"]: t for t in doc["header_types"]}
     fields = [f for f in types["values_t"]["fields"]]
-    assert [(f[0], f[1]) for f in fields] == [(f"v{i:02d}", 32) for i in range(k)]
+    assert [(f[0], f[1]) for f in fields] == [(f"v{i:03d}", 32) for i in range(k)]
     regs = {r["name"] for r in doc["register_arrays"]}
-    assert {f"NetsumIngress.val{i:02d}" for i in range(k)} <= regs
-    assert f"NetsumIngress.val{k:02d}" not in regs
+    assert {f"NetsumIngress.val{i:03d}" for i in range(k)} <= regs
+    assert f"NetsumIngress.val{k:03d}" not in regs
+
+
+_LANE = re.compile(r"\b(v|val)(\d{3})\b")
+
+
+def _lane_view(doc: dict[str, Any]) -> dict[str, tuple[list[str], dict[int, int]]]:
+    """Per action: its primitives as JSON text with lane numbers blanked (source_info
+    dropped), and how many of its primitives name each lane."""
+    out = {}
+    for a in doc["actions"]:
+        texts, per_lane = [], {}
+        for prim in a["primitives"]:
+            text = json.dumps({k: v for k, v in prim.items() if k != "source_info"})
+            lanes = {int(m.group(2)) for m in _LANE.finditer(text)}
+            for lane in lanes:
+                per_lane[lane] = per_lane.get(lane, 0) + 1
+            texts.append(_LANE.sub(r"\1###", text))
+        out[a["name"]] = (texts, per_lane)
+    return out
+
+
+@pytest.mark.parametrize("k", [k for k in K_SUPPORTED if k not in build.GOLDEN_K])
+def test_large_k_builds_repeat_the_lanes_of_the_golden_build(k: int) -> None:
+    """The builds without golden copies: every action is the K=32 action with its lane
+    statements repeated for lanes 0..K-1, and nothing else differs."""
+    small = _lane_view(json.loads(build.ensure_built(32)[0].read_text()))
+    large = _lane_view(json.loads(build.ensure_built(k)[0].read_text()))
+    assert small.keys() == large.keys()
+    lane_actions = 0
+    for name, (texts, per_lane) in small.items():
+        big_texts, big_lanes = large[name]
+        if not per_lane:
+            assert big_texts == texts, name
+            continue
+        lane_actions += 1
+        assert sorted(big_lanes) == list(range(k)), name
+        assert set(big_lanes.values()) == set(per_lane.values()) == {per_lane[0]}, name
+        # Lane statements repeat in blocks: the large build's list is the small one's with
+        # each lane block repeated K/32 times as often.
+        lane_texts = [t for t in texts if "###" in t]
+        assert [t for t in big_texts if "###" not in t] == [t for t in texts if "###" not in t]
+        assert len(big_texts) - len(texts) == len(lane_texts) * (k // 32 - 1), name
+        assert set(big_texts) == set(texts), name
+    assert lane_actions >= 5   # first/add contribution, reply_result, resend_up, result_down
 
 
 def _copy_p4(tmp: Path) -> Path:
@@ -124,7 +170,8 @@ def test_cli_rejects_update_golden_with_p4c() -> None:
 
 def test_golden_mismatch_names_every_differing_file(tmp_path: Path) -> None:
     (tmp_path / "netsum.json").write_text("{}")
-    names = {n for t in build.targets() for n in (t.json_name(), t.p4info_name())}
+    names = {n for t in build.golden_targets() for n in (t.json_name(), t.p4info_name())}
+    assert "netsum.json" in names and "netsum_k256.json" not in names
     assert set(build.golden_mismatches(golden_dir=tmp_path)) == names
     written = build.update_golden(golden_dir=tmp_path)
     assert {p.name for p in written} == names

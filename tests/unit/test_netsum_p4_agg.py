@@ -12,7 +12,7 @@ import pytest
 
 from p4helpers import (SERVICE_IP, SERVICE_MAC, Host, NetsumSwitch, Parsed, netsum_config,
                        netsum_frame, parse_frame, worker_host)
-from workers.protocol import K_DEFAULT, UDP_PORT, Flags, MsgType
+from workers.protocol import K_DEFAULT, K_SUPPORTED, UDP_PORT, Flags, MsgType
 
 JOB = 3
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -69,7 +69,7 @@ def test_first_middle_last_contribution() -> None:
     assert sw.register("contributions", idx) == 1
     assert sw.register("max_exp", idx) == 120
     assert sw.register("done", idx) == 0
-    assert sw.register("val00", idx) == vecs[0][0] & 0xFFFFFFFF
+    assert sw.register("val000", idx) == vecs[0][0] & 0xFFFFFFFF
 
     # middle: adds, still nothing out
     out = sw.send(2, netsum_frame(hosts[1], job_id=JOB, slot=2, set=1, values=vecs[1],
@@ -78,7 +78,7 @@ def test_first_middle_last_contribution() -> None:
     assert sw.register("bitmap", idx) == 0b011
     assert sw.register("contributions", idx) == 2
     assert sw.register("max_exp", idx) == 131
-    assert sw.register("val31", idx) == wrap32(vecs[0][31] + vecs[1][31]) & 0xFFFFFFFF
+    assert sw.register("val031", idx) == wrap32(vecs[0][31] + vecs[1][31]) & 0xFFFFFFFF
     # the other set of the slot is untouched
     assert sw.register("contributions", reg_index(4, 2, 0)) == 0
 
@@ -231,16 +231,19 @@ def test_jobs_are_independent() -> None:
     assert sw.counter("results_out", 1) == 2 and sw.counter("results_out", 2) == 3
 
 
-def test_k64_build_aggregates_64_values() -> None:
-    sw, hosts = make_switch(2, k=64)
-    vecs = [list(range(64)), [-x for x in range(64)]]
+@pytest.mark.parametrize("k", K_SUPPORTED)
+def test_every_k_build_aggregates_k_values(k: int) -> None:
+    sw, hosts = make_switch(2, k=k)
+    rng = random.Random(k)
+    vecs = [rand_values(rng, k), rand_values(rng, k)]
     sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, values=vecs[0], exp=3))
     out = sw.send(2, netsum_frame(hosts[1], job_id=JOB, slot=0, values=vecs[1], exp=4))
     assert len(out) == 2
+    want = tuple(wrap32(a + b) for a, b in zip(*vecs))
     for port, frame in out:
-        check_result(parse_frame(frame, k=64), to=hosts[port - 1], job=JOB, slot=0, set_=0,
-                     exp=4, count=2, values=(0,) * 64)
-    assert sw.register("val63", 0) == 0
+        check_result(parse_frame(frame, k=k), to=hosts[port - 1], job=JOB, slot=0, set_=0,
+                     exp=4, count=2, values=want)
+    assert sw.register(f"val{k - 1:03d}", 0) == want[-1] & 0xFFFFFFFF
 
 
 def _round(sw: NetsumSwitch, hosts: Sequence[Host], job: int, slot: int, set_: int,

@@ -36,7 +36,7 @@ def test_non_member_is_dropped_and_counted() -> None:
     assert sw.send(7, netsum_frame(stranger, job_id=JOB, slot=0, values=VALUES)) == []
     assert drops(sw, JOB) == only("drop_non_member")
     assert sw.counter("pkts_in", JOB) == 1
-    assert sw.register("bitmap", 0) == 0 and sw.register("val00", 0) == 0
+    assert sw.register("bitmap", 0) == 0 and sw.register("val000", 0) == 0
 
 
 ETH_IP_UDP = 14 + 20 + 8

@@ -99,5 +99,5 @@ def test_readme_registers_match_json(program: Doc) -> None:
     for name, width in rows:
         assert regs[f"NetsumIngress.{name}"] == int(width), name
     documented = {f"NetsumIngress.{n}" for n, _ in rows}
-    values = {n for n in regs if re.fullmatch(r"NetsumIngress\.val\d\d", n)}
+    values = {n for n in regs if re.fullmatch(r"NetsumIngress\.val\d{3}", n)}
     assert set(regs) - values == documented - values

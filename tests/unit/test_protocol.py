@@ -52,8 +52,8 @@ def test_p4_k_values() -> None:
 def test_p4_values_header_has_k_words() -> None:
     for k in protocol.K_SUPPORTED:
         assert wire.packet_dtype(k).itemsize == protocol.HEADER_BYTES + 4 * k
-    # The X-macro lists name v00..v63: 32 per group, as many groups as K_SUPPORTED needs.
-    names = set(re.findall(r"M\((v\d\d),", p4_text()))
+    # The X-macro lists name v000..v255: 32 per group, as many groups as K_SUPPORTED needs.
+    names = set(re.findall(r"M\((v\d\d\d), val\d\d\d\)", p4_text()))
     assert len(names) == max(protocol.K_SUPPORTED)
 
 

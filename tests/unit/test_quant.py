@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 from workers import quant
 from workers.errors import NonFiniteError, QuantError, SumOverflowError
-from workers.protocol import EXP_BIAS, EXP_ZERO, MAX_WORKERS
+from workers.protocol import EXP_BIAS, EXP_ZERO, K_SUPPORTED, MAX_WORKERS
 
 F32 = np.finfo(np.float32)
 INT32_MAX = 2**31 - 1
@@ -65,7 +65,7 @@ def check_bound(xs: np.ndarray, k: int) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(2, MAX_WORKERS), st.integers(1, 100), st.sampled_from([32, 64]),
+@given(st.integers(2, MAX_WORKERS), st.integers(1, 100), st.sampled_from(K_SUPPORTED),
        st.data())
 def test_error_bound_random(n: int, length: int, k: int, data: st.DataObject) -> None:
     check_bound(data.draw(tensors(n, length)), k)

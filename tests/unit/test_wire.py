@@ -14,7 +14,7 @@ from scapy.packet import Raw
 
 from workers import wire
 from workers.errors import WireError
-from workers.protocol import HEADER_BYTES, UDP_PORT, Flags, MsgType, packet_bytes
+from workers.protocol import HEADER_BYTES, K_SUPPORTED, UDP_PORT, Flags, MsgType, packet_bytes
 
 SRC = wire.Endpoint.parse("02:00:00:00:00:01", "10.0.0.1")
 DST = wire.Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254")
@@ -41,7 +41,7 @@ def test_header_bytes_are_the_documented_layout() -> None:
     assert raw[HEADER_BYTES:] == bytes(128)
 
 
-@pytest.mark.parametrize("k", [32, 64])
+@pytest.mark.parametrize("k", K_SUPPORTED)
 @pytest.mark.parametrize("h", [
     header(),
     header(msg_type=MsgType.RESULT, count=32, exp=0, set=0, slot=0, offset=0),
