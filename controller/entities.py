@@ -74,7 +74,7 @@ class TableEntry:
     def decode(cls, ent: p4runtime_pb2.Entity, schema: Schema) -> "TableEntry":
         te = ent.table_entry
         t = schema.tables.get_id(te.table_id)
-        by_id = {f.id: f for f in t.key}
+        by_id = {f.id: f for f in t.match_fields}
         found: list[tuple[int, str, Match]] = []
         for fm in te.match:
             kf = by_id.get(fm.field_id)
@@ -246,11 +246,11 @@ def parse_table_entry(schema: Schema, table: str, action: str | None, keys: list
     """A TableEntry from simple_switch_CLI-style words (`table_add T A k1 k2 => p1 p2 [prio]`).
     `action` None builds a key-only entry (for delete)."""
     t = schema.table(table)
-    if len(keys) != len(t.key):
-        names = ", ".join(f"{f.name}:{f.kind.value}" for f in t.key) or "none"
-        raise LiteralError(f"table {t.alias!r} needs {len(t.key)} key value(s) ({names}), "
+    if len(keys) != len(t.match_fields):
+        names = ", ".join(f"{f.name}:{f.match_type.label}" for f in t.match_fields) or "none"
+        raise LiteralError(f"table {t.alias!r} needs {len(t.match_fields)} key value(s) ({names}), "
                            f"got {len(keys)}")
-    parsed = [(f, values.parse_match(k, f.kind, f.bitwidth, f.name)) for f, k in zip(t.key, keys)]
+    parsed = [(f, values.parse_match(k, f.match_type, f.bitwidth, f.name)) for f, k in zip(t.match_fields, keys)]
     # Don't-care fields are left out, as the switch will report the entry (spec §9.1.1), so an
     # entry built here equals the one read back.
     match = tuple((f.name, m) for f, m in parsed if not values.is_dont_care(m, f.bitwidth))

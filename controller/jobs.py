@@ -175,7 +175,7 @@ def plan_drop(schema: Schema, port: int, probability: float, direction: str) -> 
               "both": [P.DROP_SIM_IN, P.DROP_SIM_OUT]}[direction]
     out = []
     for t in tables:
-        key_name = schema.table(t).key[0].name.rsplit(".", 1)[-1]
+        key_name = schema.table(t).match_fields[0].name.rsplit(".", 1)[-1]
         set_rate, pass_all = P.DROP_ACTIONS[t]
         if probability == 0:
             out.append(P.entry(schema, t, {key_name: port}, pass_all))

@@ -64,7 +64,7 @@ def entry(schema: Schema, table: str, match: Mapping[str, int], action: str,
     """An exact-match entry with parameters given by name (order taken from the P4Info)."""
     t = schema.table(table)
     keys = []
-    for f in t.key:
+    for f in t.match_fields:
         short = f.name.rsplit(".", 1)[-1]
         if short not in match and f.name not in match:
             raise LiteralError(f"internal: no value for key field {f.name!r} of {t.alias!r}")

@@ -13,26 +13,18 @@ range `lo->hi`, optional `v` or `*`.
 """
 from __future__ import annotations
 
-import enum
 import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Union
 
 from controller.errors import LiteralError
+from p4schema import MatchKind
 
 __all__ = [
     "MatchKind", "Exact", "Lpm", "Ternary", "Range", "Optional", "Match",
     "encode", "decode", "parse_int", "parse_match", "format_int", "format_match", "is_dont_care",
 ]
-
-
-class MatchKind(enum.Enum):
-    EXACT = "exact"
-    LPM = "lpm"
-    TERNARY = "ternary"
-    RANGE = "range"
-    OPTIONAL = "optional"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +154,7 @@ def parse_match(text: str, kind: MatchKind, bitwidth: int, field: str) -> Match:
         if low > high:
             raise LiteralError(f"{what}: range {text!r} is empty (low end above high end)")
         return Range(low, high)
-    raise LiteralError(f"{what}: match kind {kind.value} is not supported")
+    raise LiteralError(f"{what}: match kind {kind.label} is not supported")
 
 
 def _reject_operators(text: str, what: str, expected: str) -> None:

@@ -28,7 +28,7 @@ __all__ = [
 
 def _entry_row(schema: Schema, e: TableEntry) -> dict[str, Any]:
     t = schema.table(e.table)
-    widths = {f.name: f.bitwidth for f in t.key}
+    widths = {f.name: f.bitwidth for f in t.match_fields}
     match = {name: values.format_match(m, widths[name], name) for name, m in e.match}
     row: dict[str, Any] = {"match": " ".join(f"{k}={v}" for k, v in match.items()) or "*"}
     if e.action:
@@ -47,7 +47,7 @@ def _entry_row(schema: Schema, e: TableEntry) -> dict[str, Any]:
 
 def _entry_json(schema: Schema, e: TableEntry) -> dict[str, Any]:
     t = schema.table(e.table)
-    widths = {f.name: f.bitwidth for f in t.key}
+    widths = {f.name: f.bitwidth for f in t.match_fields}
     out: dict[str, Any] = {
         "table": e.table, "match": {n: values.format_match(m, widths[n], n) for n, m in e.match},
         "action": e.action, "params": {}, "priority": e.priority, "is_default": e.is_default}
@@ -75,7 +75,7 @@ def _entry_from_words(schema: Schema, table: str, action: str | None,
     prio = None
     if action is None:
         # table_delete T keys... [prio]
-        if t.needs_priority and len(keys) == len(t.key) + 1:
+        if t.needs_priority and len(keys) == len(t.match_fields) + 1:
             keys, prio = keys[:-1], keys[-1]
         return entities.parse_table_entry(schema, table, None, keys, [], prio)
     a = schema.table_action(t, action)
@@ -272,7 +272,7 @@ def cmd_pipeline_show(ctx: Ctx) -> int:
              f"tables, {len(counters)} counters; this session is "
              f"{'primary' if primary else 'backup'}\n" +
              render.table([{"table": t.name, "size": t.size,
-                            "key": " ".join(f"{f.name}:{f.kind.value}" for f in t.key)}
+                            "key": " ".join(f"{f.name}:{f.match_type.label}" for f in t.match_fields)}
                            for t in s.tables]))
     return 0
 

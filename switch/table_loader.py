@@ -25,13 +25,16 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
         mt = kf.get("match_type") if isinstance(kf, dict) else None
         if mt not in ("exact", "lpm", "ternary", "range", "optional", "valid"):
             raise cfg_error(kp, f"match type {mt!r} is not supported")
+        mask = None
         if mt == "valid":
             width = 1
             pl.layout.header(kf.get("target"), kp)
             mt = "exact"
         else:
             width = pl.layout.slot(kf.get("target"), kp).width
-        key.append(KeyField(str(kf.get("name", kf.get("target"))), mt, width))
+            if kf.get("mask") is not None:
+                mask = parse_hexstr(kf["mask"], kp) & ((1 << width) - 1)
+        key.append(KeyField(str(kf.get("name", kf.get("target"))), mt, width, mask))
     names = t.get("actions") or []
     ids = t.get("action_ids") or []
     if len(names) != len(ids):

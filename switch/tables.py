@@ -36,6 +36,9 @@ class KeyField:
     name: str           # control-plane name, e.g. "hdr.ipv4.dstAddr"
     match_type: str     # exact | lpm | ternary | range | optional
     bitwidth: int
+    #: The JSON key's `mask` (p4c's encoding of `f & m` and of a slice `f[h:l]`): the key
+    #: value is `f & mask`, compared in the field's full width, as bmv2 does.
+    mask: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,6 +389,19 @@ class Table:
             raise PermissionDenied(f"table '{self.name}': the default action is const")
         self.check_call(call)
         self._set_default_rec(call)
+
+    def reset_default(self) -> None:
+        """Back to the program's default action (P4Runtime: MODIFY of the default entry
+        without an action; bmv2's `mt_reset_default_entry`)."""
+        if self.default_is_const:
+            raise PermissionDenied(f"table '{self.name}': the default action is const")
+        self._set_default_rec(self._initial_default)
+
+    def action_params(self, action: str) -> tuple[tuple[str, int], ...] | None:
+        """runtime_data (name, width) of this table's action of that name; None if the table
+        has no such action.  Actions resolve per (table, name), as in bmv2."""
+        info = self._actions.get(action)
+        return info.runtime_data if info is not None else None
 
     def reset(self) -> None:
         """Remove every non-const entry and restore the initial default action."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
+from switch.p4rt.binding import TableBinding
 from switch.p4rt.schema import Schema
 
 __all__ = ["Context", "EntryKey", "ReadStep"]
@@ -27,6 +28,8 @@ class Context:
     schema: Schema
     pipeline: Any        # switch.device pipeline (pl.tables, pl.counters, ..., pl.pre)
     device: Any          # switch.device.Device (device.lock)
+    #: P4Info table id -> the data-plane table it binds to (switch.p4rt.binding).
+    bindings: dict[int, TableBinding]
     #: TableEntry.metadata (the controller's opaque cookie, P4Runtime §9.1) per entry.  The data
     #: plane has no slot for it; PI stores it beside the entry and returns it on reads.
     entry_metadata: dict[EntryKey, bytes] = field(default_factory=dict)

@@ -25,8 +25,10 @@ from switch.errors import Code
 from switch.p4rt.codec import decode_uint, encode_uint
 from switch.p4rt.context import Context, ReadStep
 from switch.p4rt.errors import P4RTError
+from p4schema import NameIndex
 from switch.p4rt.schema import ResourceInfo
-from switch.p4rt.tables import decode_meter_config, encode_key, encode_meter_config, find_entry
+from switch.p4rt.tables import (binding, decode_meter_config, encode_key, encode_meter_config,
+                                find_entry)
 
 __all__ = ["write_counter", "read_counters", "write_direct_counter", "read_direct_counters",
            "write_meter", "read_meters", "write_direct_meter", "read_direct_meters",
@@ -53,6 +55,17 @@ def _modify_only(kind: int, what: str) -> None:
         raise _invalid(f"{what}: only MODIFY is allowed (got {Update.Type.Name(kind)})")
 
 
+def _array(ctx: Context, kind: str, info: ResourceInfo) -> Any:
+    """The data-plane array a P4Info counter/meter/register names.  PI checks nothing at
+    SetForwardingPipelineConfig; bmv2 refuses an access to an array its JSON lacks, which PI
+    reports as UNKNOWN."""
+    arr = getattr(ctx.pipeline, kind).get(info.name)
+    if arr is None:
+        raise P4RTError(Code.UNKNOWN, f"Error when accessing {kind[:-1]} '{info.name}' in "
+                        "target: it is not in the loaded BMv2 JSON")
+    return arr
+
+
 def _index(info: ResourceInfo, index: int, what: str) -> int:
     if index < 0 or index >= info.size:
         raise P4RTError(Code.OUT_OF_RANGE,
@@ -66,7 +79,7 @@ def _cells(info: ResourceInfo, msg: Any, what: str) -> Iterable[int]:
     return range(info.size)
 
 
-def _all_or_one(index: dict[int, ResourceInfo], ident: int, lookup: Any) -> list[ResourceInfo]:
+def _all_or_one(index: NameIndex[ResourceInfo], ident: int, lookup: Any) -> list[ResourceInfo]:
     return [lookup(ident)] if ident else sorted(index.values(), key=lambda r: r.id)
 
 
@@ -83,7 +96,7 @@ def write_counter(ctx: Context, kind: int, ce: p4runtime_pb2.CounterEntry) -> No
     if not ce.HasField("index"):
         raise _invalid(f"counter '{info.name}': a write needs an index")
     idx = _index(info, ce.index.index, "counter")
-    ctx.pipeline.counters[info.name].write(idx, CounterValue(ce.data.packet_count,
+    _array(ctx, "counters", info).write(idx, CounterValue(ce.data.packet_count,
                                                              ce.data.byte_count))
 
 
@@ -98,7 +111,7 @@ def read_counters(ctx: Context, ce: p4runtime_pb2.CounterEntry) -> Iterator[Read
 
     for info in _all_or_one(ctx.schema.counters, ce.counter_id, ctx.schema.counter):
         yield from _array_steps(info, _cells(info, ce, "counter"),
-                                ctx.pipeline.counters[info.name].read, encode)
+                                _array(ctx, "counters", info).read, encode)
 
 
 def write_direct_counter(ctx: Context, kind: int, dce: p4runtime_pb2.DirectCounterEntry) -> None:
@@ -106,7 +119,7 @@ def write_direct_counter(ctx: Context, kind: int, dce: p4runtime_pb2.DirectCount
     table, entry = find_entry(ctx, dce.table_entry)
     if not table.direct_counter_id:
         raise _invalid(f"table '{table.name}' has no direct counter")
-    ctx.pipeline.tables[table.name].write_counter(
+    binding(ctx, table).table.write_counter(
         entry.key, entry.priority, CounterValue(dce.data.packet_count, dce.data.byte_count))
 
 
@@ -114,7 +127,7 @@ def read_direct_counters(ctx: Context, dce: p4runtime_pb2.DirectCounterEntry
                          ) -> Iterator[ReadStep]:
     def encode(table: Any, entry: Any) -> p4runtime_pb2.Entity:
         e = Entity()
-        _fill_entry_id(e.direct_counter_entry.table_entry, table, entry)
+        _fill_entry_id(ctx, e.direct_counter_entry.table_entry, table, entry)
         _fill_counter_data(e.direct_counter_entry.data, entry.counter)
         return e
 
@@ -132,7 +145,7 @@ def write_meter(ctx: Context, kind: int, me: p4runtime_pb2.MeterEntry) -> None:
     idx = _index(info, me.index.index, "meter")
     config = (decode_meter_config(me.config, f"meter '{info.name}'")
               if me.HasField("config") else None)
-    ctx.pipeline.meters[info.name].set_config(idx, config)
+    _array(ctx, "meters", info).set_config(idx, config)
 
 
 def read_meters(ctx: Context, me: p4runtime_pb2.MeterEntry) -> Iterator[ReadStep]:
@@ -147,7 +160,7 @@ def read_meters(ctx: Context, me: p4runtime_pb2.MeterEntry) -> Iterator[ReadStep
 
     for info in _all_or_one(ctx.schema.meters, me.meter_id, ctx.schema.meter):
         yield from _array_steps(info, _cells(info, me, "meter"),
-                                ctx.pipeline.meters[info.name].get_config, encode)
+                                _array(ctx, "meters", info).get_config, encode)
 
 
 def write_direct_meter(ctx: Context, kind: int, dme: p4runtime_pb2.DirectMeterEntry) -> None:
@@ -157,14 +170,14 @@ def write_direct_meter(ctx: Context, kind: int, dme: p4runtime_pb2.DirectMeterEn
         raise _invalid(f"table '{table.name}' has no direct meter")
     config = (decode_meter_config(dme.config, f"direct meter of '{table.name}'")
               if dme.HasField("config") else None)
-    ctx.pipeline.tables[table.name].set_meter(entry.key, entry.priority, config)
+    binding(ctx, table).table.set_meter(entry.key, entry.priority, config)
 
 
 def read_direct_meters(ctx: Context, dme: p4runtime_pb2.DirectMeterEntry
                        ) -> Iterator[ReadStep]:
     def encode(table: Any, entry: Any) -> p4runtime_pb2.Entity:
         e = Entity()
-        _fill_entry_id(e.direct_meter_entry.table_entry, table, entry)
+        _fill_entry_id(ctx, e.direct_meter_entry.table_entry, table, entry)
         if entry.meter is not None:
             e.direct_meter_entry.config.CopyFrom(encode_meter_config(entry.meter))
         return e
@@ -197,10 +210,11 @@ def _direct_entries(ctx: Context, te: p4runtime_pb2.TableEntry, attr: str
             raise _invalid(f"table '{tables[0].name}' has no "
                            f"{'direct counter' if attr == 'direct_counter_id' else 'direct meter'}")
     for table in tables:
+        dp_table = binding(ctx, table).table
         if te.match:
             yield table, [find_entry(ctx, te)[1]]
         else:
-            yield table, list(ctx.pipeline.tables[table.name].entries())
+            yield table, list(dp_table.entries()) if dp_table is not None else []
 
 
 def _encode_cells(encode: Callable[[ResourceInfo, int, Any], p4runtime_pb2.Entity],
@@ -215,10 +229,10 @@ def _encode_each(encode: Callable[[Any, Any], p4runtime_pb2.Entity], table: Any,
     return [encode(table, en) for en in entries]
 
 
-def _fill_entry_id(out: p4runtime_pb2.TableEntry, table: Any, entry: Any) -> None:
+def _fill_entry_id(ctx: Context, out: p4runtime_pb2.TableEntry, table: Any, entry: Any) -> None:
     out.table_id = table.id
     out.priority = entry.priority
-    out.match.extend(encode_key(table, entry.key))
+    out.match.extend(encode_key(table, entry.key, binding(ctx, table).fields))
 
 
 # ---------------------------------------------------------------- registers
@@ -232,7 +246,7 @@ def write_register(ctx: Context, kind: int, re: p4runtime_pb2.RegisterEntry) -> 
     if re.data.WhichOneof("data") != "bitstring":
         raise _invalid(f"register '{info.name}': data must be a bitstring")
     value = decode_uint(re.data.bitstring, info.bitwidth, f"register '{info.name}'")
-    ctx.pipeline.registers[info.name].write(idx, value)
+    _array(ctx, "registers", info).write(idx, value)
 
 
 def read_registers(ctx: Context, re: p4runtime_pb2.RegisterEntry) -> Iterator[ReadStep]:
@@ -246,7 +260,7 @@ def read_registers(ctx: Context, re: p4runtime_pb2.RegisterEntry) -> Iterator[Re
 
     for info in _all_or_one(ctx.schema.registers, re.register_id, ctx.schema.register):
         yield from _array_steps(info, _cells(info, re, "register"),
-                                ctx.pipeline.registers[info.name].read, encode)
+                                _array(ctx, "registers", info).read, encode)
 
 
 # ---------------------------------------------------------------- PRE

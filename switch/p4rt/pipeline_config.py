@@ -4,10 +4,10 @@ For bmv2 the `p4_device_config` is the BMv2 JSON itself; PI also accepts the leg
 `p4.tmp.P4DeviceConfig{reassign=1, extras=2, device_data=3}` wrapper, which p4runtime 1.4.1 no
 longer ships, so `decode_device_config` reads its wire format directly (field 3, bytes).
 
-bmv2's PI layer binds P4Info objects to JSON objects *by name* (`pi_tables_imp.cpp`), so a
-P4Info that names a table, action, counter, meter or register absent from the JSON, or with
-other widths, would make the switch do something else than the controller believes.
-`check_p4info_matches_json` refuses such a pair with INVALID_ARGUMENT naming the object.
+PI does not compare the P4Info with the JSON when a config is set: bmv2 loads the JSON, PI
+keeps the P4Info, and objects are bound by name when a request uses them
+(`switch.p4rt.binding`).  What is checked here is only that the P4Info holds together on its
+own (unique ids, resolvable references), which every handler relies on.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from p4.config.v1 import p4info_pb2
 
 from switch.errors import Code
 from switch.p4rt.errors import P4RTError
+from switch.p4rt.binding import TableBinding
 from switch.p4rt.schema import Schema
 
-__all__ = ["PipelineConfig", "decode_device_config", "check_p4info_matches_json",
-           "check_p4info_consistent"]
+__all__ = ["PipelineConfig", "decode_device_config", "check_p4info_consistent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,7 @@ class PipelineConfig:
     cookie: int | None          # None when the request had no cookie
     schema: Schema
     pipeline: Any               # switch.device pipeline object (built, maybe not installed)
+    bindings: dict[int, TableBinding]   # P4Info table id -> its data-plane table
 
 
 def decode_device_config(data: bytes) -> dict[str, Any]:
@@ -94,62 +95,6 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise IndexError("varint too long")
 
 
-class _JsonIndex:
-    """Name -> object lookups over a BMv2 JSON document (only what the check needs)."""
-
-    def __init__(self, doc: dict[str, Any]) -> None:
-        def named(section: str) -> list[dict[str, Any]]:
-            items = doc.get(section) or []
-            if not isinstance(items, list):
-                raise P4RTError(Code.INVALID_ARGUMENT, f"BMv2 JSON: '{section}' is not a list")
-            return [i for i in items if isinstance(i, dict) and isinstance(i.get("name"), str)]
-
-        field_widths: dict[str, dict[str, int]] = {}
-        for ht in named("header_types"):
-            field_widths[ht["name"]] = {
-                f[0]: f[1] for f in ht.get("fields", [])
-                if isinstance(f, list) and len(f) >= 2 and isinstance(f[1], int)}
-        self.header_fields: dict[str, dict[str, int]] = {}
-        for h in named("headers"):
-            self.header_fields[h["name"]] = field_widths.get(h.get("header_type", ""), {})
-        self.tables: dict[str, dict[str, Any]] = {}
-        for p in named("pipelines"):
-            for t in p.get("tables", []) or []:
-                if isinstance(t, dict) and isinstance(t.get("name"), str):
-                    self.tables[t["name"]] = t
-        # Several JSON actions may share a name (p4c emits one NoAction per use); all of them
-        # must agree with the P4Info.
-        self.actions: dict[str, list[dict[str, Any]]] = {}
-        for a in named("actions"):
-            self.actions.setdefault(a["name"], []).append(a)
-        self.counters = {c["name"]: c for c in named("counter_arrays")}
-        self.meters = {m["name"]: m for m in named("meter_arrays")}
-        self.registers = {r["name"]: r for r in named("register_arrays")}
-
-    def key_width(self, key: dict[str, Any]) -> int | None:
-        target = key.get("target")
-        if not (isinstance(target, list) and len(target) == 2):
-            return None
-        header, fname = target
-        if fname == "$valid$":
-            width: int | None = 1
-        else:
-            width = self.header_fields.get(header, {}).get(fname)
-        mask = key.get("mask")
-        if isinstance(mask, str):
-            # A slice `f[hi:lo]` is matched through a mask; its P4Info width is the slice's.
-            try:
-                width = bin(int(mask, 16)).count("1")
-            except ValueError:
-                return None
-        return width
-
-
-def _mismatch(kind: str, name: str, what: str) -> P4RTError:
-    return P4RTError(Code.INVALID_ARGUMENT,
-                     f"P4Info {kind} '{name}' does not match the BMv2 JSON: {what}")
-
-
 def check_p4info_consistent(p4info: p4info_pb2.P4Info) -> None:
     """The P4Info must hold together on its own: unique non-zero ids, references that resolve,
     positive widths.  Handlers rely on it (an action_ref to nowhere would fail at read time)."""
@@ -164,9 +109,9 @@ def check_p4info_consistent(p4info: p4info_pb2.P4Info) -> None:
                             f"'{seen[pre.id]}' and {kind} '{pre.name}'")
         seen[pre.id] = pre.name
 
-    def unique_positive(kind: str, owner: str, items: Any) -> None:
+    def unique_positive(kind: str, owner: str, items: Any, unique: bool = True) -> None:
         ids = [i.id for i in items]
-        if len(set(ids)) != len(ids) or any(i.bitwidth <= 0 for i in items):
+        if (unique and len(set(ids)) != len(ids)) or any(i.bitwidth <= 0 for i in items):
             raise P4RTError(Code.INVALID_ARGUMENT, f"P4Info {owner}: {kind} ids must be unique "
                             "and widths positive")
 
@@ -180,7 +125,10 @@ def check_p4info_consistent(p4info: p4info_pb2.P4Info) -> None:
             preamble("resource", r.preamble)
     for t in p4info.tables:
         preamble("table", t.preamble)
-        unique_positive("match field", f"table '{t.preamble.name}'", t.match_fields)
+        # PI accepts repeated match-field ids (its key builder takes the fields in order);
+        # so does switch.p4rt.tables.decode_key.
+        unique_positive("match field", f"table '{t.preamble.name}'", t.match_fields,
+                        unique=False)
         for ref in t.action_refs:
             if ref.id not in actions:
                 raise P4RTError(Code.INVALID_ARGUMENT, f"P4Info table '{t.preamble.name}' "
@@ -191,71 +139,3 @@ def check_p4info_consistent(p4info: p4info_pb2.P4Info) -> None:
                                 f"refers to resource id {rid}, which is not in the P4Info")
     for h in p4info.controller_packet_metadata:
         unique_positive("metadata", f"controller header '{h.preamble.name}'", h.metadata)
-
-
-def check_p4info_matches_json(p4info: p4info_pb2.P4Info, doc: dict[str, Any]) -> None:
-    """Raise INVALID_ARGUMENT on the first P4Info object the JSON lacks or disagrees with."""
-    check_p4info_consistent(p4info)
-    idx = _JsonIndex(doc)
-    action_names = {a.preamble.id: a.preamble.name for a in p4info.actions}
-    for t in p4info.tables:
-        name = t.preamble.name
-        jt = idx.tables.get(name)
-        if jt is None:
-            raise _mismatch("table", name, "no table of that name in the JSON")
-        # The table's entries and default must be expressible in P4Info terms both ways.
-        want = {action_names[r.id] for r in t.action_refs}
-        got = {a for a in jt.get("actions", []) or [] if isinstance(a, str)}
-        if want != got:
-            raise _mismatch("table", name, f"actions {sorted(want)} in P4Info, {sorted(got)} in "
-                            "the JSON")
-        jkeys = {k.get("name"): k for k in jt.get("key", []) or [] if isinstance(k, dict)}
-        for mf in t.match_fields:
-            jk = jkeys.get(mf.name)
-            if jk is None:
-                raise _mismatch("table", name, f"match field '{mf.name}' is not in the JSON key")
-            width = idx.key_width(jk)
-            if width != mf.bitwidth:
-                raise _mismatch("table", name, f"match field '{mf.name}' is {mf.bitwidth} bits in "
-                                f"P4Info, {width} in the JSON")
-        if len(jkeys) != len(t.match_fields):
-            raise _mismatch("table", name, f"{len(t.match_fields)} match fields in P4Info, "
-                            f"{len(jkeys)} in the JSON")
-    for a in p4info.actions:
-        name = a.preamble.name
-        candidates = idx.actions.get(name)
-        if not candidates:
-            raise _mismatch("action", name, "no action of that name in the JSON")
-        want_params = [(p.name, p.bitwidth) for p in a.params]
-        for ja in candidates:
-            got_params = [(r.get("name"), r.get("bitwidth"))
-                          for r in ja.get("runtime_data", []) or [] if isinstance(r, dict)]
-            if got_params != want_params:
-                raise _mismatch("action", name, f"parameters {want_params} in P4Info, "
-                                f"{got_params} in the JSON")
-    for c in p4info.counters:
-        _check_array("counter", c.preamble.name, c.size, idx.counters, direct=False)
-    for c in p4info.direct_counters:
-        _check_array("direct counter", c.preamble.name, None, idx.counters, direct=True)
-    for m in p4info.meters:
-        _check_array("meter", m.preamble.name, m.size, idx.meters, direct=False)
-    for m in p4info.direct_meters:
-        _check_array("direct meter", m.preamble.name, None, idx.meters, direct=True)
-    for r in p4info.registers:
-        jr = _check_array("register", r.preamble.name, r.size, idx.registers, direct=None)
-        width = r.type_spec.bitstring.bit.bitwidth or r.type_spec.bitstring.int.bitwidth
-        if jr.get("bitwidth") != width:
-            raise _mismatch("register", r.preamble.name,
-                            f"{width} bits in P4Info, {jr.get('bitwidth')} in the JSON")
-
-
-def _check_array(kind: str, name: str, size: int | None, arrays: dict[str, dict[str, Any]],
-                 direct: bool | None) -> dict[str, Any]:
-    ja = arrays.get(name)
-    if ja is None:
-        raise _mismatch(kind, name, f"no {kind.split()[-1]} array of that name in the JSON")
-    if direct is not None and bool(ja.get("is_direct", False)) != direct:
-        raise _mismatch(kind, name, "direct in one, indirect in the other")
-    if size is not None and ja.get("size") != size:
-        raise _mismatch(kind, name, f"size {size} in P4Info, {ja.get('size')} in the JSON")
-    return ja

@@ -26,7 +26,8 @@ from switch.p4rt import entities, tables
 from switch.p4rt.context import Context, ReadStep
 from switch.p4rt.errors import P4RTError, code_and_message
 from switch.p4rt.packetio import decode_packet_in, encode_packet_out
-from switch.p4rt.pipeline_config import (PipelineConfig, check_p4info_matches_json,
+from switch.p4rt.binding import bind_tables
+from switch.p4rt.pipeline_config import (PipelineConfig, check_p4info_consistent,
                                          decode_device_config)
 from switch.p4rt.schema import Schema
 
@@ -80,16 +81,17 @@ class DeviceService:
     def verify(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> PipelineConfig:
         """Parse and cross-check a config and build its pipeline; no side effect."""
         doc = decode_device_config(config.p4_device_config)
-        check_p4info_matches_json(config.p4info, doc)
+        check_p4info_consistent(config.p4info)
         schema = Schema(config.p4info)
         try:
             pipeline = type(self.device).build_pipeline(doc)
         except SwitchError as exc:
             raise P4RTError(Code.INVALID_ARGUMENT, f"device config rejected: {exc.message}") from None
-        _check_schema_fits_pipeline(schema, pipeline)
+        # As PI: nothing of the P4Info is compared with the JSON here; objects bind by name
+        # and mismatches fail the requests that touch them (switch.p4rt.binding).
         return PipelineConfig(config.p4info, bytes(config.p4_device_config),
                               config.cookie.cookie if config.HasField("cookie") else None,
-                              schema, pipeline)
+                              schema, pipeline, bind_tables(schema, pipeline))
 
     def set_pipeline(self, action: int, config: p4runtime_pb2.ForwardingPipelineConfig | None
                      ) -> None:
@@ -136,7 +138,7 @@ class DeviceService:
                     _restore(snap, old.pipeline, old.schema)
                     raise
             self._committed = cfg
-            self._ctx = Context(cfg.schema, cfg.pipeline, self.device, metadata)
+            self._ctx = Context(cfg.schema, cfg.pipeline, self.device, cfg.bindings, metadata)
 
     def get_pipeline(self, response_type: int) -> p4runtime_pb2.ForwardingPipelineConfig:
         cfg = self._committed       # one reference read: consistent without the lock
@@ -225,19 +227,6 @@ class DeviceService:
         return decode_packet_in(ctx.schema, frame)
 
 
-def _check_schema_fits_pipeline(schema: Schema, pipeline: Any) -> None:
-    """Name-level check against the built pipeline (the JSON check ran before): every object a
-    handler may look up by name must exist, so handlers never hit a KeyError."""
-    groups = (("table", schema.tables, "tables"), ("counter", schema.counters, "counters"),
-              ("meter", schema.meters, "meters"), ("register", schema.registers, "registers"))
-    for kind, index, attr in groups:
-        built = getattr(pipeline, attr)
-        for info in index.values():
-            if info.name not in built:
-                raise P4RTError(Code.INVALID_ARGUMENT,
-                                f"P4Info {kind} '{info.name}' is missing from the loaded pipeline")
-
-
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
     """Forwarding state of a pipeline, by name (RECONCILE_AND_COMMIT)."""
@@ -253,7 +242,7 @@ class _Snapshot:
 
 def _snapshot(ctx: Context) -> _Snapshot:
     pl = ctx.pipeline
-    visible = ctx.schema.table_by_name
+    visible = ctx.schema.tables.by_name
     return _Snapshot(
         entries={n: [e for e in t.entries() if not e.is_const]
                  for n, t in pl.tables.items() if n in visible},
@@ -275,7 +264,7 @@ def _restore(snap: _Snapshot, pl: Any, schema: Schema) -> dict[Any, bytes]:
     metadata: dict[Any, bytes] = {}
     try:
         for name, entries in snap.entries.items():
-            if name not in schema.table_by_name:
+            if name not in schema.tables.by_name or name not in pl.tables:
                 continue
             table = pl.tables[name]
             for entry in entries:

@@ -20,9 +20,10 @@ from switch.entries import ActionCall, Exact, Lpm, Match, Optional, Range, Table
 from switch.entries import CounterValue, MeterConfig
 from switch.errors import Code, NotFound
 from switch.p4rt.codec import decode_uint, encode_uint
-from switch.p4rt.context import Context, ReadStep
+from switch.p4rt.context import Context, EntryKey, ReadStep
 from switch.p4rt.errors import P4RTError
-from switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchFieldInfo, TableInfo
+from switch.p4rt.binding import FieldMap, TableBinding
+from switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchField, TableInfo
 
 if TYPE_CHECKING:  # the data-plane table is only named here; the pipeline object is Any
     from switch.tables import Table
@@ -45,19 +46,73 @@ def _invalid(message: str) -> P4RTError:
 
 # ---------------------------------------------------------------- match keys
 
-def decode_key(table: TableInfo, matches: "list[p4runtime_pb2.FieldMatch]") -> tuple[Match, ...]:
-    by_id: dict[int, p4runtime_pb2.FieldMatch] = {}
+def decode_key(table: TableInfo, matches: "list[p4runtime_pb2.FieldMatch]",
+               fields: tuple[FieldMap, ...] | None = None) -> tuple[Match, ...]:
+    """The data-plane key of a request's matches, in the table's key order.  Matches bind to
+    P4Info match fields by id; a P4Info with repeated match-field ids (PI accepts those) binds
+    the matches carrying that id to its fields in order.  `fields` (switch.p4rt.binding) maps
+    slice keys and JSON-ternary optional keys; None = values unchanged."""
+    by_id: dict[int, list[p4runtime_pb2.FieldMatch]] = {}
     known = {f.id for f in table.match_fields}
     for m in matches:
         if m.field_id not in known:
             raise _invalid(f"Invalid match field id {m.field_id} for table '{table.name}'")
-        if m.field_id in by_id:
-            raise _invalid(f"Duplicate match field id {m.field_id} for table '{table.name}'")
-        by_id[m.field_id] = m
-    return tuple(_decode_field(f, by_id.get(f.id), table.name) for f in table.match_fields)
+        by_id.setdefault(m.field_id, []).append(m)
+    key = []
+    for f in table.match_fields:
+        given = by_id.get(f.id)
+        key.append(_decode_field(f, given.pop(0) if given else None, table.name))
+    if any(by_id.values()):
+        dup = next(i for i, v in by_id.items() if v)
+        raise _invalid(f"Duplicate match field id {dup} for table '{table.name}'")
+    if fields is not None:
+        return tuple(_to_dp(fm, f.bitwidth, m)
+                     for fm, f, m in zip(fields, table.match_fields, key))
+    return tuple(key)
 
 
-def _decode_field(f: MatchFieldInfo, m: "p4runtime_pb2.FieldMatch | None", table: str) -> Match:
+def _to_dp(fm: FieldMap, p4_width: int, m: Match) -> Match:
+    s = fm.shift
+    if isinstance(m, Optional) and fm.optional_as_ternary:
+        return Ternary(0, 0) if m.value is None else \
+            Ternary(m.value << s, ((1 << p4_width) - 1) << s)
+    if not s:
+        return m
+    if isinstance(m, Exact):
+        return Exact(m.value << s)
+    if isinstance(m, Lpm):
+        # bmv2 counts an lpm prefix from the field's top bit: the bits above the slice are
+        # masked off by the key mask, so they join the prefix.
+        top = fm.width - s - p4_width
+        return Lpm(m.value << s, top + m.prefix_len if m.prefix_len else 0)
+    if isinstance(m, Ternary):
+        return Ternary(m.value << s, m.mask << s)
+    if isinstance(m, Range):
+        return Range(m.low << s, m.high << s)
+    return Optional(None if m.value is None else m.value << s)
+
+
+def _from_dp(fm: FieldMap, p4_width: int, m: Match) -> Match:
+    s = fm.shift
+    full = (1 << p4_width) - 1
+    if fm.optional_as_ternary and isinstance(m, Ternary):
+        return Optional(None) if m.mask == 0 else Optional((m.value >> s) & full)
+    if not s:
+        return m
+    if isinstance(m, Exact):
+        return Exact((m.value >> s) & full)
+    if isinstance(m, Lpm):
+        top = fm.width - s - p4_width
+        return Lpm((m.value >> s) & full, max(m.prefix_len - top, 0))
+    if isinstance(m, Ternary):
+        return Ternary((m.value >> s) & full, (m.mask >> s) & full)
+    if isinstance(m, Range):
+        return Range((m.low >> s) & full, (m.high >> s) & full)
+    assert isinstance(m, Optional)
+    return Optional(None if m.value is None else (m.value >> s) & full)
+
+
+def _decode_field(f: MatchField, m: "p4runtime_pb2.FieldMatch | None", table: str) -> Match:
     width, what = f.bitwidth, f"table '{table}' field '{f.name}'"
     full = (1 << width) - 1
     kind = f.match_type
@@ -108,8 +163,13 @@ def _decode_field(f: MatchFieldInfo, m: "p4runtime_pb2.FieldMatch | None", table
     return Range(low, high)
 
 
-def encode_key(table: TableInfo, key: tuple[Match, ...]) -> list[p4runtime_pb2.FieldMatch]:
+def encode_key(table: TableInfo, key: tuple[Match, ...],
+               fields: tuple[FieldMap, ...] | None = None) -> list[p4runtime_pb2.FieldMatch]:
+    """The P4Runtime matches of a data-plane key (canonical values, don't-cares omitted)."""
     out: list[p4runtime_pb2.FieldMatch] = []
+    if fields is not None:
+        key = tuple(_from_dp(fm, f.bitwidth, m)
+                    for fm, f, m in zip(fields, table.match_fields, key))
     for f, match in zip(table.match_fields, key):
         fm = p4runtime_pb2.FieldMatch(field_id=f.id)
         full = (1 << f.bitwidth) - 1
@@ -151,10 +211,15 @@ def decode_action(ctx: Context, table: TableInfo, ta: p4runtime_pb2.TableAction,
     action = ctx.schema.action(ta.action.action_id)
     if action.id not in table.action_ids:
         raise _invalid(f"action '{action.name}' is not an action of table '{table.name}'")
+    # PI answers scope violations with PERMISSION_DENIED (device_mgr.cpp validate_action).
     if for_default and action.id in table.table_only_action_ids:
-        raise _invalid(f"action '{action.name}' is @tableonly in table '{table.name}'")
+        raise P4RTError(Code.PERMISSION_DENIED,
+                        f"action '{action.name}' is @tableonly in table '{table.name}': it "
+                        "cannot be the default action")
     if not for_default and action.id in table.default_only_action_ids:
-        raise _invalid(f"action '{action.name}' is @defaultonly in table '{table.name}'")
+        raise P4RTError(Code.PERMISSION_DENIED,
+                        f"action '{action.name}' is @defaultonly in table '{table.name}': it "
+                        "cannot be used in an entry")
     index = action.param_index()
     values: list[int | None] = [None] * len(action.params)
     for p in ta.action.params:
@@ -178,7 +243,7 @@ def encode_action(ctx: Context, call: ActionCall) -> p4runtime_pb2.TableAction:
 
 
 def _fill_action(ctx: Context, ta: p4runtime_pb2.TableAction, call: ActionCall) -> None:
-    action = ctx.schema.action_by_name[call.action]
+    action = ctx.schema.actions.by_name[call.action]
     ta.action.action_id = action.id
     for info, value in zip(action.params, call.params):
         ta.action.params.add(param_id=info.id, value=encode_uint(value, info.bitwidth))
@@ -212,29 +277,57 @@ def _priority(table: TableInfo, priority: int) -> int:
     return priority
 
 
+def binding(ctx: Context, table: TableInfo) -> TableBinding:
+    return ctx.bindings[table.id]
+
+
+def _target_error(doing: str, why: str) -> P4RTError:
+    """PI's answer when bmv2 refuses an operation (PI_STATUS_TARGET_ERROR -> UNKNOWN)."""
+    return P4RTError(Code.UNKNOWN, f"Error when {doing} target: {why}")
+
+
 def find_entry(ctx: Context, te: p4runtime_pb2.TableEntry) -> tuple[TableInfo, TableEntry]:
     """The data-plane entry a (non-default) TableEntry message names; NOT_FOUND if none."""
     table = ctx.schema.table(te.table_id)
-    key = decode_key(table, list(te.match))
+    b = binding(ctx, table)
+    key = decode_key(table, list(te.match), b.fields)
     priority = _priority(table, te.priority)
+    if b.table is None or b.key_problem:
+        raise P4RTError(Code.NOT_FOUND, f"table '{table.name}': no entry with this key "
+                        f"({b.key_problem})")
     # The data plane raises NotFound (-> NOT_FOUND) for a missing entry.
-    return table, ctx.pipeline.tables[table.name].get(key, priority)
+    return table, b.table.get(key, priority)
+
+
+def _check_action(b: TableBinding, call: ActionCall, action_id: int, doing: str) -> None:
+    why = b.action_problems.get(action_id)
+    if why:
+        raise _target_error(doing, why)
 
 
 def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> None:
     table = ctx.schema.table(te.table_id)
-    dp_table = ctx.pipeline.tables[table.name]
+    b = binding(ctx, table)
     if te.is_default_action:
-        _write_default(ctx, table, dp_table, kind, te)
+        _write_default(ctx, table, b, kind, te)
         return
     if table.is_const:
         raise P4RTError(Code.PERMISSION_DENIED,
                         f"table '{table.name}' is const: its entries cannot be changed")
     if te.idle_timeout_ns:
         raise P4RTError(Code.UNIMPLEMENTED, "idle timeouts are not supported by this switch")
-    key = decode_key(table, list(te.match))
+    key = decode_key(table, list(te.match), b.fields)
     priority = _priority(table, te.priority)
     ekey = (table.name, key, priority)
+    dp_table = b.table
+    if dp_table is None or b.key_problem:
+        # PI keeps no entry bmv2 refused, so only INSERT reaches the target (and fails).
+        if kind != Update.INSERT:
+            raise P4RTError(Code.NOT_FOUND, f"table '{table.name}': cannot find match entry "
+                            f"({b.key_problem})")
+        if not te.HasField("action"):
+            raise _invalid(f"table '{table.name}': INSERT needs an action")
+        raise _target_error("adding match entry to", b.key_problem)
     if kind == Update.DELETE:
         dp_table.delete(key, priority)
         ctx.entry_metadata.pop(ekey, None)
@@ -242,6 +335,8 @@ def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> 
     if not te.HasField("action"):
         raise _invalid(f"table '{table.name}': {Update.Type.Name(kind)} needs an action")
     call = decode_action(ctx, table, te.action, for_default=False)
+    doing = "adding match entry to" if kind == Update.INSERT else "modifying match entry in"
+    _check_action(b, call, te.action.action.action_id, doing)
     counter, meter = _direct_data(ctx, table, te)
     if kind == Update.INSERT:
         entry = TableEntry(key, call, priority, counter=counter or CounterValue(), meter=meter)
@@ -275,7 +370,12 @@ def _direct_data(ctx: Context, table: TableInfo, te: p4runtime_pb2.TableEntry
     return counter, meter
 
 
-def _write_default(ctx: Context, table: TableInfo, dp_table: Table, kind: int,
+def default_key(table: TableInfo) -> EntryKey:
+    """Where the default entry's cookie is kept in Context.entry_metadata (PI keeps one)."""
+    return (table.name, (), -1)
+
+
+def _write_default(ctx: Context, table: TableInfo, b: TableBinding, kind: int,
                    te: p4runtime_pb2.TableEntry) -> None:
     if kind != Update.MODIFY:
         raise _invalid(f"table '{table.name}': the default entry can only be modified "
@@ -284,13 +384,25 @@ def _write_default(ctx: Context, table: TableInfo, dp_table: Table, kind: int,
         raise _invalid(f"table '{table.name}': a default entry has no match fields")
     if te.priority:
         raise _invalid(f"table '{table.name}': a default entry has no priority")
+    dp_table = b.table
     if table.const_default_action_id or getattr(dp_table, "default_is_const", False):
         raise P4RTError(Code.PERMISSION_DENIED,
                         f"table '{table.name}': the default action is const")
+    if dp_table is None:
+        raise _target_error("modifying match entry in", b.key_problem)
     if not te.HasField("action"):
-        raise _invalid(f"table '{table.name}': default entry needs an action")
+        # P4Runtime §9.1.4: a MODIFY of the default entry without an action resets it to the
+        # program's default (PI: default_entry_reset), and forgets its cookie.
+        dp_table.reset_default()
+        ctx.entry_metadata.pop(default_key(table), None)
+        return
     call = decode_action(ctx, table, te.action, for_default=True)
+    _check_action(b, call, te.action.action.action_id, "modifying match entry in")
     dp_table.set_default(call)
+    if te.metadata:
+        ctx.entry_metadata[default_key(table)] = te.metadata
+    else:
+        ctx.entry_metadata.pop(default_key(table), None)
 
 
 # ---------------------------------------------------------------- read
@@ -309,6 +421,9 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
         e.table_entry.table_id = table.id
         e.table_entry.is_default_action = True
         _fill_action(ctx, e.table_entry.action, call)
+        cookie = ctx.entry_metadata.get(default_key(table))
+        if cookie:
+            e.table_entry.metadata = cookie
         return [e]
 
     def encode_all(table: TableInfo, entries: list[TableEntry]) -> list[p4runtime_pb2.Entity]:
@@ -320,13 +435,18 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
         return out
 
     for table in tables:
-        dp_table = ctx.pipeline.tables[table.name]
+        b = binding(ctx, table)
+        dp_table = b.table
         if te.is_default_action:
-            default = dp_table.default
-            yield partial(encode_default, table, default)
+            if dp_table is None:
+                raise _target_error("reading default entry from", b.key_problem)
+            yield partial(encode_default, table, dp_table.default)
             continue
-        if te.match:
-            key = decode_key(table, list(te.match))
+        if dp_table is None or b.key_problem:
+            # bmv2 answers PI's fetch of an unknown table with no entries, not an error.
+            entries: list[TableEntry] = []
+        elif te.match:
+            key = decode_key(table, list(te.match), b.fields)
             try:
                 entries = [dp_table.get(key, te.priority)]
             except NotFound:
@@ -341,7 +461,7 @@ def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter
     """Fill `out` with the P4Runtime form of a data-plane entry (canonical values)."""
     out.table_id = table.id
     out.priority = entry.priority
-    out.match.extend(encode_key(table, entry.key))
+    out.match.extend(encode_key(table, entry.key, binding(ctx, table).fields))
     _fill_action(ctx, out.action, entry.action)
     if entry.is_const:
         out.is_const = True

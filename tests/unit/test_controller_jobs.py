@@ -195,7 +195,7 @@ def test_contract_matches_the_build() -> None:
     real = Schema(load_p4info(info_path))
     for tname, (keys, actions) in CONTRACT.items():
         t = real.table(tname)
-        assert [(f.name, f.bitwidth) for f in t.key] == keys, tname
+        assert [(f.name, f.bitwidth) for f in t.match_fields] == keys, tname
         for aname, ps in actions.items():
             a = real.table_action(t, aname)
             assert [(p.name, p.bitwidth) for p in a.params] == ps, aname

@@ -44,7 +44,7 @@ def test_table_facts(l2: Schema) -> None:
     acl = l2.table("acl")
     assert acl.needs_priority and not l2.table("dmac").needs_priority
     assert l2.table("dmac").direct_counter_id == 334377091
-    assert [f.bitwidth for f in acl.key] == [48, 12, 9]
+    assert [f.bitwidth for f in acl.match_fields] == [48, 12, 9]
 
 
 def test_entry_round_trip_omits_dont_care(l2: Schema) -> None:

@@ -9,16 +9,17 @@ from p4.v1 import p4runtime_pb2 as pb
 from switch.entries import Exact, Lpm, Optional, Range, Ternary
 from switch.errors import Code
 from switch.p4rt.errors import P4RTError
-from switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchFieldInfo, TableInfo
+from switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchField, TableInfo
 from switch.p4rt.tables import decode_key, encode_key
 
 TABLE = TableInfo(
-    id=1, name="t", action_ids=frozenset(), table_only_action_ids=frozenset(),
-    default_only_action_ids=frozenset(), const_default_action_id=0, is_const=False, size=16,
+    id=1, name="t", alias="t", action_ids=(), table_only_action_ids=frozenset(),
+    default_only_action_ids=frozenset(), const_default_action_id=0,
+    initial_default_action_id=0, is_const=False, size=16,
     direct_counter_id=0, direct_meter_id=0, needs_priority=True,
-    match_fields=(MatchFieldInfo(1, "e", 16, EXACT), MatchFieldInfo(2, "l", 32, LPM),
-                  MatchFieldInfo(3, "t", 8, TERNARY), MatchFieldInfo(4, "r", 9, RANGE),
-                  MatchFieldInfo(5, "o", 4, OPTIONAL)))
+    match_fields=(MatchField(1, "e", 16, EXACT), MatchField(2, "l", 32, LPM),
+                  MatchField(3, "t", 8, TERNARY), MatchField(4, "r", 9, RANGE),
+                  MatchField(5, "o", 4, OPTIONAL)))
 WILD = (Lpm(0, 0), Ternary(0, 0), Range(0, 511), Optional(None))
 
 
