@@ -2,9 +2,10 @@
 
 Straight-line primitives become straight-line statements.  Control flow inside an action comes in
 two encodings: the `"?"` operator (older p4c's Predication pass; handled by the expression
-compiler) and `_jump_if_zero` / `_jump` with absolute targets (p4c >= Nov 2024).  p4c emits the
-jumps only for structured if/else and early return, so they are turned back into nested `if`
-blocks; any other jump pattern is rejected at load time.
+compiler) and `_jump_if_zero` / `_jump` with absolute targets (p4c >= Nov 2024).  For if/else
+and early return p4c's jumps are structured and are turned back into nested `if` blocks; any
+other pattern (`for` loops, whose `_jump` goes backward, `break`, `continue`) becomes a loop over
+basic blocks with a program counter, guarded by LOOP_LIMIT block steps per action call.
 """
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from switch.expressions import parse_hexstr, unwrap
 from switch.layout import cfg_error
 from switch.primitives import PRIMITIVES, PrimCtx
 
-__all__ = ["action_source", "block_source"]
+__all__ = ["action_source", "block_source", "LOOP_LIMIT", "Unstructured"]
+
+#: Basic blocks one action call may run: a P4 loop whose bound the packet controls cannot spin
+#: the switch (the packet is dropped, `stats.loop_limit`).
+LOOP_LIMIT = 1 << 20
+
+
+class Unstructured(Exception):
+    """The jumps of an action do not nest as if/else: use the basic-block form."""
 
 
 def _jump_target(ctx: PrimCtx, prim: dict[str, Any], i: int) -> int:
@@ -59,8 +68,7 @@ def block_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
                 t = _jump_target(ctx, prim, i)
                 cond = ctx.comp.cond((prim.get("parameters") or [None])[0])
                 if t <= i or (t > hi and t != n):
-                    raise cfg_error(f"{ctx.path}.primitives[{i}]",
-                                    f"unstructured jump to {t} is not supported")
+                    raise Unstructured()
                 if t > hi:                  # early return when the condition is false
                     out += [f"if not ({cond}):", "    return"]
                     i += 1
@@ -78,8 +86,7 @@ def block_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
                         i = t
                         continue
                     else:
-                        raise cfg_error(f"{ctx.path}.primitives[{t - 1}]",
-                                        f"unstructured jump to {e} is not supported")
+                        raise Unstructured()
                 body = block(i + 1, then_end) or ["pass"]
                 out += [f"if {cond}:"] + ["    " + s for s in body]
                 if else_end > then_end + 1 or (else_end > t):
@@ -92,8 +99,7 @@ def block_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
                 if t == n:
                     out.append("return")
                 elif t != i + 1:
-                    raise cfg_error(f"{ctx.path}.primitives[{i}]",
-                                    f"unstructured jump to {t} is not supported")
+                    raise Unstructured()
                 i += 1
                 continue
             out += _emit_prim(ctx, prim, i)
@@ -103,10 +109,53 @@ def block_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
     return block(0, n)
 
 
+def flat_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
+    """Any jump pattern: basic blocks (split at jump targets and after jumps) in a loop on a
+    program counter `_pc`; `_pc == len(prims)` ends the action."""
+    n = len(prims)
+    targets: dict[int, int] = {}
+    leaders = {0}
+    for i, prim in enumerate(prims):
+        op = prim.get("op") if isinstance(prim, dict) else None
+        if op in ("_jump", "_jump_if_zero"):
+            t = _jump_target(ctx, prim, i)
+            if not 0 <= t <= n:
+                raise cfg_error(f"{ctx.path}.primitives[{i}]", f"jump target {t} outside "
+                                f"0..{n}")
+            targets[i] = t
+            leaders.update((t, i + 1))
+    starts = sorted(x for x in leaders if x < n)
+    out = ["_pc = 0", "_steps = 0", "while True:", "    _steps += 1",
+           f"    if _steps > {LOOP_LIMIT}:", f"        raise ActionLoopLimit({ctx.path!r})"]
+    for k, lo in enumerate(starts):
+        hi = starts[k + 1] if k + 1 < len(starts) else n
+        body: list[str] = []
+        nxt = f"_pc = {hi}"
+        for i in range(lo, hi):
+            prim = prims[i]
+            op = prim.get("op") if isinstance(prim, dict) else None
+            if op == "_jump":
+                nxt = f"_pc = {targets[i]}"
+            elif op == "_jump_if_zero":
+                cond = ctx.comp.cond((prim.get("parameters") or [None])[0])
+                nxt = f"_pc = {i + 1} if ({cond}) else {targets[i]}"
+            else:
+                body += _emit_prim(ctx, prim, i)
+        out.append(f"    {'if' if k == 0 else 'elif'} _pc == {lo}:")
+        out += [f"        {line}" for line in body + [nxt]]
+    out += ["    else:" if starts else "    if True:", "        return"]
+    return out
+
+
 def action_source(ctx: PrimCtx, fname: str, action: dict[str, Any]) -> str:
     prims = action.get("primitives") or []
     if not isinstance(prims, list):
         raise cfg_error(ctx.path, "primitives must be a list")
-    body = block_source(ctx, prims) or ["pass"]
+    try:
+        body = block_source(ctx, prims) or ["pass"]
+    except Unstructured:
+        ctx.comp = type(ctx.comp)(ctx.comp.layout, ctx.comp.path, ctx.comp.params,
+                                  ctx.comp.lookahead)
+        body = flat_source(ctx, prims)
     return f"def {fname}(F, P, pkt):\n" + "".join(f"    {s}\n" for s in body)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from switch.errors import ConfigError, SwitchError
 from switch.pipeline import Pipeline, load_json
-from switch.primitives import AssertFailure
+from switch.primitives import ActionLoopLimit, AssertFailure
 from switch.stats import Stats
 from switch.v1model import V1Model
 
@@ -135,6 +135,9 @@ class Device:
                 v1.process(port, frame if type(frame) is bytes else bytes(frame), out)
             except AssertFailure:
                 st.assert_failures += 1
+                out.clear()
+            except ActionLoopLimit:
+                st.loop_limit += 1
                 out.clear()
             except Exception:          # a bug must cost one packet, not the switch
                 st.internal_errors += 1

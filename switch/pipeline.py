@@ -20,7 +20,7 @@ from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error
 from switch.optimize import optimize_source
 from switch.parser import deparser_source, parser_source
-from switch.primitives import AssertFailure, Namespace, PrimCtx, StdFields
+from switch.primitives import ActionLoopLimit, AssertFailure, Namespace, PrimCtx, StdFields
 from switch.replication import PRE
 from switch.stateful import CounterArray, MeterArray, RegisterArray
 from switch.table_loader import build_table, exact_key_source, init_entries, key_function
@@ -104,7 +104,8 @@ class Pipeline:
         self.init_meter_arrays()
         self.init_calculations()
         self.ns.names.update(DROP_PORT=511, STATS=None, RNG=self.rng, LOG_ON=False,
-                             LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure)
+                             LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure,
+                             ActionLoopLimit=ActionLoopLimit)
         self.init_actions()
         self.init_parsers()
         self.init_deparsers()
@@ -227,7 +228,8 @@ class Pipeline:
             fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
             src = action_source(ctx, fname, a)
             # Only actions with two or more guarded accesses can change (saves load time).
-            fusable = self.fuse and src.count("    _i = ") >= 2
+            # The basic-block form of an action with loops is left as emitted.
+            fusable = self.fuse and src.count("    _i = ") >= 2 and "    _pc = 0\n" not in src
             srcs.append(optimize_source(src) + "\n" if fusable else src)
             specs.append((a["name"], aid, tuple(rd), fname))
         _compile("".join(srcs), self.ns, "actions")

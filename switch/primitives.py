@@ -15,11 +15,16 @@ from switch.expressions import Expr, ExprCompiler, parse_hexstr, unwrap, write_s
 from switch.layout import Layout, cfg_error
 
 __all__ = ["Namespace", "StdFields", "Dest", "PrimCtx", "PRIMITIVES", "AssertFailure",
-           "log_format"]
+           "ActionLoopLimit", "log_format"]
 
 
 class AssertFailure(Exception):
     """Raised by generated code for a failed assert()/assume(); the packet is dropped."""
+
+
+class ActionLoopLimit(Exception):
+    """Raised by generated code when a loop inside an action (`for`, p4c's backward `_jump`)
+    runs more than switch.actions.LOOP_LIMIT basic blocks; the packet is dropped."""
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ class Stats:
     register_oob: int = 0        # register reads/writes with an index past the array
     counter_oob: int = 0         # counter/meter updates with an index past the array
     assert_failures: int = 0     # assert()/assume() that failed (packet dropped)
+    loop_limit: int = 0          # packets whose action loop ran past LOOP_LIMIT (dropped)
     recirc_loops: int = 0        # packets dropped for exceeding the resubmit/recirculate limit
     no_tx_port: int = 0          # outputs to a port with no interface/peer attached (daemon)
     tx_errors: int = 0           # send failures on a port (e.g. frame above the link MTU)

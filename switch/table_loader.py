@@ -164,7 +164,13 @@ def _match(path: str, kf: dict[str, Any], mt: str, width: int) -> Match:
     if mt == "exact":
         return Exact(hx("key"))
     if mt == "lpm":
-        return Lpm(hx("key"), int(kf["prefix_length"]))
+        # bmv2 masks a const entry's key to its prefix (p4c keeps the bits the P4 source
+        # wrote, e.g. `10.1.2.3/8`); P4Runtime writes with such bits stay INVALID_ARGUMENT.
+        plen = int(kf["prefix_length"])
+        if not 0 <= plen <= width:
+            raise cfg_error(path, f"prefix length {plen} outside 0..{width}")
+        full = (1 << width) - 1
+        return Lpm(hx("key") & (full ^ (full >> plen)), plen)
     if mt == "ternary":
         return Ternary(hx("key") & hx("mask"), hx("mask"))
     if mt == "range":

@@ -166,8 +166,10 @@ def test_counter_read_and_reset(calc: Switch) -> None:
      "does not describe the pipeline switch"),
     (["table_dump", "dmac", "--p4info", "/nonexistent"], "cannot read P4Info '/nonexistent'"),
     (["pipeline", "push", "--p4info", "/nonexistent"], "give both --p4info P4INFO and the BMv2"),
+    # A P4Info that does not match the JSON loads (as in PI); a device config that is not
+    # BMv2 JSON does not.
     (["pipeline", "push", "--p4info", str(P4C_FIXTURES / "calc_state.p4info.txtpb"),
-      str(P4C_FIXTURES / "l2_mcast.json")],
+      str(P4C_FIXTURES / "l2_mcast.p4")],
      "SetForwardingPipelineConfig failed: INVALID_ARGUMENT"),
     (["job", "list"], "`job` needs a topology file"),
 ])
