@@ -134,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("mgid")
     sp.add_argument("rid")
     verb("mc_dump", "list multicast groups")
+    for name, what in (("set_queue_depth", "DEPTH packets"),
+                       ("set_queue_rate", "RATE packets/s, 0 = not limited")):
+        sp = verb(name, f"egress queue {what.split()[0].lower()} of a port (or of all ports): "
+                  f"{what} [PORT]")
+        sp.add_argument("value", metavar=what.split()[0])
+        sp.add_argument("port", nargs="?")
 
     pg = group("pipeline", "the forwarding pipeline")
     ap = action(pg, "push", "install a program (default: p4/netsum.p4, built as needed); "

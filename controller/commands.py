@@ -10,7 +10,8 @@ from controller.verbs_fabric import (cmd_dropsim_set, cmd_job_create, cmd_job_de
 from controller.verbs_switch import (cmd_counter_read, cmd_counter_reset, cmd_mc_dump,
                                      cmd_mc_mgrp_create, cmd_mc_mgrp_destroy,
                                      cmd_mc_node_associate, cmd_mc_node_dissociate,
-                                     cmd_pipeline_push, cmd_pipeline_show, cmd_shell,
+                                     cmd_pipeline_push, cmd_pipeline_show,
+                                     cmd_set_queue_depth, cmd_set_queue_rate, cmd_shell,
                                      cmd_table_add, cmd_table_clear, cmd_table_delete,
                                      cmd_table_dump, cmd_table_modify, cmd_table_set_default)
 
@@ -29,4 +30,5 @@ COMMANDS: dict[str, Callable[[Ctx], int]] = {
     "job create": cmd_job_create, "job list": cmd_job_list, "job delete": cmd_job_delete,
     "job reset": cmd_job_reset, "stats": cmd_stats, "dropsim set": cmd_dropsim_set,
     "shell": cmd_shell, "topo show": cmd_topo_show,
+    "set_queue_depth": cmd_set_queue_depth, "set_queue_rate": cmd_set_queue_rate,
 }

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from controller import entities, ops, render, values
+from controller import entities, ops, queues, render, values
 from controller.client import SwitchClient
 from controller.entities import MulticastGroup, TableEntry
 from controller.errors import LiteralError
@@ -20,7 +20,7 @@ __all__ = [
     "cmd_table_dump", "cmd_table_clear", "cmd_counter_read", "cmd_counter_reset",
     "cmd_mc_mgrp_create", "cmd_mc_mgrp_destroy", "cmd_mc_node_associate",
     "cmd_mc_node_dissociate", "cmd_mc_dump", "cmd_pipeline_push", "cmd_pipeline_show",
-    "cmd_shell",
+    "cmd_shell", "cmd_set_queue_depth", "cmd_set_queue_rate",
 ]
 
 
@@ -294,3 +294,29 @@ def cmd_shell(ctx: Ctx) -> int:
     probe.close()
     os.execv(sys.executable, argv)
     return 0  # not reached
+
+
+# -- egress queues (simple_switch_CLI set_queue_depth / set_queue_rate) -------------------------
+
+def _queue_verb(ctx: Ctx, value_name: str) -> int:
+    a = ctx.args
+    value = values.parse_int(a.value, 32, f"queue {value_name}")
+    port = values.parse_int(a.port, 9, "egress port") if a.port is not None else None
+    ep = ctx_endpoint(ctx)
+    if value_name == "depth":
+        got = queues.set_queue_depth(ep, value, port, a.timeout)
+    else:
+        got = queues.set_queue_rate(ep, value, port, a.timeout)
+    where = f"port {port}" if port is not None else "all ports"
+    unit = "packets" if value_name == "depth" else "packets/s (0 = not limited)"
+    ctx.emit(got, f"queue {value_name} of {where} on {ep.address} set to {value} {unit}")
+    return 0
+
+
+def cmd_set_queue_depth(ctx: Ctx) -> int:
+    return _queue_verb(ctx, "depth")
+
+
+def cmd_set_queue_rate(ctx: Ctx) -> int:
+    return _queue_verb(ctx, "rate")
+

@@ -46,6 +46,24 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     touch "$stamp"
 fi
 
+# finsy, a second independent P4Runtime client for the P4Runtime tests, needs protobuf >= 4,
+# which conflicts with p4runtime-shell's pin: it gets a virtualenv of its own that the tests
+# drive as a subprocess (tests/clients/finsy_driver.py).
+FINSY_VENV=${FINSY_VENV:-.venv-finsy}
+FINSY_PIN="finsy==0.30.0"
+finsy_stamp="$FINSY_VENV/.installed-$FINSY_PIN"
+if [ ! -f "$finsy_stamp" ]; then
+    echo "setup: installing $FINSY_PIN into $FINSY_VENV"
+    [ -x "$FINSY_VENV/bin/python" ] || "$PY" -m venv "$FINSY_VENV"
+    if ! "$FINSY_VENV/bin/pip" install -q "$FINSY_PIN" >"$FINSY_VENV/pip-install.log" 2>&1; then
+        cat "$FINSY_VENV/pip-install.log" >&2
+        echo "setup: pip install $FINSY_PIN failed (log above)" >&2
+        exit 1
+    fi
+    "$FINSY_VENV/bin/python" -c "import finsy"
+    touch "$finsy_stamp"
+fi
+
 # Debian's mininet (with mnexec) inside the venv, without exposing the rest of dist-packages.
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 if [ -d /usr/lib/python3/dist-packages/mininet ] && [ ! -e "$site/mininet" ]; then

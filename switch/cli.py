@@ -50,6 +50,9 @@ class Options:
     cpu_port: int | None
     drop_port: int
     seed: int | None
+    #: (port or None for all, value) in command-line order
+    queue_depths: tuple[tuple[int | None, int], ...] = ()
+    queue_rates: tuple[tuple[int | None, int], ...] = ()
 
 
 def _bmv2_parser() -> _Parser:
@@ -82,7 +85,23 @@ def _target_parser() -> _Parser:
     p.add_argument("--cpu-port", type=int, default=None)
     p.add_argument("--drop-port", type=int, default=511)
     p.add_argument("--no-grpc", action="store_true")
+    # simple_switch_CLI's set_queue_depth / set_queue_rate at start-up: N for every port or
+    # PORT:N for one; repeatable, applied in order.
+    p.add_argument("--queue-depth", action="append", default=[], metavar="[PORT:]PACKETS")
+    p.add_argument("--queue-rate", action="append", default=[], metavar="[PORT:]PPS")
     return p
+
+
+def _queue_setting(text: str, what: str) -> tuple[int | None, int]:
+    port_s, sep, value_s = text.rpartition(":")
+    try:
+        value = int(value_s)
+        port = int(port_s) if sep else None
+    except ValueError:
+        raise UsageError(f"--{what} '{text}' is not [PORT:]NUMBER") from None
+    if port is not None and not 0 <= port <= 511:
+        raise UsageError(f"--{what} '{text}': port {port} outside 0..511")
+    return port, value
 
 
 def parse_args(argv: list[str]) -> Options:
@@ -121,9 +140,20 @@ def parse_args(argv: list[str]) -> Options:
     pcap = Path(a.pcap) if a.pcap is not None else None
     if pcap is not None and not pcap.is_dir():
         raise UsageError(f"--pcap directory '{pcap}' does not exist")
+    depths = tuple(_queue_setting(x, "queue-depth") for x in t.queue_depth)
+    rates = tuple(_queue_setting(x, "queue-rate") for x in t.queue_rate)
+    try:
+        probe = Device()
+        for port, n in depths:
+            probe.set_queue_depth(n, port)
+        for port, n in rates:
+            probe.set_queue_rate(n, port)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     return Options(a.device_id, ports, pcap, a.log_console,
                    Path(a.log_file) if a.log_file else None, a.log_level, prog,
-                   t.grpc_server_addr, not (t.no_grpc or a.no_grpc), t.cpu_port, t.drop_port, a.seed)
+                   t.grpc_server_addr, not (t.no_grpc or a.no_grpc), t.cpu_port, t.drop_port, a.seed,
+                   depths, rates)
 
 
 def _logger(opts: Options) -> logging.Logger | None:
@@ -150,6 +180,10 @@ def run(opts: Options) -> int:
                  seed=opts.seed)
     if log is not None:
         dev.set_logger(log)
+    for port, n in opts.queue_depths:
+        dev.set_queue_depth(n, port)
+    for port, n in opts.queue_rates:
+        dev.set_queue_rate(n, port)
     if opts.program is not None:
         try:
             dev.install(Device.build_pipeline(opts.program.read_bytes()))

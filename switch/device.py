@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from switch.errors import ConfigError, SwitchError
 from switch.pipeline import Pipeline, load_json
 from switch.primitives import ActionLoopLimit, AssertFailure
+from switch.queues import EgressQueues, QueueConfig
 from switch.stats import Stats
 from switch.v1model import V1Model
 
@@ -26,7 +28,8 @@ _MAX_PORT = 511
 
 class Device:
     def __init__(self, device_id: int = 0, drop_port: int = 511,
-                 cpu_port: int | None = None, seed: int | None = None) -> None:
+                 cpu_port: int | None = None, seed: int | None = None,
+                 clock: Callable[[], int] = time.monotonic_ns) -> None:
         if not 0 <= drop_port <= _MAX_PORT:
             raise ValueError(f"drop port {drop_port} outside 0..{_MAX_PORT}")
         if cpu_port is not None and not 0 < cpu_port <= _MAX_PORT:
@@ -48,6 +51,10 @@ class Device:
         self._seed = seed
         self._v1: V1Model | None = None
         self.log: logging.Logger | None = None
+        #: Egress queue depth/rate per port (switch/queues.py); kept across pipelines, as
+        #: simple_switch keeps its egress buffers' settings.  `clock` (ns) times the queues.
+        self.queue_config = QueueConfig()
+        self.clock = clock
 
     def set_logger(self, log: logging.Logger | None) -> None:
         """Enable bmv2-like logging (log_msg() output, per-packet lines in the port layer)."""
@@ -105,6 +112,69 @@ class Device:
             self._bind_log(pl)
             self.pipeline = pl
             self._v1 = V1Model(pl, self.stats, self.drop_port, self._trace(), self._on_digest)
+            t0 = self.clock()
+            self._v1.now_us = lambda: (self.clock() - t0) // 1000
+            self._sync_queues()
+
+    # -- egress queues (simple_switch_CLI set_queue_depth / set_queue_rate) ------------------
+    def set_queue_depth(self, packets: int, port: int | None = None) -> None:
+        """Queue capacity in packets of one egress port, or of all (port None); ValueError
+        for a value out of range."""
+        self._check_port(port)
+        with self.lock:
+            self.queue_config.set_depth(packets, port)
+
+    def set_queue_rate(self, pps: int, port: int | None = None) -> None:
+        """Drain rate in packets/s of one egress port, or of all; 0 = not limited."""
+        self._check_port(port)
+        with self.lock:
+            self.queue_config.set_rate(pps, port)
+            self._sync_queues()
+
+    @staticmethod
+    def _check_port(port: int | None) -> None:
+        if port is not None and not 0 <= port <= _MAX_PORT:
+            raise ValueError(f"port {port} outside 0..{_MAX_PORT}")
+
+    def _sync_queues(self) -> None:
+        v1 = self._v1
+        if v1 is None:
+            return
+        if self.queue_config.any_rate:
+            if v1.queues is None:
+                v1.queues = EgressQueues(self.queue_config)
+        elif v1.queues is not None and v1.queues.next_departure() is None:
+            v1.queues = None          # back to the direct path once nothing waits
+
+    def next_deadline(self) -> float | None:
+        """Seconds from now until the next queued packet leaves, None when none waits."""
+        with self.lock:
+            v1 = self._v1
+            q = v1.queues if v1 is not None else None
+            dep = q.next_departure() if q is not None else None
+            if dep is None:
+                return None
+            assert v1 is not None
+            return max(0.0, (dep - v1.now_us()) / 1e6)
+
+    def poll(self) -> list[tuple[int, bytes]]:
+        """Run egress for the queued packets that are due; their outputs (port, frame)."""
+        out: list[tuple[int, bytes]] = []
+        with self.lock:
+            v1 = self._v1
+            if v1 is None or v1.queues is None:
+                return out
+            try:
+                v1.dequeue(out)
+            except Exception:          # as in process(): a bug costs packets, not the switch
+                self.stats.internal_errors += 1
+            self.stats.tx_packets += len(out)
+            self._sync_queues()
+        return out
+
+    def service_queues(self) -> None:
+        """poll() and deliver the outputs as receive() does (the daemon's timer path)."""
+        self._deliver(self.poll())
 
     def _on_digest(self, lid: int, values: tuple[int, ...]) -> None:
         h = self.digest_handler
@@ -148,7 +218,9 @@ class Device:
     def receive(self, port: int, frame: bytes) -> None:
         """Run one frame and deliver the outputs: CPU-port frames to `packet_in_handler`,
         the rest to `transmit`."""
-        outs = self.process(port, frame)
+        self._deliver(self.process(port, frame))
+
+    def _deliver(self, outs: list[tuple[int, bytes]]) -> None:
         if not outs:
             return
         cpu = self.cpu_port

@@ -154,6 +154,10 @@ class Pipeline:
                                           "intrinsic_metadata.ingress_global_timestamp"),
             egress_global_timestamp=find("egress_global_timestamp",
                                          "intrinsic_metadata.egress_global_timestamp"),
+            enq_timestamp=find("enq_timestamp", "queueing_metadata.enq_timestamp"),
+            enq_qdepth=find("enq_qdepth", "queueing_metadata.enq_qdepth"),
+            deq_timedelta=find("deq_timedelta", "queueing_metadata.deq_timedelta"),
+            deq_qdepth=find("deq_qdepth", "queueing_metadata.deq_qdepth"),
             **required)
 
     def _sized(self, obj: Any, path: str) -> tuple[str, int, int]:

@@ -288,9 +288,14 @@ class PortSet:
         # them out of the collector's view so its periodic passes stay cheap per packet.
         gc.collect()
         gc.freeze()
+        dev = self.device
         while not should_stop():
-            for key, _ev in sel.select(poll):
+            # Queued packets (a port with a rate) leave on time: wake for the next departure.
+            due = dev.next_deadline()
+            for key, _ev in sel.select(poll if due is None else min(poll, due)):
                 self._drain(key.data)
+            if due is not None or dev.next_deadline() is not None:
+                dev.service_queues()
             now = time.monotonic()
             if self.pcap_dir is not None and now - last_flush > 1.0:
                 last_flush = now

@@ -63,6 +63,11 @@ class StdFields:
     parser_error: int | None
     ingress_global_timestamp: int | None
     egress_global_timestamp: int | None
+    # Queueing metadata (switch/queues.py); also found under the `queueing_metadata.*` aliases.
+    enq_timestamp: int | None = None
+    enq_qdepth: int | None = None
+    deq_timedelta: int | None = None
+    deq_qdepth: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ class Stats:
     rx_packets: int = 0          # frames handed to the device
     tx_packets: int = 0          # frames produced on some port (incl. the CPU port)
     dropped: int = 0             # packets dropped by the program (drop port, no replicas, ...)
+    queue_drops: int = 0         # packets dropped because their egress queue was full
     parser_errors: int = 0       # packets whose parser stopped with an error (not dropped)
     truncated: int = 0           # parser errors of kind PacketTooShort (frame shorter than headers)
     checksum_errors: int = 0     # verify_checksum mismatches (packet still processed)

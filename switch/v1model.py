@@ -13,6 +13,7 @@ from typing import Any
 
 from switch.parser import ParserError
 from switch.pipeline import Pipeline
+from switch.queues import EgressQueues
 from switch.stats import Stats
 
 __all__ = ["Packet", "V1Model", "NORMAL", "INGRESS_CLONE", "EGRESS_CLONE", "RECIRC",
@@ -72,6 +73,10 @@ class V1Model:
         self.verify = pl.verify_checksums
         self.ingress_init = pl.ingress_init
         self.egress_init = pl.egress_init
+        #: Egress queues, None while no port has a rate (then ingress hands packets straight
+        #: to egress).  Set by the Device; `now_us` is its clock in µs since install.
+        self.queues: EgressQueues | None = None
+        self.now_us: Callable[[], int] = lambda: (time.monotonic_ns() - self.ts0) // 1000
 
     # -- trace logging (-L trace): only on this path, the fast loops stay untouched ---------
     def _traced(self, stage: str, node: Any, pkt: Packet) -> None:
@@ -177,14 +182,55 @@ class V1Model:
                 copy = Packet(F[:], data)
                 copy.off = pkt.off
                 copy.F[s.instance_type] = REPLICATION
-                self._egress(copy, rep.port, rep.rid, out, depth)
+                if self.queues is None:
+                    self._egress(copy, rep.port, rep.rid, out, depth)
+                else:
+                    self._enqueue(copy, rep.port, rep.rid, out, depth)
             return
         spec = F[s.egress_spec]
         if spec == self.drop_port:
             self.stats.dropped += 1
             return
         pkt.exited = False
-        self._egress(pkt, spec, 0, out, depth)
+        if self.queues is None:
+            self._egress(pkt, spec, 0, out, depth)
+        else:
+            self._enqueue(pkt, spec, 0, out, depth)
+
+    # -- egress queues (switch/queues.py) ----------------------------------------------------
+    def _enqueue(self, pkt: Packet, port: int, rid: int, out: list[tuple[int, bytes]],
+                 depth: int) -> None:
+        q = self.queues
+        assert q is not None
+        if not q.limited(port):
+            self._egress(pkt, port, rid, out, depth)
+            return
+        now = self.now_us()
+        s = self.s
+        found = q.push(port, now, (pkt, rid, depth))
+        if found is None:
+            self.stats.queue_drops += 1
+            return
+        F = pkt.F
+        if s.enq_timestamp is not None:
+            F[s.enq_timestamp] = now & 0xFFFFFFFF
+        if s.enq_qdepth is not None:
+            F[s.enq_qdepth] = min(found, 0x7FFFF)
+
+    def dequeue(self, out: list[tuple[int, bytes]]) -> None:
+        """Run egress for every queued packet whose departure time has come."""
+        q = self.queues
+        if q is None:
+            return
+        now = self.now_us()
+        s = self.s
+        for port, enq, left, (pkt, rid, depth) in q.pop_due(now):
+            F = pkt.F
+            if s.deq_timedelta is not None:
+                F[s.deq_timedelta] = (now - enq) & 0xFFFFFFFF
+            if s.deq_qdepth is not None:
+                F[s.deq_qdepth] = min(left, 0x7FFFF)
+            self._egress(pkt, port, rid, out, depth)
 
     def _clone(self, session: int, data: bytes, port: int, itype: int,
                keep: list[tuple[int, int]], out: list[tuple[int, bytes]], depth: int) -> None:
@@ -195,7 +241,10 @@ class V1Model:
         for rep in replicas:
             pkt = self._parse(port, data, itype, keep)
             pkt.truncate = trunc
-            self._egress(pkt, rep.port, rep.rid, out, depth)
+            if self.queues is None:
+                self._egress(pkt, rep.port, rep.rid, out, depth)
+            else:
+                self._enqueue(pkt, rep.port, rep.rid, out, depth)
 
     def _egress(self, pkt: Packet, port: int, rid: int, out: list[tuple[int, bytes]],
                 depth: int) -> None:

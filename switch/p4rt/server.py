@@ -23,6 +23,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from switch.errors import Code
 from switch.p4rt.arbitration import Arbitrator, Connection, election_id_of
+from switch.p4rt.queue_service import queue_handler
 from switch.p4rt.errors import P4RTError, batch_status, code_and_message
 from switch.p4rt.service import NO_PIPELINE, DeviceService
 
@@ -224,6 +225,8 @@ class P4RuntimeServer:
                                                     thread_name_prefix="p4rt")
         self._server = grpc.server(self._executor)
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
+        if hasattr(device, "set_queue_rate"):
+            self._server.add_generic_rpc_handlers((queue_handler(device),))
         self.port = self._server.add_insecure_port(address)
         if self.port == 0:
             raise OSError(f"P4Runtime server: cannot bind {address}")

@@ -55,6 +55,8 @@ _READERS: dict[str, Callable[[Context, Any], Iterator[ReadStep]]] = {
     "direct_meter_entry": entities.read_direct_meters,
     "register_entry": entities.read_registers,
     "packet_replication_engine_entry": entities.read_pre,
+    "action_profile_member": entities.read_action_profile_entries,
+    "action_profile_group": entities.read_action_profile_entries,
 }
 
 

@@ -1,0 +1,56 @@
+"""Egress queue settings of a switch: simple_switch_CLI's `set_queue_depth` / `set_queue_rate`.
+
+P4Runtime has no queue API; bmv2 takes these over Thrift (`simple_switch_CLI`).  The embedded
+switch serves them as `netsum.v1.SwitchConfig` beside P4Runtime on the same gRPC address (JSON
+bodies, see the switch's docs/switch.md).  A switch without that service (real
+simple_switch_grpc) answers UNIMPLEMENTED, reported as such.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+
+from controller.client import Endpoint
+from controller.errors import ControllerError, SwitchUnreachable
+
+__all__ = ["set_queue_depth", "set_queue_rate", "get_queues"]
+
+SERVICE = "/netsum.v1.SwitchConfig/"
+
+
+def _call(endpoint: Endpoint, method: str, body: dict[str, Any], timeout: float
+          ) -> dict[str, Any]:
+    body = dict(body, device_id=endpoint.device_id)
+    with grpc.insecure_channel(endpoint.address) as ch:
+        rpc = ch.unary_unary(SERVICE + method, request_serializer=lambda o: json.dumps(o).encode(),
+                             response_deserializer=json.loads)
+        try:
+            reply: dict[str, Any] = rpc(body, timeout=timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            if code == grpc.StatusCode.UNAVAILABLE:
+                raise SwitchUnreachable(f"no switch answers at {endpoint.address}") from None
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                raise ControllerError(f"switch {endpoint.address} has no queue settings service "
+                                      "(on simple_switch_grpc use simple_switch_CLI "
+                                      f"{method[:3].lower()}_queue_...)") from None
+            raise ControllerError(f"{method} on {endpoint.address} failed: "
+                                  f"{code.name if code else 'error'}: "
+                                  f"{exc.details() if hasattr(exc, 'details') else exc}") from None
+    return reply
+
+
+def set_queue_depth(endpoint: Endpoint, packets: int, port: int | None, timeout: float = 5.0
+                    ) -> dict[str, Any]:
+    return _call(endpoint, "SetQueueDepth", {"packets": packets, "port": port}, timeout)
+
+
+def set_queue_rate(endpoint: Endpoint, pps: int, port: int | None, timeout: float = 5.0
+                   ) -> dict[str, Any]:
+    return _call(endpoint, "SetQueueRate", {"pps": pps, "port": port}, timeout)
+
+
+def get_queues(endpoint: Endpoint, timeout: float = 5.0) -> dict[str, Any]:
+    return _call(endpoint, "GetQueues", {}, timeout)
