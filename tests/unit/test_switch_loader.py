@@ -63,8 +63,8 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("match type", lambda j: table(j, "MyIngress.acl")["key"][0].update(match_type="fuzzy"),
      "match type 'fuzzy' is not supported"),
     ("jump", lambda j: action(j, "MyIngress.drop")["primitives"].insert(
-        0, {"op": "_jump", "parameters": [{"type": "hexstr", "value": "0x0"}]}),
-     "unstructured jump"),
+        0, {"op": "_jump", "parameters": [{"type": "hexstr", "value": "0x63"}]}),
+     "jump target 99 outside"),
     ("expr op", lambda j: action(j, "MyIngress.set_tos")["primitives"][0]["parameters"]
      .__setitem__(1, {"type": "expression", "value": {"op": "frob", "left": None,
                                                      "right": None}}),
