@@ -90,13 +90,18 @@ class Schema:
         for cand in (name, name + "$", name + ".$valid$"):
             if cand in fields:
                 return fields[cand]
-        if name.endswith(".valid") and name[:-5] + "$valid$" in fields:
-            return fields[name[:-5] + "$valid$"]
-        for fname, f in fields.items():
-            if fname.endswith("." + name) or fname.endswith("." + name + "$"):
-                return f
-            if name == "valid" and fname.endswith(".$valid$"):
-                return f
+        if name.endswith(".valid"):
+            name = name[:-5] + "$valid$"       # the P4_14 spelling of a validity key
+            if name in fields:
+                return fields[name]
+        hits = [f for fname, f in fields.items()
+                if fname.endswith("." + name) or fname.endswith("." + name + "$")
+                or (name == "valid" and fname.endswith(".$valid$"))]
+        if len(hits) > 1:
+            raise StfNameError(f"key field '{name}' of table '{table.preamble.name}' is "
+                               f"ambiguous: {', '.join(f.name for f in hits)}")
+        if hits:
+            return hits[0]
         if name == "valid" and "$valid$" in fields:
             return fields["$valid$"]
         known = ", ".join(fields) or "none"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.rpc import status_pb2
+from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from netsum.procs import ProcessGroup
@@ -55,14 +55,15 @@ def rpc_failure(exc: grpc.RpcError) -> RpcFailure:
     for key, value in exc.trailing_metadata() or ():
         if key == "grpc-status-details-bin":
             status = status_pb2.Status.FromString(value)
-            msgs = []
+            failed = []
             for d in status.details:
                 err = p4runtime_pb2.Error()
                 d.Unpack(err)
                 if err.canonical_code != 0:
-                    msgs.append(err.message)
-            if msgs:
-                details = "; ".join(msgs)
+                    failed.append((code_pb2.Code.Name(err.canonical_code), err.message))
+            if failed:
+                # A batch fails as UNKNOWN; what each update met is in the details (as PI).
+                return RpcFailure(failed[0][0], "; ".join(m for _, m in failed))
     return RpcFailure(code, details)
 
 

@@ -145,13 +145,10 @@ def table_entry(schema: Schema, cmd: Add) -> Any:
             raise StfValueError(f"key '{mf.name}' given twice")
         given[mf.id] = km
     for mf in table.match_fields:
-        km = given.get(mf.id)
-        if km is None:
-            if mf.match_type == MT.EXACT:
-                km = KeyMatch(mf.name, Number("0"))       # BMv2's driver fills in 0
-            else:
-                continue                                  # wildcard
-        fm = _field_match(mf, km)
+        found = given.get(mf.id)
+        if found is None and mf.match_type != MT.EXACT:
+            continue                                      # wildcard
+        fm = _field_match(mf, found or KeyMatch(mf.name, Number("0")))  # BMv2's driver: exact 0
         if fm is not None:
             te.match.append(fm)
     if _needs_priority(table):
