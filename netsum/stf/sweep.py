@@ -137,6 +137,7 @@ def sweep(progs: Sequence[Program], compiler: Compiler, work: Path, jobs: int = 
 
 
 _NORMALISE = [
+    (re.compile(r"/\S+\.p4:\d+:\d+"), "FILE"),          # a position inside the message
     (re.compile(r"^\d+:\d+: "), ""),                  # position
     (re.compile(r"^line \d+: "), ""),
     (re.compile(r"'[^']*'"), "'…'"),                    # object names
@@ -187,6 +188,8 @@ def summary_markdown(results: dict[str, Outcome], label: str, command: str) -> s
              "## Failures by cause (largest group first)", ""]
     for verdict, cause, names in group_failures(results):
         lines.append(f"- **{len(names)}** {verdict.value}: {cause}")
+        if verdict is not Verdict.WRONG:
+            lines.append(f"  - e.g. {names[0]}: `{results[names[0]].reason[:200]}`")
         lines.append(f"  - {', '.join(names)}")
         if verdict is Verdict.WRONG:
             for n in names:
