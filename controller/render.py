@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence, TextIO
 
-__all__ = ["table", "emit"]
+__all__ = ["table", "emit", "with_rates"]
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
@@ -26,3 +26,25 @@ def emit(out: TextIO, as_json: bool, data: Any, text: str) -> None:
         out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
         out.write(text + ("\n" if text and not text.endswith("\n") else ""))
+
+
+def with_rates(rows: Sequence[dict[str, Any]], previous: Sequence[dict[str, Any]] | None,
+               seconds: float, keys: Sequence[str],
+               counters: Sequence[str]) -> list[dict[str, Any]]:
+    """`rows` with a `<counter>/s` column per counter: its growth since the row with the same
+    `keys` in `previous`, per second (blank on the first sample, for a new row, or after a
+    counter went down, as when a switch restarted)."""
+    before = {tuple(r.get(k) for k in keys): r for r in previous or ()}
+    out = []
+    for r in rows:
+        prev = before.get(tuple(r.get(k) for k in keys))
+        extra: dict[str, Any] = {}
+        for c in counters:
+            rate: Any = ""
+            if prev is not None and seconds > 0:
+                delta = r.get(c, 0) - prev.get(c, 0)
+                if delta >= 0:
+                    rate = round(delta / seconds, 1)
+            extra[f"{c}/s"] = rate
+        out.append({**r, **extra})
+    return out

@@ -95,15 +95,20 @@ def cmd_job_reset(ctx: Ctx) -> int:
 
 
 _STAT_COLS = ["job", "switch", "role", "slots"] + [c for c, _ in P.JOB_COUNTERS]
+#: Counters whose rates `stats --watch` shows (all of them get one in --json).
+_RATE_COLS = ("data_in", "results_out", "retx")
 
 
 def cmd_stats(ctx: Ctx) -> int:
     a = ctx.args
     with open_controller(ctx) as ctl:
         n = 0
+        previous: list[dict[str, Any]] | None = None
+        last = 0.0
         while True:
             stamp = time.strftime("%H:%M:%S")
             try:
+                now = time.monotonic()
                 rows = ctl.port_stats() if a.ports else ctl.job_stats()
             except (SwitchUnreachable, PipelineMissing) as exc:
                 if not a.watch:
@@ -120,8 +125,18 @@ def cmd_stats(ctx: Ctx) -> int:
             if a.watch and not a.json and ctx.out.isatty():
                 ctx.out.write("\x1b[H\x1b[2J")
             title = "drop simulator per port" if a.ports else "per-job counters"
-            ctx.emit(rows, f"{title} at {stamp}\n" +
-                     render.table(rows, None if a.ports else _STAT_COLS))
+            cols = None if a.ports else _STAT_COLS
+            if a.watch:
+                keys, counters = (
+                    (["switch", "port"], [c for c, _ in P.PORT_COUNTERS]) if a.ports
+                    else (["job", "switch"], [c for c, _ in P.JOB_COUNTERS]))
+                raw = rows
+                rows = render.with_rates(rows, previous, now - last, keys, counters)
+                previous, last = raw, now
+                if not a.ports:
+                    cols = [*_STAT_COLS, *(f"{c}/s" for c in _RATE_COLS)]
+            ctx.emit(rows, f"{title} at {stamp}" + (" (rates per second since the last "
+                     "sample)" if a.watch else "") + "\n" + render.table(rows, cols))
             ctx.out.flush()
             n += 1
             if not a.watch or (a.count and n >= a.count):

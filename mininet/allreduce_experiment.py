@@ -70,26 +70,6 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _program(opts: Options) -> tuple[Path, Path, list[str] | None]:
-    """(bmv2 json, p4info, switch argv prefix or None for netsum-switch)."""
-    from netsum import build
-    from netsum.rig import missing_bmv2_tools
-    try:
-        if opts.target == "bmv2":
-            missing = missing_bmv2_tools()
-            if missing:
-                raise ExperimentError(f"--target bmv2 needs real simple_switch_grpc and "
-                                      f"p4c-bm2-ss on PATH; missing: {', '.join(missing)}")
-            import shutil
-            json_path, info_path = build.build_target(build.target_for(opts.k),
-                                                      opts.out / "p4", build.Backend.P4C)
-            return json_path, info_path, [shutil.which("simple_switch_grpc") or ""]
-        json_path, info_path = build.ensure_built(opts.k)
-        return json_path, info_path, None
-    except build.BuildError as exc:
-        raise ExperimentError(f"P4 build failed: {exc}") from None
-
-
 def _write_csv(path: Path, outcome: Any, hosts: list[Any]) -> None:
     from netsum.jobrun import WorkerOutcome
     names = [f.name for f in fields(WorkerOutcome)]
@@ -165,7 +145,10 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
 
     opts.out.mkdir(parents=True, exist_ok=True)
     log_dir = opts.out / "logs"
-    json_path, info_path, executable = _program(opts)
+    try:
+        json_path, info_path, executable = M.build_program(opts.k, opts.target, opts.out / "p4")
+    except M.NetsumMininetError as exc:
+        raise ExperimentError(str(exc)) from None
     members = [topology.host(name) for name in spec.workers]
     n = len(members)
 

@@ -40,7 +40,7 @@ from controller.fabric import Controller, load_program
 from controller.topology import Topology
 
 __all__ = ["NetsumMininetError", "NetsumSwitch", "TopoFromFile", "configure_hosts",
-           "with_grpc_addrs", "start_controller", "switch_ready_timeout", "ipv4_text",
+           "with_grpc_addrs", "start_controller", "build_program", "switch_ready_timeout", "ipv4_text",
            "mac_text"]
 
 #: The line netsum-switch prints once its ports and P4Runtime server are up (docs/switch.md).
@@ -276,6 +276,26 @@ def with_grpc_addrs(topology: Topology, net: Mininet) -> Topology:
         addr = getattr(node, "grpcAddress", "") or sw.grpc_addr
         switches.append(dataclasses.replace(sw, grpc_addr=addr))
     return dataclasses.replace(topology, switches=tuple(switches))
+
+
+def build_program(k: int, target: str, out_dir: Path) -> tuple[Path, Path, list[str] | None]:
+    """(BMv2 JSON, P4Info, switch argv or None for netsum-switch) of netsum.p4 for K=k:
+    netsum-p4c's build (cached under build/), or real p4c into `out_dir` for target bmv2."""
+    from netsum import build
+    from netsum.rig import missing_bmv2_tools
+    try:
+        if target == "bmv2":
+            missing = missing_bmv2_tools()
+            if missing:
+                raise NetsumMininetError(f"target bmv2 needs real simple_switch_grpc and "
+                                         f"p4c-bm2-ss on PATH; missing: {', '.join(missing)}")
+            json_path, info_path = build.build_target(build.target_for(k), out_dir,
+                                                      build.Backend.P4C)
+            return json_path, info_path, [shutil.which("simple_switch_grpc") or ""]
+        json_path, info_path = build.ensure_built(k)
+        return json_path, info_path, None
+    except build.BuildError as exc:
+        raise NetsumMininetError(f"P4 build failed: {exc}") from None
 
 
 def start_controller(topology: Topology, p4info: Path, bmv2_json: Path) -> Controller:

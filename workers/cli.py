@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fixed-window", action="store_true",
                      help="send the whole window at once (no congestion window)")
     run.add_argument("--json", action="store_true", help="one JSON object per iteration")
+    run.add_argument("--start-at", type=float, metavar="UNIX_TIME",
+                     help="wait until this wall-clock time before the first all-reduce (so "
+                          "that workers started one by one begin together)")
     run.add_argument("--latencies", type=Path, metavar="FILE",
                      help="write the last iteration's per-chunk latencies (s, .npy)")
     hostcli.add_arguments(p)
@@ -143,7 +146,8 @@ def _check(a: argparse.Namespace, res: AllreduceResult | HostResult) -> bool:
     return bool((err <= res.bound + np.abs(true) * 2.0**-24 + 2.0**-150).all())
 
 
-def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | None) -> str:
+def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | None,
+            late: float = 0.0) -> str:
     st = res.stats
     p50, p99 = st.latency_percentiles()
     rate = res.tensor.size / st.elapsed if st.elapsed > 0 else float("inf")
@@ -151,7 +155,7 @@ def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | Non
                elements_per_s=rate, packets_sent=st.packets_sent,
                retransmissions=st.retransmissions, duplicates=st.duplicates, stale=st.stale,
                rejected=st.rejected, resyncs=st.resyncs, chunk_latency_p50_ms=p50 * 1e3,
-               chunk_latency_p99_ms=p99 * 1e3, check=ok)
+               chunk_latency_p99_ms=p99 * 1e3, start_late_s=late, check=ok)
     if a.json:
         return json.dumps(row)
     check = "" if ok is None else ("  check ok" if ok else "  CHECK FAILED")
@@ -187,10 +191,11 @@ def run(a: argparse.Namespace) -> int:
     transport = _transport(a)
     try:
         worker = Worker(transport, job, timing)
+        late = hostcli.wait_until(a.start_at)
         for it in range(a.iterations):
             res = worker.allreduce(tensor)
             ok = _check(a, res) if a.check else None
-            print(_report(a, it, res, ok), flush=True)
+            print(_report(a, it, res, ok, late), flush=True)
             if ok is False:
                 status = 1
         if a.output is not None:

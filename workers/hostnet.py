@@ -71,22 +71,25 @@ class PeerError(WorkerError):
 @dataclass(frozen=True, slots=True)
 class TcpCounters:
     """Kernel counters of one TCP socket (Linux `struct tcp_info`); zeros elsewhere."""
-    segments_out: int = 0
-    retransmissions: int = 0
+    segments_out: int = 0          # every segment sent, pure ACKs included
+    data_segments_out: int = 0     # segments that carried data (retransmissions included)
+    retransmissions: int = 0       # data segments sent again
 
     def __add__(self, other: "TcpCounters") -> "TcpCounters":
-        return TcpCounters(self.segments_out + other.segments_out,
-                           self.retransmissions + other.retransmissions)
+        return TcpCounters(*(a + b for a, b in zip(self._values(), other._values())))
 
     def __sub__(self, other: "TcpCounters") -> "TcpCounters":
-        return TcpCounters(self.segments_out - other.segments_out,
-                           self.retransmissions - other.retransmissions)
+        return TcpCounters(*(a - b for a, b in zip(self._values(), other._values())))
+
+    def _values(self) -> tuple[int, int, int]:
+        return self.segments_out, self.data_segments_out, self.retransmissions
 
 
-# struct tcp_info (include/uapi/linux/tcp.h): tcpi_total_retrans is the u32 at byte 100,
-# tcpi_segs_out the u32 at byte 136 (kernels >= 4.2).
+# struct tcp_info (include/uapi/linux/tcp.h), u32 fields: tcpi_total_retrans at byte 100,
+# tcpi_segs_out at 136 (kernels >= 4.2), tcpi_data_segs_out at 156 (>= 4.6).
 _TCPI_TOTAL_RETRANS = 100
 _TCPI_SEGS_OUT = 136
+_TCPI_DATA_SEGS_OUT = 156
 _TCP_INFO = getattr(socket, "TCP_INFO", 11)
 
 
@@ -95,11 +98,12 @@ def tcp_counters(sock: socket.socket) -> TcpCounters:
         info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 256)
     except OSError:
         return TcpCounters()
-    if len(info) < _TCPI_SEGS_OUT + 4:
+    if len(info) < _TCPI_DATA_SEGS_OUT + 4:
         return TcpCounters()
     (retrans,) = struct.unpack_from("=I", info, _TCPI_TOTAL_RETRANS)
     (segs,) = struct.unpack_from("=I", info, _TCPI_SEGS_OUT)
-    return TcpCounters(segs, retrans)
+    (data,) = struct.unpack_from("=I", info, _TCPI_DATA_SEGS_OUT)
+    return TcpCounters(segs, data, retrans)
 
 
 def _tune(sock: socket.socket) -> None:

@@ -101,9 +101,10 @@ class HostStats:
     bytes_sent: int                # of this worker's streams (headers + payload)
     bytes_received: int
     messages_sent: int
-    segments_sent: int             # TCP segments the kernel sent (data and ACKs)
-    retransmissions: int           # TCP segments the kernel retransmitted
-    chunks: int                    # pieces of the tensor whose sum this worker received
+    segments_sent: int             # TCP segments the kernel sent (data and pure ACKs)
+    data_segments_sent: int        # of which carried data (retransmissions included)
+    retransmissions: int           # TCP data segments the kernel sent again
+    chunks: int                    # pieces whose sum came from a peer (latencies: one each)
     latencies: np.ndarray = field(compare=False, repr=False)
 
     def latency_percentiles(self, q: tuple[float, ...] = (50, 99)) -> tuple[float, ...]:
@@ -168,6 +169,22 @@ class HostAllreduce:
     def connected(self) -> bool:
         return bool(self._links)
 
+    def connect(self, timeout: float | None = None) -> float:
+        """Connect to the peers now (the first all-reduce does it otherwise); seconds taken.
+        `timeout` defaults to the job's."""
+        if self._broken:
+            raise ProtocolStateError(f"host job {self.job.job_id}: a previous call failed "
+                                     f"({self._broken})")
+        t0 = self.clock()
+        if self.job.workers > 1 and not self.connected:
+            try:
+                self._connect(t0 + (self.job.timeout if timeout is None else timeout))
+            except BaseException as exc:
+                self._broken = type(exc).__name__
+                self.close()
+                raise
+        return self.clock() - t0
+
     def allreduce(self, tensor: object, deadline: float | None = None) -> HostResult:
         """Sum `tensor` with every peer's (same length).  `deadline`: seconds for the whole
         call (connection set-up included), None for no bound beyond `job.timeout`."""
@@ -205,7 +222,8 @@ class HostAllreduce:
         c1, c2 = p1.counters, p2.counters
         stats = HostStats(self.ALGORITHM, elapsed, connect_s, t2 - t1, c1.sent + c2.sent,
                           c1.received + c2.received, p1.messages + p2.messages,
-                          tcp.segments_out, tcp.retransmissions, len(p2.latencies),
+                          tcp.segments_out, tcp.data_segments_out, tcp.retransmissions,
+                          len(p2.latencies),
                           np.asarray(p2.latencies, dtype=np.float64))
         return HostResult(out.reshape(shape), stats, agreed,
                           quant.error_bound(agreed, j.workers, j.k, len(x)))
@@ -301,10 +319,10 @@ class HostRing(HostAllreduce):
                     np.maximum(rows, data, out=rows)
             else:                       # all-gather: the final sum
                 rows[...] = data
-            if g >= last_rs and kind is Kind.VALUES:
-                # From the first message carrying this rank's contribution to the sum; 0 for
-                # the segment this rank completes itself.
-                res.latencies.append(t - contributed.get(p.first_block, t))
+            if g > last_rs and kind is Kind.VALUES:
+                # From the first message carrying this rank's contribution to the sum's
+                # arrival (the segment this rank completes itself has no such wait).
+                res.latencies.append(t - contributed[p.first_block])
             if g + 1 < total_steps:
                 send(g + 1, p)
                 if g + 1 <= last_rs:

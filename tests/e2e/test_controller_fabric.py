@@ -369,6 +369,7 @@ def test_topology_verbs_and_drop_simulator(netsum_program, switches, tmp_path) -
     rc, out_text, err_text = ctl(topo_path, "stats", "--watch", "0.01", "--count", "2")
     assert rc == 0 and out_text.count("per-job counters at") == 2
     assert "drop_non_member" in out_text
+    assert "data_in/s" in out_text and "rates per second" in out_text
 
     for argv, message in [
         (("dropsim", "set", "9", "0.1"), "switch s1 has no port 9 (ports: 1, 2, 3, 4)"),

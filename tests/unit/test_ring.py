@@ -157,7 +157,10 @@ def test_allreduce_is_exact_and_agrees(cls: type, n: int, size: int, k: int) -> 
         assert np.array_equal(res.tensor, direct)
         if n > 1:
             assert res.stats.bytes_sent > 0 and res.stats.segments_sent > 0
-            assert res.stats.chunks == len(res.stats.latencies) > 0
+            assert res.stats.chunks == len(res.stats.latencies)
+    if n > 1:
+        # A rank may complete every piece itself (fewer blocks than ranks); not all of them.
+        assert sum(r.stats.chunks for r in results) > 0
 
 
 def test_ring_moves_2_n_minus_1_over_n_of_the_tensor() -> None:
@@ -333,6 +336,7 @@ def test_tcp_counters_see_segments() -> None:
     s, _ = ls.accept()
     c.sendall(b"x" * 100_000)
     s.recv(1)
-    assert tcp_counters(c).segments_out >= 2
+    got = tcp_counters(c)
+    assert got.data_segments_out >= 2 and got.segments_out >= got.data_segments_out
     for x in (c, s, ls):
         x.close()
