@@ -310,6 +310,14 @@ class Rig:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
+    def detach_controller(self) -> None:
+        """Close the rig's P4Runtime sessions, so that another controller -- a training job's
+        rank 0, which registers its own job -- can become primary.  Job methods of the rig
+        need the controller and fail after this."""
+        ctl, self.ctl = self.ctl, None
+        if ctl is not None:
+            ctl.close()
+
     # -- set-up steps -----------------------------------------------------------------------------
     def _check_target(self) -> None:
         if self.config.target is Target.BMV2:

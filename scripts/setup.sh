@@ -37,12 +37,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "setup: installing netsum and its pinned dependencies into $VENV"
     # pip's and setuptools' chatter goes to a log that is shown only when the install fails.
     pip_log="$VENV/pip-install.log"
-    if ! "$VENV/bin/pip" install -q -e ".[dev]" >"$pip_log" 2>&1; then
+    if ! "$VENV/bin/pip" install -q -e ".[dev,train]" >"$pip_log" 2>&1; then
         cat "$pip_log" >&2
         echo "setup: pip install failed (log above, also in $pip_log)" >&2
         exit 1
     fi
-    "$VENV/bin/python" -c "import netsum, p4runtime_sh, grpc, scapy, numpy"
+    "$VENV/bin/python" -c "import netsum, p4runtime_sh, grpc, scapy, numpy, torch, sklearn"
     touch "$stamp"
 fi
 

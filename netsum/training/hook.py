@@ -1,0 +1,229 @@
+"""The DDP communication hook: each gradient bucket all-reduced through the switch.
+
+    state = NetsumHookState.from_env()          # after dist.init_process_group("gloo")
+    ddp.register_comm_hook(state, netsum_hook)
+
+`netsum_hook` copies the bucket's flat gradient, hands it to the rank's `LaneEngine` and returns
+a `torch.futures.Future` at once; a lane thread completes it with the mean (the sum through the
+switch divided by the world size, as DDP expects).  Backward meanwhile goes on computing the
+next buckets, so bucket i's communication overlaps the computation of the buckets after it;
+DDP waits for every future before backward returns, i.e. before `optimizer.step()`.
+
+Alignment across ranks: DDP launches buckets strictly in index order on every rank, and the
+engine deals tensors to lanes in submission order, restarted at bucket 0 of every step (the
+first bucket DDP reduces is index 0), so bucket i of a step meets bucket i of the other ranks
+in the same lane.  DDP rebuilds its buckets after the first iteration (from the order in which
+gradients became ready, rank 0's order broadcast to all): the layout -- (index, numel) of each
+bucket -- is compared across the ranks once per new layout (the first step and the first step
+after the rebuild) through the gloo group, and a mismatch fails the step with both layouts
+instead of summing unrelated gradients.  A worker error fails the future with the lane's
+message (DDP raises it from backward); no future waits longer than the workers' deadline.
+"""
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from netsum.training.lanes import LaneEngine, LaneResult
+from netsum.training.register import (RegistrationError, TrainingJob, env_int, open_transport,
+                                      register, unregister)
+from workers import Timing
+
+__all__ = ["NetsumHookState", "netsum_hook", "BucketTrace", "ObjectRendezvous",
+           "timed_allreduce_hook", "GlooHookState"]
+
+
+@dataclass(frozen=True, slots=True)
+class BucketTrace:
+    """One bucket's all-reduce: when it was handed over and when its mean was ready."""
+    step: int
+    index: int
+    numel: int
+    submitted: float
+    finished: float
+
+
+class ObjectRendezvous:
+    """Rendezvous over an initialised process group (gloo object collectives)."""
+
+    def __init__(self, group: dist.ProcessGroup | None = None) -> None:
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+
+    def gather(self, value: str) -> list[str] | None:
+        out: list[object] = [None] * self.world
+        dist.all_gather_object(out, value, group=self.group)
+        return [str(v) for v in out] if self.rank == 0 else None
+
+    def broadcast(self, value: str | None) -> str:
+        box: list[object] = [value]
+        dist.broadcast_object_list(box, src=0, group=self.group)
+        return str(box[0])
+
+
+@dataclass(slots=True)
+class _Tracing:
+    step: int = 0
+    traces: list[BucketTrace] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, index: int, numel: int, submitted: float, finished: float) -> None:
+        with self.lock:
+            self.traces.append(BucketTrace(self.step, index, numel, submitted, finished))
+
+    def take(self) -> list[BucketTrace]:
+        with self.lock:
+            out, self.traces = self.traces, []
+        return out
+
+
+class NetsumHookState:
+    """The hook's state: the lane engine, the world size, the bucket layout seen so far and
+    the per-bucket timing trace (`take_traces()`)."""
+
+    def __init__(self, engine: LaneEngine, job: TrainingJob | None, world_size: int,
+                 group: dist.ProcessGroup | None = None, check_layout: bool = True) -> None:
+        self.engine = engine
+        self.job = job
+        self.world_size = world_size
+        self.group = group
+        self.check_layout = check_layout
+        self._layout: list[tuple[int, int]] = []     # (index, numel) of this step so far
+        self._known: list[tuple[int, int]] | None = None
+        self._tracing = _Tracing()
+        self.layout_checks = 0
+
+    @classmethod
+    def from_env(cls, topology: str | Path | None = None, lanes: int | None = None,
+                 slots: int | None = None, timeout: float | None = None,
+                 group: dist.ProcessGroup | None = None,
+                 env: Mapping[str, str] | None = None, delay: float = 0.0) -> "NetsumHookState":
+        """Register the job (rank 0 writes the switch) and open this rank's transport.
+        Defaults come from NETSUM_TOPOLOGY, NETSUM_LANES (4), NETSUM_SLOTS (256), NETSUM_TIMEOUT
+        (10 s: a silent peer fails the step after that long)."""
+        env = os.environ if env is None else env
+        topo = topology or env.get("NETSUM_TOPOLOGY")
+        if not topo:
+            raise RegistrationError("no topology file: pass topology= or set NETSUM_TOPOLOGY")
+        job = register(ObjectRendezvous(group), dist.get_rank(group),
+                       dist.get_world_size(group), topo, env,
+                       lanes=lanes or env_int(env, "NETSUM_LANES", 4),
+                       slots=slots or env_int(env, "NETSUM_SLOTS", 256))
+        deadline = timeout or float(env.get("NETSUM_TIMEOUT") or 10.0)
+        engine = LaneEngine(open_transport(job, env), job.lanes(),
+                            Timing(progress_deadline=deadline), delay=delay)
+        return cls(engine, job, job.world_size, group)
+
+    # -- step bookkeeping ------------------------------------------------------------------
+    def _begin(self, index: int, numel: int) -> None:
+        if index == 0:
+            self._end_step()
+            self.engine.reset_order()
+        self._layout.append((index, numel))
+
+    def _end_step(self) -> None:
+        if self._layout:
+            self._tracing.step += 1
+        self._layout = []
+
+    def _verify(self) -> None:
+        """Compare this step's layout with the other ranks' once per new layout."""
+        layout = list(self._layout)
+        if layout == self._known or not self.check_layout:
+            return
+        others: list[object] = [None] * self.world_size
+        dist.all_gather_object(others, layout, group=self.group)
+        self.layout_checks += 1
+        if any(o != layout for o in others):
+            raise RuntimeError(
+                "netsum: DDP's buckets differ between ranks, so bucket i of one rank would be "
+                f"summed with another rank's bucket i: (index, numel) per rank: {others}")
+        self._known = layout
+
+    def take_traces(self) -> list[BucketTrace]:
+        return self._tracing.take()
+
+    def close(self, unregister_job: bool = True) -> None:
+        """Stop the engine; rank 0 deletes the job's entries (call after a barrier)."""
+        self.engine.close()
+        if unregister_job and self.job is not None and self.job.rank == 0:
+            unregister(self.job)
+
+
+def netsum_hook(state: NetsumHookState,
+                bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP comm hook: the mean of the bucket over the ranks, through the switch."""
+    buf = bucket.buffer()
+    index = bucket.index()
+    if buf.dtype != torch.float32 or buf.device.type != "cpu":
+        raise TypeError(f"netsum_hook: bucket {index} is {buf.dtype} on {buf.device}; the "
+                        "switch sums float32 CPU tensors (keep the model in float32 on CPU)")
+    state._begin(index, buf.numel())
+    if bucket.is_last():
+        state._verify()
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    submitted = time.monotonic()
+    # A copy: the bucket's storage is DDP's and is written again once the future completes.
+    cf = state.engine.submit(buf.detach().numpy().copy(), f"bucket {index} ({buf.numel()} "
+                             f"floats, step {state._tracing.step})")
+    world = state.world_size
+    tracing = state._tracing
+
+    def done(c: object) -> None:
+        try:
+            res: LaneResult = cf.result()
+        except BaseException as exc:  # noqa: BLE001 - handed to DDP through the future
+            fut.set_exception(exc)  # type: ignore[arg-type]  # the stub says T
+            return
+        mean = torch.from_numpy(res.tensor / np.float32(world)).reshape(buf.shape)
+        tracing.record(index, buf.numel(), submitted, time.monotonic())
+        fut.set_result(mean)
+
+    cf.add_done_callback(done)
+    return fut
+
+
+# -- the gloo baseline, timed the same way --------------------------------------------------
+class GlooHookState:
+    """State of `timed_allreduce_hook`: DDP's own all-reduce (gloo), with the same trace."""
+
+    def __init__(self, group: dist.ProcessGroup | None = None) -> None:
+        self.group = group
+        self.world_size = dist.get_world_size(group)
+        self._tracing = _Tracing()
+        self._seen = False
+
+    def take_traces(self) -> list[BucketTrace]:
+        return self._tracing.take()
+
+    def close(self, unregister_job: bool = True) -> None:
+        pass
+
+
+def timed_allreduce_hook(state: GlooHookState,
+                         bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """What DDP does without a hook (all_reduce SUM, then divide), recording the bucket's
+    times: the baseline of the comparison."""
+    buf = bucket.buffer()
+    index = bucket.index()
+    if index == 0 and state._seen:
+        state._tracing.step += 1
+    state._seen = True
+    submitted = time.monotonic()
+    tracing = state._tracing
+    numel = buf.numel()
+    work = dist.all_reduce(buf.div_(state.world_size), group=state.group, async_op=True)
+    assert work is not None
+
+    def done(f: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
+        tracing.record(index, numel, submitted, time.monotonic())
+        return f.value()[0]
+
+    return work.get_future().then(done)

@@ -1,0 +1,287 @@
+"""A training job's registration with the switch, from the launcher's environment (torch-free).
+
+torchrun (or any launcher) gives every rank RANK, WORLD_SIZE, MASTER_ADDR; the topology file
+(NETSUM_TOPOLOGY, docs/controller.md) names the switches and hosts.  Each rank finds its host
+in the file, the ranks exchange host names through a rendezvous (torch's store or the gloo
+group), and rank 0 -- the only rank that talks P4Runtime -- creates one netsum job per lane
+with the ranks' hosts as members, in rank order, each with its share of the slot window.  The
+job ids and slot counts go back to every rank, which then opens its transport:
+
+* NETSUM_FRAMES=HOST:PORT: the unprivileged mode, whole frames over UDP to that embedded
+  switch port (the launcher knows it from the switch's ready line);
+* NETSUM_NETNS=NAME: kernel UDP from inside that network namespace (see `in_netns`);
+* otherwise kernel UDP from the host's address and port in the file to the switch's service
+  address (network namespaces, Mininet hosts, separate machines against a real switch).
+
+A rank's host: NETSUM_HOST if set; else the host whose IPv4 address is one of this machine's
+(one rank per host, e.g. Mininet or separate machines); else the RANK-th host of the file.
+No table entry is written by hand, and a failure at rank 0 reaches every rank as its message.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from controller.errors import ControllerError
+from controller.fabric import Controller
+from controller.topology import Host, JobSpec, Topology, load_topology
+from netsum.training.lanes import LaneSpec
+from workers import FrameTransport, JobConfig, UdpTransport
+from workers.protocol import K_DEFAULT, UDP_PORT
+from workers.transport import Transport, parse_hostport
+from workers.wire import Endpoint
+
+__all__ = ["RegistrationError", "TrainingJob", "Rendezvous", "StoreRendezvous", "env_int",
+           "host_for_rank", "register", "unregister", "open_transport", "in_netns", "MAX_JOB_ID"]
+
+MAX_JOB_ID = 255   # the program's per-job counters have 256 cells (NETSUM_MAX_JOBS)
+_CLONE_NEWNET = 0x40000000
+
+
+class RegistrationError(RuntimeError):
+    """The job could not be registered; str() is one line naming the cause."""
+
+
+class Rendezvous(Protocol):
+    """How ranks exchange short strings: everyone's to rank 0, then rank 0's to everyone."""
+
+    def gather(self, value: str) -> list[str] | None: ...    # list on rank 0, None elsewhere
+
+    def broadcast(self, value: str | None) -> str: ...        # rank 0 gives, all return it
+
+
+class _Store(Protocol):
+    def set(self, key: str, value: str) -> None: ...
+
+    def get(self, key: str) -> bytes: ...
+
+
+class StoreRendezvous:
+    """Rendezvous over a key-value store whose get() waits for the key (torch.distributed's
+    TCPStore/PrefixStore).  Keys carry `tag`, so one store can hold several registrations."""
+
+    def __init__(self, store: _Store, rank: int, world: int, tag: str = "netsum") -> None:
+        self.store, self.rank, self.world, self.tag = store, rank, world, tag
+
+    def gather(self, value: str) -> list[str] | None:
+        self.store.set(f"{self.tag}/gather/{self.rank}", value)
+        if self.rank != 0:
+            return None
+        return [bytes(self.store.get(f"{self.tag}/gather/{r}")).decode()
+                for r in range(self.world)]
+
+    def broadcast(self, value: str | None) -> str:
+        if self.rank == 0:
+            self.store.set(f"{self.tag}/bcast", value or "")
+        return bytes(self.store.get(f"{self.tag}/bcast")).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingJob:
+    """What every rank of one training job agrees on after registration."""
+    rank: int
+    world_size: int
+    hosts: tuple[str, ...]        # per rank
+    job_ids: tuple[int, ...]      # one netsum job per lane
+    slots_per_lane: int
+    k: int
+    topology: str                 # path of the topology file
+
+    def lanes(self) -> tuple[LaneSpec, ...]:
+        return tuple(LaneSpec(JobConfig(j, self.world_size, self.slots_per_lane, self.k))
+                     for j in self.job_ids)
+
+    def to_json(self) -> str:
+        return json.dumps({"hosts": self.hosts, "job_ids": self.job_ids,
+                           "slots_per_lane": self.slots_per_lane, "k": self.k})
+
+
+def env_int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
+    text = env.get(name)
+    if text is None or text == "":
+        if default is None:
+            raise RegistrationError(f"{name} is not set (launch with torchrun, or set RANK, "
+                                    "WORLD_SIZE, MASTER_ADDR and MASTER_PORT)")
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise RegistrationError(f"{name}={text!r} is not an integer") from None
+
+
+def _local_ipv4() -> set[int]:
+    """This machine's IPv4 addresses (best effort: those the resolver and the UDP stack see)."""
+    out = set()
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            out.add(int.from_bytes(socket.inet_aton(str(info[4][0])), "big"))
+    except OSError:
+        pass
+    try:
+        import fcntl
+        import struct
+        names = [n for _, n in socket.if_nameindex()]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for name in names:
+                try:
+                    got = fcntl.ioctl(s.fileno(), 0x8915,  # SIOCGIFADDR
+                                      struct.pack("256s", name.encode()[:15]))
+                except OSError:
+                    continue
+                out.add(int.from_bytes(got[20:24], "big"))
+    except OSError:
+        pass
+    return out
+
+
+def host_for_rank(topo: Topology, rank: int, env: Mapping[str, str]) -> Host:
+    """This rank's host (see the module docstring for the order of the rules)."""
+    named = env.get("NETSUM_HOST")
+    if named:
+        try:
+            return topo.host(named)
+        except Exception:  # noqa: BLE001 - the topology's own lookup error names the hosts
+            raise RegistrationError(f"NETSUM_HOST={named!r} is not a host of {topo.source} "
+                                    f"(hosts: {', '.join(h.name for h in topo.hosts)})") from None
+    if "NETSUM_FRAMES" not in env:
+        mine = _local_ipv4()
+        local = [h for h in topo.hosts if h.ipv4 in mine]
+        if len(local) == 1:
+            return local[0]
+    if not 0 <= rank < len(topo.hosts):
+        raise RegistrationError(f"rank {rank} has no host: {topo.source} lists "
+                                f"{len(topo.hosts)} (set NETSUM_HOST)")
+    return topo.hosts[rank]
+
+
+def _free_job_ids(ctl: Controller, n: int) -> list[int]:
+    used = set(ctl.jobs)
+    free = [j for j in range(1, MAX_JOB_ID + 1) if j not in used][:n]
+    if len(free) < n:
+        raise RegistrationError(f"the switch holds {len(used)} jobs; {n} more do not fit in "
+                                f"job ids 1..{MAX_JOB_ID}")
+    return free
+
+
+def _create(topo: Topology, hosts: list[str], lanes: int, slots: int) -> list[int]:
+    with Controller(topo) as ctl:
+        ctl.connect()
+        ctl.adopt()
+        made: list[int] = []
+        try:
+            for job_id in _free_job_ids(ctl, lanes):
+                ctl.create_job(JobSpec(job_id, tuple(hosts), slots))
+                made.append(job_id)
+        except ControllerError:
+            for job_id in made:
+                ctl.delete_job(job_id)
+            raise
+        return made
+
+
+def register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path,
+             env: Mapping[str, str] | None = None, lanes: int = 4, slots: int = 256,
+             k: int = K_DEFAULT) -> TrainingJob:
+    """Register the training job (rank 0 writes the switch); every rank calls it.  `slots` is
+    the job's whole slot window, shared equally by `lanes`."""
+    env = os.environ if env is None else env
+    if not 1 <= lanes <= 16 or slots < lanes:
+        raise RegistrationError(f"need 1..16 lanes and at least one slot each, got lanes={lanes} "
+                                f"slots={slots}")
+    topo_path = str(topology)
+    error = ""
+    try:
+        topo = load_topology(topo_path)
+        me = host_for_rank(topo, rank, env).name
+    except (ControllerError, RegistrationError) as exc:
+        me, error = "", str(exc)
+    hosts = rendezvous.gather(json.dumps({"host": me, "error": error}))
+    reply: str | None = None
+    if rank == 0:
+        assert hosts is not None
+        got = [json.loads(h) for h in hosts]
+        problems = [f"rank {r}: {g['error']}" for r, g in enumerate(got) if g["error"]]
+        names = [g["host"] for g in got]
+        dup = sorted({n for n in names if n and names.count(n) > 1})
+        if dup:
+            problems.append(f"ranks share hosts {dup} (one rank per host: set NETSUM_HOST)")
+        if not problems:
+            try:
+                ids = _create(topo, names, lanes, slots // lanes)
+                reply = json.dumps({"hosts": names, "job_ids": ids,
+                                    "slots_per_lane": slots // lanes, "k": k})
+            except ControllerError as exc:
+                problems.append(f"controller: {exc}")
+        if problems:
+            reply = json.dumps({"error": "; ".join(problems)})
+    doc = json.loads(rendezvous.broadcast(reply))
+    if "error" in doc:
+        raise RegistrationError(f"netsum job registration failed: {doc['error']}")
+    return TrainingJob(rank, world, tuple(doc["hosts"]), tuple(doc["job_ids"]),
+                       int(doc["slots_per_lane"]), int(doc["k"]), topo_path)
+
+
+def unregister(job: TrainingJob) -> None:
+    """Delete the job's netsum jobs from the switch (rank 0, after every rank is done)."""
+    topo = load_topology(job.topology)
+    with Controller(topo) as ctl:
+        ctl.connect()
+        ctl.adopt()
+        for job_id in job.job_ids:
+            if job_id in ctl.jobs:
+                ctl.delete_job(job_id)
+
+
+@contextlib.contextmanager
+def in_netns(name: str) -> Iterator[None]:
+    """Run the body with this thread in network namespace `name` (an `ip netns` name or a path
+    such as /proc/PID/ns/net): a socket made inside keeps that namespace, so a rank can live in
+    the root namespace (gloo, the store and P4Runtime on loopback) while its netsum traffic
+    leaves from its host's namespace through the veth to the switch.  Needs CAP_SYS_ADMIN."""
+    path = name if "/" in name else f"/var/run/netns/{name}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        home = open("/proc/thread-self/ns/net")
+        target = open(path)
+    except OSError as exc:
+        raise RegistrationError(f"NETSUM_NETNS={name!r}: {exc.strerror}: {path}") from None
+    with home, target:
+        if libc.setns(target.fileno(), _CLONE_NEWNET) != 0:
+            raise RegistrationError(f"NETSUM_NETNS={name!r}: setns failed: "
+                                    f"{os.strerror(ctypes.get_errno())} (needs root)")
+        try:
+            yield
+        finally:
+            if libc.setns(home.fileno(), _CLONE_NEWNET) != 0:
+                raise RegistrationError("cannot return to the original network namespace")
+
+
+def open_transport(job: TrainingJob, env: Mapping[str, str] | None = None) -> Transport:
+    """This rank's transport (see the module docstring)."""
+    env = os.environ if env is None else env
+    topo = load_topology(job.topology)
+    host = topo.host(job.hosts[job.rank])
+    sw = topo.switch(host.switch)
+    ip = socket.inet_ntoa(host.ipv4.to_bytes(4, "big"))
+    service_ip = socket.inet_ntoa(sw.service.ipv4.to_bytes(4, "big"))
+    netns = env.get("NETSUM_NETNS")
+    if netns:
+        with in_netns(netns):
+            return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port))
+    frames = env.get("NETSUM_FRAMES")
+    if frames:
+        try:
+            port = parse_hostport(frames)
+        except ValueError as exc:
+            raise RegistrationError(f"NETSUM_FRAMES: {exc}") from None
+        local = Endpoint.parse(host.mac.to_bytes(6, "big"), ip, host.udp_port)
+        service = Endpoint.parse(sw.service.mac.to_bytes(6, "big"), service_ip, UDP_PORT)
+        return FrameTransport(port, local, service, k=job.k)
+    return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port))
