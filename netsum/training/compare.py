@@ -75,8 +75,9 @@ def _free_tcp_port() -> int:
 
 
 def start_ranks(rig: Rig, comm: str, out: Path, options: TrainOptions,
-                args: Sequence[str] = ()) -> list[Child]:
-    """Start the ranks of one variant (torchrun's environment, one process per rank)."""
+                args: Sequence[str] = (), script: Path = EXAMPLE) -> list[Child]:
+    """Start the ranks of one variant (torchrun's environment, one process per rank); `script`
+    gets the example's options."""
     port = _free_tcp_port()
     children = []
     for rank in range(options.ranks):
@@ -89,7 +90,7 @@ def start_ranks(rig: Rig, comm: str, out: Path, options: TrainOptions,
             env["NETSUM_NETNS"] = rig.lab.hosts[rank].name
         else:
             env["NETSUM_FRAMES"] = f"127.0.0.1:{rig.udp_ports[rank]}"
-        argv = [sys.executable, str(EXAMPLE), "--comm", comm, "--steps", str(options.steps),
+        argv = [sys.executable, str(script), "--comm", comm, "--steps", str(options.steps),
                 "--lanes", str(options.lanes), "--slots", str(options.slots),
                 "--timeout", str(options.timeout), "--out", str(out), *options.extra, *args]
         children.append(rig.procs.start(f"{comm}-rank{rank}-{port}", argv, env=env))

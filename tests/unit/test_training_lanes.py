@@ -1,0 +1,206 @@
+"""The lane engine (netsum.training.lanes) against the test oracle of the switch, with real
+threads: two engines play two ranks, each with its own in-process transport.
+
+Expectations come from the inputs: float64 sums, and the quantization bound of
+docs/quantization.md computed here from the inputs' block maxima (never from the engine's
+answer).  The real switch is exercised by tests/e2e/test_training.py.
+"""
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections.abc import Iterable
+
+import numpy as np
+import pytest
+
+from netsum.training.lanes import LaneEngine, LaneError, LaneSpec, job_id_of
+from tests.oracle import OracleSwitch
+from workers import JobConfig, Timing, wire
+from workers.protocol import Flags, MsgType
+
+K = 32
+
+
+class OracleLink:
+    """The oracle switch shared by the ranks; each rank's transport delivers its outputs."""
+
+    def __init__(self, jobs: Iterable[int], ranks: int, slots: int) -> None:
+        ids = list(jobs)
+        self.switch = OracleSwitch(K, {j: list(range(ranks)) for j in ids},
+                                   {j: slots for j in ids})
+        self.inboxes = [queue.SimpleQueue[bytes]() for _ in range(ranks)]
+        self.lock = threading.Lock()
+        self.silent: set[int] = set()      # ranks whose packets the switch never sees
+
+    def transport(self, rank: int) -> "_Transport":
+        return _Transport(self, rank)
+
+
+class _Transport:
+    def __init__(self, link: OracleLink, rank: int) -> None:
+        self.link, self.rank, self.closed = link, rank, False
+
+    def send(self, payloads: Iterable[bytes]) -> None:
+        for p in payloads:
+            if self.rank in self.link.silent:
+                continue
+            with self.link.lock:
+                out = self.link.switch.process(self.rank, p)
+            for dst, res in out:
+                self.link.inboxes[dst].put(res)
+
+    def receive(self, timeout: float) -> list[bytes]:
+        box = self.link.inboxes[self.rank]
+        try:
+            out = [box.get(timeout=timeout) if timeout > 0 else box.get_nowait()]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                out.append(box.get_nowait())
+            except queue.Empty:
+                return out
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def engines(lanes: int = 3, ranks: int = 2, slots: int = 8, deadline: float = 5.0,
+            delay: float = 0.0) -> tuple[OracleLink, list[LaneEngine]]:
+    ids = list(range(10, 10 + lanes))
+    link = OracleLink(ids, ranks, slots)
+    specs = [LaneSpec(JobConfig(j, ranks, slots, K)) for j in ids]
+    timing = Timing(progress_deadline=deadline)
+    return link, [LaneEngine(link.transport(r), specs, timing, delay) for r in range(ranks)]
+
+
+def bound_from_inputs(xs: list[np.ndarray]) -> np.ndarray:
+    """docs/quantization.md: per block, E = max over workers of the least e with 2^e >= max|x|
+    (clamped to [-126, 128]); s = the largest s with n 2^s <= 2^31 - 1; per element the sum is
+    off by at most n 2^(E-s-1), plus half an ulp of float32 (2^-24 |y|)."""
+    n = len(xs)
+    s = max(t for t in range(64) if n * 2 ** t <= 2 ** 31 - 1)
+    length = len(xs[0])
+    out = np.zeros(length)
+    for b in range(0, length, K):
+        peak = max(float(np.max(np.abs(x[b:b + K]))) for x in xs)
+        if peak == 0:
+            continue
+        e = min(max(math.ceil(math.log2(peak)), -126), 128)
+        out[b:b + K] = n * 2.0 ** (e - s - 1)
+    total = np.sum(np.stack(xs).astype(np.float64), axis=0)
+    return out + 2.0 ** -24 * np.abs(total)
+
+
+def test_sums_of_many_tensors_over_several_lanes_match_the_inputs() -> None:
+    link, (a, b) = engines(lanes=3)
+    rng = np.random.default_rng(7)
+    sizes = [1, 31, 33, 200, 1000, 5, 640]
+    inputs = [[(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3)).astype(np.float32)
+               for n in sizes] for _ in range(2)]
+    try:
+        fa = [a.submit(x, f"t{i}") for i, x in enumerate(inputs[0])]
+        fb = [b.submit(x, f"t{i}") for i, x in enumerate(inputs[1])]
+        for i, (f0, f1) in enumerate(zip(fa, fb)):
+            r0, r1 = f0.result(timeout=20), f1.result(timeout=20)
+            want = inputs[0][i].astype(np.float64) + inputs[1][i]
+            bound = bound_from_inputs([inputs[0][i], inputs[1][i]])
+            assert np.all(np.abs(r0.tensor - want) <= bound), f"tensor {i}"
+            assert np.array_equal(r0.tensor, r1.tensor)     # every rank gets the same bits
+            assert r0.lane == i % 3
+    finally:
+        a.close()
+        b.close()
+
+
+def test_lanes_run_at_the_same_time() -> None:
+    """With a link latency, tensors dealt to different lanes are on the wire together: each
+    one starts before the previous lane's tensor has finished (a serial engine could not)."""
+    link, (a, b) = engines(lanes=4, delay=0.05)
+    xs = [np.full(64, float(i + 1), np.float32) for i in range(4)]
+    try:
+        fa = [a.submit(x) for x in xs]
+        fb = [b.submit(x) for x in xs]
+        res = [f.result(timeout=20) for f in fa]
+        [f.result(timeout=20) for f in fb]
+    finally:
+        a.close()
+        b.close()
+    for prev, nxt in zip(res, res[1:]):
+        assert nxt.started < prev.finished
+    assert [r.tensor[0] for r in res] == [2.0, 4.0, 6.0, 8.0]
+
+
+def test_reset_order_deals_from_lane_zero_again() -> None:
+    link, (a, b) = engines(lanes=3)
+    try:
+        for e in (a, b):
+            e.submit(np.ones(4, np.float32))
+            e.reset_order()
+        fa, fb = (e.submit(np.ones(4, np.float32)) for e in (a, b))
+        assert fa.result(timeout=20).lane == fb.result(timeout=20).lane == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_silent_peer_fails_the_future_with_the_lane_and_later_ones_at_once() -> None:
+    link, (a, b) = engines(lanes=2, deadline=0.3)
+    link.silent.add(1)
+    try:
+        f = a.submit(np.ones(100, np.float32), "bucket 0")
+        with pytest.raises(LaneError, match=r"lane 0 \(job 10\), bucket 0: WorkerTimeoutError"):
+            f.result(timeout=10)
+        a.submit(np.ones(4, np.float32), "bucket 1")        # lane 1: its own fate
+        later = a.submit(np.ones(4, np.float32), "bucket 2")  # lane 0 again
+        with pytest.raises(LaneError, match="not sent, an earlier all-reduce of this lane"):
+            later.result(timeout=10)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_nan_fails_its_tensor_alone_and_the_lane_goes_on() -> None:
+    link, (a, b) = engines(lanes=1)
+    bad = np.array([1.0, np.nan, 2.0], np.float32)
+    try:
+        bads = [e.submit(bad, "bucket 3") for e in (a, b)]
+        goods = [e.submit(np.full(8, 2.0, np.float32)) for e in (a, b)]
+        for f in bads:
+            with pytest.raises(LaneError, match="bucket 3: tensor element at offset 1 is nan"):
+                f.result(timeout=10)
+        for f in goods:
+            assert np.array_equal(f.result(timeout=10).tensor, np.full(8, 4.0, np.float32))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_close_fails_what_is_pending_and_refuses_more() -> None:
+    link, (a, b) = engines(lanes=1)
+    link.silent.add(1)
+    pending = a.submit(np.ones(16, np.float32), "bucket 0")
+    a.close()
+    b.close()
+    with pytest.raises(LaneError, match="closed"):
+        pending.result(timeout=10)
+    with pytest.raises(LaneError, match="closed"):
+        a.submit(np.ones(4, np.float32)).result(timeout=1)
+
+
+def test_job_id_of_reads_the_header_field() -> None:
+    for job in (0, 1, 258, 0xFFFF):
+        head = wire.Header(MsgType.RESULT, Flags.NONE, job, 0, 3, 0, 2, 0)
+        assert job_id_of(wire.encode(head, np.zeros(K, np.int32), K)) == job
+    assert job_id_of(b"\x02") == -1
+
+
+def test_bad_lane_sets_are_refused() -> None:
+    link = OracleLink([1], 1, 4)
+    spec = LaneSpec(JobConfig(1, 1, 4, K))
+    with pytest.raises(ValueError, match="distinct job ids"):
+        LaneEngine(link.transport(0), [spec, spec])
+    with pytest.raises(ValueError, match="at least one lane"):
+        LaneEngine(link.transport(0), [])

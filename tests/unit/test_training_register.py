@@ -1,0 +1,127 @@
+"""A training job's registration (netsum.training.register) up to the controller, and the step
+time split (netsum.training.stepsplit).  The controller part runs against a real switch in
+tests/e2e/test_training.py."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from controller.topology import parse_topology
+from netsum.training.register import (RegistrationError, StoreRendezvous, host_for_rank,
+                                      register)
+from netsum.training.stepsplit import split_step, union_length
+
+TOPO = """
+switches:
+  - {name: s1, grpc_addr: "127.0.0.1:1", device_id: 0, ports: [1, 2, 3],
+     service: {mac: "02:00:00:00:01:00", ipv4: 10.0.0.254}, slots: 64}
+hosts:
+  - {name: h1, mac: "02:00:00:00:00:01", ipv4: 10.0.0.1, switch: s1, port: 1}
+  - {name: h2, mac: "02:00:00:00:00:02", ipv4: 10.0.0.2, switch: s1, port: 2}
+  - {name: h3, mac: "02:00:00:00:00:03", ipv4: 10.0.0.3, switch: s1, port: 3}
+"""
+
+
+class WaitingStore:
+    """A key-value store whose get() waits for the key, as torch's TCPStore does."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.cond = threading.Condition()
+
+    def set(self, key: str, value: str) -> None:
+        with self.cond:
+            self.data[key] = value.encode()
+            self.cond.notify_all()
+
+    def get(self, key: str) -> bytes:
+        with self.cond:
+            if not self.cond.wait_for(lambda: key in self.data, timeout=10):
+                raise TimeoutError(key)
+            return self.data[key]
+
+
+def on_ranks(world: int, fn) -> list[object]:  # type: ignore[no-untyped-def]
+    out: list[object] = [None] * world
+
+    def run(r: int) -> None:
+        try:
+            out[r] = fn(r)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            out[r] = exc
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    return out
+
+
+def test_store_rendezvous_gathers_to_rank_zero_and_broadcasts_its_answer() -> None:
+    store = WaitingStore()
+
+    def rank(r: int) -> tuple[list[str] | None, str]:
+        rv = StoreRendezvous(store, r, 3)
+        got = rv.gather(f"from {r}")
+        return got, rv.broadcast("answer" if r == 0 else None)
+
+    out = on_ranks(3, rank)
+    assert out[0] == (["from 0", "from 1", "from 2"], "answer")
+    assert out[1] == (None, "answer") and out[2] == (None, "answer")
+
+
+def test_host_for_rank_rules() -> None:
+    topo = parse_topology(TOPO)
+    assert host_for_rank(topo, 0, {"NETSUM_HOST": "h3", "NETSUM_FRAMES": "x"}).name == "h3"
+    assert host_for_rank(topo, 1, {"NETSUM_FRAMES": "127.0.0.1:1"}).name == "h2"
+    with pytest.raises(RegistrationError, match="NETSUM_HOST='h9' is not a host"):
+        host_for_rank(topo, 0, {"NETSUM_HOST": "h9"})
+    with pytest.raises(RegistrationError, match="rank 3 has no host"):
+        host_for_rank(topo, 3, {"NETSUM_FRAMES": "127.0.0.1:1"})
+
+
+def test_a_rank_problem_reaches_every_rank_before_the_switch_is_touched(tmp_path: Path) -> None:
+    """The topology's switch address is unreachable on purpose: reaching the controller would
+    fail differently, so the message proves rank 0 stopped at the rank's problem."""
+    path = tmp_path / "topo.yaml"
+    path.write_text(TOPO)
+    store = WaitingStore()
+    envs = [{"NETSUM_HOST": "h1"}, {"NETSUM_HOST": "nope"}]
+    out = on_ranks(2, lambda r: register(StoreRendezvous(store, r, 2), r, 2, path, envs[r]))
+    for got in out:
+        assert isinstance(got, RegistrationError)
+        assert "rank 1: NETSUM_HOST='nope' is not a host" in str(got)
+
+
+def test_two_ranks_on_one_host_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "topo.yaml"
+    path.write_text(TOPO)
+    store = WaitingStore()
+    out = on_ranks(2, lambda r: register(StoreRendezvous(store, r, 2), r, 2, path,
+                                         {"NETSUM_HOST": "h2"}))
+    assert all(isinstance(o, RegistrationError) and "ranks share hosts ['h2']" in str(o)
+               for o in out)
+
+
+def test_bad_lane_counts_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(RegistrationError, match="lanes"):
+        register(StoreRendezvous(WaitingStore(), 0, 1), 0, 1, tmp_path, {}, lanes=0)
+
+
+@pytest.mark.parametrize(("spans", "length"), [
+    ([], 0.0), ([(0, 1)], 1.0), ([(0, 1), (2, 3)], 2.0), ([(0, 2), (1, 3)], 3.0),
+    ([(0, 5), (1, 2)], 5.0), ([(3, 4), (0, 1), (0.5, 3.5)], 4.0)])
+def test_union_length(spans: list[tuple[float, float]], length: float) -> None:
+    assert union_length(spans) == pytest.approx(length)
+
+
+def test_split_step_by_hand() -> None:
+    # Step 0..10; buckets busy 2..5 and 4..9; backward returned at 9 after the last hand-over
+    # at 4: 5 s exposed, 7 s of communication of which 2 s ran under backward.
+    sp = split_step(0.0, 9.0, 10.0, [(2.0, 5.0), (4.0, 9.0)])
+    assert (sp.wall, sp.compute, sp.exposed, sp.comm, sp.hidden) == (10.0, 5.0, 5.0, 7.0, 2.0)
+    assert sp.hidden_fraction == pytest.approx(2 / 7)
+    assert split_step(0.0, 1.0, 2.0, []).compute == 2.0
