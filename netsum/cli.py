@@ -23,6 +23,8 @@ from workers.protocol import K_DEFAULT, K_SUPPORTED
 __all__ = ["main", "build_parser", "parse_size"]
 
 DEFAULT_SIZE = "4MB"
+COMMS = ("netsum-hook", "netsum-backend", "gloo")
+DEFAULT_COMMS = ("netsum-hook", "gloo")
 _UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 2**20, "m": 2**20, "gb": 2**30, "g": 2**30}
 
 
@@ -89,6 +91,26 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--leaves", type=int, default=0,
                    help="aggregate through a two-level tree: a root and this many leaf "
                    "switches (>= 2; mode udp), workers dealt over the leaves")
+    d.add_argument("--train", action="store_true",
+                   help="instead: train the digits CNN through the switch and with gloo "
+                   "(the same as `netsum train` with its defaults)")
+    t = sub.add_parser("train", help="train a small CNN through the switch and with gloo",
+                       description="Start the switch, then train the digits CNN "
+                       "(examples/train_digits.py) with N ranks through the switch (DDP hook) "
+                       "and with gloo; print accuracies and the step time split, write "
+                       "training.csv and training.png.")
+    t.add_argument("--ranks", "-n", type=int, default=2, help="ranks (default 2)")
+    t.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
+    t.add_argument("--comm", action="append", choices=COMMS,
+                   help=f"a variant to run (repeatable; default: {' and '.join(DEFAULT_COMMS)})")
+    t.add_argument("--mode", choices=[m.value for m in Mode],
+                   help="netns (root) or udp (unprivileged); default: netns when available")
+    t.add_argument("--lanes", type=int, default=4, help="buckets in flight at once (default 4)")
+    t.add_argument("--slots", type=int, default=256, help="the job's slot window (default 256)")
+    t.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds without progress before a step fails")
+    t.add_argument("--out", type=Path, default=Path("results/train"),
+                   help="output directory (default results/train)")
     sub.add_parser("doctor", help="what this machine supports",
                    description="Report root, network namespaces, real p4c/simple_switch_grpc, "
                    "and which demo mode would run.")
@@ -121,6 +143,30 @@ def doctor() -> int:
     return 0
 
 
+def train(args: argparse.Namespace) -> int:
+    try:
+        import sklearn  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise RigError(f"netsum train needs the `train` extra ({exc.name} is missing): "
+                       "pip install -e '.[train]' (torch==2.13.0 CPU, scikit-learn)") from None
+    from netsum.demo import choose_mode
+    from netsum.training.compare import TrainOptions, run_training, summary_table
+    if args.command == "demo":      # `netsum demo --train`: the train command's defaults
+        args = build_parser().parse_args(["train", *(["--mode", args.mode] if args.mode else [])])
+    if not 1 <= args.ranks <= 8:
+        raise RigError(f"--ranks must be 1..8, got {args.ranks}")
+    mode, why = choose_mode(Mode(args.mode) if args.mode else None)
+    opts = TrainOptions(args.out, ranks=args.ranks, steps=args.steps,
+                        comms=tuple(args.comm or DEFAULT_COMMS), mode=mode, lanes=args.lanes,
+                        slots=args.slots, timeout=args.timeout)
+    print(f"netsum train: mode {mode.value} ({why})")
+    results = run_training(opts)
+    print(summary_table(results))
+    print(f"netsum train: wrote {args.out / 'training.csv'} and {args.out / 'training.png'}")
+    return 0 if all(r.ok for r in results) else 1
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     # SIGTERM takes the same path as Ctrl-C, so the rig's clean-up runs.
     raise KeyboardInterrupt
@@ -132,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "doctor":
             return doctor()
+        if args.command == "train" or args.train:
+            return train(args)
         from netsum.demo import DemoOptions, run_demo
         opts = DemoOptions(out=args.out, workers=args.workers, elements=args.size, k=args.k,
                            loss=args.loss, mode=Mode(args.mode) if args.mode else None,

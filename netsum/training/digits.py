@@ -57,6 +57,9 @@ def batches(n: int, batch: int, rank: int, world: int, seed: int) -> Iterator[np
     """Endless index batches of this rank's shard (every world-th sample), reshuffled per
     epoch with a seed shared by all ranks and runs."""
     shard = np.arange(rank, n, world)
+    if not 1 <= batch <= len(shard):
+        raise ValueError(f"batch {batch} per rank: rank {rank}'s shard has {len(shard)} samples "
+                         f"({n} over {world} ranks)")
     epoch = 0
     while True:
         order = np.random.default_rng([seed, epoch]).permutation(len(shard))

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -117,6 +118,8 @@ def test_parameters_after_step_one_equal_gloos_within_the_quantization_bound(
             2.0 ** -23 * np.abs(p_gl)
         diff = np.abs(p_ns - p_gl)
         worst = float(np.max(diff / allowed))
+        print(f"step 1: {name}: max |netsum - gloo| = {np.max(diff):.3g}, "
+              f"{worst:.3f} of the bound")
         assert worst <= 1.0, f"{name}: |netsum - gloo| reaches {worst:.2f} x the bound"
         # The bound is tight enough to mean something: far below the step itself.
         moved = lr * np.abs(grad[name])
@@ -224,3 +227,15 @@ def test_training_in_network_namespaces(tmp_path: Path, privileged: None) -> Non
     (res,) = run_training(opts, say=lambda _m: None)
     assert res.ok, res.error
     assert len(res.metrics["steps_log"]) == 30  # type: ignore[arg-type]
+
+
+def test_netsum_train_command(tmp_path: Path) -> None:
+    import subprocess
+    out = tmp_path / "out"
+    proc = subprocess.run([str(Path(sys.executable).parent / "netsum"), "train", "--steps", "10",
+                           "--comm", "netsum-hook", "--mode", "udp", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "netsum-hook     yes" in proc.stdout
+    assert (out / "training.csv").read_text().count("\n") == 11
+    assert (out / "training.png").exists()
