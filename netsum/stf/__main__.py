@@ -2,7 +2,7 @@
 
     python -m netsum.stf run PROG.stf (--p4 PROG.p4 | --json PROG.json --p4info PROG.p4info.txtpb)
     python -m netsum.stf sweep --samples P4C/testdata/p4_16_samples [--json-dir DIR]
-                               [--jobs 2] [--out results/stf] [--only NAME ...]
+                               [--p4c P4C-BM2-SS] [--jobs 2] [--out results/stf] [--only NAME ...]
 
 Exit status: 0 when every test passed, 1 when some did not, 2 for bad arguments.
 """
@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 
 from netsum.stf.run import Outcome, Verdict, run_test
-from netsum.stf.sweep import (Program, compile_netsum, from_json_dir, select_programs, sweep,
-                              summary_table, write_results)
+from netsum.stf.sweep import (Program, compile_netsum, compile_p4c, from_json_dir,
+                              select_programs, sweep, summary_table, write_results)
 
 
 def _report(out: Outcome) -> None:
@@ -54,6 +54,8 @@ def _sweep(a: argparse.Namespace) -> int:
         return 2
     if a.json_dir:
         compiler, label = from_json_dir(Path(a.json_dir)), f"p4c ({a.json_dir})"
+    elif a.p4c:
+        compiler, label = compile_p4c(Path(a.p4c)), "p4c-bm2-ss"
     else:
         compiler, label = compile_netsum, "netsum-p4c"
     out_dir = Path(a.out)
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("sweep", help="run p4c's bmv2 STF programs")
     s.add_argument("--samples", required=True, help="p4c's testdata/p4_16_samples")
     s.add_argument("--json-dir", help="take NAME.json + NAME.p4info.txtpb from here (real p4c)")
+    s.add_argument("--p4c", help="compile with this p4c-bm2-ss (outputs kept in OUT/work/NAME)")
     s.add_argument("--jobs", type=int, default=2)
     s.add_argument("--out", default="results/stf")
     s.add_argument("--only", nargs="*", help="program names (file stems) to run")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from netsum.stf.run import Outcome, Verdict, run_test
 
-__all__ = ["Program", "select_programs", "compile_netsum", "from_json_dir", "sweep",
+__all__ = ["Program", "select_programs", "compile_netsum", "compile_p4c", "from_json_dir", "sweep",
            "group_failures", "counts", "summary_table", "summary_markdown", "write_results",
            "VERDICT_ORDER"]
 
@@ -75,6 +75,27 @@ def compile_netsum(prog: Program, out: Path, timeout: float = 300.0) -> tuple[Pa
         kind = "internal error: " if res.returncode == 3 else ""
         return Outcome(Verdict.NOT_COMPILED, kind + first, tuple((res.stderr or "").splitlines()[:40]))
     return json_path, info
+
+
+def compile_p4c(p4c: Path, timeout: float = 300.0) -> Compiler:
+    """Real p4c's bmv2 back end (`p4c-bm2-ss`), run as p4c's own test driver runs it."""
+    def run(prog: Program, out: Path) -> tuple[Path, Path] | Outcome:
+        out.mkdir(parents=True, exist_ok=True)
+        json_path = out / f"{prog.name}.json"
+        info = out / f"{prog.name}.p4info.txtpb"
+        argv = [str(p4c), "--arch", "v1model", "-o", str(json_path.resolve()),
+                "--p4runtime-files", str(info.resolve()), str(prog.source.resolve())]
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                 cwd=prog.source.parent)
+        except subprocess.TimeoutExpired:
+            return Outcome(Verdict.NOT_COMPILED, f"p4c did not finish in {timeout:g} s")
+        if res.returncode != 0 or not json_path.is_file() or not info.is_file():
+            (out / f"{prog.name}.err").write_text(res.stderr)
+            first = _first_error(res.stderr or res.stdout) or f"exit status {res.returncode}"
+            return Outcome(Verdict.NOT_COMPILED, first, tuple(res.stderr.splitlines()[:40]))
+        return json_path, info
+    return run
 
 
 def _first_error(text: str) -> str:
