@@ -39,7 +39,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    fixtures = ROOT.parent / "shared" / "fixtures" / "p4c"
+    fixtures = ROOT / "tests" / "fixtures" / "p4c"
     targets: list[tuple[str, Path, dict[str, str | None]]] = [
         *((f"netsum.p4 K={k}", ROOT / "p4" / "netsum.p4", {"NETSUM_K": str(k)})
           for k in K_SUPPORTED),

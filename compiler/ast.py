@@ -63,6 +63,7 @@ class StrLit(Expr):
 class Name(Expr):
     name: str
     top_level: bool = False  # written with a leading '.'
+    orig: str = ""           # the source spelling when UniqueNames renamed it
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -261,6 +262,8 @@ class VarDecl(Stmt):
     type: TypeExpr
     name: str
     init: Expr | None
+    is_const: bool = False  # a `const` declaration among statements
+    orig: str = ""          # the source name when UniqueNames renamed it
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -16,6 +16,7 @@ from .scopes import Env, ExternInstance, Sym, SymKind
 from .types import Bits, ExternT, P4Type, show
 
 __all__ = ["BlockScope", "SubControl", "block_scope", "control_plane_name", "action_env",
+           "global_externs",
            "annotation_arg",
            "KNOWN_EXTERN_OBJECTS"]
 
@@ -108,10 +109,11 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
             case A.VarDecl(type=t, name=n):
                 tt = resolve_type(t, g, diags)
                 if tt is not None:
-                    env.add(Sym(SymKind.VAR, n, lay.alloc_local(n, tt, d.pos, key=d)))
+                    env.add(Sym(SymKind.VAR, n, lay.alloc_local(n, tt, d.pos,
+                                                                key=f"{prefix}/{n}")))
             case A.Instantiation(type=A.TypeName(name=tn)) if tn in g.controls:
                 sub = SubControl(g.controls[tn], d)
-                env.add(Sym(SymKind.SUBCONTROL, d.name, sub, f"{prefix}.{d.name}"))
+                env.add(Sym(SymKind.SUBCONTROL, d.name, sub, control_plane_name(prefix, d)))
             case A.Instantiation():
                 inst = _instance(d, prefix, g, diags)
                 if inst is not None:
@@ -129,6 +131,20 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
                 diags.error(st.pos, f"re-declaration of '{st.name}' in '{decl.name}'")
             env.add(Sym(SymKind.STATE, st.name, st))
     return scope
+
+
+def global_externs(g: Globals, diags: Diagnostics) -> list[ExternInstance]:
+    """Extern instances declared at file scope (``register<bit<8>>(2) gr;``), named without
+    a block prefix; main and parser/control instantiations are not externs."""
+    out: list[ExternInstance] = []
+    for name, d in g.instances.items():
+        t = d.type
+        if name == "main" or not isinstance(t, A.TypeName) or t.name not in g.externs:
+            continue
+        inst = _instance(d, "", g, diags)
+        if inst is not None:
+            out.append(inst)
+    return out
 
 
 def _cv(s: Sym) -> ConstValue:
@@ -182,8 +198,12 @@ def _instance(d: A.Instantiation, block: str, g: Globals,
     return ExternInstance(control_plane_name(block, d), tname, et, tuple(args), d, block)
 
 
-def action_env(parent: Env, act: A.ActionDecl, g: Globals, diags: Diagnostics) -> Env:
-    """Env of an action called from a table: directionless parameters are runtime data."""
+def action_env(parent: Env, act: A.ActionDecl, g: Globals, diags: Diagnostics,
+               layout: Layout | None = None) -> Env:
+    """Env of an action called from a table: directionless parameters are runtime data.
+    Directional parameters are bound by the caller (a direct call or the table's actions
+    list, see lower_table); an action checked on its own (``layout`` given) gets a copy of
+    each as storage, which is what the body works on under copy-in/copy-out."""
     env = parent.child()
     index = 0
     for p in act.params:
@@ -191,12 +211,10 @@ def action_env(parent: Env, act: A.ActionDecl, g: Globals, diags: Diagnostics) -
         if pt is None:
             continue
         if p.direction == "":
-            if not isinstance(pt, (Bits,)) and not isinstance(pt, P4Type):
-                continue
             env.add(Sym(SymKind.VAR, p.name, TLoc(pt, p.pos, ParamRef(index), p.name)))
             index += 1
-        else:
-            # Directional parameters only make sense for direct calls, which are inlined
-            # with their arguments bound; a table-invoked action gets a placeholder.
-            env.add(Sym(SymKind.VAR, p.name, TLoc(pt, p.pos, ParamRef(-1), p.name)))
+            continue
+        copy = layout.copy_of(p.name, pt, p.pos) if layout is not None else None
+        env.add(Sym(SymKind.VAR, p.name, copy if copy is not None
+                    else TLoc(pt, p.pos, ParamRef(-1), p.name)))
     return env

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ast as A
-from .blocks import BlockScope, annotation_arg, block_scope
+from .blocks import BlockScope, annotation_arg, block_scope, global_externs
 from .diagnostics import Diagnostics
 from .exprjson import Json
 from .layout import Layout, NameGen
@@ -38,6 +38,8 @@ class GenerateJson:
         typer = Typer(lay, diags)
         ctx = LowerCtx(g, lay, typer, diags)
         cp = ControlPlane()
+        lay.global_externs = global_externs(g, diags)
+        g.extern_objects = {inst.decl.name: inst for inst in lay.global_externs}
         scopes = {role: block_scope(role, decl, lay, g, diags)
                   for role, decl in lay.blocks.items()}
         parser = lower_parser(ctx, scopes["parser"]) if "parser" in scopes else None
@@ -57,6 +59,7 @@ class GenerateJson:
         deparser = lower_deparser(ctx, scopes["deparser"]) if "deparser" in scopes else None
         counters, meters, registers = self._externs(scopes, tl, ctx, cp)
         self._controller_headers(g, lay, cp)
+        cp.extern_functions = ctx.extern_functions
         for name, st in ctx.digests.items():
             cp.digests.append(DigestModel(name, tuple((n, width_of(t)) for n, t in st.fields)))
         doc: dict[str, Any] = {
@@ -138,6 +141,8 @@ class GenerateJson:
         registers: list[Json] = []
         blocks = [scopes[r] for r in ("parser", "verify_checksum", "ingress", "egress",
                                       "compute_checksum") if r in scopes]
+        for inst in ctx.layout.global_externs:
+            self._extern(inst, tl, ctx, cp, counters, meters, registers)
         for scope in blocks + ctx.sub_scopes:
             for inst in scope.externs:
                 self._extern(inst, tl, ctx, cp, counters, meters, registers)

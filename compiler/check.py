@@ -39,7 +39,7 @@ class CheckTypes:
             scope = block_scope(role, decl, scratch, g, Diagnostics())
             for act in scope.actions:
                 if f"{decl.name}.{act.name}" not in emitted:
-                    self._action(ctx, role, act, action_env(scope.env, act, g, diags))
+                    self._action(ctx, role, act, action_env(scope.env, act, g, diags, scratch))
             # Tables no apply() reaches are dropped from the output but checked all the same.
             unapplied = [t for t in scope.tables
                          if control_plane_name(scope.prefix, t) not in applied]
@@ -51,7 +51,8 @@ class CheckTypes:
                     tl.table(t, scope.env)
         for name, act in g.actions.items():
             if name not in emitted:
-                self._action(ctx, "ingress", act, action_env(Env(None, g), act, g, diags))
+                self._action(ctx, "ingress", act, action_env(Env(None, g), act, g, diags,
+                                                                scratch))
 
     @staticmethod
     def _action(ctx: LowerCtx, role: str, act: A.ActionDecl, env: Env) -> None:

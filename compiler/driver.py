@@ -1,7 +1,8 @@
 """The compiler pipeline: one list of passes, run in order, stopping between passes on errors.
 
 Each pass reads the :class:`CompileState` fields filled by earlier passes and fills its own.
-Order matters: names must be resolved (and constants folded) before the layout can read the
+Order matters: variables get unique names and move to the top of their block before
+anything looks a name up (so no later pass can bind a name to the wrong declaration); names must be resolved (and constants folded) before the layout can read the
 V1Switch types; the layout must exist before any expression can be bound to storage; every
 block is type-checked before code generation so one run reports all type errors; the JSON is
 generated before the P4Info because lowering decides which tables and actions exist
@@ -19,15 +20,19 @@ from p4.config.v1 import p4info_pb2
 
 from . import ast as A
 from .bmv2_json import GenerateJson
+from .builtins import CreateBuiltins
+from .direct_calls import InstantiateDirectCalls
 from .check import CheckTypes
 from .diagnostics import CompileError, Diagnostic, Diagnostics, NOPOS
 from .layout import BuildLayout, Layout
 from .lexer import tokenize
 from .model import ControlPlane
+from .move_decls import MoveDeclarations
 from .p4info import build_p4info, p4info_text
 from .parser import parse
 from .preprocess import preprocess
 from .resolve import Globals, ResolveNames
+from .unique_names import UniqueNames
 
 __all__ = ["CompileResult", "CompileState", "PIPELINE", "compile_source", "compile_file"]
 
@@ -73,6 +78,26 @@ def _parse(s: CompileState) -> None:
     s.program = parse(tokenize(s.preprocessed, s.filename, s.diags), s.diags)
 
 
+def _builtins(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = CreateBuiltins().run(s.program, s.diags)
+
+
+def _direct_calls(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = InstantiateDirectCalls().run(s.program, s.diags)
+
+
+def _unique_names(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = UniqueNames().run(s.program, s.diags)
+
+
+def _move_declarations(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = MoveDeclarations().run(s.program, s.diags)
+
+
 def _resolve(s: CompileState) -> None:
     assert s.program is not None
     s.globals = ResolveNames().run(s.program, s.diags)
@@ -102,6 +127,13 @@ def _p4info(s: CompileState) -> None:
 PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("Preprocess", _preprocess),        # cpp: #include/#define, line markers kept for positions
     ("Parse", _parse),                  # lexer + recursive descent; recovers per declaration
+    ("CreateBuiltins", _builtins),      # implicit NoAction defaults, implicit reject
+    ("InstantiateDirectCalls", _direct_calls),  # Ctl.apply(...) -> an instance of Ctl
+    # From here on a name never depends on scope: every variable and local constant has a
+    # program-wide unique name, declared once at the top of its parser or control (or of an
+    # action outside any control).  Every later pass relies on it.
+    ("UniqueNames", _unique_names),
+    ("MoveDeclarations", _move_declarations),
     ("ResolveNames", _resolve),         # global symbols, types, folded constants
     ("BuildLayout", _layout),           # V1Switch blocks; header instances and scalars
     ("CheckTypes", _check),             # every block, action and table; v1model placement

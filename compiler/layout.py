@@ -8,9 +8,10 @@ Owns the name generator for generated scalars (``tmp``, ``tmp_0``, ...).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import ast as A
-from .diagnostics import Diagnostics, NOPOS, Pos
+from .diagnostics import Diagnostics, NOPOS, Pos, unknown
 from .ir import FieldRef, HeaderRef, StackRef, StructRef, TLoc
 from .resolve import Globals, resolve_type
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, P4Type, StackT, StructT, UnionT,
@@ -59,24 +60,51 @@ class Layout:
     meta_loc: TLoc | None = None
     sm_loc: TLoc | None = None
     sm_type: StructT | None = None
+    sm_header: HeaderT | None = None  # standard_metadata's BMv2 header type
     names: NameGen = field(default_factory=NameGen)
-    local_slots: dict[int, TLoc] = field(default_factory=dict)  # id(VarDecl) -> storage
+    local_slots: dict[str, TLoc] = field(default_factory=dict)  # variable key -> storage
     header_names: NameGen = field(default_factory=NameGen)
+    # Extern instances declared at file scope (blocks.ExternInstance), visible in every block.
+    global_externs: list[Any] = field(default_factory=list)
 
-    def alloc_local(self, base: str, t: P4Type, pos: Pos, key: object | None = None) -> TLoc:
-        """Storage for a local variable (once per declaration ``key``) or a temporary."""
-        if key is not None and id(key) in self.local_slots:
-            return self.local_slots[id(key)]
+    def alloc_local(self, base: str, t: P4Type, pos: Pos, key: str | None = None) -> TLoc:
+        """Storage for a variable (once per ``key``: its unique name, qualified by the control
+        instance it belongs to) or, without a key, a temporary."""
+        if key is not None and key in self.local_slots:
+            return self.local_slots[key]
         loc = self._storage(base, t, pos, base, temp=key is None)
         if key is not None:
-            self.local_slots[id(key)] = loc
+            self.local_slots[key] = loc
         return loc
+
+    def copy_of(self, base: str, t: P4Type, pos: Pos) -> TLoc | None:
+        """Fresh storage for a copy of a parameter (copy-in/copy-out), named after it; None
+        for types BMv2 cannot hold in a copy."""
+        if not _copyable(t):
+            return None
+        return self._storage(base, t, pos, base, temp=True)
 
     def _storage(self, base: str, t: P4Type, pos: Pos, text: str, temp: bool) -> TLoc:
         if isinstance(t, HeaderT):
             name = self.header_names.new(base)
             self.instances.append(HeaderInstance(name, t, False))
             return TLoc(t, pos, HeaderRef(name, t), text)
+        if isinstance(t, StackT):
+            name = self.header_names.new(base)
+            elems = [f"{name}[{i}]" for i in range(t.size)]
+            for e in elems:
+                self.header_names.used.add(e)
+                self.instances.append(HeaderInstance(e, t.elem, False))
+            self.stacks.append((name, t, elems))
+            return TLoc(t, pos, StackRef(name, t), text)
+        if isinstance(t, StructT) and t == self.sm_type and self.sm_header is not None:
+            # A copy of standard_metadata is a metadata header of the same type (as p4c
+            # makes it), so v1model primitives can take it where they take the original.
+            name = self.header_names.new(base)
+            self.instances.append(HeaderInstance(name, self.sm_header, True))
+            members = tuple((fn, TLoc(ft, pos, FieldRef(name, fn), f"{text}.{fn}"))
+                            for fn, ft in t.fields)
+            return TLoc(t, pos, StructRef(t, members), text)
         if isinstance(t, StructT):
             members = tuple((fn, self._storage(f"{base}_{fn}", ft, pos, f"{text}.{fn}", temp))
                             for fn, ft in t.fields)
@@ -116,7 +144,10 @@ class BuildLayout:
         if len(main.args) != len(ROLES):
             diags.error(main.pos, f"V1Switch takes {len(ROLES)} arguments, got {len(main.args)}")
             return lay
-        for role, arg in zip(ROLES, main.args):
+        args = self._by_position(main, g, diags)
+        if args is None:
+            return lay
+        for role, arg in zip(ROLES, args):
             v = arg.value
             if not (isinstance(v, A.Call) and isinstance(v.func, A.Name)):
                 diags.error(arg.pos, f"V1Switch argument '{role}' must be a parser or control "
@@ -145,6 +176,7 @@ class BuildLayout:
             sm_header = HeaderT("standard_metadata", tuple(
                 (n, Bits(width_of(t))) for n, t in sm.fields) + ((("_padding", Bits(3)),)
                                                                   if _pad(sm) else ()))
+            lay.sm_header = sm_header
             lay.instances.append(HeaderInstance("standard_metadata", sm_header, True))
             lay.header_names.used.add("standard_metadata")
             members = tuple((n, TLoc(t, NOPOS, FieldRef("standard_metadata", n), n))
@@ -166,6 +198,31 @@ class BuildLayout:
             diags.error(parser.pos, "the V1Switch parser must have 4 parameters "
                                     "(packet_in, out H, inout M, inout standard_metadata_t)")
         return lay
+
+    @staticmethod
+    def _by_position(main: A.Instantiation, g: Globals,
+                     diags: Diagnostics) -> list[A.Arg] | None:
+        """V1Switch's arguments in parameter order (they may be given by name)."""
+        if not any(a.name for a in main.args):
+            return list(main.args)
+        pkg = g.blocks.get("V1Switch")
+        names = [p.name for p in pkg.params] if isinstance(pkg, A.PackageDecl) else []
+        if len(names) != len(ROLES):
+            diags.error(main.pos, "V1Switch's declaration does not have six parameters")
+            return None
+        if not all(a.name for a in main.args):
+            diags.error(main.pos, "V1Switch arguments must be all positional or all named")
+            return None
+        by_name: dict[str, A.Arg] = {}
+        for a in main.args:
+            if a.name not in names:
+                diags.error(a.pos, unknown("parameter of V1Switch:", a.name or "?", names))
+                return None
+            if a.name in by_name:
+                diags.error(a.pos, f"V1Switch argument '{a.name}' given twice")
+                return None
+            by_name[a.name] = a
+        return [by_name[n] for n in names]
 
     @staticmethod
     def _signature_ok(role: str, decl: A.ParserDecl | A.ControlDecl, g: Globals) -> bool:
@@ -225,6 +282,12 @@ class BuildLayout:
                 diags.error(pos, f"unsupported construct: metadata field '{fname}' of type "
                                  f"{show(ft)}")
         return TLoc(t, pos, StructRef(t, tuple(members)), prefix)
+
+
+def _copyable(t: P4Type) -> bool:
+    if isinstance(t, StructT):
+        return all(_copyable(ft) for _, ft in t.fields)
+    return isinstance(t, (Bits, Bool, ErrorT, EnumT, HeaderT, StackT))
 
 
 _SIGNATURES = {

@@ -12,18 +12,19 @@ from . import ast as A
 from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_param, field_json, hexstr, lower_expr, ref_json, wrap
-from .ir import (FieldRef, HeaderRef, ParamRef, StructRef, TConst, TExpr, TIsValid, TLoc,
-                 TSlice)
+from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TConst, TExpr, TIsValid,
+                 TLoc, TSlice)
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
+from .inline_action import Frame, InlineActions
 from .lower_extern import HASH_ALGOS, ExternLowering
 from .resolve import ConstValue, resolve_type
 from .scopes import Env, Sym, SymKind
-from .types import Bits, Bool, HeaderT, StructT, show
+from .types import Bits, Bool, HeaderT, StackT, StructT, show
 
 __all__ = ["LowerCtx", "ActionLowering", "HASH_ALGOS", "as_param_b2d"]
 
 
-class ActionLowering(ExternLowering):
+class ActionLowering(InlineActions, ExternLowering):
     """Statements → primitive list for one action body (``block`` is the control's role)."""
 
     def __init__(self, ctx: LowerCtx, role: str) -> None:
@@ -33,6 +34,11 @@ class ActionLowering(ExternLowering):
         # Straight-line knowledge "field == expression" for p4c-style copy propagation into
         # extern arguments; forgotten conservatively on any write it depends on and at joins.
         self.known: dict[FieldRef, TExpr] = {}
+        # Inlined calls being lowered (innermost last) and the action's exit flag; see
+        # inline_action for why return/exit inside them are flags, not jumps.
+        self.frames: list[Frame] = []
+        self.exited: TLoc | None = None
+        self._stops: dict[int, bool] = {}
 
     def _forget(self, ref: FieldRef | None) -> None:
         if ref is None:
@@ -49,9 +55,15 @@ class ActionLowering(ExternLowering):
         prims: list[Json] = []
         returns: list[int] = []
         self._stmts(stmts, env, prims, returns)
+        self.finish(prims, returns)
+        return prims
+
+    def finish(self, prims: list[Json], returns: list[int]) -> None:
+        """Close a BMv2 action: the delayed exit of inlined calls, then every `return` jumps
+        to the end (no jump is left pointing at its own successor at the end)."""
+        self.exit_at_end(prims)
         self._patch(prims, returns, len(prims))
         self.trim_tail_jumps(prims)
-        return prims
 
     @staticmethod
     def trim_tail_jumps(prims: list[Json]) -> None:
@@ -77,8 +89,15 @@ class ActionLowering(ExternLowering):
 
     def _stmts(self, stmts: tuple[A.Stmt, ...], env: Env, prims: list[Json],
                returns: list[int]) -> None:
-        for s in stmts:
+        guards: list[int] = []
+        for i, s in enumerate(stmts):
             self._stmt(s, env, prims, returns)
+            if i + 1 < len(stmts) and self.may_stop(s, env) and \
+                    (self.frames or not isinstance(s, (A.Return, A.Exit))):
+                jz = self.guard(prims)
+                if jz is not None:
+                    guards.append(jz)
+        self._patch(prims, guards, len(prims))
 
     def _stmt(self, s: A.Stmt, env: Env, prims: list[Json], returns: list[int]) -> None:
         typer = self.typer
@@ -91,7 +110,9 @@ class ActionLowering(ExternLowering):
                 tt = resolve_type(t, env.g, self.ctx.diags)
                 if tt is None:
                     return
-                loc = self.ctx.layout.alloc_local(n, tt, s.pos, key=s)
+                # Only actions outside any control still declare variables (at their top,
+                # MoveDeclarations); their names are unique in the program.
+                loc = self.ctx.layout.alloc_local(n, tt, s.pos, key=f"/{n}")
                 env.add(Sym(SymKind.VAR, n, loc))
                 if init is not None:
                     rhs = typer.expr(init, env, tt)
@@ -116,7 +137,7 @@ class ActionLowering(ExternLowering):
             case A.CallStmt(call=c):
                 info = resolve_call(c, env, typer)
                 if info is not None:
-                    self.call(info, env, prims, s.pos)
+                    self.call(info, env, prims, s.pos, returns)
             case A.If(cond=c, then=t, other=o):
                 cond = typer.expr(c, env, Bool())
                 if cond is None:
@@ -147,9 +168,15 @@ class ActionLowering(ExternLowering):
             case A.Return(value=v):
                 if v is not None:
                     self.err(s.pos, "an action cannot return a value")
+                if self.frames:
+                    self.early_return(s.pos, prims)
+                    return
                 returns.append(len(prims))
                 prims.append(_prim("_jump", [hexstr(0)]))
             case A.Exit():
+                if self.frames:
+                    self.early_exit(s.pos, prims)
+                    return
                 prims.append(_prim("exit", []))
                 returns.append(len(prims))
                 prims.append(_prim("_jump", [hexstr(0)]))
@@ -169,6 +196,13 @@ class ActionLowering(ExternLowering):
             else:
                 self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to header "
                               f"{show(t)}")
+            return
+        if isinstance(t, StackT):
+            if isinstance(rhs, TLoc) and isinstance(rhs.ref, StackRef) and rhs.type == t:
+                prims.append(_prim("assign_header_stack", [ref_json(lhs), ref_json(rhs)]))
+            else:
+                self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to header "
+                              f"stack {show(t)}")
             return
         if isinstance(t, StructT):
             if isinstance(lhs.ref, StructRef) and isinstance(rhs, TLoc) and \
@@ -231,7 +265,10 @@ class ActionLowering(ExternLowering):
         else:
             self._forget(None)
 
-    def call(self, info: CallInfo, env: Env, prims: list[Json], pos: Pos) -> None:
+    def call(self, info: CallInfo, env: Env, prims: list[Json], pos: Pos,
+             returns: list[int] | None = None) -> None:
+        """Lower one call; ``returns`` collects the jumps that end the enclosing action (an
+        exit inside an inlined action call ends it too)."""
         k = info.kind
         if k is CallKind.ACTION:
             self.inline(info, env, prims)
@@ -260,32 +297,6 @@ class ActionLowering(ExternLowering):
         elif k is CallKind.PACKET:
             self.err(info.pos, f"packet method '{info.name}' can only be used in a "
                                f"{'deparser' if info.name == 'emit' else 'parser'}")
-
-    def inline(self, info: CallInfo, env: Env, prims: list[Json]) -> None:
-        decl = info.target
-        assert isinstance(decl, A.ActionDecl)
-        # The callee sees the scope it was declared in: its block, or only globals.
-        if env.g.actions.get(decl.name) is decl:
-            callee = Env(None, env.g, env.block)
-        else:
-            callee = self._control_env(env).child()
-        for p, a in zip(info.params, info.args):
-            if a is None:
-                continue
-            if p.direction in ("out", "inout"):
-                assert isinstance(a, TLoc)
-                callee.add(Sym(SymKind.VAR, p.name, a))
-            elif isinstance(a, TConst):
-                callee.add(Sym(SymKind.CONST, p.name, ConstValue(a.type, a.value)))
-            elif isinstance(a, TLoc) and isinstance(a.ref, ParamRef):
-                callee.add(Sym(SymKind.VAR, p.name, a))
-            else:
-                tmp = self.ctx.layout.temp(a.type, a.pos)
-                self.assign(tmp, a, a.pos, prims)
-                callee.add(Sym(SymKind.VAR, p.name, tmp))
-        returns: list[int] = []
-        self._stmts(decl.body.stmts, callee, prims, returns)
-        self._patch(prims, returns, len(prims))
 
     @staticmethod
     def _control_env(env: Env) -> Env:

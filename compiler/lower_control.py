@@ -64,11 +64,8 @@ class ControlLowering:
         decl = scope.decl
         assert isinstance(decl, A.ControlDecl)
         self.decl = decl
-        # Control-level variables with an initializer are assigned at the start of apply, as
-        # p4c does when it moves them into the apply block.
-        inits = tuple(A.Assign(d.pos, A.Name(d.pos, d.name), d.init) for d in decl.locals
-                      if isinstance(d, A.VarDecl) and d.init is not None)
-        self.body = A.Block(decl.apply.pos, inits + decl.apply.stmts)
+        # MoveDeclarations left no declarations in apply (initializers are assignments).
+        self.body = decl.apply
         self.order = group_order(self.body, self._table_call)
         self.hidden: list[tuple[float, Json, list[A.Stmt], Env]] = \
             parent.hidden if parent else []
@@ -90,10 +87,8 @@ class ControlLowering:
             lowering = ActionLowering(self.ctx, self.scope.role)
             prims: list[Json] = act["primitives"]
             returns: list[int] = []
-            for st in group:
-                lowering._stmt(st, genv, prims, returns)
-            lowering._patch(prims, returns, len(prims))
-            lowering.trim_tail_jumps(prims)
+            lowering._stmts(tuple(group), genv, prims, returns)
+            lowering.finish(prims, returns)
             act["id"] = len(self.ps.actions)
             self.ps.actions.append(act)
         self.tl.finish_ids(self.tables)
@@ -153,12 +148,28 @@ class ControlLowering:
         return calls
 
     def _table_call(self, s: A.Stmt) -> bool:
-        """A direct action call that becomes its own hidden table (p4c MoveActionsToTables);
-        calls with run-time arguments are inlined into the surrounding hidden action instead,
-        since their arguments cannot be table action data."""
-        return (direct_action_call(s, self.action_names) and isinstance(s, A.CallStmt)
-                and all(a.value is not None and const_eval(a.value, self.ctx.g, Diagnostics())
-                        is not None for a in s.call.args))
+        """A direct action call that becomes its own hidden table (p4c MoveActionsToTables):
+        its directional arguments are bound in the action, its directionless ones become the
+        table's default action data.  Calls with a run-time value for a directionless
+        parameter are inlined into the surrounding hidden action instead, since that value
+        cannot be action data."""
+        if not (direct_action_call(s, self.action_names) and isinstance(s, A.CallStmt)):
+            return False
+        f = s.call.func
+        assert isinstance(f, A.Name)
+        sym = self.env.lookup(f.name, f.top_level)
+        decl = sym.value if sym is not None else None
+        if not isinstance(decl, A.ActionDecl):
+            return False
+        by_name = {a.name: a for a in s.call.args if a.name}
+        for i, p in enumerate(decl.params):
+            a = by_name.get(p.name) if by_name else \
+                (s.call.args[i] if i < len(s.call.args) else None)
+            if p.direction or a is None:
+                continue
+            if a.value is None or const_eval(a.value, self.ctx.g, Diagnostics()) is None:
+                return False
+        return True
 
     # ------------------------------------------------------------ nodes
     def _new_node_name(self) -> int:
@@ -193,9 +204,6 @@ class ControlLowering:
         group: list[A.Stmt] = []
         terminal = False
         for s in stmts:
-            if isinstance(s, A.VarDecl) and s.init is None:
-                ActionLowering(self.ctx, self.scope.role)._stmt(s, env, [], [])
-                continue
             if is_simple(s, self._table_call):
                 group.append(s)
                 if isinstance(s, A.Exit):
@@ -245,20 +253,14 @@ class ControlLowering:
 
     def _group(self, group: list[A.Stmt], env: Env) -> Frag:
         """A hidden action + table for a statement group.  The body is lowered later, in block
-        post-order like p4c's passes, so temporaries get p4c's numbering; the group's local
-        declarations are made now because later statements may use them."""
+        post-order like p4c's passes, so temporaries get p4c's numbering (every variable is
+        a control local by now, so the env binds the same names then as now)."""
         first = group[0]
-        snapshot = Env(env.parent, env.g, env.block)
-        snapshot.syms = dict(env.syms)
-        for s in group:
-            if isinstance(s, A.VarDecl):
-                ActionLowering(self.ctx, self.scope.role)._stmt(
-                    A.VarDecl(s.pos, s.annotations, s.type, s.name, None), env, [], [])
         base = hidden_action_base(first.pos.file, first.pos.line)
         aname = self.ctx.names.new(base)
         act: Json = {"name": aname, "id": -1, "runtime_data": [], "primitives": []}
         rank = self.rank_base + self.order.get(id(first), len(self.order))
-        self.hidden.append((rank, act, group, snapshot))
+        self.hidden.append((rank, act, group, env))
         tname = self.ctx.names.new(f"tbl_{aname}")
         tj = self.tl.hidden_table(tname, act)
         self._table_json(tj)
@@ -267,6 +269,8 @@ class ControlLowering:
         return Frag(tname, [self._set_all(tj)])
 
     def _stmt(self, s: A.Stmt, env: Env) -> Frag:
+        if is_simple(s, self._table_call) or isinstance(s, A.Return):
+            return self._seq((s,), env)  # e.g. the branch of `if (c) exit;`
         match s:
             case A.Block(stmts=ss):
                 return self._seq(ss, env.child())

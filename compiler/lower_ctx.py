@@ -35,6 +35,7 @@ class LowerCtx:
     direct_meter_targets: dict[str, FieldRef] = field(default_factory=dict)
     names: NameGen = field(default_factory=NameGen)
     sub_scopes: list[Any] = field(default_factory=list)  # BlockScopes of control instances
+    extern_functions: bool = False  # an extern function is called in a control (P4Info)
 
     def calculation(self, algo: str, inputs: list[Json]) -> str:
         name = f"calc_{len(self.calculations)}"

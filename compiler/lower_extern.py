@@ -114,8 +114,15 @@ class ExternLowering:
             self.err(info.pos, f"v1model: {n}() cannot be called in the "
                                f"{role.replace('_', ' ')} control")
             return
+        self.ctx.extern_functions = True
         if n == "mark_to_drop":
-            prims.append(_prim("mark_to_drop", [{"type": "header", "value": "standard_metadata"}]))
+            # Its argument is standard_metadata or a copy of it (an inout parameter).
+            sm = info.args[0] if info.args else None
+            header = "standard_metadata"
+            if isinstance(sm, TLoc) and isinstance(sm.ref, StructRef) and sm.ref.members and \
+                    isinstance(sm.ref.members[0][1].ref, FieldRef):
+                header = sm.ref.members[0][1].ref.header
+            prims.append(_prim("mark_to_drop", [{"type": "header", "value": header}]))
         elif n == "random":
             dst, lo, hi = a
             assert dst is not None and lo is not None and hi is not None

@@ -42,15 +42,11 @@ def lower_parser(ctx: LowerCtx, scope: BlockScope) -> Json:
     names = {s.name for s in decl.states}
     if "start" not in names:
         ctx.diags.error(decl.pos, f"parser '{decl.name}' has no 'start' state")
-    # Parser-level variables with an initializer are set when the parser starts.
-    inits = [A.Assign(d.pos, A.Name(d.pos, d.name), d.init) for d in decl.locals
-             if isinstance(d, A.VarDecl) and d.init is not None]
+    # MoveDeclarations made every variable a parser local and put parser-level
+    # initializers where the parser starts.
     for i, st in enumerate(decl.states):
         env = scope.env.child()
         ops: list[Json] = []
-        if st.name == "start":
-            for a in inits:
-                _state_stmt(ctx, a, env, ops)
         for s in st.stmts:
             _state_stmt(ctx, s, env, ops)
         key_json, transitions = _transition(ctx, st, env, names)
@@ -94,12 +90,6 @@ def _state_stmt(ctx: LowerCtx, s: A.Stmt, env: Env, ops: list[Json]) -> None:
                     ops.append({"parameters": [p], "op": "primitive"})
         case A.Assign(lhs=l, rhs=r):
             _parser_assign(ctx, s, l, r, env, ops)
-        case A.VarDecl(init=r) if r is not None:
-            ActionLowering(ctx, "parser")._stmt(A.VarDecl(s.pos, s.annotations, s.type, s.name,
-                                                          None), env, [], [])
-            _parser_assign(ctx, s, A.Name(s.pos, s.name), r, env, ops)
-        case A.VarDecl():
-            ActionLowering(ctx, "parser")._stmt(s, env, [], [])
         case _:
             ctx.diags.error(s.pos, f"unsupported construct: {type(s).__name__} in a parser state")
 
@@ -225,8 +215,8 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
         per_key: list[list[tuple[int, int]]] = []
         ok = True
         for e, key, w in zip(elems, keys, widths):
-            choices = _keyset_values(ctx, e, key.type if isinstance(key.type, Bits) else Bits(w),
-                                     env, w)
+            choices = _keyset_values(ctx, e, key.type if isinstance(key.type, (Bits, Bool))
+                                     else Bits(w), env, w)
             if choices is None:
                 ok = False
                 break
@@ -253,7 +243,7 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
     return key_json, trans
 
 
-def _keyset_values(ctx: LowerCtx, e: A.Expr, t: Bits, env: Env,
+def _keyset_values(ctx: LowerCtx, e: A.Expr, t: Bits | Bool, env: Env,
                    w: int) -> list[tuple[int, int]] | None:
     full = (1 << w) - 1
 
@@ -264,6 +254,12 @@ def _keyset_values(ctx: LowerCtx, e: A.Expr, t: Bits, env: Env,
         if not isinstance(te, TConst):
             ctx.diags.error(x.pos, "select case values must be compile-time constants")
             return None
+        if isinstance(t, Bool):
+            if not isinstance(te.type, Bool):
+                ctx.diags.error(x.pos, f"type mismatch in select case: expected bool, got "
+                                       f"{show(te.type)}")
+                return None
+            return int(bool(te.value))
         if te.type != t and not isinstance(te.type, (ErrorT, EnumT)):
             c = ctx.typer.coerce(te, t, x.pos, "select case")
             if not isinstance(c, TConst):   # None after an error; a TConst stays a TConst
@@ -350,6 +346,7 @@ def lower_checksums(ctx: LowerCtx, scope: BlockScope, verify: bool,
                 if info is None:
                     continue
                 if info.kind is CallKind.FUNCTION and info.name in (want, want + "_with_payload"):
+                    ctx.extern_functions = True
                     cond, data, target, algo = info.args
                     if not (isinstance(target, TLoc) and isinstance(target.ref, FieldRef)):
                         ctx.diags.error(s.pos, "the checksum must be a header field")

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from . import ast as A
 from .blocks import BlockScope, action_env, annotation_arg, control_plane_name, has_annotation
-from .calls import CallInfo
+from .calls import CallInfo, CallKind
 from .diagnostics import Pos, unknown
 from .exprjson import Json, hexstr
-from .ir import FieldRef, TConst, TExpr, TIsValid, TLoc, TSlice
+from .ir import FieldRef, ParamRef, TConst, TExpr, TIsValid, TLoc, TSlice
 from .lower_action import ActionLowering, LowerCtx
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
 from .resolve import const_eval, resolve_type
@@ -30,10 +30,13 @@ _SKIP_ANNOTATIONS = frozenset({"name", "id", "hidden", "defaultonly", "tableonly
                                "deparser", "optional"})
 
 
-def annotation_strings(annos: tuple[A.Annotation, ...]) -> tuple[str, ...]:
-    """Annotations as P4Info preamble strings, e.g. '@noWarn("unused")'."""
+def annotation_strings(annos: tuple[A.Annotation, ...],
+                       keep: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Annotations as P4Info preamble strings, e.g. '@noWarn("unused")'; ``keep`` names
+    annotations P4Info repeats in this place although they also have a field of their own
+    (an action reference's @defaultonly/@tableonly beside its scope)."""
     return tuple(f"@{a.name}" + (f"({a.body})" if a.body else "")
-                 for a in annos if a.name not in _SKIP_ANNOTATIONS)
+                 for a in annos if a.name not in _SKIP_ANNOTATIONS or a.name in keep)
 
 
 def explicit_id(annos: tuple[A.Annotation, ...]) -> int | None:
@@ -67,29 +70,31 @@ class TableLowering:
                       direct_calls: list[A.Call]) -> None:
         self.scope = scope
         env = scope.env
-        uses: list[tuple[str, tuple[str, str] | int]] = []  # (action name, use key)
+        # (action name, use key, the call that binds its directional parameters)
+        uses: list[tuple[str, tuple[str, str] | int, A.Call | None]] = []
         for t in applied:
-            for aname, _, _ in self._action_list(t, env, report=False):
-                uses.append((aname, (self._tkey(t), aname)))
+            listed = self._action_list(t, env, report=False)
+            for aname, call, _ in listed:
+                uses.append((aname, (self._tkey(t), aname), call))
             d = self._default_call(t)
             if d is not None and isinstance(d.func, A.Name) and \
-                    d.func.name not in [a for a, _, _ in self._action_list(t, env, False)]:
-                uses.append((d.func.name, (self._tkey(t), d.func.name)))
+                    d.func.name not in [a for a, _, _ in listed]:
+                uses.append((d.func.name, (self._tkey(t), d.func.name), None))
         for c in direct_calls:
             assert isinstance(c.func, A.Name)
-            uses.append((c.func.name, id(c)))
+            uses.append((c.func.name, id(c), c))
         local = {a.name: a for a in scope.actions}
         # Global actions first (p4c inserts their localized copies at the top of the control).
-        for aname, key in uses:
+        for aname, key, binding in uses:
             if aname not in local and aname in self.ctx.g.actions:
-                self._emit_action(self.ctx.g.actions[aname], aname, key, env)
+                self._emit_action(self.ctx.g.actions[aname], aname, key, env, binding)
         for a in scope.actions:
-            for aname, key in uses:
+            for aname, key, binding in uses:
                 if aname == a.name:
-                    self._emit_action(a, control_plane_name(scope.prefix, a), key, env)
+                    self._emit_action(a, control_plane_name(scope.prefix, a), key, env, binding)
 
     def _emit_action(self, decl: A.ActionDecl, cp_name: str, key: tuple[str, str] | int,
-                     env: Env) -> None:
+                     env: Env, call: A.Call | None = None) -> None:
         idx = len(self.actions)
         if isinstance(key, tuple):
             self.table_actions[key] = idx
@@ -98,8 +103,11 @@ class TableLowering:
         g = self.ctx.g
         aenv = action_env(env if g.actions.get(decl.name) is not decl
                           else Env(None, g, env.block), decl, g, self.ctx.diags)
-        prims = ActionLowering(self.ctx, self.scope.role if self.scope else "ingress") \
-            .lower_body(decl.body.stmts, aenv)
+        lowering = ActionLowering(self.ctx, self.scope.role if self.scope else "ingress")
+        if any(p.direction for p in decl.params):
+            prims = self._bound_body(lowering, decl, call, env, aenv)
+        else:
+            prims = lowering.lower_body(decl.body.stmts, aenv)
         runtime: list[Json] = []
         params: list[tuple[str, int]] = []
         for p in decl.params:
@@ -120,6 +128,49 @@ class TableLowering:
             self.cp.add_action(ActionModel(cp_name, tuple(params),
                                            annotation_strings(decl.annotations),
                                            explicit_id(decl.annotations)))
+
+    def _bound_body(self, lowering: ActionLowering, decl: A.ActionDecl, call: A.Call | None,
+                    env: Env, aenv: Env) -> list[Json]:
+        """The body of an action whose directional parameters a direct call or an actions
+        list entry binds (``a(meta.x)``): inlined with copy-in/copy-out against those
+        arguments, its directionless parameters staying runtime data (p4c specializes the
+        action per use the same way)."""
+        given = list(call.args) if call is not None else []
+        if call is not None and any(a.name for a in given):
+            by_name = {a.name: a for a in given}
+            given = [by_name[p.name] for p in decl.params if p.name in by_name]
+        args: list[TExpr | None] = []
+        for i, p in enumerate(decl.params):
+            if not p.direction:
+                sym = aenv.lookup(p.name)
+                args.append(sym.value if sym is not None and isinstance(sym.value, TLoc)
+                            else None)
+                continue
+            a = given[i] if i < len(given) else None
+            if a is None or a.value is None:
+                self.err(call.pos if call is not None else decl.pos,
+                         f"action '{decl.name}': its {p.direction} parameter '{p.name}' must be "
+                         "bound where the action is used, e.g. actions = { "
+                         f"{decl.name}(meta.x); }}")
+                return []
+            pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
+            te = self.ctx.typer.expr(a.value, env, pt) if pt is not None else None
+            if te is None:
+                return []
+            if p.direction != "in" and not (isinstance(te, TLoc)
+                                            and not isinstance(te.ref, ParamRef)):
+                self.err(a.pos, f"argument '{p.name}' of action '{decl.name}' is an "
+                                f"{p.direction} parameter; it needs a writable location, not "
+                                f"'{expr_text(a.value)}'")
+                return []
+            args.append(te)
+        info = CallInfo(CallKind.ACTION, decl.name, decl, tuple(args), decl.params, (),
+                        call.pos if call is not None else decl.pos)
+        prims: list[Json] = []
+        returns: list[int] = []
+        lowering.inline(info, env, prims)
+        lowering.finish(prims, returns)
+        return prims
 
     def _tkey(self, t: A.TableDecl) -> str:
         """Tables are keyed by control-plane name: control instances may reuse local names."""
@@ -204,9 +255,16 @@ class TableLowering:
                 if sym_decl and isinstance(sym_decl.value, A.ActionDecl) else ()
             scope = "DEFAULT_ONLY" if has_annotation(annos + dannos, "defaultonly") else \
                 "TABLE_ONLY" if has_annotation(annos + dannos, "tableonly") else ""
-            refs.append(ActionRefModel(jn, scope, annotation_strings(annos)))
-            if call.args:
-                self.err(call.pos, "unsupported construct: arguments in a table's actions list")
+            refs.append(ActionRefModel(jn, scope, annotation_strings(
+                annos, keep=("defaultonly", "tableonly"))))
+            adecl = sym_decl.value if sym_decl is not None else None
+            if call.args and isinstance(adecl, A.ActionDecl):
+                bound = sum(1 for p in adecl.params if p.direction)
+                if len(call.args) > bound:
+                    self.err(call.pos, f"action '{aname}' in the actions list of '{t.name}' "
+                                       f"binds {len(call.args)} argument(s) but has {bound} "
+                                       "directional parameter(s); its action data comes from "
+                                       "the control plane")
         # Default action.
         dp = self._prop(t, "default_action")
         dcall = self._default_call(t)

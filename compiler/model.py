@@ -102,6 +102,7 @@ class ControlPlane:
     registers: list[RegisterModel] = field(default_factory=list)
     controller_headers: list[ControllerHeaderModel] = field(default_factory=list)
     digests: list[DigestModel] = field(default_factory=list)
+    extern_functions: bool = False  # some control calls an extern function
 
     def add_action(self, a: ActionModel) -> None:
         if all(x.name != a.name for x in self.actions):

@@ -160,8 +160,19 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             mem = st.members.add()
             mem.name = fname
             mem.type_spec.bitstring.bit.bitwidth = width
-    info.type_info.SetInParent()
+    if _touches_type_info(cp):
+        info.type_info.SetInParent()
     return info
+
+
+def _touches_type_info(cp: ControlPlane) -> bool:
+    """p4c writes a (possibly empty) ``type_info`` as soon as it serializes something that
+    could carry a user-defined type: a table (its match fields), an action parameter, a
+    controller header, an extern instance, or an extern function called from a control
+    (control-plane/p4RuntimeSerializer.cpp calls mutable_type_info() for each of those)."""
+    return bool(cp.tables or cp.counters or cp.meters or cp.registers or cp.digests
+                or cp.controller_headers or cp.extern_functions
+                or any(a.params for a in cp.actions))
 
 
 def p4info_text(info: p4info_pb2.P4Info) -> str:

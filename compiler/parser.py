@@ -531,7 +531,7 @@ class Parser(ExprParser):
             self.expect("=")
             init = self.parse_expr()
             self.expect(";")
-            return VarDecl(name.pos, annos, typ, name.text, init)
+            return VarDecl(name.pos, annos, typ, name.text, init, is_const=True)
         if self._starts_var_decl():
             typ = self.parse_type()
             name = self.ident("a variable name")

@@ -8,6 +8,7 @@ widths.  Constant expressions are folded here with a small evaluator because wid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos, unknown
@@ -40,6 +41,9 @@ class Globals:
     decl_annotations: dict[str, tuple[A.Annotation, ...]] = field(default_factory=dict)
     field_annotations: dict[tuple[str, str], tuple[A.Annotation, ...]] = \
         field(default_factory=dict)
+    # File-scope extern instances as blocks.ExternInstance, by name (made by GenerateJson
+    # once the v1model extern rules can be applied; visible from every block and action).
+    extern_objects: dict[str, Any] = field(default_factory=dict)
 
     def all_names(self) -> list[str]:
         return [*self.types, *self.consts, *self.externs, *self.functions, *self.actions,
@@ -262,9 +266,11 @@ class ResolveNames:
                     g.field_annotations[(name, f.name)] = f.annotations
                     if ft is None:
                         continue
-                    if isinstance(d, A.HeaderDecl) and not isinstance(ft, (Bits, VarbitT)):
+                    if isinstance(d, A.HeaderDecl) and not isinstance(ft, (Bits, VarbitT)) and \
+                            not (isinstance(ft, EnumT) and ft.underlying is not None):
                         diags.error(f.pos, f"header field '{f.name}' has type {show(ft)}; "
-                                           "header fields must be bit<W>, int<W> or varbit<W>")
+                                           "header fields must be bit<W>, int<W>, varbit<W> or "
+                                           "an enum bit<W>")
                         continue
                     fields.append((f.name, ft))
                 if isinstance(d, A.HeaderDecl):

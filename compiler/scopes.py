@@ -72,6 +72,9 @@ class Env:
                     return env.syms[name]
                 env = env.parent
         g = self.g
+        if name in g.extern_objects:
+            inst = g.extern_objects[name]
+            return Sym(SymKind.EXTERN, name, inst, inst.name)
         if name in g.consts:
             cv = g.consts[name]
             return Sym(SymKind.CONST, name, cv)

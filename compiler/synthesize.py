@@ -60,8 +60,6 @@ def group_order(body: A.Block, table_call: TableCall) -> dict[int, int]:
             visit_stmt(s)
         first: A.Stmt | None = None
         for s in stmts:
-            if isinstance(s, A.VarDecl) and s.init is None:
-                continue  # declares storage only; does not end a group
             if is_simple(s, table_call):
                 if first is None:
                     first = s

@@ -30,8 +30,8 @@ _PARSER_ONLY_STACK_MEMBERS = ("next", "last", "lastIndex")
 def expr_text(e: A.Expr) -> str:
     """p4c-like source spelling of an expression (used for key names and messages)."""
     match e:
-        case A.Name(name=n, top_level=t):
-            return ("." if t else "") + n
+        case A.Name(name=n, top_level=t, orig=o):
+            return ("." if t else "") + (o or n)
         case A.Member(expr=x, member=m):
             return f"{expr_text(x)}.{m}"
         case A.Index(expr=x, index=i):
