@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from . import ast as A
 from .diagnostics import Diagnostics, unknown
 from .ir import ParamRef, TConst, TLoc
-from .layout import Layout
+from .layout import ROLES, Layout
 from .resolve import ConstValue, Globals, const_eval, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
 from .types import Bits, ExternT, P4Type, show
@@ -48,6 +48,7 @@ class SubControl:
 
     decl: A.ControlDecl
     inst: A.Instantiation
+    rank: tuple[int, ...] = ()  # the instance's place among the enclosing block's locals
 
 
 @dataclass
@@ -56,18 +57,24 @@ class BlockScope:
     decl: A.Decl
     env: Env
     prefix: str = ""  # control-plane name prefix: the block name, or "Outer.instance"
+    # p4c lists P4Info objects in declaration order after inlining: V1Switch's blocks in
+    # parameter order, each block's locals in order, a control instance's locals in place of
+    # the instance.  rank is this block's position in that order; a local's is rank + (i,).
+    rank: tuple[int, ...] = ()
     externs: list[ExternInstance] = field(default_factory=list)
     tables: list[A.TableDecl] = field(default_factory=list)
     actions: list[A.ActionDecl] = field(default_factory=list)
 
 
 def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnostics,
-                prefix: str | None = None, bindings: dict[str, Sym] | None = None) -> BlockScope:
-    """The scope of a V1Switch block, or (with ``prefix`` and ``bindings`` for its parameters)
-    of a control instance applied inside another control."""
+                prefix: str | None = None, bindings: dict[str, Sym] | None = None,
+                rank: tuple[int, ...] | None = None) -> BlockScope:
+    """The scope of a V1Switch block, or (with ``prefix``, ``bindings`` for its parameters
+    and its ``rank``) of a control instance applied inside another control."""
     prefix = prefix or decl.name
     env = Env(None, g, prefix)
-    scope = BlockScope(role, decl, env, prefix)
+    scope = BlockScope(role, decl, env, prefix,
+                       rank=rank if rank is not None else (ROLES.index(role),))
     params = decl.params if isinstance(decl, (A.ParserDecl, A.ControlDecl)) else ()
     if bindings is not None:
         for sym in bindings.values():
@@ -93,7 +100,7 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
             continue
         env.add(Sym(SymKind.VAR, p.name, TLoc(loc.type, p.pos, loc.ref, p.name)))
     locals_ = decl.locals if isinstance(decl, (A.ParserDecl, A.ControlDecl)) else ()
-    for d in locals_:
+    for index, d in enumerate(locals_):
         if isinstance(d, A.Decl) and env.syms.get(d.name) is not None:
             diags.error(d.pos, f"re-declaration of '{d.name}' in '{decl.name}'")
             continue
@@ -112,10 +119,10 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
                     env.add(Sym(SymKind.VAR, n, lay.alloc_local(n, tt, d.pos,
                                                                 key=f"{prefix}/{n}")))
             case A.Instantiation(type=A.TypeName(name=tn)) if tn in g.controls:
-                sub = SubControl(g.controls[tn], d)
+                sub = SubControl(g.controls[tn], d, scope.rank + (index,))
                 env.add(Sym(SymKind.SUBCONTROL, d.name, sub, control_plane_name(prefix, d)))
             case A.Instantiation():
-                inst = _instance(d, prefix, g, diags)
+                inst = _instance(d, prefix, g, diags, scope.rank + (index,))
                 if inst is not None:
                     scope.externs.append(inst)
                     env.add(Sym(SymKind.EXTERN, d.name, inst, inst.name))
@@ -137,11 +144,11 @@ def global_externs(g: Globals, diags: Diagnostics) -> list[ExternInstance]:
     """Extern instances declared at file scope (``register<bit<8>>(2) gr;``), named without
     a block prefix; main and parser/control instantiations are not externs."""
     out: list[ExternInstance] = []
-    for name, d in g.instances.items():
+    for i, (name, d) in enumerate(g.instances.items()):
         t = d.type
         if name == "main" or not isinstance(t, A.TypeName) or t.name not in g.externs:
             continue
-        inst = _instance(d, "", g, diags)
+        inst = _instance(d, "", g, diags, (-1, i))  # top-level blocks come before main's
         if inst is not None:
             out.append(inst)
     return out
@@ -155,8 +162,8 @@ def _cv(s: Sym) -> ConstValue:
     return v
 
 
-def _instance(d: A.Instantiation, block: str, g: Globals,
-              diags: Diagnostics) -> ExternInstance | None:
+def _instance(d: A.Instantiation, block: str, g: Globals, diags: Diagnostics,
+              rank: tuple[int, ...] = ()) -> ExternInstance | None:
     t = d.type
     tname = t.name if isinstance(t, A.TypeName) else "?"
     if tname not in g.externs:
@@ -195,7 +202,7 @@ def _instance(d: A.Instantiation, block: str, g: Globals,
         if size is not None and int(size.value) <= 0:
             diags.error(d.args[0].pos, f"{tname} size must be positive, got {size.value}")
             return None
-    return ExternInstance(control_plane_name(block, d), tname, et, tuple(args), d, block)
+    return ExternInstance(control_plane_name(block, d), tname, et, tuple(args), d, block, rank)
 
 
 def action_env(parent: Env, act: A.ActionDecl, g: Globals, diags: Diagnostics,

@@ -178,7 +178,7 @@ class GenerateJson:
                 j.update({"size": size, "is_direct": False})
             counters.append(j)
             cp.counters.append(CounterModel(inst.name, _COUNTER_UNITS.get(unit, "BOTH"), size,
-                                            binding if direct else None, strs, eid))
+                                            binding if direct else None, strs, eid, inst.rank))
         elif inst.extern in ("meter", "direct_meter"):
             direct = inst.extern == "direct_meter"
             unit = member(0 if direct else 1, "MeterType")
@@ -197,14 +197,15 @@ class GenerateJson:
                 j["result_target"] = [tgt.header, tgt.field] if tgt else None
             meters.append(j)
             cp.meters.append(MeterModel(inst.name, (unit or "packets").upper(), j["size"],
-                                        binding if direct else None, strs, eid))
+                                        binding if direct else None, strs, eid, inst.rank))
         elif inst.extern == "register":
             et = inst.type.args[0]
             assert isinstance(et, Bits)
             size = int(inst.args[0].value) if inst.args[0] else 0
             registers.append({"name": inst.name, "id": len(registers), "size": size,
                               "bitwidth": et.width})
-            cp.registers.append(RegisterModel(inst.name, et.width, et.signed, size, strs, eid))
+            cp.registers.append(RegisterModel(inst.name, et.width, et.signed, size, strs, eid,
+                                              inst.rank))
 
     @staticmethod
     def _controller_headers(g: Globals, lay: Layout, cp: ControlPlane) -> None:

@@ -333,7 +333,8 @@ class ControlLowering:
                                 "instance's apply (pass a field or a constant)")
                 return Frag(None, [])
         scope = block_scope(self.scope.role, sub.decl, self.ctx.layout, self.ctx.g,
-                            self.ctx.diags, prefix=info.qualified, bindings=bindings)
+                            self.ctx.diags, prefix=info.qualified, bindings=bindings,
+                            rank=sub.rank)
         self.ctx.sub_scopes.append(scope)
         child = ControlLowering(self.ctx, scope, self.ps, self.tl, parent=self)
         self.tl.begin_control(scope, child._applied_tables(), child._direct_calls())

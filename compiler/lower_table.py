@@ -172,6 +172,12 @@ class TableLowering:
         lowering.finish(prims, returns)
         return prims
 
+    def _rank(self, t: A.TableDecl) -> tuple[int, ...]:
+        assert self.scope is not None
+        decl = self.scope.decl
+        locals_ = decl.locals if isinstance(decl, A.ControlDecl) else ()
+        return self.scope.rank + (next((i for i, x in enumerate(locals_) if x is t), 0),)
+
     def _tkey(self, t: A.TableDecl) -> str:
         """Tables are keyed by control-plane name: control instances may reuse local names."""
         assert self.scope is not None
@@ -337,7 +343,8 @@ class TableLowering:
                 qname, tuple(k.model for k in keys), tuple(refs), default_name or "",
                 tuple(default_data), default_const, size, bool(entries_p and entries_p.is_const),
                 entries_p is not None and bool(entries_json), resources,
-                annotation_strings(t.annotations), explicit_id(t.annotations)))
+                annotation_strings(t.annotations), explicit_id(t.annotations),
+                self._rank(t)))
         return tj
 
     def _data_hex(self, idx: int | None, i: int, v: int) -> str:

@@ -39,6 +39,7 @@ class TableModel:
     direct_resources: tuple[str, ...]
     annotations: tuple[str, ...]
     explicit_id: int | None = None
+    order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,7 @@ class CounterModel:
     direct_table: str | None
     annotations: tuple[str, ...]
     explicit_id: int | None = None
+    order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class MeterModel:
     direct_table: str | None
     annotations: tuple[str, ...]
     explicit_id: int | None = None
+    order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,7 @@ class RegisterModel:
     size: int
     annotations: tuple[str, ...]
     explicit_id: int | None = None
+    order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,11 @@ def _preamble(pre: p4info_pb2.Preamble, id_: int, name: str, alias: str,
 
 
 def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
+    # p4c's order: declaration order after inlining (BlockScope.rank), not use order.
+    cp.tables.sort(key=lambda t: t.order)
+    cp.counters.sort(key=lambda c: c.order)
+    cp.meters.sort(key=lambda m: m.order)
+    cp.registers.sort(key=lambda r: r.order)
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = "v1model"
     taken: set[int] = set()

@@ -39,6 +39,7 @@ class ExternInstance:
     args: tuple[ConstValue | None, ...]
     decl: A.Instantiation
     block: str       # enclosing parser/control name
+    rank: tuple[int, ...] = ()  # where p4c lists it in P4Info (see BlockScope.rank)
 
 
 @dataclass(frozen=True, slots=True)

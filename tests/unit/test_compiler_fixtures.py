@@ -32,6 +32,15 @@ def test_p4info_text_is_identical(p4c_fixtures: Path, name: str) -> None:
     assert ours == (p4c_fixtures / f"{name}.p4info.txtpb").read_text()
 
 
+@pytest.mark.parametrize("k", [32, 64])
+def test_netsum_snapshot_p4info_is_identical(p4c_fixtures: Path, k: int) -> None:
+    """An earlier netsum.p4 (netsum_snapshot.p4) at both K: table order is p4c's declaration
+    order, not the order the tables are applied in."""
+    res = compiler.compile_file(p4c_fixtures / "netsum_snapshot.p4",
+                                defines={"NETSUM_K": str(k)})
+    assert res.p4info_text() == (p4c_fixtures / f"netsum_k{k}.p4info.txtpb").read_text()
+
+
 @pytest.mark.parametrize("name", ["l2_mcast", "calc_state"])
 def test_p4info_parses_as_protobuf(p4c_fixtures: Path, name: str) -> None:
     res = _compile(p4c_fixtures, name)
