@@ -298,10 +298,16 @@ def build_program(k: int, target: str, out_dir: Path) -> tuple[Path, Path, list[
         raise NetsumMininetError(f"P4 build failed: {exc}") from None
 
 
-def start_controller(topology: Topology, p4info: Path, bmv2_json: Path) -> Controller:
+def start_controller(topology: Topology, p4info: Path, bmv2_json: Path,
+                     rpc_timeout: float | None = None) -> Controller:
     """A controller that has connected to every switch and installed the pipeline and L2
-    forwarding (with ARP for the service addresses); the caller creates jobs and closes it."""
+    forwarding (with ARP for the service addresses); the caller creates jobs and closes it.
+    `rpc_timeout` replaces the clients' default deadline per P4Runtime call: loading a large
+    pipeline (K = 256) on a loaded machine can take longer than it."""
     ctl = Controller(topology, load_program(p4info, bmv2_json))
+    if rpc_timeout is not None:
+        for client in ctl.clients.values():
+            client.timeout = rpc_timeout
     try:
         ctl.connect()
         ctl.push_pipeline()

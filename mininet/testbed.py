@@ -175,7 +175,11 @@ class Testbed:
         doc = topology_doc(layout, {sw.name: "127.0.0.1:1" for sw in layout.switches}, 4096)
         topology = parse_topology(yaml.safe_dump(doc), "<testbed>")
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        json_path, info_path, executable = M.build_program(s.k, s.target, self.out_dir / "p4")
+        try:
+            json_path, info_path, executable = M.build_program(s.k, s.target,
+                                                               self.out_dir / "p4")
+        except M.NetsumMininetError as exc:
+            raise TestbedError(str(exc)) from None
         params: dict[str, Any] = {"logDir": str(self.log_dir), "seed": s.seed}
         if executable is not None:
             params["executable"] = executable
@@ -196,7 +200,7 @@ class Testbed:
         M.configure_hosts(self.net, topology)
         self.topology = M.with_grpc_addrs(topology, self.net)
         try:
-            self.ctl = M.start_controller(self.topology, info_path, json_path)
+            self.ctl = M.start_controller(self.topology, info_path, json_path, rpc_timeout=60.0)
             self.ctl.create_job(JobSpec(JOB_ID, tuple(h.name for h in topology.hosts),
                                         s.slots))
         except ControllerError as exc:
