@@ -24,7 +24,6 @@ import csv
 import json
 import logging
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -39,6 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))         # the netsum packages, when not installed in this Python
 
 import mnenv  # noqa: E402
+from testbed import HostProcs  # noqa: E402
 from workers.protocol import K_DEFAULT, K_SUPPORTED  # noqa: E402
 
 __all__ = ["Options", "ExperimentError", "run", "main"]
@@ -79,36 +79,6 @@ def _write_csv(path: Path, outcome: Any, hosts: list[Any]) -> None:
         for w, h in zip(outcome.workers, hosts):
             wr.writerow([outcome.job_id, h.name, h.switch, h.port,
                          *[getattr(w, n) for n in names]])
-
-
-class _Workers:
-    """The worker processes started on Mininet hosts; `kill()` leaves none running."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.children: list[Any] = []
-        self._logs: list[IO[bytes]] = []
-
-    def start(self, node: Any, name: str, argv: list[str]) -> Any:
-        from netsum.procs import Child
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f"{name}.log"
-        fh = open(log_path, "wb")
-        self._logs.append(fh)
-        popen = node.popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        child = Child(name, popen, log_path)
-        self.children.append(child)
-        return child
-
-    def kill(self) -> None:
-        for c in self.children:
-            if c.alive():
-                c.popen.kill()
-        for c in self.children:
-            c.popen.wait()
-        for fh in self._logs:
-            fh.close()
-        self._logs.clear()
 
 
 def run(opts: Options, out: IO[str] = sys.stdout) -> int:
@@ -164,7 +134,7 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
     # remove what was made.
     net = Mininet(topo=mn_topo, switch=M.NetsumSwitch, link=TCLink, controller=None,
                   autoSetMacs=False, autoStaticArp=False, build=False, waitConnected=False)
-    workers = _Workers(log_dir)
+    workers = HostProcs(log_dir)
     ctl = None
     tensors: list[Path] = []        # removed whatever happens: they can be hundreds of MB
     try:
@@ -279,7 +249,7 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
 
 
 def _write_manifest(opts: Options, net: Any, topology: Any, job_id: int, members: list[Any],
-                    workers: _Workers) -> None:
+                    workers: HostProcs) -> None:
     doc = {"topology": str(opts.topo), "job": job_id,
            "switches": {sw.name: {"pid": net.get(sw.name).process.pid,
                                   "grpc_addr": sw.grpc_addr,
@@ -342,10 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
     except ImportError as exc:
-        # Typically Debian's python3 (it sees Mininet but not the venv's packages).
-        print(f"{PROG}: error: cannot import {exc.name or exc}: run it with the project's "
-              f"Python, e.g. sudo {ROOT / '.venv' / 'bin' / 'python'} {Path(__file__).resolve()}",
-              file=sys.stderr)
+        print(mnenv.wrong_python(PROG, __file__, exc), file=sys.stderr)
         return 1
     args = parser.parse_args(argv)
     opts = Options(topo=args.topo, job=args.job, elements=args.size, k=args.k, loss=args.loss,

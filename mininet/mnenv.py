@@ -8,8 +8,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
+from pathlib import Path
 
-__all__ = ["environment_problem"]
+__all__ = ["environment_problem", "wrong_python"]
 
 #: Commands Mininet and netsum_mn.py run on the hosts and switch ports.
 _TOOLS = (("mnexec", "Mininet's mnexec (apt-get install mininet)"),
@@ -35,3 +37,11 @@ def environment_problem() -> str | None:
         if shutil.which(tool) is None:
             return f"`{tool}` is not on PATH: needs {what}"
     return None
+
+
+def wrong_python(prog: str, script: str, exc: ImportError) -> str:
+    """The one line for a script that cannot import the project: typically Debian's python3
+    (it sees Mininet but not the venv's packages)."""
+    venv = Path(script).resolve().parent.parent / ".venv" / "bin" / "python"
+    return (f"{prog}: error: cannot import {exc.name or exc} with {sys.executable}: run it with "
+            f"the project's Python, e.g. sudo {venv} {Path(script).resolve()}")

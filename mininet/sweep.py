@@ -41,6 +41,8 @@ sys.path.insert(0, str(HERE))          # testbed, netsum_mn, mnenv (not a packag
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
+import mnenv  # noqa: E402
+
 PROG = "sweep"
 NAMES = {"ina": "INA", "ring": "ring", "ps": "parameter server"}
 #: Interface counters written to telemetry.csv (drops stay in the run's totals).
@@ -289,15 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
     except ImportError as exc:
-        print(f"{PROG}: error: cannot import {exc.name or exc}: run it with the project's "
-              f"Python, e.g. sudo {ROOT / '.venv' / 'bin' / 'python'} {Path(__file__).resolve()}",
-              file=sys.stderr)
+        print(mnenv.wrong_python(PROG, __file__, exc), file=sys.stderr)
         return 1
     a = parser.parse_args(argv)
     if a.reps < 1:
         parser.error("--reps must be at least 1")
     signal.signal(signal.SIGTERM, _interrupt)
-    import mnenv
     problem = mnenv.environment_problem()
     if problem:
         print(f"{PROG}: error: {problem}", file=sys.stderr)

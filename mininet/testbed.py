@@ -33,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 import yaml
 
-__all__ = ["NetSpec", "Run", "Testbed", "TestbedError", "ring_order"]
+__all__ = ["NetSpec", "Run", "Testbed", "TestbedError", "HostProcs", "ring_order"]
 
 JOB_ID = 1
 
@@ -96,7 +96,7 @@ def _cpu_seconds(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-class _Procs:
+class HostProcs:
     """Worker processes started on Mininet hosts; `kill()` leaves none running."""
 
     def __init__(self, log_dir: Path) -> None:
@@ -140,7 +140,7 @@ class Testbed:
         self.net: Any = None
         self.ctl: Any = None
         self.topology: Any = None
-        self.procs = _Procs(self.log_dir)
+        self.procs = HostProcs(self.log_dir)
         self._runs = 0
         self._bin = Path(sys.executable).parent
 

@@ -18,6 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
+from netsum.sweep import as_float as _f  # noqa: E402
+
 __all__ = ["PLOTS", "write_all", "utilisation_series", "latency_quantile_rows", "QUANTILES",
            "plot_time_vs_size", "plot_goodput_vs_workers",
            "plot_speedup", "plot_retx_vs_loss", "plot_latency_cdf", "plot_utilisation"]
@@ -26,15 +28,6 @@ Row = Mapping[str, object]
 COLOURS = {"ina": "tab:blue", "ring": "tab:orange", "ps": "tab:green"}
 NAMES = {"ina": "INA (switch)", "ring": "ring (hosts, TCP)", "ps": "parameter server (TCP)"}
 MARKERS = {"single": "o", "tree": "s"}
-
-
-def _f(v: object) -> float:
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        return float(str(v))
-    except ValueError:
-        return float("nan")
 
 
 def _ok(r: Row) -> bool:

@@ -107,10 +107,8 @@ def missing_bmv2_tools() -> list[str]:
     return [t for t in BMV2_TOOLS if shutil.which(t) is None]
 
 
-def free_tcp_ports(n: int) -> list[int]:
-    """n distinct loopback TCP ports free right now, for host all-reduce peers that must be
-    named before they listen (a clash fails loudly: the worker cannot listen)."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+def _free_ports(n: int, kind: int) -> list[int]:
+    socks = [socket.socket(socket.AF_INET, kind) for _ in range(n)]
     try:
         for s in socks:
             s.bind(("127.0.0.1", 0))
@@ -118,6 +116,12 @@ def free_tcp_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def free_tcp_ports(n: int) -> list[int]:
+    """n distinct loopback TCP ports free right now, for host all-reduce peers that must be
+    named before they listen (a clash fails loudly: the worker cannot listen)."""
+    return _free_ports(n, socket.SOCK_STREAM)
 
 
 def free_udp_ports(n: int) -> list[int]:
@@ -127,14 +131,7 @@ def free_udp_ports(n: int) -> list[int]:
     two ends each name the other's port before either daemon starts, and benchmarks.  A clash
     in the window before the switch binds fails loudly at start.  Worker ports are asked for
     as `:0` and read back from the switch's ready line instead."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    return _free_ports(n, socket.SOCK_DGRAM)
 
 
 # `netsum-switch: ready: device N; <N@IFACE ...|no ports>; <P4Runtime on ADDR|P4Runtime off>`

@@ -29,7 +29,7 @@ from typing import Any
 from workers.protocol import HEADER_BYTES
 
 __all__ = ["Point", "NetKey", "expand", "theory_time", "ina_frame_bytes", "FIELDS",
-           "row_of", "summarize", "write_csv", "read_csv", "TCP_MSS", "TCP_FRAME", "ACK_FRAME"]
+           "row_of", "summarize", "as_float", "write_csv", "read_csv", "TCP_MSS", "TCP_FRAME", "ACK_FRAME"]
 
 TCP_MSS = 1448          # payload of a full segment with TCP timestamps (MTU 1500)
 TCP_FRAME = 1514        # its Ethernet frame (no FCS: what htb and the counters count)
@@ -175,7 +175,8 @@ def _int(v: object) -> int:
     return v if isinstance(v, int) else 0
 
 
-def _float(v: object) -> float:
+def as_float(v: object) -> float:
+    """A CSV or row value as a float (nan when it is not a number)."""
     if isinstance(v, (int, float)):
         return float(v)
     try:
@@ -231,7 +232,7 @@ def summarize(rows: Sequence[Mapping[str, object]],
     for r in rows:
         if str(r.get("ok")) not in ("True", "true", "1"):
             continue
-        v = _float(r[value])
+        v = as_float(r[value])
         groups.setdefault(tuple(r[k] for k in keys), []).append(v)
     out = []
     for key, vals in groups.items():
