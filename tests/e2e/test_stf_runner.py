@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent.parent / "stf"
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     out = tmp_path_factory.mktemp("stf-build")
     made = {}
-    for name in ("stf_tables", "stf_replicate"):
+    for name in ("stf_tables", "stf_replicate", "stf_state"):
         res = compile_netsum(Program(name, HERE / f"{name}.p4", HERE / f"{name}.stf"), out)
         assert not isinstance(res, Outcome), res.reason
         made[name] = res
@@ -32,7 +32,7 @@ def play(built: dict[str, tuple[Path, Path]], name: str, text: str | None = None
     return run_commands(parse_stf(text), json_path, info)
 
 
-@pytest.mark.parametrize("name", ["stf_tables", "stf_replicate"])
+@pytest.mark.parametrize("name", ["stf_tables", "stf_replicate", "stf_state"])
 def test_own_programs_pass(built: dict[str, tuple[Path, Path]], name: str) -> None:
     out = play(built, name)
     assert out.verdict is Verdict.PASS, out.details
@@ -65,6 +65,17 @@ def test_missing_extra_and_length(built: dict[str, tuple[Path, Path]]) -> None:
     longer = _edit("stf_tables", "0800 45000014 $", "0800 4500 $")
     out = play(built, "stf_tables", longer)
     assert out.verdict is Verdict.WRONG and "frame too long" in out.reason
+
+
+@pytest.mark.parametrize("old,new", [
+    ("register_reset cells", "# register_reset cells"),      # the second frame reads abcd
+    ("counter_write per_cell 1 5 0", "counter_write per_cell 1 4 0"),
+    ("remove all", "# remove all"),                          # the last lookup hits: 11
+])
+def test_state_commands_take_effect(built: dict[str, tuple[Path, Path]], old: str,
+                                    new: str) -> None:
+    out = play(built, "stf_state", _edit("stf_state", old, new))
+    assert out.verdict is Verdict.WRONG, out
 
 
 def test_counter_check_can_fail(built: dict[str, tuple[Path, Path]]) -> None:

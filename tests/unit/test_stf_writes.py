@@ -8,7 +8,8 @@ from p4.v1 import p4runtime_pb2
 
 from netsum.stf import writes
 from netsum.stf.schema import Schema, StfNameError
-from netsum.stf.syntax import Add, SetDefault, parse_stf
+from netsum.stf.syntax import (Add, CounterWrite, MeterSetRates, RegisterReset, RegisterWrite,
+                               SetDefault, parse_stf)
 
 P4INFO = """
 tables {
@@ -34,6 +35,13 @@ tables {
 tables { preamble { id: 4 name: "ingress.x" } action_refs { id: 11 } }
 tables { preamble { id: 5 name: "egress.x" } action_refs { id: 11 } }
 tables { preamble { id: 6 name: "egress.max" } action_refs { id: 11 } }
+counters { preamble { id: 20 name: "ingress.hits" } spec { unit: BOTH } size: 4 }
+meters { preamble { id: 30 name: "ingress.rate" } spec { unit: BYTES } size: 2 }
+registers {
+  preamble { id: 40 name: "ingress.cells" }
+  type_spec { bitstring { bit { bitwidth: 16 } } }
+  size: 3
+}
 actions { preamble { id: 10 name: "ingress.set_port" } params { id: 1 name: "port" bitwidth: 9 } }
 actions { preamble { id: 11 name: "NoAction" } }
 """
@@ -159,3 +167,29 @@ def test_replication_groups_follow_nodes_and_sessions_follow_groups() -> None:
         pre.associate(6, 0)
     with pytest.raises(writes.StfValueError):
         pre.associate(5, 7)
+
+
+def test_extern_writes(schema: Schema) -> None:
+    cw, rw, rr, ms, ma = parse_stf("counter_write hits 3 7 700\n"
+                                   "register_write cells 1 0x1234\n"
+                                   "register_reset cells\n"
+                                   "meter_set_rates rate 1 0.5:100 2:200\n"
+                                   "meter_array_set_rates rate 1:10 3:30\n")
+    assert isinstance(cw, CounterWrite) and isinstance(rw, RegisterWrite)
+    assert isinstance(rr, RegisterReset) and isinstance(ms, MeterSetRates)
+    assert isinstance(ma, MeterSetRates)
+    c = writes.counter_write(schema, cw).entity.counter_entry
+    assert (c.counter_id, c.index.index, c.data.packet_count, c.data.byte_count) == (20, 3, 7, 700)
+    r = writes.register_write(schema, rw).entity.register_entry
+    assert (r.register_id, r.index.index, r.data.bitstring) == (40, 1, b"\x12\x34")
+    assert [u.entity.register_entry.index.index for u in writes.register_reset(schema, rr)] == \
+        [0, 1, 2]
+    (one,) = writes.meter_rates(schema, ms)
+    cfg = one.entity.meter_entry.config
+    # BMv2 rates are per microsecond, P4Runtime's per second
+    assert (cfg.cir, cfg.cburst, cfg.pir, cfg.pburst) == (500000, 100, 2000000, 200)
+    assert [u.entity.meter_entry.index.index for u in writes.meter_rates(schema, ma)] == [0, 1]
+    (wide,) = parse_stf("register_write cells 0 0x10000")
+    assert isinstance(wide, RegisterWrite)
+    with pytest.raises(writes.StfValueError, match="16 bits"):
+        writes.register_write(schema, wide)
