@@ -284,6 +284,21 @@ def _table(summary: list[dict[str, object]]) -> str:
                      f"{r['algo']!s:<5} {float(str(r['median'])):>8.2f} "
                      f"({float(str(r['min'])):.2f}-{float(str(r['max'])):.2f})      "
                      f"{float(str(g['median'])) if g else float('nan'):>10.2f}")
+    # INA against the host algorithms, point by point: the figure the sweep is for.
+    times = {tuple(r[k] for k in ("topo", "workers", "elements", "loss", "bw_mbps", "k",
+                                  "algo")): float(str(r["median"]))
+             for r in summary if r["value"] == "time_s"}
+    for key, t in sorted(times.items(), key=lambda kv: str(kv[0])):
+        if key[-1] == "ina" or t <= 0:
+            continue
+        ina = times.get((*key[:-1], "ina"))
+        if ina:
+            n = int(str(key[1]))
+            theory = 2 * (n - 1) / n if key[-1] == "ring" else n - 1
+            mb = 4 * float(str(key[2])) / 1e6
+            lines.append(f"speed-up {key[-1]}/ina: {key[0]} n={n} {mb:g}MB loss "
+                         f"{float(str(key[3])):g}: {t / ina:.2f}x (medians; theory "
+                         f"{theory:.2f}x)")
     return "\n".join(lines)
 
 
