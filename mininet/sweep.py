@@ -26,6 +26,7 @@ import gzip
 import json
 import os
 import platform
+import shlex
 import signal
 import sys
 import time
@@ -139,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ina (switch), ring, ps (default ina,ring)")
     p.add_argument("--reps", type=int, default=3, help="repetitions per point (default 3)")
     p.add_argument("--slots", type=int, default=256, help="INA window: slots per job")
+    p.add_argument("--ina-args", default="", metavar="'OPTIONS'",
+                   help="extra netsum-worker options for the INA workers, e.g. "
+                        "'--fast-retransmit 0 --rto 0.2' (one string)")
     p.add_argument("--timeout", type=float, default=30.0,
                    help="a worker's no-progress deadline (s)")
     p.add_argument("--seed", type=int, default=0, help="tensors and drop simulator")
@@ -172,7 +176,7 @@ def run_sweep(a: argparse.Namespace, got: Collected, out: IO[str]) -> bool:
         nets.setdefault(p.net, []).append(p)
     for net, pts in nets.items():
         spec = T.NetSpec(net.workers, net.topo, net.bw, net.k, net.target, a.slots, a.seed,
-                         a.timeout)
+                         a.timeout, tuple(shlex.split(a.ina_args)))
         _say(out, f"{PROG}: network: {net.topo}, {net.workers} workers, "
                   f"{'%g Mb/s' % net.bw if net.bw else 'unshaped'} links, K={net.k}, "
                   f"{net.target} switch")

@@ -52,6 +52,7 @@ class NetSpec:
     slots: int = 256
     seed: int = 0
     timeout: float = 20.0         # a worker's no-progress deadline (s)
+    ina_args: tuple[str, ...] = ()   # extra netsum-worker options for INA runs (timing)
 
     @property
     def leaves(self) -> int:
@@ -361,7 +362,8 @@ class Testbed:
         if algo == "ina":
             svc = self.topology.switch(h.switch).service
             return [*argv, "--job", str(JOB_ID), "--slots", str(s.slots), "--udp",
-                    M.ipv4_text(svc.ipv4), "--bind", f"{M.ipv4_text(h.ipv4)}:{h.udp_port}"]
+                    M.ipv4_text(svc.ipv4), "--bind", f"{M.ipv4_text(h.ipv4)}:{h.udp_port}",
+                    *s.ina_args]
         peers = ",".join(M.ipv4_text(self.topology.host(n).ipv4) for n in order)
         return [*argv, "--algo", algo, "--job", str(1000 + self._runs % 60000), "--peers",
                 peers, "--rank", str(rank)]
