@@ -187,6 +187,7 @@ def test_summarize_and_csv_round_trip(tmp_path: Path) -> None:
     assert (s["n"], s["median"], s["min"], s["max"]) == (3, 2.0, 1.0, 3.0)
 
 
+@pytest.mark.slow
 def test_plots_are_written_with_data_and_without(tmp_path: Path) -> None:
     rows: list[dict[str, Any]] = []
     for n in (2, 4):
