@@ -27,6 +27,7 @@ from .diagnostics import CompileError, Diagnostic, Diagnostics, NOPOS
 from .layout import BuildLayout, Layout
 from .lexer import tokenize
 from .model import ControlPlane
+from .inline_functions import InlineFunctions
 from .move_decls import MoveDeclarations
 from .p4info import build_p4info, p4info_text
 from .parser import parse
@@ -98,6 +99,11 @@ def _move_declarations(s: CompileState) -> None:
     s.program = MoveDeclarations().run(s.program, s.diags)
 
 
+def _inline_functions(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = InlineFunctions().run(s.program, s.diags)
+
+
 def _resolve(s: CompileState) -> None:
     assert s.program is not None
     s.globals = ResolveNames().run(s.program, s.diags)
@@ -134,6 +140,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     # action outside any control).  Every later pass relies on it.
     ("UniqueNames", _unique_names),
     ("MoveDeclarations", _move_declarations),
+    ("InlineFunctions", _inline_functions),  # calls of functions with statements, in order
     ("ResolveNames", _resolve),         # global symbols, types, folded constants
     ("BuildLayout", _layout),           # V1Switch blocks; header instances and scalars
     ("CheckTypes", _check),             # every block, action and table; v1model placement

@@ -65,7 +65,9 @@ class ControlLowering:
         assert isinstance(decl, A.ControlDecl)
         self.decl = decl
         # MoveDeclarations left no declarations in apply (initializers are assignments).
-        self.body = decl.apply
+        # An `if` on a constant keeps only its taken branch before anything looks at the
+        # body, so the other branch's tables and actions are not used at all (as in p4c).
+        self.body = self._fold_constant_ifs(decl.apply)
         self.order = group_order(self.body, self._table_call)
         self.hidden: list[tuple[float, Json, list[A.Stmt], Env]] = \
             parent.hidden if parent else []
@@ -73,6 +75,34 @@ class ControlLowering:
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
+
+    def _fold_constant_ifs(self, b: A.Block) -> A.Block:
+        consts = {n: s.value for n, s in self.env.syms.items()
+                  if s.kind is SymKind.CONST and isinstance(s.value, ConstValue)}
+
+        def stmt(x: A.Stmt) -> A.Stmt:
+            match x:
+                case A.If(cond=c, then=t, other=o):
+                    cv = const_eval(c, self.ctx.g, Diagnostics(), consts) \
+                        if not self._mentions_apply(c) else None
+                    if cv is not None and isinstance(cv.value, bool):
+                        taken = t if cv.value else o
+                        return stmt(taken) if taken is not None else A.EmptyStmt(x.pos)
+                    return A.If(x.pos, c, stmt(t), stmt(o) if o is not None else None)
+                case A.Block(stmts=ss):
+                    return A.Block(x.pos, tuple(stmt(y) for y in ss))
+                case A.Switch(cases=cs):
+                    return A.Switch(x.pos, x.expr, tuple(
+                        A.SwitchCase(c.pos, c.label, block(c.body) if c.body else None, c.value)
+                        for c in cs))
+            return x
+
+        def block(x: A.Block) -> A.Block:
+            out = stmt(x)
+            assert isinstance(out, A.Block)
+            return out
+
+        return block(b)
 
     # ------------------------------------------------------------ entry point
     def run(self, name: str, pid: int) -> Json:
@@ -487,6 +517,11 @@ class ControlLowering:
         if not isinstance(cond.type, Bool):
             self.err(s.cond.pos, f"an if condition must be bool, got {show(cond.type)}")
             return Frag(None, [])
+        if isinstance(cond, TConst):
+            # A constant condition keeps only the branch it takes (p4c folds it away too,
+            # with whatever the other branch alone would have used).
+            taken = s.then if cond.value else s.other
+            return self._stmt(taken, env.child()) if taken is not None else Frag(None, [])
         name = f"node_{self._new_node_name()}"
         cj: Json = {"name": name, "id": self.ps.cond_id, "expression": as_condition(cond),
                     "true_next": None, "false_next": None}

@@ -19,7 +19,7 @@ from .lower_action import ActionLowering, LowerCtx
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
 from .resolve import const_eval, resolve_type
 from .scopes import Env, ExternInstance, SymKind
-from .typecheck import expr_text
+from .typecheck import expr_text, key_name
 from .types import Bits, Bool, show, width_of
 
 __all__ = ["TableLowering", "annotation_strings"]
@@ -104,14 +104,17 @@ class TableLowering:
         aenv = action_env(env if g.actions.get(decl.name) is not decl
                           else Env(None, g, env.block), decl, g, self.ctx.diags)
         lowering = ActionLowering(self.ctx, self.scope.role if self.scope else "ingress")
-        if any(p.direction for p in decl.params):
-            prims = self._bound_body(lowering, decl, call, env, aenv)
+        # A direct call binds every parameter (p4c RemoveActionParameters): the action it
+        # gets has no action data, in the JSON as in P4Info.
+        direct = isinstance(key, int)
+        if direct or any(p.direction for p in decl.params):
+            prims = self._bound_body(lowering, decl, call, env, aenv, bind_all=direct)
         else:
             prims = lowering.lower_body(decl.body.stmts, aenv)
         runtime: list[Json] = []
         params: list[tuple[str, int]] = []
         for p in decl.params:
-            if p.direction:
+            if p.direction or direct:
                 continue
             pt = resolve_type(p.type, g, self.ctx.diags)
             if pt is None:
@@ -120,8 +123,10 @@ class TableLowering:
                 self.err(p.pos, f"action parameter '{p.name}' has type {show(pt)}; control-plane"
                                 " parameters must be bit<W> or int<W>")
                 continue
-            runtime.append({"name": p.name, "bitwidth": width_of(pt)})
-            params.append((p.name, width_of(pt)))
+            pname = annotation_arg(p.annotations, "name")
+            name = pname.value if isinstance(pname, A.StrLit) else p.name
+            runtime.append({"name": name, "bitwidth": width_of(pt)})
+            params.append((name, width_of(pt)))
         self.actions.append({"name": cp_name, "id": idx, "runtime_data": runtime,
                              "primitives": prims})
         if not has_annotation(decl.annotations, "hidden"):
@@ -130,7 +135,7 @@ class TableLowering:
                                            explicit_id(decl.annotations)))
 
     def _bound_body(self, lowering: ActionLowering, decl: A.ActionDecl, call: A.Call | None,
-                    env: Env, aenv: Env) -> list[Json]:
+                    env: Env, aenv: Env, bind_all: bool = False) -> list[Json]:
         """The body of an action whose directional parameters a direct call or an actions
         list entry binds (``a(meta.x)``): inlined with copy-in/copy-out against those
         arguments, its directionless parameters staying runtime data (p4c specializes the
@@ -141,7 +146,7 @@ class TableLowering:
             given = [by_name[p.name] for p in decl.params if p.name in by_name]
         args: list[TExpr | None] = []
         for i, p in enumerate(decl.params):
-            if not p.direction:
+            if not p.direction and not bind_all:
                 sym = aenv.lookup(p.name)
                 args.append(sym.value if sym is not None and isinstance(sym.value, TLoc)
                             else None)
@@ -157,7 +162,7 @@ class TableLowering:
             te = self.ctx.typer.expr(a.value, env, pt) if pt is not None else None
             if te is None:
                 return []
-            if p.direction != "in" and not (isinstance(te, TLoc)
+            if p.direction not in ("in", "") and not (isinstance(te, TLoc)
                                             and not isinstance(te.ref, ParamRef)):
                 self.err(a.pos, f"argument '{p.name}' of action '{decl.name}' is an "
                                 f"{p.direction} parameter; it needs a writable location, not "
@@ -360,12 +365,16 @@ class TableLowering:
             return None
         decl = sym.value
         params = [p for p in decl.params if not p.direction]
-        if len(call.args) != len(params):
+        # The directional arguments (written first) repeat what the actions list binds; the
+        # directionless ones are the action data.
+        bound = len(decl.params) - len(params)
+        args = call.args[bound:] if len(call.args) == len(decl.params) else call.args
+        if len(args) != len(params):
             self.err(call.pos, f"action '{aname}' takes {len(params)} argument(s), got "
                                f"{len(call.args)}")
             return None
         out: list[int] = []
-        for p, a in zip(params, call.args):
+        for p, a in zip(params, args):
             pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
             if a.value is None or pt is None:
                 return None
@@ -413,7 +422,8 @@ class TableLowering:
                 self.err(ke.match_kind_pos, unknown("match kind", ke.match_kind, _MATCH_KINDS))
                 continue
             name_arg = annotation_arg(ke.annotations, "name")
-            name = name_arg.value if isinstance(name_arg, A.StrLit) else expr_text(ke.expr)
+            name = name_arg.value if isinstance(name_arg, A.StrLit) else \
+                key_name(ke.expr) or expr_text(ke.expr)
             te = self.ctx.typer.expr(ke.expr, env)
             if te is None:
                 continue
@@ -565,19 +575,8 @@ class TableLowering:
         act = self.actions[idx]
         decl = info.target
         assert isinstance(decl, A.ActionDecl) and isinstance(call.func, A.Name)
-        data: list[str] = []
-        for p, a in zip(info.params, info.args):
-            if p.direction:
-                continue
-            if not isinstance(a, TConst):
-                self.err(call.pos, f"unsupported construct: calling action '{decl.name}' from "
-                                   "apply with a run-time argument")
-                return None
-            data.append(hexstr(int(a.value), width_of(a.type))["value"])
         base = decl.name
-        tj = self._keyless(self.ctx.names.new(f"tbl_{base}"), act)
-        tj["default_entry"]["action_data"] = data
-        return tj
+        return self._keyless(self.ctx.names.new(f"tbl_{base}"), act)
 
     def finish_ids(self, tables: list[Json]) -> None:
         """Fill the ids of hidden actions (known only after the control is done)."""

@@ -300,12 +300,10 @@ class ResolveNames:
                 g.externs[name] = d
             case A.FunctionDecl(body=None):
                 g.functions.setdefault(name, []).append(d)
-            case A.FunctionDecl(body=A.Block(stmts=(A.Return(value=v),))) if v is not None:
-                # A function whose body is one 'return e;' is inlined as an expression.
-                g.functions.setdefault(name, []).append(d)
             case A.FunctionDecl():
-                diags.error(d.pos, "unsupported construct: functions with a body other than "
-                                   "a single 'return <expression>;'")
+                # One 'return e;' with in parameters is inlined as an expression by the type
+                # checker; any other body was expanded into statements by InlineFunctions.
+                g.functions.setdefault(name, []).append(d)
             case A.ActionDecl():
                 g.actions[name] = d
             case A.ParserDecl():

@@ -18,7 +18,7 @@ from .scopes import Env, Sym, SymKind
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, Str, StructT,
                     show, width_of)
 
-__all__ = ["Typer", "expr_text"]
+__all__ = ["Typer", "expr_text", "key_name"]
 
 _ARITH = ("+", "-", "*", "/", "%", "&", "|", "^", "|+|", "|-|")
 _COMPARE = ("==", "!=", "<", ">", "<=", ">=")
@@ -52,6 +52,33 @@ def expr_text(e: A.Expr) -> str:
         case A.Cast(expr=x):
             return f"(cast){expr_text(x)}"
     return type(e).__name__
+
+
+def key_name(e: A.Expr) -> str | None:
+    """The P4Info name of a table key (p4c TableKeyNames): a path, field, index, slice, `&`
+    or constant written out, ``x.isValid()`` as ``x.$valid$``; None for anything more complex
+    (p4c then requires a @name annotation)."""
+    match e:
+        case A.Name(name=n, orig=o):
+            return o or n
+        case A.Member(expr=x, member=m):
+            base = key_name(x)
+            return f"{base}.{m}" if base is not None else None
+        case A.Index(expr=x, index=i):
+            a, b = key_name(x), key_name(i)
+            return f"{a}[{b}]" if a is not None and b is not None else None
+        case A.Slice(expr=x, hi=h, lo=l):
+            a, b, c = key_name(x), key_name(h), key_name(l)
+            return f"{a}[{b}:{c}]" if None not in (a, b, c) else None
+        case A.Binary(op="&", left=l, right=r):
+            a, b = key_name(l), key_name(r)
+            return f"{a} & {b}" if a is not None and b is not None else None
+        case A.IntLit(value=v, text=t):
+            return hex(v) if "0x" in t.lower() else str(v)
+        case A.Call(func=A.Member(expr=x, member="isValid"), args=()):
+            base = key_name(x)
+            return f"{base}.$valid$" if base is not None else None
+    return None
 
 
 class Typer:
@@ -193,6 +220,15 @@ class Typer:
         if decl is None:
             self.err(e.pos, f"unsupported construct: call of extern function '{name}' inside "
                             "an expression (call it as a statement)")
+            return None
+        assert decl.body is not None
+        if not (len(decl.body.stmts) == 1 and isinstance(decl.body.stmts[0], A.Return)) or \
+                decl.type_params:
+            # InlineFunctions expanded the calls it can place in statements; this one is in a
+            # place it cannot (a table key, a default action argument, ...), or is generic.
+            self.err(e.pos, f"unsupported construct: call of function '{name}' here (a "
+                            "function with statements or type parameters, called where no "
+                            "statement can run first)")
             return None
         if self.depth > 16:
             self.err(e.pos, f"function '{name}' calls itself (recursion is not allowed in P4)")

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos
-from .typecheck import expr_text
+from .typecheck import expr_text, key_name
 
 __all__ = ["UniqueNames", "NameSource"]
 
@@ -257,7 +257,7 @@ class UniqueNames:
             if e is not ke.expr and not any(an.name == "name" for an in annos):
                 # P4Info names a key by its source spelling (p4c: TableKeyNames, which runs
                 # before the renaming); keep it through the renaming.
-                text = expr_text(ke.expr)
+                text = key_name(ke.expr) or expr_text(ke.expr)
                 annos = annos + (A.Annotation(ke.pos, "name", (A.StrLit(ke.pos, text),),
                                               f'"{text}"'),)
             keys.append(dataclasses.replace(ke, expr=e, annotations=annos))

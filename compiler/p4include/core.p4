@@ -1,7 +1,8 @@
 /* netsum core library: the declarations every P4_16 program may use (P4_16 spec, "core library").
    Written for netsum's compiler from the language specification. */
-#ifndef _NETSUM_CORE_P4_
-#define _NETSUM_CORE_P4_
+/* The guard macro is the one programs test (#ifdef _CORE_P4_) to know core.p4 was included. */
+#ifndef _CORE_P4_
+#define _CORE_P4_
 
 /* Error codes in the order the specification lists them; BMv2 numbers them from 0. */
 error {

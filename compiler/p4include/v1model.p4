@@ -1,13 +1,16 @@
 /* netsum v1model architecture declarations (the BMv2 simple_switch model).
    Written for netsum's compiler from the P4_16 specification and the v1model documentation;
    the compiler knows the semantics of each extern named here. */
-#ifndef _NETSUM_V1MODEL_P4_
-#define _NETSUM_V1MODEL_P4_
+/* Guard and version macro as programs use them: V1MODEL_VERSION defaults to the first
+   version (20180101); a program defines 20200408 before the #include to get PortId_t and
+   index types of its own choice for counters, meters and registers. */
+#ifndef _V1_MODEL_P4_
+#define _V1_MODEL_P4_
 
 #include "core.p4"
 
 #ifndef V1MODEL_VERSION
-#define V1MODEL_VERSION 20200408
+#define V1MODEL_VERSION 20180101
 #endif
 
 match_kind {
@@ -18,13 +21,15 @@ match_kind {
 
 const bit<32> __v1model_version = V1MODEL_VERSION;
 
+#if V1MODEL_VERSION >= 20200408
 typedef bit<9> PortId_t;
+#endif
 
 @metadata @name("standard_metadata")
 struct standard_metadata_t {
-    PortId_t ingress_port;
-    PortId_t egress_spec;
-    PortId_t egress_port;
+    bit<9> ingress_port;
+    bit<9> egress_spec;
+    bit<9> egress_port;
     bit<32> instance_type;
     bit<32> packet_length;
     @alias("queueing_metadata.enq_timestamp") bit<32> enq_timestamp;
@@ -51,10 +56,17 @@ enum MeterType {
     bytes
 }
 
+#if V1MODEL_VERSION >= 20200408
 extern counter<I> {
     counter(bit<32> size, CounterType type);
     void count(in I index);
 }
+#else
+extern counter {
+    counter(bit<32> size, CounterType type);
+    void count(in bit<32> index);
+}
+#endif
 
 extern direct_counter {
     direct_counter(CounterType type);
@@ -65,22 +77,38 @@ extern direct_counter {
 #define V1MODEL_METER_COLOR_YELLOW 1
 #define V1MODEL_METER_COLOR_RED    2
 
+#if V1MODEL_VERSION >= 20200408
 extern meter<I> {
     meter(bit<32> size, MeterType type);
     void execute_meter<T>(in I index, out T result);
 }
+#else
+extern meter {
+    meter(bit<32> size, MeterType type);
+    void execute_meter<T>(in bit<32> index, out T result);
+}
+#endif
 
 extern direct_meter<T> {
     direct_meter(MeterType type);
     void read(out T result);
 }
 
+#if V1MODEL_VERSION >= 20200408
 extern register<T, I> {
     register(bit<32> size);
     T read(in I index);
     void read(out T result, in I index);
     void write(in I index, in T value);
 }
+#else
+extern register<T> {
+    register(bit<32> size);
+    T read(in bit<32> index);
+    void read(out T result, in bit<32> index);
+    void write(in bit<32> index, in T value);
+}
+#endif
 
 extern action_profile {
     action_profile(bit<32> size);
@@ -101,9 +129,21 @@ enum HashAlgorithm {
     xor16
 }
 
+/* The old form without an argument acts on standard_metadata. */
+extern void mark_to_drop();
 extern void mark_to_drop(inout standard_metadata_t standard_metadata);
 
 extern void hash<O, T, D, M>(out O result, in HashAlgorithm algo, in T base, in D data, in M max);
+
+extern action_selector {
+    action_selector(HashAlgorithm algorithm, bit<32> size, bit<32> outputWidth);
+}
+
+/* Deprecated: checksums through verify_checksum/update_checksum instead. */
+extern Checksum16 {
+    Checksum16();
+    bit<16> get<D>(in D data);
+}
 
 enum CloneType {
     I2E,

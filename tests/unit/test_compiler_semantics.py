@@ -251,3 +251,49 @@ def test_header_field_of_enum_type() -> None:
     assert out[14:17] == bytes([1, 7, 3])
     (_, out), = dev.process(1, DST + SRC + b"\x08\x00" + bytes([1, 10, 3]) + b"\x00\x00")
     assert out[14:17] == bytes([1, 10, 3])
+
+
+# ---------------------------------------------------------------- functions with statements
+
+FUNCS = """
+bit<8> twice(in bit<8> v) { bit<8> t = v; return t + t; }
+bit<8> clamp(in bit<8> v, in bit<8> hi) {
+    if (v > hi) { return hi; }
+    bit<8> w = v + 1;
+    return w;
+}
+bit<8> bump(inout bit<8> v) { v = v + 1; return 10; }
+bool side(inout bit<8> v) { v = 99; return true; }
+void fill(out p_t h) { h.setValid(); h.a = 1; h.b = 2; h.c = 3; h.w = 4; }
+"""
+
+
+@pytest.mark.parametrize("body, a, b, c, want", [
+    # twice(b) + 1 = 2*b + 1
+    ("hdr.p.a = twice(hdr.p.b) + 1;", 0, 5, 0, (11, 5, 0)),
+    # the early return skips the rest of clamp's body; otherwise w = v + 1
+    ("hdr.p.a = clamp(hdr.p.b, 4); hdr.p.c = clamp(hdr.p.c, 4);", 0, 9, 2, (4, 9, 3)),
+    # operands left to right: a (7) is read before bump(a) runs; bump copies 8 out to a and
+    # returns 10, so b = 7 + 10
+    ("hdr.p.b = hdr.p.a + bump(hdr.p.a);", 7, 0, 0, (8, 17, 0)),
+    # && does not evaluate its right side when the left is false; || when it is true
+    ("bool x = hdr.p.a == 0 && side(hdr.p.b); bool y = hdr.p.a == 1 || side(hdr.p.c);",
+     1, 5, 6, (1, 5, 6)),
+    ("bool x = hdr.p.a == 1 && side(hdr.p.b);", 1, 5, 6, (1, 99, 6)),
+    # ?: evaluates only the branch it takes
+    ("hdr.p.a = hdr.p.a == 1 ? bump(hdr.p.b) : bump(hdr.p.c);", 1, 5, 6, (10, 6, 6)),
+])
+def test_function_calls_in_expressions(body: str, a: int, b: int, c: int,
+                                       want: tuple[int, int, int]) -> None:
+    out = run(ingress(body), a=a, b=b, c=c, prelude=FUNCS)
+    assert out is not None and out[2:5] == want
+
+
+def test_function_out_header_parameter() -> None:
+    assert run(ingress("fill(hdr.p);"), prelude=FUNCS) == (DST, SRC, 1, 2, 3, 4)
+
+
+def test_function_calls_inside_an_action() -> None:
+    decls = "    action act() { hdr.p.c = clamp(hdr.p.a, 3) + twice(hdr.p.b); }"
+    out = run(ingress("act();", decls), a=7, b=2, prelude=FUNCS)
+    assert out is not None and out[4] == 3 + 4

@@ -1,0 +1,545 @@
+"""InlineFunctions: calls of functions with a body become statements, in evaluation order.
+
+A function whose body is one ``return <expression>;`` and whose parameters are all ``in``
+stays an expression (the type checker inlines it where it is used).  Every other call of a
+function with a body is expanded where it stands, following the spec's calling convention
+(§6.8): the arguments are evaluated left to right into the parameters' copies (an ``out``
+header starts invalid), the body runs on the copies, its ``return e`` sets the result and
+skips the rest of the body (a ``done`` flag guards what follows, so control flow stays
+structured), then ``out``/``inout`` copies are written back left to right and the result is
+used where the call was.
+
+A call inside an expression is first lifted out into a temporary, and so is the right side
+of ``&&``/``||`` and a ``?:`` branch that holds a call (into an ``if``), so that it runs
+exactly when P4 evaluates it.  The copies, results and flags are variables of the parser or
+control (or of the action outside any control) the call is in, declared once per function:
+P4 has no recursion, so two calls of one function are never active at the same time.
+
+Runs after MoveDeclarations (names are unique, declarations at the top) and before the
+names are resolved, so the rest of the compiler sees ordinary statements only.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from . import ast as A
+from .diagnostics import Diagnostics, Pos
+from .typecheck import expr_text
+from .unique_names import NameSource, identifiers
+
+__all__ = ["InlineFunctions", "is_pure_expression"]
+
+_MAX_DEPTH = 32
+
+
+def is_pure_expression(f: A.FunctionDecl) -> bool:
+    """``T f(in ...) { return e; }``: left to the type checker, which inlines e."""
+    return (f.body is not None and len(f.body.stmts) == 1
+            and isinstance(f.body.stmts[0], A.Return) and f.body.stmts[0].value is not None
+            and all(p.direction in ("", "in") for p in f.params))
+
+
+@dataclasses.dataclass
+class _Storage:
+    """The variables one function uses in one container (declared on first use)."""
+
+    params: dict[str, str]            # parameter -> variable
+    result: str | None                # return value variable (None for void)
+    done: str | None                  # set by an early `return`
+
+
+class InlineFunctions:
+    """Pass: Program → Program without calls of non-expression functions."""
+
+    def run(self, prog: A.Program, diags: Diagnostics) -> A.Program:
+        self.diags = diags
+        self.functions: dict[str, list[A.FunctionDecl]] = {}
+        for d in prog.decls:
+            if isinstance(d, A.FunctionDecl) and d.body is not None and not d.type_params \
+                    and not is_pure_expression(d):
+                self.functions.setdefault(d.name, []).append(d)
+        if not self.functions:
+            return prog
+        self.types = {d.name: d for d in prog.decls if isinstance(d, A.Decl)}
+        self.fresh = NameSource(identifiers(prog))
+        out: list[A.Node] = []
+        for d in prog.decls:
+            match d:
+                case A.ControlDecl():
+                    out.append(self._control(d))
+                case A.ParserDecl():
+                    out.append(self._parser(d))
+                case A.ActionDecl():
+                    out.append(self._action(d))
+                case _:
+                    out.append(d)
+        return A.Program(prog.pos, tuple(out))
+
+    # ------------------------------------------------------------ containers
+    def _begin(self, params: tuple[A.Param, ...], locals_: tuple[A.Node, ...]) -> None:
+        self.decls: list[A.VarDecl] = []
+        self.storage: dict[int, _Storage] = {}
+        self.depth = 0
+        # Declared types of the names in scope, for the copies _lift makes of operands.
+        self.scope: dict[str, A.TypeExpr] = {p.name: p.type for p in params}
+        for x in locals_:
+            if isinstance(x, A.VarDecl):
+                self.scope[x.name] = x.type
+
+    def _control(self, c: A.ControlDecl) -> A.ControlDecl:
+        self._begin(c.params, c.locals)
+        locals_: list[A.Node] = []
+        for x in c.locals:
+            if isinstance(x, A.ActionDecl):
+                saved = dict(self.scope)
+                self.scope.update({p.name: p.type for p in x.params})
+                x = dataclasses.replace(x, body=self._block(x.body))
+                self.scope = saved
+            locals_.append(x)
+        apply = self._block(c.apply)
+        return dataclasses.replace(c, locals=tuple(self.decls) + tuple(locals_), apply=apply)
+
+    def _parser(self, p: A.ParserDecl) -> A.ParserDecl:
+        self._begin(p.params, p.locals)
+        states: list[A.ParserState] = []
+        for st in p.states:
+            stmts = self._stmts(st.stmts)
+            t = st.transition
+            if isinstance(t, A.Select) and any(self._has_call(k) for k in t.keys):
+                keys: list[A.Expr] = []
+                for k in t.keys:
+                    pre, k2 = self._lift(k)
+                    stmts += pre
+                    keys.append(k2)
+                t = dataclasses.replace(t, keys=tuple(keys))
+            states.append(dataclasses.replace(st, stmts=tuple(stmts), transition=t))
+        return dataclasses.replace(p, locals=tuple(self.decls) + p.locals, states=tuple(states))
+
+    def _action(self, a: A.ActionDecl) -> A.ActionDecl:
+        self._begin(a.params, tuple(x for x in a.body.stmts if isinstance(x, A.VarDecl)))
+        body = self._block(a.body)
+        return dataclasses.replace(a, body=dataclasses.replace(
+            body, stmts=tuple(self.decls) + body.stmts))
+
+    # ------------------------------------------------------------ statements
+    def _block(self, b: A.Block) -> A.Block:
+        return dataclasses.replace(b, stmts=tuple(self._stmts(b.stmts)))
+
+    def _stmts(self, stmts: tuple[A.Stmt, ...]) -> list[A.Stmt]:
+        out: list[A.Stmt] = []
+        for s in stmts:
+            out += self._stmt(s)
+        return out
+
+    def _stmt(self, s: A.Stmt) -> list[A.Stmt]:
+        match s:
+            case A.Block():
+                return [self._block(s)]
+            case A.If(cond=c, then=t, other=o):
+                pre, c2 = self._lift(c)
+                then = self._as_block(t)
+                other = self._as_block(o) if o is not None else None
+                return pre + [dataclasses.replace(s, cond=c2, then=then, other=other)]
+            case A.Switch(expr=e, cases=cs):
+                pre, e2 = self._lift(e)
+                cases = tuple(dataclasses.replace(c, body=self._block(c.body))
+                              if c.body is not None else c for c in cs)
+                return pre + [dataclasses.replace(s, expr=e2, cases=cases)]
+            case A.Assign(lhs=l, rhs=A.Call() as call) if self._target(call) is not None:
+                pre, args = self._lift_args(call)
+                return pre + self._inline(call, args, l)
+            case A.Assign(lhs=l, rhs=r):
+                pre, r2 = self._lift(r)
+                return pre + [dataclasses.replace(s, rhs=r2)] if pre or r2 is not r else [s]
+            case A.CallStmt(call=call) if self._target(call) is not None:
+                pre, args = self._lift_args(call)
+                return pre + self._inline(call, args, None)
+            case A.CallStmt(call=call) if self._has_call(call):
+                pre, args = self._lift_args(call)
+                return pre + [dataclasses.replace(s, call=dataclasses.replace(
+                    call, args=tuple(args)))]
+            case A.Return(value=v) if v is not None and self._has_call(v):
+                pre, v2 = self._lift(v)
+                return pre + [dataclasses.replace(s, value=v2)]
+        return [s]
+
+    def _as_block(self, s: A.Stmt) -> A.Stmt:
+        out = self._stmt(s)
+        return out[0] if len(out) == 1 else A.Block(s.pos, tuple(out))
+
+    # ------------------------------------------------------------ expressions
+    def _target(self, call: A.Call) -> A.FunctionDecl | None:
+        f = call.func
+        if not isinstance(f, A.Name) or f.name not in self.functions:
+            return None
+        decls = self.functions[f.name]
+        return next((d for d in decls if len(d.params) >= len(call.args)), decls[0])
+
+    def _has_call(self, x: Any) -> bool:
+        stack = [x]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, tuple):
+                stack.extend(n)
+            elif isinstance(n, A.Call) and self._target(n) is not None:
+                return True
+            elif isinstance(n, A.Node) and not isinstance(n, A.Annotation):
+                stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
+        return False
+
+    def _temp(self, base: str, t: A.TypeExpr, pos: Pos) -> A.Name:
+        name = self.fresh.new(base)
+        self.decls.append(A.VarDecl(pos, (), t, name, None))
+        self.scope[name] = t
+        return A.Name(pos, name)
+
+    def _type_of(self, e: A.Expr) -> A.TypeExpr | None:
+        """The declared type of a location or simple expression, read off the declarations
+        (None when it takes real type checking to know)."""
+        match e:
+            case A.Name(name=n):
+                return self.scope.get(n)
+            case A.Member(expr=x, member=m):
+                t = self._resolve(self._type_of(x))
+                d = self.types.get(t.name) if isinstance(t, A.TypeName) else None
+                if isinstance(d, (A.HeaderDecl, A.StructDecl)):
+                    return next((f.type for f in d.fields if f.name == m), None)
+                return None
+            case A.Index(expr=x):
+                t = self._resolve(self._type_of(x))
+                return t.elem if isinstance(t, A.StackType) else None
+            case A.Slice(hi=A.IntLit(value=h), lo=A.IntLit(value=lo)):
+                return A.BitType(e.pos, A.IntLit(e.pos, h - lo + 1, None, False, str(h - lo + 1)))
+            case A.Cast(type=t):
+                return t
+            case A.IntLit(width=w, signed=sg) if w is not None:
+                lit = A.IntLit(e.pos, w, None, False, str(w))
+                return A.IntType(e.pos, lit) if sg else A.BitType(e.pos, lit)
+            case A.Unary(operand=x) | A.Binary(left=x, op="+" | "-" | "*" | "&" | "|" | "^"):
+                return self._type_of(x)
+        return None
+
+    def _resolve(self, t: A.TypeExpr | None) -> A.TypeExpr | None:
+        for _ in range(16):
+            d = self.types.get(t.name) if isinstance(t, A.TypeName) else None
+            if not isinstance(d, A.Typedef):
+                return t
+            t = d.type
+        return t
+
+    def _written(self, x: Any) -> set[str]:
+        """Spellings of the locations passed as out/inout to inlined calls inside x."""
+        out: set[str] = set()
+        stack = [x]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, tuple):
+                stack.extend(n)
+            elif isinstance(n, A.Call) and (f := self._target(n)) is not None:
+                for p, a in zip(f.params, n.args):
+                    if p.direction in ("out", "inout") and a.value is not None:
+                        out.add(expr_text(a.value))
+                stack.extend(n.args)
+            elif isinstance(n, A.Node) and not isinstance(n, A.Annotation):
+                stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
+        return out
+
+    @staticmethod
+    def _reads(e: A.Expr, written: set[str]) -> bool:
+        """Whether e reads one of the written locations (or a part or a whole of one)."""
+        stack: list[Any] = [e]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (A.Name, A.Member, A.Index)):
+                t = expr_text(n)
+                if any(t == w or t.startswith(w + ".") or t.startswith(w + "[")
+                       or w.startswith(t + ".") or w.startswith(t + "[") for w in written):
+                    return True
+            if isinstance(n, A.Node) and not isinstance(n, A.Annotation):
+                stack.extend(getattr(n, f.name) for f in dataclasses.fields(n)
+                             if isinstance(getattr(n, f.name), (A.Node, tuple)))
+            elif isinstance(n, tuple):
+                stack.extend(n)
+        return False
+
+    def _lift(self, e: A.Expr) -> tuple[list[A.Stmt], A.Expr]:
+        """(statements to run first, e without calls of inlined functions)."""
+        if not self._has_call(e):
+            return [], e
+        match e:
+            case A.Call() if self._target(e) is not None:
+                fn = self._target(e)
+                assert fn is not None
+                if isinstance(fn.ret, A.VoidType):
+                    self.diags.error(e.pos, f"function '{fn.name}' returns no value; call it "
+                                            "as a statement")
+                    return [], e
+                before, args = self._lift_args(e)
+                t = self._temp("tmp", fn.ret, e.pos)
+                return before + self._inline(e, args, t), t
+            case A.Binary(op="&&" | "||" as op, left=l, right=r) if self._has_call(r):
+                pre_l, l2 = self._lift(l)
+                t = self._temp("tmp", A.BoolType(e.pos), e.pos)
+                pre_r, r2 = self._lift(r)
+                run_right = A.Block(e.pos, tuple(pre_r) + (A.Assign(e.pos, t, r2),))
+                test: A.Expr = t if op == "&&" else A.Unary(e.pos, "!", t)
+                return pre_l + [A.Assign(e.pos, t, l2), A.If(e.pos, test, run_right, None)], t
+            case A.Ternary(cond=c, then=a, other=b) if self._has_call(a) or self._has_call(b):
+                rt = self._branch_type(a) or self._branch_type(b)
+                if rt is None:
+                    self.diags.error(e.pos, "unsupported construct: a call of a function with "
+                                            "statements inside a '?:' branch that is not the "
+                                            "call itself")
+                    return [], e
+                pre_c, c2 = self._lift(c)
+                t = self._temp("tmp", rt, e.pos)
+                pa, a2 = self._lift(a)
+                pb, b2 = self._lift(b)
+                return pre_c + [A.If(e.pos, c2, A.Block(a.pos, tuple(pa) + (A.Assign(a.pos, t, a2),)),
+                                   A.Block(b.pos, tuple(pb) + (A.Assign(b.pos, t, b2),)))], t
+        # Anything else: lift the operands left to right (the order P4 evaluates them in).
+        # An operand read before a later one's call changes it is copied first (spec §6.8:
+        # `val + f(val)` with an inout `val` adds the value val had before the call).
+        pre: list[A.Stmt] = []
+        changes: dict[str, Any] = {}
+        fields = [fld for fld in dataclasses.fields(e)]
+        for k, fld in enumerate(fields):
+            v = getattr(e, fld.name)
+            if isinstance(v, A.Expr):
+                p, v2 = self._lift(v)
+                pre += p
+                later = tuple(getattr(e, g.name) for g in fields[k + 1:])
+                written = self._written(later) if self._has_call(later) else set()
+                if written and not isinstance(v2, (A.IntLit, A.BoolLit)) and \
+                        self._reads(v2, written):
+                    vt = self._type_of(v2)
+                    if vt is not None:
+                        copy = self._temp("tmp", vt, v2.pos)
+                        pre.append(A.Assign(v2.pos, copy, v2))
+                        v2 = copy
+                if v2 is not v:
+                    changes[fld.name] = v2
+            elif isinstance(v, tuple) and any(isinstance(i, (A.Expr, A.Arg)) for i in v):
+                items: list[Any] = []
+                for i in v:
+                    if isinstance(i, A.Arg) and i.value is not None:
+                        p, v2 = self._lift(i.value)
+                        pre += p
+                        items.append(dataclasses.replace(i, value=v2))
+                    elif isinstance(i, A.Expr):
+                        p, v2 = self._lift(i)
+                        pre += p
+                        items.append(v2)
+                    else:
+                        items.append(i)
+                changes[fld.name] = tuple(items)
+        return pre, dataclasses.replace(e, **changes) if changes else e
+
+    def _branch_type(self, x: A.Expr) -> A.TypeExpr | None:
+        if isinstance(x, A.Call):
+            f = self._target(x)
+            if f is not None and not isinstance(f.ret, A.VoidType):
+                return f.ret
+        if isinstance(x, A.Cast):
+            return x.type
+        return None
+
+    def _lift_args(self, call: A.Call) -> tuple[list[A.Stmt], list[A.Arg]]:
+        pre: list[A.Stmt] = []
+        args: list[A.Arg] = []
+        for a in call.args:
+            if a.value is None:
+                args.append(a)
+                continue
+            p, v = self._lift(a.value)
+            pre += p
+            args.append(dataclasses.replace(a, value=v))
+        return pre, args
+
+    # ------------------------------------------------------------ the call
+    def _storage(self, f: A.FunctionDecl) -> _Storage:
+        st = self.storage.get(id(f))
+        if st is None:
+            params = {}
+            for p in f.params:
+                params[p.name] = self._temp(f"{p.name}", p.type, p.pos).name
+            result = None if isinstance(f.ret, A.VoidType) else \
+                self._temp("retval", f.ret, f.pos).name
+            assert f.body is not None
+            done = self._temp("hasReturned", A.BoolType(f.pos), f.pos).name \
+                if _early_return(f.body.stmts) else None
+            # The function's own variables (unique names, at the top of its body).
+            for s in f.body.stmts:
+                if isinstance(s, A.VarDecl):
+                    self.decls.append(dataclasses.replace(s, init=None))
+            st = self.storage[id(f)] = _Storage(params, result, done)
+        return st
+
+    def _inline(self, call: A.Call, args: list[A.Arg], target: A.Expr | None) -> list[A.Stmt]:
+        f = self._target(call)
+        assert f is not None and f.body is not None
+        pos = call.pos
+        if self.depth >= _MAX_DEPTH:
+            self.diags.error(pos, f"function '{f.name}' calls itself (recursion is not allowed "
+                                  "in P4)")
+            return []
+        bound = self._bind(f, args, pos)
+        if bound is None:
+            return []
+        st = self._storage(f)
+        out: list[A.Stmt] = []
+        copy_out: list[tuple[A.Expr, A.Name]] = []
+        for p in f.params:
+            var = A.Name(pos, st.params[p.name])
+            value = bound.get(p.name)
+            if p.direction == "out":
+                out += self._invalidate(p.type, var, pos)
+            elif value is not None:
+                out.append(A.Assign(pos, var, value))
+            if p.direction in ("out", "inout") and value is not None:
+                copy_out.append((value, var))
+        if st.done is not None:
+            out.append(A.Assign(pos, A.Name(pos, st.done), A.BoolLit(pos, False)))
+        body = _substitute(f.body.stmts, {n: v for n, v in st.params.items()})
+        # Its variables are the container's now; a local constant is set on every call.
+        body = tuple(A.Assign(s.pos, A.Name(s.pos, s.name), s.init)
+                     if isinstance(s, A.VarDecl) and s.init is not None else s
+                     for s in body if not isinstance(s, A.VarDecl) or s.init is not None)
+        body = _remove_returns(body, st.result, st.done, pos)
+        self.depth += 1
+        try:
+            out += self._stmts(body)
+        finally:
+            self.depth -= 1
+        for arg, var in copy_out:
+            out.append(A.Assign(pos, arg, var))
+        if target is not None and st.result is not None:
+            out.append(A.Assign(pos, target, A.Name(pos, st.result)))
+        return out
+
+    def _bind(self, f: A.FunctionDecl, args: list[A.Arg], pos: Pos) -> dict[str, A.Expr] | None:
+        names = [p.name for p in f.params]
+        bound: dict[str, A.Expr] = {}
+        if any(a.name for a in args):
+            for a in args:
+                if a.name not in names:
+                    self.diags.error(a.pos, f"'{f.name}' has no parameter '{a.name}'")
+                    return None
+                if a.value is not None:
+                    bound[a.name] = a.value
+        else:
+            if len(args) > len(names):
+                self.diags.error(pos, f"'{f.name}' takes {len(names)} argument(s), got "
+                                      f"{len(args)}")
+                return None
+            for p, a in zip(f.params, args):
+                if a.value is not None:
+                    bound[p.name] = a.value
+        for p in f.params:
+            if p.name not in bound and p.default is not None:
+                bound[p.name] = p.default
+            if p.name not in bound and p.direction != "out":
+                self.diags.error(pos, f"'{f.name}': missing argument for parameter '{p.name}'")
+                return None
+        return bound
+
+    def _invalidate(self, t: A.TypeExpr, var: A.Expr, pos: Pos) -> list[A.Stmt]:
+        """Make every header inside an ``out`` copy invalid (spec §6.8)."""
+        d = self.types.get(t.name) if isinstance(t, A.TypeName) else None
+        if isinstance(d, A.Typedef):
+            return self._invalidate(d.type, var, pos)
+        if isinstance(d, A.HeaderDecl):
+            return [A.CallStmt(pos, A.Call(pos, A.Member(pos, var, "setInvalid"), (), ()))]
+        if isinstance(d, A.StructDecl):
+            out: list[A.Stmt] = []
+            for fld in d.fields:
+                out += self._invalidate(fld.type, A.Member(pos, var, fld.name), pos)
+            return out
+        if isinstance(t, A.StackType) and isinstance(t.size, A.IntLit):
+            out = []
+            for i in range(t.size.value):
+                out += self._invalidate(t.elem, A.Index(pos, var, A.IntLit(pos, i, None, False,
+                                                                           str(i))), pos)
+            return out
+        return []
+
+
+def _early_return(stmts: tuple[A.Stmt, ...]) -> bool:
+    """Whether some `return` is not the last statement of the body (needs a done flag)."""
+    def has(s: A.Stmt) -> bool:
+        match s:
+            case A.Return():
+                return True
+            case A.Block(stmts=ss):
+                return any(has(x) for x in ss)
+            case A.If(then=t, other=o):
+                return has(t) or (o is not None and has(o))
+        return False
+    body = [s for s in stmts if not isinstance(s, A.VarDecl)]
+    return any(has(s) for s in body[:-1]) or (bool(body) and not isinstance(body[-1], A.Return)
+                                              and has(body[-1]))
+
+
+def _remove_returns(stmts: tuple[A.Stmt, ...], result: str | None, done: str | None,
+                    pos: Pos) -> tuple[A.Stmt, ...]:
+    """`return e;` as `result = e; done = true;`, each later statement guarded by !done."""
+    def ret(s: A.Return) -> list[A.Stmt]:
+        out: list[A.Stmt] = []
+        if s.value is not None and result is not None:
+            out.append(A.Assign(s.pos, A.Name(s.pos, result), s.value))
+        if done is not None:
+            out.append(A.Assign(s.pos, A.Name(s.pos, done), A.BoolLit(s.pos, True)))
+        return out
+
+    def stmt(s: A.Stmt) -> tuple[list[A.Stmt], bool]:
+        match s:
+            case A.Return():
+                return ret(s), True
+            case A.Block(stmts=ss):
+                body, may = seq(ss)
+                return [A.Block(s.pos, tuple(body))], may
+            case A.If(cond=c, then=t, other=o):
+                tb, mt = stmt(t)
+                ob, mo = stmt(o) if o is not None else ([], False)
+                return [A.If(s.pos, c, A.Block(t.pos, tuple(tb)),
+                             A.Block(o.pos, tuple(ob)) if o is not None else None)], mt or mo
+        return [s], False
+
+    def seq(ss: tuple[A.Stmt, ...]) -> tuple[list[A.Stmt], bool]:
+        out: list[A.Stmt] = []
+        for i, s in enumerate(ss):
+            body, may = stmt(s)
+            out += body
+            if may and i + 1 < len(ss):
+                rest, _ = seq(ss[i + 1:])
+                if done is not None and rest:
+                    guard = A.Unary(pos, "!", A.Name(pos, done))
+                    out.append(A.If(pos, guard, A.Block(pos, tuple(rest)), None))
+                return out, True
+            if may:
+                return out, True
+        return out, False
+
+    return tuple(seq(stmts)[0])
+
+
+def _substitute(stmts: tuple[A.Stmt, ...], names: dict[str, str]) -> tuple[A.Stmt, ...]:
+    """The body with its parameters renamed to the variables holding their copies."""
+    def visit(n: Any) -> Any:
+        if isinstance(n, tuple):
+            return tuple(visit(i) for i in n)
+        if isinstance(n, A.Annotation) or not isinstance(n, A.Node):
+            return n
+        if isinstance(n, A.Name) and not n.top_level and n.name in names:
+            return A.Name(n.pos, names[n.name], False, n.orig or n.name)
+        changes = {}
+        for f in dataclasses.fields(n):
+            v = getattr(n, f.name)
+            if isinstance(v, (A.Node, tuple)):
+                nv = visit(v)
+                if nv is not v:
+                    changes[f.name] = nv
+        return dataclasses.replace(n, **changes) if changes else n
+
+    return tuple(visit(s) for s in stmts)
