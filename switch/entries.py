@@ -17,7 +17,7 @@ from typing import Union
 
 __all__ = [
     "Exact", "Lpm", "Ternary", "Range", "Optional", "Match", "ActionCall", "TableEntry",
-    "Replica", "CounterValue", "MeterConfig",
+    "Replica", "CounterValue", "MeterConfig", "widen_slice", "narrow_slice",
 ]
 
 
@@ -88,3 +88,39 @@ class TableEntry:
 class Replica:
     port: int   # egress port
     rid: int    # replication id, becomes standard_metadata.egress_rid (P4Runtime `instance`)
+
+
+def widen_slice(m: Match, shift: int, width: int, field_width: int) -> Match:
+    """A match on a key slice `f[h:l]` (values `width` = h-l+1 bits wide, as P4Runtime and p4c's
+    const entries write them) -> the same match on the field `f & mask` the data plane
+    compares: values move up by `shift` = l.  bmv2 counts an lpm prefix from the field's top
+    bit; the bits above the slice are masked off by the key mask, so they join the prefix."""
+    if not shift and width == field_width:
+        return m
+    if isinstance(m, Exact):
+        return Exact(m.value << shift)
+    if isinstance(m, Lpm):
+        top = field_width - shift - width
+        return Lpm(m.value << shift, top + m.prefix_len if m.prefix_len else 0)
+    if isinstance(m, Ternary):
+        return Ternary(m.value << shift, m.mask << shift)
+    if isinstance(m, Range):
+        return Range(m.low << shift, m.high << shift)
+    return Optional(None if m.value is None else m.value << shift)
+
+
+def narrow_slice(m: Match, shift: int, width: int, field_width: int) -> Match:
+    """The inverse of `widen_slice`: a data-plane match on `f & mask` -> the slice's match."""
+    if not shift and width == field_width:
+        return m
+    full = (1 << width) - 1
+    if isinstance(m, Exact):
+        return Exact((m.value >> shift) & full)
+    if isinstance(m, Lpm):
+        top = field_width - shift - width
+        return Lpm((m.value >> shift) & full, max(m.prefix_len - top, 0))
+    if isinstance(m, Ternary):
+        return Ternary((m.value >> shift) & full, (m.mask >> shift) & full)
+    if isinstance(m, Range):
+        return Range((m.low >> shift) & full, (m.high >> shift) & full)
+    return Optional(None if m.value is None else (m.value >> shift) & full)

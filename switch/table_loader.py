@@ -3,9 +3,11 @@ action and const entries.  Split from `switch.pipeline` to keep each module to o
 from __future__ import annotations
 
 import operator
+import re
 from typing import Any
 
-from switch.entries import ActionCall, Exact, Lpm, Match, Optional, Range, TableEntry, Ternary
+from switch.entries import (ActionCall, Exact, Lpm, Match, Optional, Range, TableEntry, Ternary,
+                            widen_slice)
 from switch.errors import ConfigError, SwitchError
 from switch.expressions import parse_hexstr
 from switch.layout import cfg_error
@@ -26,6 +28,7 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
         if mt not in ("exact", "lpm", "ternary", "range", "optional", "valid"):
             raise cfg_error(kp, f"match type {mt!r} is not supported")
         mask = None
+        sl = None
         if mt == "valid":
             width = 1
             pl.layout.header(kf.get("target"), kp)
@@ -34,7 +37,8 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
             width = pl.layout.slot(kf.get("target"), kp).width
             if kf.get("mask") is not None:
                 mask = parse_hexstr(kf["mask"], kp) & ((1 << width) - 1)
-        key.append(KeyField(str(kf.get("name", kf.get("target"))), mt, width, mask))
+                sl = _slice_of(kf.get("name"), mask)
+        key.append(KeyField(str(kf.get("name", kf.get("target"))), mt, width, mask, sl))
     names = t.get("actions") or []
     ids = t.get("action_ids") or []
     if len(names) != len(ids):
@@ -69,6 +73,23 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
     if meter is not None:
         meter.table = table
     return table
+
+_SLICE_NAME = re.compile(r".*\[(\d+):(\d+)\]")
+
+
+def _slice_of(name: Any, mask: int) -> tuple[int, int] | None:
+    """(shift, width) of a key on a slice: p4c names the key element after its source
+    expression (`hdr.h.f[15:8]`) and writes the slice as the field with mask 0xff00.  Both
+    must agree; a mask written for `f & M` (whose const entries are already in place) does not
+    carry a slice name."""
+    m = _SLICE_NAME.fullmatch(name) if isinstance(name, str) else None
+    if m is None:
+        return None
+    hi, lo = int(m.group(1)), int(m.group(2))
+    if hi < lo or mask != ((1 << (hi - lo + 1)) - 1) << lo:
+        return None
+    return lo, hi - lo + 1
+
 
 def _key_terms(pl: Any, tp: str, t: dict[str, Any]) -> list[str]:
     srcs = []
@@ -143,8 +164,7 @@ def init_entries(pl: Any, tp: str, t: dict[str, Any], table: Table) -> None:
         top = max(prios, default=0) + 1
         for k, e in enumerate(entries):
             ep = f"{tp}.entries[{k}]"
-            key = tuple(_match(f"{ep}.match_key[{m}]", kf, table.key[m].match_type,
-                               table.key[m].bitwidth)
+            key = tuple(_const_match(f"{ep}.match_key[{m}]", kf, table.key[m])
                         for m, kf in enumerate(e.get("match_key") or []))
             ae = e.get("action_entry") or {}
             call = _call(pl, ep, table, ae.get("action_id"), ae.get("action_data"))
@@ -157,6 +177,15 @@ def init_entries(pl: Any, tp: str, t: dict[str, Any], table: Table) -> None:
         raise ConfigError(f"{tp}: {e.message}") from None
     except (KeyError, IndexError, TypeError, ValueError) as e:
         raise ConfigError(f"{tp}: malformed table entry ({e!r})") from None
+
+def _const_match(path: str, kf: dict[str, Any], key: KeyField) -> Match:
+    """A const entry's match on one key field, in the data plane's terms."""
+    if key.slice is None:
+        return _match(path, kf, key.match_type, key.bitwidth)
+    shift, width = key.slice
+    m = _match(path, kf, key.match_type, width)
+    return widen_slice(m, shift, width, key.bitwidth)
+
 
 def _match(path: str, kf: dict[str, Any], mt: str, width: int) -> Match:
     def hx(name: str) -> int:

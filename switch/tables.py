@@ -39,6 +39,9 @@ class KeyField:
     #: The JSON key's `mask` (p4c's encoding of `f & m` and of a slice `f[h:l]`): the key
     #: value is `f & mask`, compared in the field's full width, as bmv2 does.
     mask: int | None = None
+    #: (shift, width) when the key is a slice `f[h:l]` (shift l, width h-l+1): p4c writes
+    #: the values of const entries at the slice's width, to be moved into place.
+    slice: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

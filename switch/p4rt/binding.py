@@ -43,6 +43,7 @@ class FieldMap:
     shift: int                  # slice key: data-plane value = P4Runtime value << shift
     optional_as_ternary: bool   # P4Info OPTIONAL, JSON ternary
     width: int                  # data-plane field width
+    is_slice: bool = False      # P4Info value is a slice of the field (even at shift 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +69,17 @@ def _field_maps(info: TableInfo, table: Any) -> tuple[str, tuple[FieldMap, ...] 
                     f"{kf.match_type} in the JSON"), None
         shift = 0
         mask = kf.mask
-        if mask is not None and mf.bitwidth < kf.bitwidth and _is_slice(mask, mf.bitwidth):
+        is_slice = mask is not None and mf.bitwidth < kf.bitwidth and \
+            _is_slice(mask, mf.bitwidth)
+        if is_slice:
+            assert mask is not None
             shift = (mask & -mask).bit_length() - 1
         elif (mf.bitwidth + 7) // 8 != (kf.bitwidth + 7) // 8:
             return (f"match field '{mf.name}' is {mf.bitwidth} bits in P4Info, "
                     f"{kf.bitwidth} in the JSON"), None
         opt = mf.match_type == MatchKind.OPTIONAL and kf.match_type == "ternary"
-        plain = plain and not shift and not opt
-        maps.append(FieldMap(shift, opt, kf.bitwidth))
+        plain = plain and not is_slice and not opt
+        maps.append(FieldMap(shift, opt, kf.bitwidth, is_slice))
     return "", (None if plain else tuple(maps))
 
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from p4.v1 import p4runtime_pb2
 
-from switch.entries import ActionCall, Exact, Lpm, Match, Optional, Range, TableEntry, Ternary
+from switch.entries import (ActionCall, Exact, Lpm, Match, Optional, Range, TableEntry, Ternary,
+                            narrow_slice, widen_slice)
 from switch.entries import CounterValue, MeterConfig
 from switch.errors import Code, NotFound
 from switch.p4rt.codec import decode_uint, encode_uint
@@ -76,20 +77,7 @@ def _to_dp(fm: FieldMap, p4_width: int, m: Match) -> Match:
     if isinstance(m, Optional) and fm.optional_as_ternary:
         return Ternary(0, 0) if m.value is None else \
             Ternary(m.value << s, ((1 << p4_width) - 1) << s)
-    if not s:
-        return m
-    if isinstance(m, Exact):
-        return Exact(m.value << s)
-    if isinstance(m, Lpm):
-        # bmv2 counts an lpm prefix from the field's top bit: the bits above the slice are
-        # masked off by the key mask, so they join the prefix.
-        top = fm.width - s - p4_width
-        return Lpm(m.value << s, top + m.prefix_len if m.prefix_len else 0)
-    if isinstance(m, Ternary):
-        return Ternary(m.value << s, m.mask << s)
-    if isinstance(m, Range):
-        return Range(m.low << s, m.high << s)
-    return Optional(None if m.value is None else m.value << s)
+    return widen_slice(m, s, p4_width, fm.width) if fm.is_slice else m
 
 
 def _from_dp(fm: FieldMap, p4_width: int, m: Match) -> Match:
@@ -97,19 +85,7 @@ def _from_dp(fm: FieldMap, p4_width: int, m: Match) -> Match:
     full = (1 << p4_width) - 1
     if fm.optional_as_ternary and isinstance(m, Ternary):
         return Optional(None) if m.mask == 0 else Optional((m.value >> s) & full)
-    if not s:
-        return m
-    if isinstance(m, Exact):
-        return Exact((m.value >> s) & full)
-    if isinstance(m, Lpm):
-        top = fm.width - s - p4_width
-        return Lpm((m.value >> s) & full, max(m.prefix_len - top, 0))
-    if isinstance(m, Ternary):
-        return Ternary((m.value >> s) & full, (m.mask >> s) & full)
-    if isinstance(m, Range):
-        return Range((m.low >> s) & full, (m.high >> s) & full)
-    assert isinstance(m, Optional)
-    return Optional(None if m.value is None else (m.value >> s) & full)
+    return narrow_slice(m, s, p4_width, fm.width) if fm.is_slice else m
 
 
 def _decode_field(f: MatchField, m: "p4runtime_pb2.FieldMatch | None", table: str) -> Match:

@@ -2,6 +2,8 @@
 kept as written by p4c): bmv2 masks the key to the prefix, so 10.x.y.z all match."""
 from __future__ import annotations
 
+from typing import Any
+
 from bmv2json import F, prim, program
 from switch.device import Device
 
@@ -34,3 +36,73 @@ def test_const_lpm_entry_is_masked_to_its_prefix() -> None:
     assert dev.process(1, bytes([10, 200, 0, 1])) == [(3, bytes([10, 200, 0, 1]))]
     assert dev.process(1, bytes([10, 1, 2, 3])) == [(3, bytes([10, 1, 2, 3]))]
     assert dev.process(1, bytes([11, 1, 2, 3])) == [(0, bytes([11, 1, 2, 3]))]
+
+
+def _slice_table(match_type: str, key_name: str, mask: str, entry: dict[str, Any]
+                 ) -> Device:
+    """One table keyed on a slice of the 16-bit `h.f` (p4c: the field with a mask, named after
+    the source expression) with one const entry written at the slice's width, as p4c does."""
+    doc = program(
+        header_types=[{"name": "h_t", "fields": [["f", 16, False]]}],
+        headers=[{"name": "h", "header_type": "h_t"}],
+        parse_states=[{"name": "start", "transition_key": [], "transitions": [
+            {"type": "default", "value": None, "mask": None, "next_state": None}],
+            "parser_ops": [{"op": "extract", "parameters": [{"type": "regular",
+                                                              "value": "h"}]}]}],
+        actions=[[]], deparse=["h"])
+    doc["actions"].append({"name": "fwd", "id": 1, "runtime_data": [],
+                           "primitives": [prim("assign", F("standard_metadata", "egress_spec"),
+                                               {"type": "hexstr", "value": "0x3"})]})
+    t = doc["pipelines"][0]["tables"][0]
+    t.update(key=[{"match_type": match_type, "name": key_name, "target": ["h", "f"],
+                   "mask": mask}],
+             match_type=match_type, action_ids=[1, 0], actions=["fwd", "act_0"],
+             next_tables={"fwd": None, "act_0": None},
+             default_entry={"action_id": 0, "action_const": False, "action_data": [],
+                            "action_entry_const": False},
+             entries=[dict(entry, action_entry={"action_id": 1, "action_data": []},
+                           priority=1)])
+    dev = Device()
+    dev.install(Device.build_pipeline(doc))
+    return dev
+
+
+def _port(dev: Device, f: int) -> int:
+    out = dev.process(1, f.to_bytes(2, "big"))
+    assert len(out) == 1
+    return out[0][0]
+
+
+def test_const_entry_on_a_slice_key_is_moved_into_place() -> None:
+    # h.f[11:4] == 0xab: p4c writes key "0xab" (slice width), mask 0x0ff0.
+    dev = _slice_table("exact", "h.f[11:4]", "0x0ff0",
+                       {"match_key": [{"match_type": "exact", "key": "0xab"}]})
+    assert _port(dev, 0x0AB0) == 3
+    assert _port(dev, 0xFAB7) == 3         # bits outside the slice do not matter
+    assert _port(dev, 0x00AB) == 0         # the unshifted value is not the slice's
+
+
+def test_const_ternary_and_lpm_entries_on_slice_keys() -> None:
+    # h.f[15:8] &&& 0xf0 == 0xa0
+    dev = _slice_table("ternary", "h.f[15:8]", "0xff00",
+                       {"match_key": [{"match_type": "ternary", "key": "0xa0",
+                                       "mask": "0xf0"}]})
+    assert _port(dev, 0xA5FF) == 3
+    assert _port(dev, 0xB500) == 0
+    assert _port(dev, 0x00A0) == 0
+    # h.f[7:0] (shift 0, but narrower than the field): 0x80/1 is the top bit of the low byte
+    dev = _slice_table("lpm", "h.f[7:0]", "0x00ff",
+                       {"match_key": [{"match_type": "lpm", "key": "0x80",
+                                       "prefix_length": 1}]})
+    assert _port(dev, 0xFF80) == 3
+    assert _port(dev, 0x00C1) == 3
+    assert _port(dev, 0x8000) == 0
+    assert _port(dev, 0x007F) == 0
+
+
+def test_a_masked_key_without_a_slice_name_keeps_its_values() -> None:
+    # `h.f & 0x0ff0`: p4c writes the const value at the expression's (field's) width.
+    dev = _slice_table("exact", "h.f & 0x0ff0", "0x0ff0",
+                       {"match_key": [{"match_type": "exact", "key": "0x0ab0"}]})
+    assert _port(dev, 0x1AB1) == 3
+    assert _port(dev, 0x00AB) == 0
