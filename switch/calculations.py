@@ -13,6 +13,7 @@ from typing import Any
 
 from switch.expressions import ExprCompiler
 from switch.layout import MAX_FIELD_WIDTH, Layout, cfg_error
+from switch.varbit import vl_field_bits
 
 __all__ = ["ALGORITHMS", "crc16", "csum16", "xor16", "build_calculation"]
 
@@ -91,10 +92,14 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
                               f"{sorted(ALGORITHMS) + ['random']})")
     parts: list[tuple[str, int]] = []
     comp = ExprCompiler(layout, path)
+    varbits: dict[int, str] = {}          # position in parts -> source of its current width
     for k, el in enumerate(inputs):
         t = el.get("type") if isinstance(el, dict) else None
         if t == "field":
             s = layout.slot(el["value"], f"{path}.input[{k}]")
+            vl = vl_field_bits(layout, s.index)
+            if vl is not None:
+                varbits[len(parts)] = vl
             parts.append((f"F[{s.index}]", s.width))
         elif t == "hexstr":
             # constants in a field list carry their width in `bitwidth` (p4c) when present
@@ -105,6 +110,8 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
             parts.append((src, _width(el.get("bitwidth", bits or 32), path)))
         else:
             raise cfg_error(f"{path}.input[{k}]", f"input of type {t!r} is not supported")
+    if varbits:
+        return _varbit_calc(parts, varbits, fn, str(calc.get("name")))
     total = sum(w for _, w in parts)
     pad = (-total) % 8
     nbytes = (total + pad) // 8
@@ -132,4 +139,21 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
     src = (f"def _calc(F):\n    return _algo(({body}).to_bytes({nbytes}, 'big'))\n")
     ns: dict[str, Any] = {"_algo": fn}
     exec(compile(src, f"<calc {calc.get('name')}>", "exec"), ns)
+    return ns["_calc"]
+
+
+def _varbit_calc(parts: list[tuple[str, int]], varbits: dict[int, str],
+                 fn: Callable[[bytes], int], name: str) -> Callable[[list[int]], int]:
+    """A field list holding varbit fields: each takes its current width (bmv2 serialises the
+    fields as they are), so the input length is known per packet."""
+    lines = ["def _calc(F):", "    n = b = 0"]
+    for k, (src, w) in enumerate(parts):
+        if k in varbits:
+            lines += [f"    _l = {varbits[k]}", f"    n = n << _l | (({src}) & ((1 << _l) - 1))",
+                      "    b += _l"]
+        else:
+            lines += [f"    n = n << {w} | (({src}) & {(1 << w) - 1})", f"    b += {w}"]
+    lines += ["    p = -b % 8", "    return _algo((n << p).to_bytes((b + p) >> 3, 'big'))"]
+    ns: dict[str, Any] = {"_algo": fn}
+    exec(compile("\n".join(lines) + "\n", f"<calc {name}>", "exec"), ns)
     return ns["_calc"]

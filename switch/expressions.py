@@ -8,13 +8,24 @@ unbounded) so that writes can skip a redundant mask.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from switch.layout import Layout, cfg_error
+from switch.layout import FieldSlot, Layout, cfg_error
 
-__all__ = ["Expr", "ExprCompiler", "unwrap", "parse_hexstr", "write_src", "MAX_WIDTH"]
+__all__ = ["Expr", "ExprCompiler", "HeaderRef", "unwrap", "parse_hexstr", "write_src",
+           "MAX_WIDTH"]
 
 Expr = tuple[str, int | None]      # (python source, max bits if known non-negative)
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderRef:
+    """A header (or header union) operand.  `names` lists the candidates in element order;
+    `choice` is None for a named object (one candidate), else (condition, temp): the condition
+    binds the per-packet index to `temp` and is true when it lies inside the stack."""
+    choice: tuple[str, str] | None
+    names: tuple[str, ...]
 
 #: Largest width accepted anywhere (fields, registers, casts).  Caps memory per value, and lets
 #: a shift by a packet-controlled amount be cut short: any shift of at least MAX_SHIFT bits
@@ -111,6 +122,94 @@ class ExprCompiler:
     def cond(self, node: Any) -> str:
         return self.compile(node)[0]
 
+    # -- references chosen per packet (run-time stack indices, union stacks) ---------------
+    def _index(self, node: Any, size: int) -> tuple[str, str]:
+        """(condition, temp): the condition binds a fresh temp to the index value and is true
+        when 0 <= index < size."""
+        src, bits = self.compile(node)
+        t = self.temp("x")
+        low = "" if bits is not None else "0 <= "
+        return f"{low}({t} := {src}) < {size}", t
+
+    def header_ref(self, node: Any) -> HeaderRef:
+        """A header operand: a named header, `hs[i]` (`dereference_header_stack`) or the k-th
+        member of a union (`access_union_header`, the union itself maybe `us[i]`)."""
+        n = unwrap(node)
+        if not isinstance(n, dict):
+            raise cfg_error(self.path, f"bad header operand {node!r}")
+        if n.get("type") == "header":
+            return HeaderRef(None, (self.layout.header(n.get("value"), self.path).name,))
+        op = n.get("op")
+        if op == "dereference_header_stack":
+            st = self._named_stack(n.get("left"), "header_stack", self.layout.stacks)
+            return HeaderRef(self._index(n.get("right"), len(st.headers)), tuple(st.headers))
+        if op == "access_union_header":
+            u = self.union_ref(n.get("left"))
+            k = n.get("right")
+            members = [self.layout.unions[name] for name in u.names]
+            if type(k) is not int or not all(0 <= k < len(m) for m in members):
+                raise cfg_error(self.path, f"access_union_header: bad member offset {k!r}")
+            return HeaderRef(u.choice, tuple(m[k] for m in members))
+        raise cfg_error(self.path, f"expected a header operand, got {node!r}")
+
+    def union_ref(self, node: Any) -> HeaderRef:
+        """A header union operand: a named union or `us[i]` (`dereference_union_stack`)."""
+        n = unwrap(node)
+        if isinstance(n, dict) and n.get("type") == "header_union":
+            name = n.get("value")
+            if not isinstance(name, str) or name not in self.layout.unions:
+                raise cfg_error(self.path, f"unknown header union {name!r}")
+            return HeaderRef(None, (name,))
+        if isinstance(n, dict) and n.get("op") == "dereference_union_stack":
+            st = self._named_stack(n.get("left"), "header_union_stack",
+                                   self.layout.union_stacks)
+            return HeaderRef(self._index(n.get("right"), len(st.unions)), tuple(st.unions))
+        raise cfg_error(self.path, f"expected a header union operand, got {node!r}")
+
+    def _named_stack(self, node: Any, kind: str, table: dict[str, Any]) -> Any:
+        n = unwrap(node)
+        name = n.get("value") if isinstance(n, dict) and n.get("type") == kind else None
+        st = table.get(name) if isinstance(name, str) else None
+        if st is None:
+            raise cfg_error(self.path, f"expected a {kind}, got {node!r}")
+        if not (getattr(st, "headers", None) or getattr(st, "unions", None)):
+            raise cfg_error(self.path, f"{kind} '{name}' has no elements")
+        return st
+
+    def access_field(self, n: dict[str, Any]) -> tuple[HeaderRef, tuple[FieldSlot, ...]]:
+        """`access_field`: field number `right` (in header type order) of header `left`."""
+        ref = self.header_ref(n.get("left"))
+        k = n.get("right")
+        heads = [self.layout.headers[h] for h in ref.names]
+        if type(k) is not int or not all(0 <= k < len(h.fields) for h in heads):
+            raise cfg_error(self.path, f"access_field: bad field offset {k!r}")
+        slots = tuple(h.fields[k][1] for h in heads)
+        if len({(s.width, s.signed) for s in slots}) != 1:
+            raise cfg_error(self.path, "access_field over headers of different types")
+        return ref, slots
+
+    def dest(self, node: Any) -> tuple[str, int, bool]:
+        """(index source text, width, signed) of a writable operand: a field, a field of
+        `stack.last`, or a field of a header chosen per packet (a write to an element outside
+        the stack goes to the scratch slot, i.e. is discarded: P4_16 leaves it undefined)."""
+        n = unwrap(node)
+        if isinstance(n, dict) and n.get("op") == "access_field":
+            ref, slots = self.access_field(n)
+            if ref.choice is None:
+                return str(slots[0].index), slots[0].width, slots[0].signed
+            cond, t = ref.choice
+            idx = "".join(f"{s.index}, " for s in slots)
+            return (f"(({idx})[{t}] if {cond} else {self.layout.scratch})", slots[0].width,
+                    slots[0].signed)
+        return self.layout.dest_src(n, self.path)
+
+    def _pick(self, ref: HeaderRef, slots: list[int] | tuple[int, ...]) -> str:
+        """Read F at one of `slots` (one per choice of `ref`); 0 outside the stack."""
+        if ref.choice is None:
+            return f"F[{slots[0]}]"
+        cond, t = ref.choice
+        return f"(F[({''.join(f'{s}, ' for s in slots)})[{t}]] if {cond} else 0)"
+
     def _width(self, node: Any) -> int:
         n = unwrap(node)
         w = parse_hexstr(n.get("value"), self.path) if isinstance(n, dict) and \
@@ -197,17 +296,36 @@ class ExprCompiler:
             hi = (1 << (width - 1)) - 1
             return f"min(max({a}, {-hi - 1}), {hi})", None
         if op == "valid":
-            h = self.layout.header(unwrap(right).get("value") if isinstance(unwrap(right), dict)
-                                   else None, self.path)
-            return f"F[{h.valid}]", 1
+            ref = self.header_ref(right)
+            return self._pick(ref, [self.layout.headers[h].valid for h in ref.names]), 1
         if op == "valid_union":
-            u = unwrap(right)
-            uname = u.get("value") if isinstance(u, dict) else None
-            members = self.layout.unions.get(uname) if isinstance(uname, str) else None
-            if members is None:
-                raise cfg_error(self.path, f"unknown header union in {n!r}")
-            vs = " or ".join(f"F[{self.layout.headers[m].valid}]" for m in members) or "False"
-            return f"(1 if ({vs}) else 0)", 1
+            ref = self.union_ref(right)
+            if ref.choice is None:
+                members = self.layout.unions[ref.names[0]]
+                vs = " or ".join(f"F[{self.layout.headers[m].valid}]" for m in members)
+                return f"(1 if ({vs or 'False'}) else 0)", 1
+            # A union is valid when one member is; each union gets its validity sum.
+            cond, t = ref.choice
+            sums = ", ".join("(" + " + ".join(f"F[{self.layout.headers[m].valid}]" for m in
+                                              self.layout.unions[u]) + ")"
+                             for u in ref.names)
+            return f"((1 if ({sums},)[{t}] else 0) if {cond} else 0)", 1
+        if op == "access_field":
+            ref, slots = self.access_field(n)
+            signed = slots[0].signed
+            return self._pick(ref, [s.index for s in slots]), None if signed else slots[0].width
+        if op in ("last_stack_index", "size_stack"):
+            r = unwrap(right)
+            if isinstance(r, dict) and r.get("type") == "header_union_stack":
+                st = self._named_stack(r, "header_union_stack", self.layout.union_stacks)
+                size = len(st.unions)
+            else:
+                st = self._named_stack(r, "header_stack", self.layout.stacks)
+                size = len(st.headers)
+            if op == "size_stack":
+                return f"F[{st.next_slot}]", size.bit_length()
+            # bmv2: the count minus one; -1 for an empty stack (P4 leaves it undefined).
+            return f"(F[{st.next_slot}] - 1)", None
         raise cfg_error(self.path, f"expression op {op!r} is not supported")
 
 

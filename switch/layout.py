@@ -1,8 +1,11 @@
 """Packet-state layout: where every header field lives in the flat field list `F`.
 
 A packet's state is one Python list: each field of each header instance (in JSON order) gets an
-index, followed by a hidden `$valid$` slot per instance; header stacks get a hidden "next index"
-slot.  Metadata instances are valid from the start.  A field holds an int in its type's range:
+index, followed by a hidden `$valid$` slot per instance; header stacks and header union stacks
+get a hidden "next index" slot.  Metadata instances are valid from the start.  A header with a
+variable-length (varbit) field has one more hidden slot right after its fields holding the
+field's current width in bits (0 until extracted, as bmv2 resets it per packet), so copying a
+header's slot range copies the width too.  A field holds an int in its type's range:
 `0 <= v < 2**w` for bit<w>, two's complement range for int<w>.  Copying a packet (clone,
 multicast) is `F[:]`.
 """
@@ -16,7 +19,8 @@ from switch.errors import ConfigError
 #: Same cap as switch.expressions.MAX_WIDTH (kept here to avoid an import cycle).
 MAX_FIELD_WIDTH = 4096
 
-__all__ = ["MAX_FIELD_WIDTH", "FieldSlot", "HeaderInfo", "StackInfo", "Layout", "build_layout", "cfg_error"]
+__all__ = ["MAX_FIELD_WIDTH", "FieldSlot", "HeaderInfo", "StackInfo", "UnionStackInfo", "Layout",
+           "build_layout", "cfg_error"]
 
 
 def cfg_error(path: str, what: str) -> ConfigError:
@@ -42,11 +46,25 @@ class HeaderInfo:
     metadata: bool
     fields: list[tuple[str, FieldSlot]]      # in type order (incl. padding fields)
     valid: int                               # index of the $valid$ slot
-    nbits: int
+    nbits: int                               # fixed fields only (a varbit field adds F[vl_len])
+    #: Position in `fields` of the varbit field (-1: none); its slot's width is the maximum.
+    varbit: int = -1
+    vl_len: int = -1                         # slot of the varbit field's current width (bits)
+    max_bytes: int = 0                       # p4c's `max_length` (0: no limit given)
 
     @property
     def nbytes(self) -> int:
         return (self.nbits + 7) // 8
+
+    @property
+    def first(self) -> int:
+        """First slot of the header's fields (its validity slot when it has no fields)."""
+        return self.fields[0][1].index if self.fields else self.valid
+
+    @property
+    def span(self) -> int:
+        """Number of consecutive slots from `first` holding the header's values."""
+        return len(self.fields) + (1 if self.varbit >= 0 else 0)
 
 
 @dataclass(slots=True)
@@ -58,11 +76,22 @@ class StackInfo:
 
 
 @dataclass(slots=True)
+class UnionStackInfo:
+    name: str
+    id: int
+    unions: list[str]                        # header union names, element order
+    next_slot: int
+
+
+@dataclass(slots=True)
 class Layout:
     headers: dict[str, HeaderInfo] = field(default_factory=dict)
     header_by_id: dict[int, str] = field(default_factory=dict)
     stacks: dict[str, StackInfo] = field(default_factory=dict)
     unions: dict[str, list[str]] = field(default_factory=dict)
+    union_stacks: dict[str, UnionStackInfo] = field(default_factory=dict)
+    #: varbit field slot -> slot of its current width
+    vl_len: dict[int, int] = field(default_factory=dict)
     aliases: dict[str, tuple[str, str]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     enums: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -106,6 +135,18 @@ class Layout:
         slots = tuple(self.slot([h, ref[1]], path) for h in st.headers)
         if len({(s.width, s.signed) for s in slots}) != 1:
             raise cfg_error(path, f"header stack '{ref[0]}': elements of different types")
+        return st.next_slot, slots
+
+    def union_stack_field(self, ref: Any, path: str) -> tuple[int, tuple[FieldSlot, ...]]:
+        """A `union_stack_field` [stack, member, field] (a field of member `member` of the
+        last union of a union stack): as `stack_field`, over the unions' member headers."""
+        if not (isinstance(ref, list) and len(ref) == 3 and all(isinstance(x, str)
+                                                                  for x in ref)):
+            raise cfg_error(path, f"bad union_stack_field reference {ref!r}")
+        st = self.union_stacks.get(ref[0])
+        if st is None or not st.unions:
+            raise cfg_error(path, f"unknown or empty header union stack '{ref[0]}'")
+        slots = tuple(self.slot([f"{u}.{ref[1]}", ref[2]], path) for u in st.unions)
         return st.next_slot, slots
 
     def dest_src(self, node: Any, path: str) -> tuple[str, int, bool]:
@@ -168,6 +209,7 @@ def build_layout(j: dict[str, Any]) -> Layout:
     lay = Layout()
     # init_header_types
     types: dict[str, list[tuple[str, int, bool]]] = {}
+    max_len: dict[str, int] = {}          # varbit header type -> max_length (bytes, 0 = none)
     for i, t in enumerate(_list(j, "header_types")):
         path = f"header_types[{i}]"
         name = _named(t, path)
@@ -176,12 +218,25 @@ def build_layout(j: dict[str, Any]) -> Layout:
             fp = f"{path} ('{name}').fields[{k}]"
             if not (isinstance(f, list) and len(f) >= 2 and isinstance(f[0], str)):
                 raise cfg_error(fp, f"bad field {f!r}")
-            if f[1] == "*" or not isinstance(f[1], int):
-                raise cfg_error(fp, f"field '{f[0]}': variable-length (varbit) fields are not "
-                                    "supported")
+            signed = bool(f[2]) if len(f) > 2 else False
+            if f[1] == "*":
+                if name in max_len:
+                    raise cfg_error(fp, f"field '{f[0]}': a header type can have only one "
+                                        "variable-length field")
+                if t.get("length_exp") is not None:
+                    raise cfg_error(f"{path} ('{name}')", "length_exp (P4_14 variable-length "
+                                    "headers) is not supported; P4_16 gives the length to "
+                                    "extract_VL")
+                ml = t.get("max_length") or 0
+                if type(ml) is not int or not 0 <= ml * 8 <= 2 * MAX_FIELD_WIDTH:
+                    raise cfg_error(f"{path} ('{name}')", f"bad max_length {ml!r}")
+                max_len[name] = ml
+                flds.append((f[0], 0, signed))     # width 0 marks the varbit field
+                continue
+            if type(f[1]) is not int:
+                raise cfg_error(fp, f"field '{f[0]}': bad width {f[1]!r}")
             if not 0 < f[1] <= MAX_FIELD_WIDTH:
                 raise cfg_error(fp, f"field '{f[0]}': width {f[1]} outside 1..{MAX_FIELD_WIDTH}")
-            signed = bool(f[2]) if len(f) > 2 else False
             flds.append((f[0], f[1], signed))
         types[name] = flds
     # init_headers
@@ -196,13 +251,23 @@ def build_layout(j: dict[str, Any]) -> Layout:
         if name in lay.headers:
             raise cfg_error(f"{path} ('{name}')", "duplicate header instance name")
         slots = []
-        nbits = 0
-        for fname, w, signed in types[tname]:
+        nbits = sum(w for _, w, _ in types[tname])
+        varbit = -1
+        for k, (fname, w, signed) in enumerate(types[tname]):
+            if w == 0:           # varbit: as wide as the header's max_length leaves room for
+                varbit = k
+                w = max_len[tname] * 8 - nbits if max_len[tname] else MAX_FIELD_WIDTH
+                if not 0 < w <= MAX_FIELD_WIDTH:
+                    raise cfg_error(f"{path} ('{name}')", f"header type '{tname}': max_length "
+                                    f"{max_len[tname]} leaves {w} bits for field '{fname}'")
             slots.append((fname, FieldSlot(index, w, signed)))
             index += 1
-            nbits += w
         meta = bool(h.get("metadata", False))
         info = HeaderInfo(name, int(h.get("id", i)), tname, meta, slots, -1, nbits)
+        if varbit >= 0:
+            info.varbit, info.vl_len, info.max_bytes = varbit, index, max_len[tname]
+            lay.vl_len[slots[varbit][1].index] = index
+            index += 1
         lay.headers[name] = info
         lay.header_by_id[info.id] = name
     for info in lay.headers.values():
@@ -231,13 +296,26 @@ def build_layout(j: dict[str, Any]) -> Layout:
                 raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
             members.append(lay.header_by_id[hid])
         lay.unions[name] = members
+    # init_header_union_stacks
+    union_by_id = {int(u.get("id", k)): _named(u, f"header_unions[{k}]")
+                   for k, u in enumerate(_list(j, "header_unions"))}
+    for i, s in enumerate(_list(j, "header_union_stacks")):
+        path = f"header_union_stacks[{i}]"
+        name = _named(s, path)
+        unions = []
+        for uid in s.get("header_union_ids", []):
+            if uid not in union_by_id:
+                raise cfg_error(f"{path} ('{name}')", f"unknown header union id {uid}")
+            unions.append(union_by_id[uid])
+        if len({len(lay.unions[u]) for u in unions}) > 1:
+            raise cfg_error(f"{path} ('{name}')", "elements of different union types")
+        lay.union_stacks[name] = UnionStackInfo(name, int(s.get("id", i)), unions, index)
+        index += 1
     # Sections simple_switch knows that this switch does not: fail here, naming the object,
     # rather than on the first reference deep in a parser or deparser.
-    for section, what in (("header_union_stacks", "header union stacks"),
-                          ("parse_vsets", "parser value sets")):
-        for i, obj in enumerate(_list(j, section)):
-            raise cfg_error(f"{section}[{i}] ('{_named(obj, f'{section}[{i}]')}')",
-                            f"{what} are not supported")
+    for i, obj in enumerate(_list(j, "parse_vsets")):
+        raise cfg_error(f"parse_vsets[{i}] ('{_named(obj, f'parse_vsets[{i}]')}')",
+                        "parser value sets are not supported")
     # init_errors
     for i, e in enumerate(_list(j, "errors")):
         if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)

@@ -1,4 +1,4 @@
-"""Parser and deparser: BMv2 JSON parse states and deparser order -> generated Python.
+"""Parser: BMv2 JSON parse states -> generated Python (the deparser is switch.deparser).
 
 Each parse state becomes a function `state(pkt) -> next state | None` (None = accept).  Header
 bytes are unpacked with one precompiled `struct.Struct` per header type: fields are grouped into
@@ -13,11 +13,13 @@ import re
 import struct
 from typing import Any
 
-from switch.expressions import ExprCompiler, parse_hexstr, unwrap, write_src
+from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import HeaderInfo, Layout, cfg_error
 from switch.primitives import PRIMITIVES, Namespace, PrimCtx
+from switch.varbit import vl_unpack
 
-__all__ = ["ParserError", "header_unpack", "header_pack", "parser_source", "deparser_source"]
+__all__ = ["ParserError", "header_unpack", "header_pack", "pack_parts", "check_whole_bytes",
+           "parser_source"]
 
 
 class ParserError(Exception):
@@ -43,6 +45,11 @@ def _chunks(h: HeaderInfo) -> list[list[tuple[int, int, bool]]]:
         raise cfg_error(f"header '{h.name}'", f"type '{h.type_name}' is not a whole number of "
                                               "bytes")
     return chunks
+
+
+def check_whole_bytes(h: HeaderInfo) -> None:
+    """Load-time check that a fixed-size header is a whole number of bytes."""
+    _chunks(h)
 
 
 def _chunk_codes(h: HeaderInfo) -> list[tuple[list[Any], str]]:
@@ -143,40 +150,94 @@ class _StateCompiler:
         self.ctx = ctx
         self.too_short = layout.errors.get("PacketTooShort", 1)
         self.stack_oob = layout.errors.get("StackOutOfBounds", 3)
+        self.hdr_short = layout.errors.get("HeaderTooShort", 4)
+        self.bad_arg = layout.errors.get("ParserInvalidArgument", 6)
 
-    def extract(self, h: HeaderInfo) -> list[str]:
-        n = h.nbytes
-        return ([f"if off + {n} > _n:", "    pkt.off = off",
-                 f"    raise ParserError({self.too_short})"]
-                + header_unpack(self.ns, h) + [f"F[{h.valid}] = 1", f"off += {n}"]
+    def extract(self, h: HeaderInfo, path: str, vl: bool = False) -> list[str]:
+        """Extract `h` at `off`; with `vl`, its varbit field is `_vl` bits wide (computed
+        before: extract_VL's length expression)."""
+        if h.varbit >= 0 and not vl:
+            raise cfg_error(path, f"header '{h.name}' has a variable-length field: it needs "
+                                  "extract_VL with a length")
+        if vl and h.varbit < 0:
+            raise cfg_error(path, f"extract_VL of header '{h.name}', which has no "
+                                  "variable-length field")
+        fail = ["    pkt.off = off"]
+        n: int | str
+        if not vl:
+            n = h.nbytes
+            out = [f"if off + {n} > _n:"] + fail + [f"    raise ParserError({self.too_short})"]
+            out += header_unpack(self.ns, h)
+        else:
+            # bmv2's order of checks: width a multiple of 8, enough packet, max_length.
+            n = "_nb"
+            out = ["if _vl < 0 or _vl & 7:"] + fail + [f"    raise ParserError({self.bad_arg})",
+                   f"_nb = {h.nbits >> 3} + (_vl >> 3)", "if off + _nb > _n:"] + fail + \
+                [f"    raise ParserError({self.too_short})"]
+            if h.max_bytes:
+                out += [f"if _nb > {h.max_bytes}:"] + fail + \
+                    [f"    raise ParserError({self.hdr_short})"]
+            out += vl_unpack(h, "_vl", "_nb")
+        return (out + [f"F[{h.valid}] = 1", f"off += {n}"]
                 + [f"F[{v}] = 0" for v in self.layout.union_siblings(h.name)])
+
+    def _to_next(self, next_slot: int, size: int, heads: list[HeaderInfo], path: str,
+                 vl: bool) -> list[str]:
+        """Extract into the next element of a header stack (or one member of the next union
+        of a union stack): StackOutOfBounds when full."""
+        out = [f"_k = F[{next_slot}]", f"if _k >= {size}:",
+               "    pkt.off = off", f"    raise ParserError({self.stack_oob})"]
+        for k, h in enumerate(heads):
+            out.append(f"{'if' if k == 0 else 'elif'} _k == {k}:")
+            out += ["    " + s for s in self.extract(h, path, vl)]
+        out.append(f"F[{next_slot}] = _k + 1")
+        return out
+
+    def _extract(self, path: str, params: list[Any], comp: ExprCompiler, vl: bool
+                 ) -> list[str]:
+        p = params[0] if params and isinstance(params[0], dict) else {}
+        t, v = p.get("type"), p.get("value")
+        out = []
+        if vl:
+            if len(params) != 2:
+                raise cfg_error(path, "extract_VL needs 2 parameters")
+            out.append(f"_vl = {comp.compile(params[1])[0]}")
+        lay = self.layout
+        if t == "regular":
+            return out + self.extract(lay.header(v, path), path, vl)
+        if t == "stack":
+            st = lay.stacks.get(v) if isinstance(v, str) else None
+            if st is None:
+                raise cfg_error(path, f"unknown header stack {v!r}")
+            heads = [lay.headers[hn] for hn in st.headers]
+            return out + self._to_next(st.next_slot, len(heads), heads, path, vl)
+        if t == "union_stack":
+            us = lay.union_stacks.get(v[0]) if isinstance(v, list) and len(v) == 2 and \
+                isinstance(v[0], str) else None
+            if us is None:
+                raise cfg_error(path, f"unknown header union stack in {v!r}")
+            assert isinstance(v, list)
+            members = [lay.headers.get(f"{u}.{v[1]}") for u in us.unions]
+            heads = [h for h in members if h is not None]
+            if len(heads) != len(members):
+                raise cfg_error(path, f"header union stack '{v[0]}' has no member {v[1]!r}")
+            return out + self._to_next(us.next_slot, len(heads), heads, path, vl)
+        raise cfg_error(path, f"extract of {t!r} is not supported")
 
     def op(self, path: str, op: dict[str, Any]) -> list[str]:
         kind = op.get("op")
         params = op.get("parameters") or []
         comp = ExprCompiler(self.layout, path, (), self.lookahead)
-        if kind == "extract":
-            p = params[0] if params else {}
-            t, v = p.get("type"), p.get("value")
-            if t == "regular":
-                return self.extract(self.layout.header(v, path))
-            if t == "stack":
-                st = self.layout.stacks.get(v) if isinstance(v, str) else None
-                if st is None:
-                    raise cfg_error(path, f"unknown header stack {v!r}")
-                out = [f"_k = F[{st.next_slot}]", f"if _k >= {len(st.headers)}:",
-                       "    pkt.off = off", f"    raise ParserError({self.stack_oob})"]
-                for k, hn in enumerate(st.headers):
-                    out.append(f"{'if' if k == 0 else 'elif'} _k == {k}:")
-                    out += ["    " + s for s in self.extract(self.layout.headers[hn])]
-                out.append(f"F[{st.next_slot}] = _k + 1")
-                return out
-            raise cfg_error(path, f"extract of {t!r} is not supported")
+        if kind in ("extract", "extract_VL"):
+            return self._extract(path, params, comp, kind == "extract_VL")
         if kind == "set":
+            # The same as the `assign` primitive, which also takes whole headers, unions and
+            # stacks (copies) and varbit fields (value and width), as bmv2's parser `set` does.
             if len(params) != 2:
                 raise cfg_error(path, "set needs 2 parameters")
-            idx, width, signed = self.layout.dest_src(unwrap(params[0]), path)
-            return [write_src(idx, width, signed, comp.compile(params[1]))]
+            self.ctx.path = path
+            self.ctx.comp = comp
+            return PRIMITIVES["assign"](self.ctx, params)
         if kind == "verify":
             if len(params) != 2:
                 raise cfg_error(path, "verify needs 2 parameters")
@@ -222,10 +283,11 @@ class _StateCompiler:
                 s = self.layout.slot(el.get("value"), f"{path}.transition_key[{k}]")
                 key_parts.append((f"F[{s.index}]" if not s.signed else
                                   f"(F[{s.index}] & {s.mask})", s.width))
-            elif t == "stack_field":
+            elif t in ("stack_field", "union_stack_field"):
                 # P4_16: `stack.last` with nothing extracted yet is error StackOutOfBounds.
                 kp = f"{path}.transition_key[{k}]"
-                nslot, slots = self.layout.stack_field(el.get("value"), kp)
+                nslot, slots = self.layout.stack_field(el.get("value"), kp) if \
+                    t == "stack_field" else self.layout.union_stack_field(el.get("value"), kp)
                 body += [f"if not F[{nslot}]:", "    pkt.off = off",
                          f"    raise ParserError({self.stack_oob})"]
                 idx = "".join(f"{s.index}, " for s in slots)
@@ -362,55 +424,3 @@ _PROLOGUE = ("F = pkt.F", "buf = pkt.data", "off = pkt.off", "_n = len(buf)")
 _TRANSITION = re.compile(r"(if (.*): )?return (PS\d+)")
 INLINE_MAX_STATES = 64
 INLINE_PARSE_DEPTH = 8
-
-
-class _Deparser:
-    """Deparser specialised per header-validity pattern: the valid headers of a pattern are
-    packed by one combined `struct.Struct` call (all headers are whole bytes, so their struct
-    formats concatenate).  Patterns are compiled on first sight and cached."""
-
-    MAX_PATTERNS = 256
-
-    def __init__(self, headers: list[HeaderInfo]) -> None:
-        self.headers = headers
-        self.cache: dict[tuple[int, ...], Any] = {}
-
-    def build(self, key: tuple[int, ...]) -> Any:
-        codes, args = "", []
-        for h, valid in zip(self.headers, key):
-            if valid:
-                c, a = pack_parts(h)
-                codes += c
-                args += a
-        ns: dict[str, Any] = {"S": struct.Struct(">" + codes)}
-        src = f"def dep(F):\n    return S.pack({', '.join(args)})\n"
-        exec(compile(src, "<netsum deparser pattern>", "exec"), ns)
-        fn = ns["dep"]
-        if len(self.cache) < self.MAX_PATTERNS:
-            self.cache[key] = fn
-        return fn
-
-
-def deparser_source(deparser: dict[str, Any], path: str, layout: Layout, ns: Namespace) -> str:
-    order = deparser.get("order") or []
-    if deparser.get("primitives"):
-        raise cfg_error(path, "deparser primitives are not supported")
-    headers = []
-    for k, hn in enumerate(order):
-        h = layout.header(hn, f"{path}.order[{k}]")
-        if not h.metadata:
-            headers.append(h)
-    if not headers:
-        return "def DEPARSE(F):\n    return b''\n"
-    for h in headers:
-        _chunks(h)                        # whole-byte check at load time
-    dp = _Deparser(headers)
-    ns.names["DCACHE"] = dp.cache
-    ns.names["DBUILD"] = dp.build
-    key = "(" + "".join(f"F[{h.valid}], " for h in headers) + ")"
-    return ("def DEPARSE(F):\n"
-            f"    key = {key}\n"
-            "    fn = DCACHE.get(key)\n"
-            "    if fn is None:\n"
-            "        fn = DBUILD(key)\n"
-            "    return fn(F)\n")

@@ -19,7 +19,8 @@ from switch.control import INLINE_DEPTH, FixedTable, InlineTable, conditional_so
 from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error
 from switch.optimize import optimize_source
-from switch.parser import deparser_source, parser_source
+from switch.deparser import deparser_source
+from switch.parser import parser_source
 from switch.primitives import ActionLoopLimit, AssertFailure, Namespace, PrimCtx, StdFields
 from switch.replication import PRE
 from switch.stateful import CounterArray, MeterArray, RegisterArray
@@ -344,7 +345,8 @@ class Pipeline:
                        for k, v in nt.items()}
             base = t.get("base_default_next")
             base_node = self.ns.names[ref(base, tp)] if base is not None else None
-            by_action = {a: resolve.get(a, base_node) for a in table.action_names}
+            # "" stands for the no-op default of a table with no actions.
+            by_action = {a: resolve.get(a, base_node) for a in table.action_names or ("",)}
             hm = "__HIT__" in nt or "__MISS__" in nt
             table.link(by_action, resolve.get("__HIT__", base_node),
                        resolve.get("__MISS__", base_node), hm)

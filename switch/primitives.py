@@ -15,7 +15,7 @@ from switch.expressions import Expr, ExprCompiler, parse_hexstr, unwrap, write_s
 from switch.layout import Layout, cfg_error
 
 __all__ = ["Namespace", "StdFields", "Dest", "PrimCtx", "PRIMITIVES", "AssertFailure",
-           "ActionLoopLimit", "log_format"]
+           "ActionLoopLimit", "log_format", "WHOLE_ASSIGN"]
 
 
 class AssertFailure(Exception):
@@ -95,7 +95,16 @@ class PrimCtx:
         return self.comp.compile(node)
 
     def dest(self, node: Any) -> Dest:
-        return Dest(*self.layout.dest_src(unwrap(node), self.path))
+        return Dest(*self.comp.dest(node))
+
+    def vl_field(self, node: Any) -> tuple[int, int]:
+        """(value slot, width slot) of a variable-length field operand."""
+        n = unwrap(node)
+        s = self.layout.slot(n.get("value"), self.path) if isinstance(n, dict) and \
+            n.get("type") == "field" else None
+        if s is None or s.index not in self.layout.vl_len:
+            raise cfg_error(self.path, f"expected a variable-length field, got {node!r}")
+        return s.index, self.layout.vl_len[s.index]
 
     def named(self, node: Any, kind: str, table: dict[str, Any]) -> Any:
         n = unwrap(node)
@@ -104,12 +113,6 @@ class PrimCtx:
         if obj is None:
             raise cfg_error(self.path, f"unknown {kind} {name!r}")
         return obj
-
-    def header_range(self, node: Any) -> tuple[int, int, int]:
-        n = unwrap(node)
-        h = self.layout.header(n.get("value") if isinstance(n, dict) else None, self.path)
-        first = h.fields[0][1].index if h.fields else h.valid
-        return first, first + len(h.fields), h.valid
 
 
 Emitter = Callable[[PrimCtx, list[Any]], list[str]]
@@ -133,114 +136,26 @@ def _store(slot: Dest, src: Expr) -> str:
     return write_src(slot.index, slot.width, slot.signed, src)
 
 
+#: Operand type of a whole-object destination -> the primitive copying such objects.
+WHOLE_ASSIGN = {"header": "assign_header", "header_union": "assign_union",
+                "header_stack": "assign_header_stack",
+                "header_union_stack": "assign_union_stack"}
+
+
 @primitive("assign", "modify_field")
 def _assign(ctx: PrimCtx, p: list[Any]) -> list[str]:
     _nparams(ctx, p, 2)
+    # p4c writes whole-object copies as assign_header/_union/_header_stack/_union_stack;
+    # `assign` naming such an object (as netsum-p4c once wrote) means the same copy.
     d = unwrap(p[0])
-    if isinstance(d, dict) and d.get("type") == "header":
-        return _assign_header(ctx, p)
+    whole = WHOLE_ASSIGN.get(str(d.get("type"))) if isinstance(d, dict) else None
+    if whole is not None:
+        return PRIMITIVES[whole](ctx, p)
+    s = unwrap(p[1])
+    if isinstance(d, dict) and isinstance(s, dict) and d.get("type") == s.get("type") == "field" \
+            and ctx.layout.slot(d.get("value"), ctx.path).index in ctx.layout.vl_len:
+        return PRIMITIVES["assign_VL"](ctx, p)
     return [_store(ctx.dest(p[0]), ctx.expr(p[1]))]
-
-
-@primitive("assign_header", "copy_header")
-def _assign_header(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    _nparams(ctx, p, 2)
-    a0, a1, av = ctx.header_range(p[0])
-    b0, b1, bv = ctx.header_range(p[1])
-    if a1 - a0 != b1 - b0:
-        raise cfg_error(ctx.path, "assign_header between headers of different types")
-    return [f"F[{a0}:{a1}] = F[{b0}:{b1}]", f"F[{av}] = F[{bv}]"]
-
-
-@primitive("assign_union")
-def _assign_union(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    _nparams(ctx, p, 2)
-    names = [ctx.layout.unions.get(unwrap(x).get("value")) for x in p[:2]]
-    if names[0] is None or names[1] is None or len(names[0]) != len(names[1]):
-        raise cfg_error(ctx.path, "assign_union: unknown or mismatched unions")
-    out = []
-    for a, b in zip(names[0], names[1]):
-        out += _assign_header(ctx, [{"type": "header", "value": a},
-                                    {"type": "header", "value": b}])
-    return out
-
-
-@primitive("assign_header_stack")
-def _assign_stack(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    _nparams(ctx, p, 2)
-    st = [ctx.layout.stacks.get(unwrap(x).get("value")) for x in p[:2]]
-    if st[0] is None or st[1] is None or len(st[0].headers) != len(st[1].headers):
-        raise cfg_error(ctx.path, "assign_header_stack: unknown or mismatched stacks")
-    out = [f"F[{st[0].next_slot}] = F[{st[1].next_slot}]"]
-    for a, b in zip(st[0].headers, st[1].headers):
-        out += _assign_header(ctx, [{"type": "header", "value": a},
-                                    {"type": "header", "value": b}])
-    return out
-
-
-def _stack(ctx: PrimCtx, node: Any) -> Any:
-    n = unwrap(node)
-    sname = n.get("value") if isinstance(n, dict) else None
-    st = ctx.layout.stacks.get(sname) if isinstance(sname, str) else None
-    if st is None:
-        raise cfg_error(ctx.path, f"unknown header stack in {node!r}")
-    return st
-
-
-def _push_pop(push: bool) -> Emitter:
-    def emit(ctx: PrimCtx, p: list[Any]) -> list[str]:
-        return _shift_stack(ctx, p, push)
-    return emit
-
-
-def _shift_stack(ctx: PrimCtx, p: list[Any], push: bool) -> list[str]:
-    """push_front(n) / pop_front(n): shift elements by n (fields and validity); the elements
-    shifted in are invalid; the stack's next index moves by n within 0..size (P4_16 §8.18)."""
-    _nparams(ctx, p, 2)
-    st = _stack(ctx, p[0])
-    cnt = unwrap(p[1])
-    if not (isinstance(cnt, dict) and cnt.get("type") == "hexstr"):
-        raise cfg_error(ctx.path, f"push/pop count must be a constant, got {p[1]!r}")
-    size = len(st.headers)
-    # counts past the stack size act like the size (everything shifted out), as in bmv2
-    n = min(parse_hexstr(cnt.get("value"), ctx.path), size)
-    if n < 0:
-        raise cfg_error(ctx.path, f"push/pop count {cnt.get('value')!r} is negative")
-    ranges = [ctx.header_range({"type": "header", "value": h}) for h in st.headers]
-    out = []
-    order = range(size - 1, -1, -1) if push else range(size)
-    for i in order:
-        src = i - n if push else i + n
-        a0, a1, av = ranges[i]
-        if 0 <= src < size:
-            b0, b1, bv = ranges[src]
-            out += [f"F[{a0}:{a1}] = F[{b0}:{b1}]", f"F[{av}] = F[{bv}]"]
-        else:
-            out.append(f"F[{av}] = 0")
-    nxt = st.next_slot
-    out.append(f"F[{nxt}] = min(F[{nxt}] + {n}, {size})" if push else
-               f"F[{nxt}] = max(F[{nxt}] - {n}, 0)")
-    return out
-
-
-PRIMITIVES["push"] = _push_pop(True)
-PRIMITIVES["pop"] = _push_pop(False)
-
-
-@primitive("add_header")
-def _add_header(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    _nparams(ctx, p, 1)
-    a0, a1, v = ctx.header_range(p[0])
-    name = unwrap(p[0]).get("value")
-    # bmv2 zeroes the fields of a header that becomes valid (P4 leaves them unspecified).
-    return ([f"if not F[{v}]:", f"    F[{a0}:{a1}] = {[0] * (a1 - a0)!r}", f"    F[{v}] = 1"]
-            + [f"F[{s}] = 0" for s in ctx.layout.union_siblings(name)])
-
-
-@primitive("remove_header")
-def _remove_header(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    _nparams(ctx, p, 1)
-    return [f"F[{ctx.header_range(p[0])[2]}] = 0"]
 
 
 @primitive("mark_to_drop", "drop")
@@ -457,3 +372,7 @@ def _fieldop(op: str) -> Emitter:
 
 PRIMITIVES["add_to_field"] = _fieldop("+")
 PRIMITIVES["subtract_from_field"] = _fieldop("-")
+
+
+# Registers the primitives on whole headers, unions and stacks (they need PrimCtx from here).
+from switch import headerops as _headerops  # noqa: E402,F401

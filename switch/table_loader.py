@@ -49,8 +49,8 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
         if spec is None or spec.name != n:
             raise cfg_error(tp, f"action id {aid} ('{n}') is not a known action")
         infos[n] = ActionInfo(n, aid, spec.runtime_data, spec.fn)
-    if not infos:
-        raise cfg_error(tp, "table has no actions")
+    # A table with no actions loads as in bmv2: every lookup misses and runs nothing, and
+    # its (empty) default cannot be changed.
     counter = None
     if t.get("with_counters"):
         counter = next((c.name for c in pl.counters.values()
@@ -65,7 +65,7 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
     de = t.get("default_entry") or {}
     table = Table(t["name"], int(t.get("id", 0)), tuple(key), infos,
                   int(t.get("max_size", 1024)), is_const=bool(t.get("entries")),
-                  default_is_const=bool(de.get("action_const", False)),
+                  default_is_const=bool(de.get("action_const", False)) or not infos,
                   hidden=t["name"].startswith("tbl_") and not key,
                   direct_counter=counter, direct_meter=meter)
     if counter in pl.counters:
@@ -151,7 +151,12 @@ def init_entries(pl: Any, tp: str, t: dict[str, Any], table: Table) -> None:
     """Initial default action and const entries (as const TableEntry objects)."""
     de = t.get("default_entry")
     try:
-        if isinstance(de, dict) and "action_id" in de:
+        if not table.action_names:
+            aid = de.get("action_id") if isinstance(de, dict) else None
+            if aid is not None and not (type(aid) is int and aid < 0):   # -1: none
+                raise cfg_error(f"{tp}.default_entry", "a table with no actions has no "
+                                                       "default action")
+        elif isinstance(de, dict) and "action_id" in de:
             table.set_initial_default(_call(pl, f"{tp}.default_entry", table,
                                                  de["action_id"], de.get("action_data")))
         else:

@@ -71,6 +71,10 @@ class _Rec:
         self.order = 0
 
 
+def _no_action(F: list[int], P: tuple[int, ...], pkt: Any) -> None:
+    return None
+
+
 def _priority_order(r: _Rec) -> tuple[int, int]:
     """Sort key of a generic table's entries: highest priority first, then oldest first."""
     assert r.entry is not None   # only installed entries are indexed, never the default
@@ -141,7 +145,8 @@ class Table:
         self._use_hit_miss = use_hit_miss
 
     def set_initial_default(self, call: ActionCall) -> None:
-        self.check_call(call)
+        if self._actions or call.action:
+            self.check_call(call)
         self._initial_default = call
         self._set_default_rec(call)
 
@@ -382,9 +387,10 @@ class Table:
         return self._default
 
     def _set_default_rec(self, call: ActionCall) -> None:
-        info = self._actions[call.action]
+        # ActionCall("") is the default of a table with no actions: nothing runs.
+        fn = self._actions[call.action].fn if call.action else _no_action
         self._default = call
-        self._default_rec = _Rec(None, info.fn, tuple(call.params),
+        self._default_rec = _Rec(None, fn, tuple(call.params),
                                  self._next_for(call.action, False))
 
     def set_default(self, call: ActionCall) -> None:

@@ -219,7 +219,11 @@ def encode_action(ctx: Context, call: ActionCall) -> p4runtime_pb2.TableAction:
 
 
 def _fill_action(ctx: Context, ta: p4runtime_pb2.TableAction, call: ActionCall) -> None:
-    action = ctx.schema.actions.by_name[call.action]
+    action = ctx.schema.actions.by_name.get(call.action)
+    if action is None:       # a JSON action the P4Info lacks (or a table with no actions)
+        raise _target_error("reading entry from",
+                            f"action '{call.action}' is not in the P4Info" if call.action
+                            else "the table has no actions")
     ta.action.action_id = action.id
     for info, value in zip(action.params, call.params):
         ta.action.params.add(param_id=info.id, value=encode_uint(value, info.bitwidth))

@@ -485,12 +485,12 @@ def test_stack_of_mixed_types_is_rejected_for_stack_field() -> None:
 
 @pytest.mark.parametrize("section, obj, where", [
     ("header_union_stacks", {"name": "us", "id": 0, "size": 2, "union_type": "u",
-                             "header_union_ids": []},
-     r"header_union_stacks\[0\] \('us'\): header union stacks are not supported"),
+                             "header_union_ids": [7]},
+     r"header_union_stacks\[0\] \('us'\): unknown header union id 7"),
     ("parse_vsets", {"name": "vs", "id": 0, "compressed_bitwidth": 16},
      r"parse_vsets\[0\] \('vs'\): parser value sets are not supported"),
 ])
-def test_unsupported_sections_are_rejected_at_load(section: str, obj: dict[str, Any],
+def test_unsupported_or_broken_sections_are_rejected_at_load(section: str, obj: dict[str, Any],
                                                    where: str) -> None:
     j = json.loads((GOLDEN / "compiler" / "stack.json").read_text())
     j[section] = [obj]

@@ -54,8 +54,9 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         action_id=2, action_data=["zz", "0x1"]), "bad hexstr 'zz'"),
     ("unaligned", lambda j: j["header_types"][2]["fields"].append(["x", 3, False]),
      "not a whole number of bytes"),
-    ("varbit", lambda j: j["header_types"][3]["fields"].append(["opts", "*"]),
-     "variable-length"),
+    ("varbit", lambda j: j["header_types"][3].update(
+        fields=j["header_types"][3]["fields"] + [["o1", "*"], ["o2", "*"]], max_length=64),
+     "only one variable-length field"),
     ("algo", lambda j: j["calculations"][0].update(algo="crc32_custom"),
      "hash algorithm 'crc32_custom' is not supported"),
     ("profile", lambda j: j["pipelines"][0].update(action_profiles=[{"name": "p"}]),

@@ -1,11 +1,16 @@
-"""A const LPM entry whose key has bits set past its prefix (`10.1.2.3/8` in the P4 source,
-kept as written by p4c): bmv2 masks the key to the prefix, so 10.x.y.z all match."""
+"""Table loading details as bmv2 has them: a const LPM entry whose key has bits set past its
+prefix (`10.1.2.3/8` in the P4 source, kept as written by p4c) is masked to the prefix, so
+10.x.y.z all match; const entries on slice keys; a table with no actions."""
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bmv2json import F, prim, program
 from switch.device import Device
+from switch.entries import ActionCall
+from switch.errors import SwitchError
 
 
 def test_const_lpm_entry_is_masked_to_its_prefix() -> None:
@@ -106,3 +111,30 @@ def test_a_masked_key_without_a_slice_name_keeps_its_values() -> None:
                        {"match_key": [{"match_type": "exact", "key": "0x0ab0"}]})
     assert _port(dev, 0x1AB1) == 3
     assert _port(dev, 0x00AB) == 0
+
+
+def test_table_with_no_actions_misses_and_runs_nothing() -> None:
+    # `table t { key = {} actions = {} }` as netsum-p4c writes it (real p4c adds NoAction):
+    # bmv2 loads it; applying it runs nothing and goes on to the next node, which here sets
+    # the egress port.  Its default cannot be changed.
+    doc = program(
+        header_types=[{"name": "h_t", "fields": [["f", 8, False]]}],
+        headers=[{"name": "h", "header_type": "h_t"}],
+        parse_states=[{"name": "start", "transition_key": [], "transitions": [
+            {"type": "default", "value": None, "mask": None, "next_state": None}],
+            "parser_ops": [{"op": "extract", "parameters": [{"type": "regular",
+                                                              "value": "h"}]}]}],
+        actions=[[], [prim("assign", F("standard_metadata", "egress_spec"),
+                           {"type": "hexstr", "value": "0x5"})]], deparse=["h"])
+    t = doc["pipelines"][0]["tables"][0]
+    t.update(action_ids=[], actions=[], next_tables={}, base_default_next="tbl_act_1",
+             default_entry={"action_id": -1, "action_const": False, "action_data": [],
+                            "action_entry_const": False})
+    dev = Device()
+    dev.install(Device.build_pipeline(doc))
+    assert dev.process(1, b"\x07") == [(5, b"\x07")]
+    assert dev.pipeline is not None
+    table = dev.pipeline.tables["tbl_act_0"]
+    with pytest.raises(SwitchError):
+        table.set_default(ActionCall("act_1"))
+    assert dev.process(1, b"\x07") == [(5, b"\x07")]
