@@ -143,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ina-args", default="", metavar="'OPTIONS'",
                    help="extra netsum-worker options for the INA workers, e.g. "
                         "'--fast-retransmit 0 --rto 0.2' (one string)")
+    p.add_argument("--piece-bytes", type=int, default=16384, metavar="N",
+                   help="ring and parameter server: bytes of values per message (default 16384)")
     p.add_argument("--timeout", type=float, default=30.0,
                    help="a worker's no-progress deadline (s)")
     p.add_argument("--seed", type=int, default=0, help="tensors and drop simulator")
@@ -176,7 +178,7 @@ def run_sweep(a: argparse.Namespace, got: Collected, out: IO[str]) -> bool:
         nets.setdefault(p.net, []).append(p)
     for net, pts in nets.items():
         spec = T.NetSpec(net.workers, net.topo, net.bw, net.k, net.target, a.slots, a.seed,
-                         a.timeout, tuple(shlex.split(a.ina_args)))
+                         a.timeout, tuple(shlex.split(a.ina_args)), a.piece_bytes)
         _say(out, f"{PROG}: network: {net.topo}, {net.workers} workers, "
                   f"{'%g Mb/s' % net.bw if net.bw else 'unshaped'} links, K={net.k}, "
                   f"{net.target} switch")

@@ -53,6 +53,7 @@ class NetSpec:
     seed: int = 0
     timeout: float = 20.0         # a worker's no-progress deadline (s)
     ina_args: tuple[str, ...] = ()   # extra netsum-worker options for INA runs (timing)
+    piece_bytes: int = 16384      # the host algorithms' message size
 
     @property
     def leaves(self) -> int:
@@ -199,6 +200,10 @@ class Testbed:
             raise TestbedError("Mininet could not start the network: "
                                f"{' '.join(str(exc).split())}") from None
         M.configure_hosts(self.net, topology)
+        for h in topology.hosts:
+            # The baseline's best case: a connection idle since the hand-shake (the workers
+            # wait for their common start) keeps its window instead of slow-starting again.
+            self.net.get(h.name).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
         self.topology = M.with_grpc_addrs(topology, self.net)
         try:
             self.ctl = M.start_controller(self.topology, info_path, json_path, rpc_timeout=60.0)
@@ -366,7 +371,7 @@ class Testbed:
                     *s.ina_args]
         peers = ",".join(M.ipv4_text(self.topology.host(n).ipv4) for n in order)
         return [*argv, "--algo", algo, "--job", str(1000 + self._runs % 60000), "--peers",
-                peers, "--rank", str(rank)]
+                peers, "--rank", str(rank), "--piece-bytes", str(s.piece_bytes)]
 
 
 def _late(log: Path) -> float:
