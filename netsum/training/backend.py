@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Work
 
+from netsum.training.hook import torch_future
 from netsum.training.lanes import LaneEngine, LaneResult
 from netsum.training.register import (RegistrationError, StoreRendezvous, TrainingJob, env_int,
                                       open_transport, register, unregister)
@@ -101,23 +102,17 @@ class ProcessGroupNetsum(dist.ProcessGroup):
             return self._gloo_call("allreduce", list(tensors), opts)
         self.switched += 1
         t = tensors[0]
-        fut: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
         cf = self.engine.submit(t.detach().contiguous().numpy().copy().reshape(-1),
                                 f"all_reduce #{self.switched} ({t.numel()} floats)")
         scale = np.float32(1.0 / self.size()) if avg else None
 
-        def done(c: object) -> None:
-            try:
-                res: LaneResult = cf.result()
-            except BaseException as exc:  # noqa: BLE001 - handed over through the future
-                fut.set_exception(exc)  # type: ignore[arg-type]  # the stub says T
-                return
+        def place(res: LaneResult) -> list[torch.Tensor]:
             out = res.tensor if scale is None else res.tensor * scale
             with torch.no_grad():
                 t.copy_(torch.from_numpy(out).reshape(t.shape))
-            fut.set_result([t])
+            return [t]
 
-        cf.add_done_callback(done)
+        fut = torch_future(cf, place)
         return FutureWork(fut)
 
     # -- gloo's part: the same call on the gloo group (None options: gloo's defaults) ------

@@ -22,9 +22,11 @@ message (DDP raises it from backward); no future waits longer than the workers' 
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar, cast
 
 import numpy as np
 import torch
@@ -36,7 +38,9 @@ from netsum.training.register import (RegistrationError, TrainingJob, env_int, o
 from workers import Timing
 
 __all__ = ["NetsumHookState", "netsum_hook", "BucketTrace", "ObjectRendezvous",
-           "timed_allreduce_hook", "GlooHookState"]
+           "timed_allreduce_hook", "GlooHookState", "torch_future"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +172,6 @@ def netsum_hook(state: NetsumHookState,
     state._begin(index, buf.numel())
     if bucket.is_last():
         state._verify()
-    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     submitted = time.monotonic()
     # A copy: the bucket's storage is DDP's and is written again once the future completes.
     cf = state.engine.submit(buf.detach().numpy().copy(), f"bucket {index} ({buf.numel()} "
@@ -176,18 +179,37 @@ def netsum_hook(state: NetsumHookState,
     world = state.world_size
     tracing = state._tracing
 
-    def done(c: object) -> None:
-        try:
-            res: LaneResult = cf.result()
-        except BaseException as exc:  # noqa: BLE001 - handed to DDP through the future
-            fut.set_exception(exc)  # type: ignore[arg-type]  # the stub says T
-            return
-        mean = torch.from_numpy(res.tensor / np.float32(world)).reshape(buf.shape)
+    def mean(res: LaneResult) -> torch.Tensor:
         tracing.record(index, buf.numel(), submitted, time.monotonic())
-        fut.set_result(mean)
+        return torch.from_numpy(res.tensor / np.float32(world)).reshape(buf.shape)
 
+    return torch_future(cf, mean)
+
+
+def torch_future(cf: Future[LaneResult],
+                 convert: Callable[[LaneResult], T]) -> torch.futures.Future[T]:
+    """A torch Future completed with `convert(result)` when `cf` completes, or failed with
+    its error.  The error is raised inside a `then` callback so that the future holds a real
+    error: `torch.futures.Future.set_exception` only stores the exception as the *value*
+    (unwrapped by Python's wait()), and DDP's C++ reducer, reading the value as a tensor,
+    would report "Unable to cast ... to Tensor" around the message."""
+    outcome: torch.futures.Future[list[object]] = torch.futures.Future()
+
+    def done(c: Future[LaneResult]) -> None:
+        try:
+            outcome.set_result([convert(c.result())])
+        except BaseException as exc:  # noqa: BLE001 - handed over through the future
+            outcome.set_result([exc])
+
+    def unwrap(f: torch.futures.Future[list[object]]) -> T:
+        (got,) = f.value()
+        if isinstance(got, BaseException):
+            raise got
+        return cast(T, got)
+
+    chained = outcome.then(unwrap)
     cf.add_done_callback(done)
-    return fut
+    return chained
 
 
 # -- the gloo baseline, timed the same way --------------------------------------------------

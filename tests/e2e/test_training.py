@@ -219,6 +219,7 @@ def test_a_rank_killed_mid_training_fails_the_others_clearly(tmp_path: Path) -> 
     assert waited < timeout + 30, "rank 0 hung after its peer died"
     assert "train_digits: rank 0: error:" in log
     assert "WorkerTimeoutError" in log and "netsum lane" in log, log
+    assert "Unable to cast" not in log, "the future must hold an error, not an exception value"
 
 
 @pytest.mark.privileged
