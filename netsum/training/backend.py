@@ -173,13 +173,18 @@ class ProcessGroupNetsum(dist.ProcessGroup):
     # -- life cycle -------------------------------------------------------------------------
     def close(self, unregister_job: bool = True) -> None:
         """Stop the lanes; rank 0 deletes the job from the switch.  Call after a barrier (every
-        rank done with the switch), before destroy_process_group()."""
+        rank done with the switch); destroy_process_group() calls it too (`shutdown`)."""
         if self._closed:
             return
         self._closed = True
         self.engine.close()
         if unregister_job and self.rank() == 0:
             unregister(self.job)
+
+
+    def shutdown(self) -> None:
+        """dist.destroy_process_group() calls this: the same as close() (barrier first)."""
+        self.close()
 
 
 def create(store: dist.Store, rank: int, size: int,

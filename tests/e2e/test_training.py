@@ -23,6 +23,8 @@ pytest.importorskip("torch", reason="torch is not installed (the `train` extra: 
                     "pip install -e '.[train]', torch==2.13.0 CPU)")
 pytest.importorskip("sklearn", reason="scikit-learn is not installed (the `train` extra)")
 
+from controller.fabric import Controller  # noqa: E402
+from controller.topology import load_topology  # noqa: E402
 from netsum.rig import Mode, Rig, RigConfig  # noqa: E402
 from netsum.training.compare import (TrainOptions, VariantResult, run_training,  # noqa: E402
                                      start_ranks, wait_ranks)
@@ -167,10 +169,10 @@ ddp(torch.full((2, 4), float(r + 1))).sum().backward()
 out["ddp_switched"] = pg.switched - before
 out["ddp_grad_bias"] = model.bias.grad.tolist()
 dist.barrier()
-pg.close()
 if r == 0:
     print("RESULT " + json.dumps(out), flush=True)
-dist.destroy_process_group()
+dist.destroy_process_group()   # calls pg.shutdown(): lanes stopped, rank 0 deletes the jobs
+print("LANES CLOSED " + str(pg._closed), flush=True)
 '''
 
 
@@ -183,7 +185,12 @@ def test_backend_all_reduce_through_the_switch_and_gloo_for_the_rest(tmp_path: P
                                script=script)
         ok, error = wait_ranks(children, 120)
         logs = [c.log_tail(40) for c in children]
-    assert ok, f"{error}\n" + "\n".join(logs)
+        assert ok, f"{error}\n" + "\n".join(logs)
+        with Controller(load_topology(rig.topology_path)) as ctl:
+            ctl.connect()
+            ctl.adopt()
+            left = dict(ctl.jobs)
+    assert left == {}, "rank 0 deletes the job's lanes at destroy_process_group()"
     line = next(ln for ln in logs[0].splitlines() if ln.startswith("RESULT "))
     got = json.loads(line[len("RESULT "):])
     assert got["sum"] == [3.0 * i for i in range(100)]       # small integers: exact
@@ -196,6 +203,7 @@ def test_backend_all_reduce_through_the_switch_and_gloo_for_the_rest(tmp_path: P
     assert got["ddp_switched"] >= 1
     # d(sum of outputs)/d(bias) = batch 2 per rank, averaged over the ranks by DDP: 2.
     assert got["ddp_grad_bias"] == [2.0, 2.0, 2.0]
+    assert all("LANES CLOSED True" in log for log in logs)
 
 
 def test_a_rank_killed_mid_training_fails_the_others_clearly(tmp_path: Path) -> None:
