@@ -16,8 +16,8 @@ Invariants that keep the ranks aligned without any message between them:
 - a lane runs its tensors one after the other (a netsum job all-reduces one tensor at a time),
   so lanes are the only concurrency: at most `lanes` tensors are on the wire at once.
 
-Between the calls of one lane the driver keeps what `workers.Worker` keeps (the set each slot
-takes next; the switch holds slot state across calls).  A failure never hangs the caller: a
+Between the calls of one lane the driver keeps what `workers.Worker` keeps (the set, or round,
+each slot takes next; the switch holds slot state across calls).  A failure never hangs the caller: a
 worker's error (a silent peer after `Timing.progress_deadline`, a broken agreement, a socket
 error) fails that tensor's future with a message naming the lane, and every later future of
 the lane fails at once (its switch state is unknown).  A tensor the quantizer refuses (NaN,
@@ -41,7 +41,7 @@ from workers.errors import QuantError, SumOverflowError, WorkerError
 from workers.protocol import HEADER_FIELDS
 from workers.transport import Transport
 
-__all__ = ["LaneSpec", "LaneEngine", "LaneResult", "LaneError", "job_id_of"]
+__all__ = ["LaneSpec", "LaneEngine", "LaneResult", "LaneError", "job_id_of", "carry"]
 
 _BITS_BEFORE_JOB = 0
 for _f in HEADER_FIELDS:
@@ -58,6 +58,17 @@ def job_id_of(payload: bytes) -> int:
     if len(payload) < _JOB_AT + 2:
         return -1
     return int.from_bytes(payload[_JOB_AT:_JOB_AT + 2], "big")
+
+
+def carry(done: object) -> tuple[int, ...]:
+    """What a lane's next call must start from, per slot, from a finished call's result or
+    core: `next_rounds` with the v2 header's per-slot rounds, `next_sets` before them (the one
+    place that knows both spellings, while the worker protocol changes under this module)."""
+    for name in ("next_rounds", "next_sets"):
+        value = getattr(done, name, None)
+        if value is not None:
+            return tuple(value() if callable(value) else value)
+    raise TypeError(f"{type(done).__name__} has neither next_rounds nor next_sets")
 
 
 class LaneError(RuntimeError):
@@ -96,7 +107,7 @@ class _Lane:
     core: WorkerCore | None = None
     task: _Task | None = None
     started: float = 0.0
-    sets: tuple[int, ...] | None = None      # what the next call must start with
+    sets: tuple[int, ...] | None = None      # what the next call must start with (carry())
     broken: str | None = None
 
 
@@ -267,10 +278,10 @@ class LaneEngine:
             try:
                 res = core.result()
             except SumOverflowError as exc:
-                lane.sets = core.next_sets()    # the round completed: the slots are known
+                lane.sets = carry(core)    # the round completed: the slots are known
                 task.future.set_exception(LaneError(f"{self._where(lane, task)}: {exc}"))
                 return
-            lane.sets = res.next_sets
+            lane.sets = carry(res)
             self.stats.append(res.stats)
             task.future.set_result(LaneResult(np.asarray(res.tensor, np.float32).reshape(-1),
                                               res.bound, self._lanes.index(lane),

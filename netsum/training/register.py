@@ -33,8 +33,7 @@ from controller.errors import ControllerError
 from controller.fabric import Controller
 from controller.topology import Host, JobSpec, Topology, load_topology
 from netsum.training.lanes import LaneSpec
-from workers import FrameTransport, JobConfig, UdpTransport
-from workers.protocol import K_DEFAULT, UDP_PORT
+from workers import K_DEFAULT, UDP_PORT, FrameTransport, JobConfig, UdpTransport
 from workers.transport import Transport, parse_hostport
 from workers.wire import Endpoint
 
