@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from netsum.training.lanes import LaneEngine, LaneError, LaneSpec, job_id_of
-from tests.oracle import OracleSwitch
+from oracle import OracleSwitch
 from workers import JobConfig, Timing, wire
 from workers.protocol import Flags, MsgType
 
