@@ -152,8 +152,12 @@ def train(args: argparse.Namespace) -> int:
                        "pip install -e '.[train]' (torch==2.13.0 CPU, scikit-learn)") from None
     from netsum.demo import choose_mode
     from netsum.training.compare import TrainOptions, run_training, summary_table
-    if args.command == "demo":      # `netsum demo --train`: the train command's defaults
-        args = build_parser().parse_args(["train", *(["--mode", args.mode] if args.mode else [])])
+    if args.command == "demo":
+        # `netsum demo --train`: the train command's defaults, with the demo's --mode, --out,
+        # --slots and --timeout.
+        args = build_parser().parse_args(
+            ["train", "--out", str(args.out), "--slots", str(args.slots), "--timeout",
+             str(args.timeout), *(["--mode", args.mode] if args.mode else [])])
     if not 1 <= args.ranks <= 8:
         raise RigError(f"--ranks must be 1..8, got {args.ranks}")
     mode, why = choose_mode(Mode(args.mode) if args.mode else None)
