@@ -54,15 +54,20 @@ class Token:
         return self.value
 
 
+# Blanks before a token are part of its match (half as many matches as tokens-and-blanks);
+# a run of blanks at the very end matches as `ws`.
 _TOKEN_RE = re.compile(r"""
-  (?P<ws>[ \t\r\f\v]+)
-| (?P<nl>\n)
+[ \t\r\f\v]*
+(?:
+  (?P<nl>\n)
 | (?P<lcomment>//[^\n]*)
 | (?P<bcomment>/\*.*?\*/)
 | (?P<string>"(?:[^"\\\n]|\\.)*")
 | (?P<int>(?:[0-9]+[ws])?(?:0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|0[dD][0-9_]+|[0-9][0-9_]*))
 | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
 | (?P<op>""" + "|".join(re.escape(o) for o in _OPS) + r""")
+| (?P<ws>$)
+)
 """, re.VERBOSE | re.DOTALL)
 
 _LINE_MARKER = re.compile(r'#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"[^\n]*')
@@ -115,13 +120,18 @@ def tokenize(text: str, default_file: str, diags: Diagnostics) -> list[Token]:
             line_start = i
             continue
         m = _TOKEN_RE.match(text, i)
-        col = i - line_start + 1
         if m is None:
-            diags.error(Pos(file, line, col), f"unexpected character {text[i]!r}")
-            i += 1
+            j = i + len(text[i:]) - len(text[i:].lstrip(" \t\r\f\v"))
+            diags.error(Pos(file, line, j - line_start + 1), f"unexpected character {text[j]!r}")
+            i = j + 1
             continue
         kind = m.lastgroup
-        tok_text = m.group()
+        assert kind is not None
+        start = m.start(kind)
+        col = start - line_start + 1
+        tok_text = m.group(kind)
+        if kind == "ws":
+            break
         at_line_start = False
         if kind == "nl":
             line += 1
@@ -131,7 +141,7 @@ def tokenize(text: str, default_file: str, diags: Diagnostics) -> list[Token]:
             nls = tok_text.count("\n")
             if nls:
                 line += nls
-                line_start = i + tok_text.rfind("\n") + 1
+                line_start = start + tok_text.rfind("\n") + 1
         elif kind == "ws" or kind == "lcomment":
             pass
         else:

@@ -4,7 +4,7 @@ All are frozen dataclasses so they can be compared structurally (``bit<8> == bit
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["P4Type", "Bits", "InfInt", "Bool", "Str", "Void", "ErrorT", "MatchKindT", "EnumT",
            "HeaderT", "StructT", "UnionT", "StackT", "ExternT", "VarbitT", "TypeVar", "show",
@@ -64,12 +64,15 @@ class EnumT(P4Type):
 class HeaderT(P4Type):
     name: str
     fields: tuple[tuple[str, P4Type], ...]
+    # name -> type, built once: headers with hundreds of fields are looked up per use.
+    index: dict[str, P4Type] = field(default_factory=dict, compare=False, hash=False,
+                                     repr=False)
+
+    def __post_init__(self) -> None:
+        self.index.update(self.fields)
 
     def field(self, name: str) -> P4Type | None:
-        for n, t in self.fields:
-            if n == name:
-                return t
-        return None
+        return self.index.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +80,14 @@ class StructT(P4Type):
     name: str
     fields: tuple[tuple[str, P4Type], ...]
     annotations: tuple[str, ...] = ()
+    index: dict[str, P4Type] = field(default_factory=dict, compare=False, hash=False,
+                                     repr=False)
+
+    def __post_init__(self) -> None:
+        self.index.update(self.fields)
 
     def field(self, name: str) -> P4Type | None:
-        for n, t in self.fields:
-            if n == name:
-                return t
-        return None
+        return self.index.get(name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,14 +69,19 @@ def identifiers(prog: A.Program) -> set[str]:
     out: set[str] = set()
     stack: list[Any] = [prog]
     named = (A.Decl, A.Name, A.TypeName, A.VarDecl)
+    pop, push, node, add = stack.pop, stack.extend, A.Node, out.add
     while stack:
-        x = stack.pop()
-        if isinstance(x, tuple):
-            stack.extend(x)
-        elif isinstance(x, A.Node):
+        x = pop()
+        if type(x) is tuple:
+            push(x)
+        elif isinstance(x, node):
             if isinstance(x, named):
-                out.add(x.name)
-            stack.extend(getattr(x, f) for f in _fields(x))
+                add(x.name)
+            for f in _fields(x):
+                v = getattr(x, f)
+                if v is not None and type(v) is not str and type(v) is not int and \
+                        type(v) is not bool:
+                    stack.append(v)
     return out
 
 
