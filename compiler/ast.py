@@ -127,6 +127,7 @@ class Cast(Expr):
 @dataclass(frozen=True, slots=True, eq=False)
 class ListExpr(Expr):
     items: tuple[Expr, ...]
+    names: tuple[str, ...] = ()  # `{ a = 1, b = 2 }`: the field each item initializes
 
 
 @dataclass(frozen=True, slots=True, eq=False)

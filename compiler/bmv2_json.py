@@ -69,7 +69,12 @@ class GenerateJson:
                 {"name": n, "id": i, "size": st.size, "header_type": st.elem.name,
                  "header_ids": [self._header_id(lay, e) for e in elems]}
                 for i, (n, st, elems) in enumerate(lay.stacks)],
-            "header_union_types": [], "header_unions": [], "header_union_stacks": [],
+            "header_union_types": self._union_types(lay),
+            "header_unions": [
+                {"name": n, "id": i, "union_type": ut.name,
+                 "header_ids": [self._header_id(lay, m) for m in members]}
+                for i, (n, ut, members) in enumerate(lay.unions)],
+            "header_union_stacks": [],
             "field_lists": ctx.field_lists,
             "errors": [[e, i] for i, e in enumerate(g.errors)],
             "enums": [],
@@ -103,6 +108,16 @@ class GenerateJson:
             seen.add(inst.type.name)
             out.append({"name": inst.type.name, "id": len(out), "fields": [
                 [n, width_of(t), isinstance(t, Bits) and t.signed] for n, t in inst.type.fields]})
+        return out
+
+    @staticmethod
+    def _union_types(lay: Layout) -> list[Json]:
+        out: list[Json] = []
+        for _, ut, _ in lay.unions:
+            if all(u["name"] != ut.name for u in out):
+                out.append({"name": ut.name, "id": len(out),
+                            "headers": [[m, t.name] for m, t in ut.fields
+                                        if isinstance(t, HeaderT)]})
         return out
 
     @staticmethod

@@ -12,7 +12,7 @@ from typing import Any
 
 from .ir import (FieldRef, HeaderRef, ParamRef, StackFieldRef, StackRef, TBinary, TCast,
                  TConcat, TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TTernary,
-                 TUnary)
+                 TUnary, TUnionValid, UnionRef)
 from .types import Bits, Bool, EnumT, InfInt, width_of
 
 __all__ = ["Json", "hexstr", "field_json", "lower_expr", "as_param", "as_condition", "to_data",
@@ -48,6 +48,8 @@ def ref_json(loc: TLoc) -> Json:
         return {"type": "header", "value": ref.name}
     if isinstance(ref, StackRef):
         return {"type": "header_stack", "value": ref.name}
+    if isinstance(ref, UnionRef):
+        return {"type": "header_union", "value": ref.name}
     if isinstance(ref, ParamRef):
         return {"type": "runtime_data", "value": ref.index}
     if isinstance(ref, StackFieldRef):
@@ -94,6 +96,8 @@ def lower_expr(te: TExpr) -> Json:
             return ref_json(te)
         case TIsValid(header=h):
             return wrap("d2b", None, {"type": "field", "value": [h, "$valid$"]})
+        case TUnionValid(union=u):
+            return wrap("valid_union", None, {"type": "header_union", "value": u})
         case TUnary(op="!", operand=x):
             return wrap("not", None, lower_expr(x))
         case TUnary(op="-", operand=x):

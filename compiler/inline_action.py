@@ -22,7 +22,8 @@ from . import ast as A
 from .calls import CallInfo
 from .diagnostics import Pos
 from .exprjson import Json, hexstr, ref_json
-from .ir import FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TConst, TExpr, TLoc, TUnary, TBinary
+from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TBinary, TConst, TExpr,
+                 TLoc, TUnary, UnionRef)
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .resolve import ConstValue, resolve_type
 from .scopes import Env, Sym, SymKind
@@ -223,6 +224,6 @@ class InlineActions:
             for i in range(ref.type.size):
                 prims.append(_prim("remove_header", [{"type": "header",
                                                       "value": f"{ref.name}[{i}]"}]))
-        elif isinstance(ref, StructRef):
+        elif isinstance(ref, (StructRef, UnionRef)):
             for _, member in ref.members:
                 self._invalidate(member, prims)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .diagnostics import Pos
-from .types import HeaderT, P4Type, StackT, StructT
+from .types import HeaderT, P4Type, StackT, StructT, UnionT
 
 __all__ = ["Ref", "FieldRef", "HeaderRef", "StackRef", "StackLastRef", "StackFieldRef",
-           "StructRef", "ParamRef", "TExpr",
+           "StructRef", "UnionRef", "ParamRef", "TExpr", "TUnionValid",
            "TConst", "TLoc", "TUnary", "TBinary", "TCast", "TSlice", "TConcat", "TTernary",
            "TIsValid", "TList", "TLookahead", "TString"]
 
@@ -60,6 +60,21 @@ class StackFieldRef(Ref):
 @dataclass(frozen=True, slots=True)
 class StructRef(Ref):
     type: StructT
+    members: tuple[tuple[str, "TLoc"], ...]
+
+    def member(self, name: str) -> "TLoc | None":
+        for n, loc in self.members:
+            if n == name:
+                return loc
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class UnionRef(Ref):
+    """A header union instance: BMv2 ``header_unions`` entry over its member instances."""
+
+    name: str
+    type: UnionT
     members: tuple[tuple[str, "TLoc"], ...]
 
     def member(self, name: str) -> "TLoc | None":
@@ -135,6 +150,13 @@ class TTernary(TExpr):
 @dataclass(frozen=True, slots=True)
 class TIsValid(TExpr):
     header: str
+
+
+@dataclass(frozen=True, slots=True)
+class TUnionValid(TExpr):
+    """``u.isValid()`` of a header union: one of its members is valid."""
+
+    union: str
 
 
 @dataclass(frozen=True, slots=True)

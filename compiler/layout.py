@@ -12,7 +12,7 @@ from typing import Any
 
 from . import ast as A
 from .diagnostics import Diagnostics, NOPOS, Pos, unknown
-from .ir import FieldRef, HeaderRef, StackRef, StructRef, TLoc
+from .ir import FieldRef, HeaderRef, StackRef, StructRef, TLoc, UnionRef
 from .resolve import Globals, resolve_type
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, P4Type, StackT, StructT, UnionT,
                     VarbitT, show, width_of)
@@ -53,6 +53,7 @@ class Layout:
     blocks: dict[str, A.Decl] = field(default_factory=dict)  # role -> parser/control decl
     instances: list[HeaderInstance] = field(default_factory=list)
     stacks: list[tuple[str, StackT, list[str]]] = field(default_factory=list)
+    unions: list[tuple[str, UnionT, list[str]]] = field(default_factory=list)
     scalar_temps: list[tuple[str, int, bool]] = field(default_factory=list)
     scalar_locals: list[tuple[str, int, bool]] = field(default_factory=list)
     scalar_meta: list[tuple[str, int, bool]] = field(default_factory=list)
@@ -257,7 +258,19 @@ class BuildLayout:
             elif isinstance(ft, StructT):
                 members.append((fname, self._headers(ft, lay, diags, pos, name + ".")))
             elif isinstance(ft, UnionT):
-                diags.error(pos, f"unsupported construct: header union '{ft.name}'")
+                # One header instance per member, named `u.member`, tied by a header_unions
+                # entry (BMv2 keeps at most one member valid).
+                names: list[str] = []
+                umembers: list[tuple[str, TLoc]] = []
+                for mname, mt in ft.fields:
+                    assert isinstance(mt, HeaderT)  # ResolveNames allows only headers
+                    inst = f"{name}.{mname}"
+                    lay.header_names.used.add(inst)
+                    lay.instances.append(HeaderInstance(inst, mt, False))
+                    names.append(inst)
+                    umembers.append((mname, TLoc(mt, pos, HeaderRef(inst, mt), inst)))
+                lay.unions.append((name, ft, names))
+                members.append((fname, TLoc(ft, pos, UnionRef(name, ft, tuple(umembers)), name)))
             else:
                 diags.error(pos, f"field '{fname}' of the headers struct has type {show(ft)}; "
                                  "only headers, header stacks and structs of them are allowed")

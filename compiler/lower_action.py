@@ -13,13 +13,14 @@ from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_param, field_json, hexstr, lower_expr, ref_json, wrap
 from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TConst, TExpr, TIsValid,
-                 TLoc, TSlice)
+                 TList, TLoc, TSlice, UnionRef)
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
+from .typecheck import group_ref
 from .inline_action import Frame, InlineActions
 from .lower_extern import HASH_ALGOS, ExternLowering
 from .resolve import ConstValue, resolve_type
 from .scopes import Env, Sym, SymKind
-from .types import Bits, Bool, HeaderT, StackT, StructT, show
+from .types import Bits, Bool, HeaderT, StackT, StructT, UnionT, show
 
 __all__ = ["LowerCtx", "ActionLowering", "HASH_ALGOS", "as_param_b2d"]
 
@@ -190,12 +191,33 @@ class ActionLowering(InlineActions, ExternLowering):
         t = lhs.type
         if not isinstance(lhs.ref, FieldRef):
             self._forget(None)
+        if isinstance(rhs, TList) and rhs.type == t and isinstance(lhs.ref, (HeaderRef,
+                                                                            StructRef)):
+            # A list or structure expression: field by field (a header becomes valid).
+            if isinstance(lhs.ref, HeaderRef):
+                prims.append(_prim("add_header", [ref_json(lhs)]))
+                h = lhs.ref.name
+                members = [(n, TLoc(ft, pos, group_ref(ft, h, n) if isinstance(ft, StructT)
+                                    else FieldRef(h, n), f"{lhs.text}.{n}"))
+                           for n, ft in lhs.ref.type.members()]
+            else:
+                members = list(lhs.ref.members)
+            for (_, loc), value in zip(members, rhs.items):
+                self.assign(loc, value, pos, prims)
+            return
         if isinstance(t, HeaderT):
             if isinstance(rhs, TLoc) and isinstance(rhs.ref, HeaderRef) and rhs.type == t:
                 prims.append(_prim("assign_header", [ref_json(lhs), ref_json(rhs)]))
             else:
                 self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to header "
                               f"{show(t)}")
+            return
+        if isinstance(t, UnionT):
+            if isinstance(rhs, TLoc) and isinstance(rhs.ref, UnionRef) and rhs.type == t:
+                prims.append(_prim("assign_union", [ref_json(lhs), ref_json(rhs)]))
+            else:
+                self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to header "
+                              f"union {show(t)}")
             return
         if isinstance(t, StackT):
             if isinstance(rhs, TLoc) and isinstance(rhs.ref, StackRef) and rhs.type == t:

@@ -72,6 +72,7 @@ class ControlLowering:
         self.hidden: list[tuple[float, Json, list[A.Stmt], Env]] = \
             parent.hidden if parent else []
         self.rank_base: float = (parent.rank_base + 1e6) if parent else 0.0
+        self.entry_of: dict[str, str] = parent.entry_of if parent else {}
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
@@ -326,7 +327,7 @@ class ControlLowering:
                 return Frag(None, [])
             for k in tj["next_tables"]:
                 tj["next_tables"][k] = "$hole"
-            return Frag(tj["name"], [self._set_all(tj)])
+            return Frag(self._entry(tj), [self._set_all(tj)])
         if info.kind is CallKind.SUBAPPLY:
             return self._sub_apply(info)
         if info.kind is CallKind.ACTION:
@@ -383,8 +384,30 @@ class ControlLowering:
         tj = self.tl.table(table, self.env)
         if tj is None:
             return None
+        keys = list(self.tl.key_values)
+        if keys:
+            # Computed keys: a hidden table right before this one sets their temporaries.
+            base = hidden_action_base(pos.file, pos.line)
+            aname = self.ctx.names.new(base)
+            prims: list[Json] = []
+            lowering = ActionLowering(self.ctx, self.scope.role)
+            for tmp, value in keys:
+                lowering.assign(tmp, value, pos, prims)
+            act: Json = {"name": aname, "id": -1, "runtime_data": [], "primitives": prims}
+            self.hidden.append((self.rank_base + len(self.order) + len(self.hidden) * 1e-3, act,
+                                [], Env(None, self.ctx.g)))
+            kj = self.tl.hidden_table(self.ctx.names.new(f"tbl_{aname}"), act)
+            self._table_json(kj)
+            kj["base_default_next"] = tj["name"]
+            for k in kj["next_tables"]:
+                kj["next_tables"][k] = tj["name"]
+            self.entry_of[tj["name"]] = kj["name"]
         self._table_json(tj)
         return tj
+
+    def _entry(self, tj: Json) -> str:
+        """The node that runs a table: the table, or the one setting its computed keys."""
+        return str(self.entry_of.get(tj["name"], tj["name"]))
 
     @staticmethod
     def _table_apply_of(e: A.Expr) -> tuple[str, str, bool] | None:
@@ -424,7 +447,7 @@ class ControlLowering:
                     holes += f.holes
                 elif not f.terminal:
                     holes.append(self._set_key(nt, key))
-            return Frag(tj["name"], holes)
+            return Frag(self._entry(tj), holes)
         pre: list[Frag] = []
         cond_ast = s.cond
         if self._mentions_apply(s.cond):
@@ -469,7 +492,7 @@ class ControlLowering:
                 nt[key] = sj["name"]
                 holes.append(self._set_all(sj))
             tj["next_tables"] = nt
-            pre.append(Frag(tj["name"], holes))
+            pre.append(Frag(self._entry(tj), holes))
             return A.Name(e.pos, name)
         match e:
             case A.Unary(op=op, operand=x):
@@ -643,4 +666,4 @@ class ControlLowering:
                         nt[k] = default_frag.entry
                     elif default_frag.terminal:
                         nt[k] = None
-        return Frag(tj["name"], holes)
+        return Frag(self._entry(tj), holes)

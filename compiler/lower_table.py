@@ -14,13 +14,13 @@ from .blocks import BlockScope, action_env, annotation_arg, control_plane_name, 
 from .calls import CallInfo, CallKind
 from .diagnostics import Pos, unknown
 from .exprjson import Json, hexstr
-from .ir import FieldRef, ParamRef, TConst, TExpr, TIsValid, TLoc, TSlice
+from .ir import FieldRef, ParamRef, TBinary, TConst, TExpr, TIsValid, TLoc, TSlice
 from .lower_action import ActionLowering, LowerCtx
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
 from .resolve import const_eval, resolve_type
 from .scopes import Env, ExternInstance, SymKind
 from .typecheck import expr_text, key_name
-from .types import Bits, Bool, show, width_of
+from .types import Bits, Bool, EnumT, ErrorT, show, width_of
 
 __all__ = ["TableLowering", "annotation_strings"]
 
@@ -61,6 +61,8 @@ class TableLowering:
     table_actions: dict[tuple[str, str], int] = field(default_factory=dict)
     call_actions: dict[int, int] = field(default_factory=dict)  # id(call) -> action index
     last_local_names: dict[str, str] = field(default_factory=dict)
+    # (temporary, value) pairs the last table's computed keys need, assigned before it runs.
+    key_values: list[tuple[TLoc, TExpr]] = field(default_factory=list)
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
@@ -413,6 +415,7 @@ class TableLowering:
     def _keys(self, t: A.TableDecl, env: Env) -> list[_Key]:
         p = self._prop(t, "key")
         out: list[_Key] = []
+        self.key_values = []
         if p is None:
             return out
         assert isinstance(p.value, tuple)   # the parser makes `key` a tuple of KeyElement
@@ -422,33 +425,46 @@ class TableLowering:
                 self.err(ke.match_kind_pos, unknown("match kind", ke.match_kind, _MATCH_KINDS))
                 continue
             name_arg = annotation_arg(ke.annotations, "name")
-            name = name_arg.value if isinstance(name_arg, A.StrLit) else \
-                key_name(ke.expr) or expr_text(ke.expr)
+            derived = key_name(ke.expr)
+            if not isinstance(name_arg, A.StrLit) and derived is None:
+                # As p4c's TableKeyNames: only fields, indexes, slices, `&`, constants and
+                # isValid() have a name of their own for P4Info.
+                self.err(ke.expr.pos, f"table key '{expr_text(ke.expr)}': a computed key needs "
+                                      "a @name annotation (its P4Info name)")
+                continue
+            name = name_arg.value if isinstance(name_arg, A.StrLit) else str(derived)
             te = self.ctx.typer.expr(ke.expr, env)
             if te is None:
                 continue
+            if not isinstance(te.type, (Bits, Bool, EnumT, ErrorT)):
+                self.err(ke.expr.pos, f"table key '{name}' has type {show(te.type)}")
+                continue
             mask: int | None = None
+            base: TExpr = te
             if isinstance(te, TIsValid):
                 target = [te.header, "$valid$"]
                 width = 1
             else:
-                base: TExpr = te
                 if isinstance(te, TSlice):
                     base = te.operand
                     mask = ((1 << (te.hi - te.lo + 1)) - 1) << te.lo
+                elif isinstance(te, TBinary) and te.op == "&" and isinstance(te.right, TConst) \
+                        and isinstance(te.left, TLoc) and isinstance(te.left.ref, FieldRef):
+                    base = te.left  # `field & mask`: BMv2 matches the field under the mask
+                    mask = int(te.right.value)
                 if not (isinstance(base, TLoc) and isinstance(base.ref, FieldRef)):
-                    self.err(ke.expr.pos, f"unsupported construct: table key '{name}' (keys must"
-                                          " be fields, slices of fields or isValid())")
-                    continue
+                    # Any other expression is computed into a temporary just before the
+                    # table is applied (p4c SimplifyKey); the key matches the temporary.
+                    base = self.ctx.layout.temp(te.type, te.pos)
+                    self.key_values.append((base, te))
+                    mask = None
+                assert isinstance(base, TLoc) and isinstance(base.ref, FieldRef)
                 target = [base.ref.header, base.ref.field]
-                if not isinstance(te.type, (Bits, Bool)):
-                    self.err(ke.expr.pos, f"table key '{name}' has type {show(te.type)}")
-                    continue
                 width = width_of(te.type)
             kj: Json = {"match_type": ke.match_kind, "name": name, "target": target,
                         "mask": None}
-            if mask is not None and isinstance(te, TSlice):
-                kj["mask"] = hexstr(mask, width_of(te.operand.type))["value"]
+            if mask is not None:
+                kj["mask"] = hexstr(mask, width_of(base.type))["value"]
             out.append(_Key(kj, KeyModel(name, width, ke.match_kind,
                                          annotation_strings(ke.annotations))))
         return out

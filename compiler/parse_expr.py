@@ -297,15 +297,21 @@ class ExprParser:
             self.expect(")")
             return e
         if self.accept("{"):
+            # '{' [expr {',' expr}] '}'  |  '{' name '=' expr {',' name '=' expr} [','] '}'
             items: list[Expr] = []
-            if not self.at("}"):
+            names: list[str] = []
+            while not self.at("}"):
+                if self.tok.kind is TokKind.IDENT and self.peek().text == "=":
+                    names.append(self.tok.text)
+                    self.i += 2
                 items.append(self.parse_expr())
-                while self.accept(","):
-                    if self.at("}"):
-                        break
-                    items.append(self.parse_expr())
+                if not self.accept(","):
+                    break
             self.expect("}")
-            return ListExpr(t.pos, tuple(items))
+            if names and len(names) != len(items):
+                raise ParseError(t.pos, "syntax error, a structure expression names every "
+                                        "field or none")
+            return ListExpr(t.pos, tuple(items), tuple(names))
         if t.kind is TokKind.IDENT or (t.kind is TokKind.KEYWORD and t.text in ("apply", "key")):
             self.i += 1
             return Name(t.pos, t.text)

@@ -139,6 +139,27 @@ def fold_binary(op: str, a: ConstValue, b: ConstValue, pos: Pos,
     return ConstValue(t, _fit(ops[op], t))
 
 
+def _header_field(t: P4Type) -> bool:
+    return isinstance(t, (Bits, VarbitT, Bool)) or \
+        (isinstance(t, EnumT) and t.underlying is not None)
+
+
+def _flat(t: StructT) -> list[tuple[str, P4Type]] | None:
+    """A struct's fields flattened to `a.b` names, or None if one cannot sit in a header."""
+    out: list[tuple[str, P4Type]] = []
+    for n, ft in t.fields:
+        if isinstance(ft, StructT):
+            inner = _flat(ft)
+            if inner is None:
+                return None
+            out.extend((f"{n}.{m}", mt) for m, mt in inner)
+        elif _header_field(ft) and not isinstance(ft, VarbitT):
+            out.append((n, ft))
+        else:
+            return None
+    return out
+
+
 def _wrap(v: int, w: int, signed: bool) -> int:
     v &= (1 << w) - 1 if w > 0 else 0
     if signed and w > 0 and v >> (w - 1):
@@ -257,6 +278,7 @@ class ResolveNames:
                     g.types[name] = tt
             case A.HeaderDecl(fields=fs) | A.StructDecl(fields=fs) | A.HeaderUnionDecl(fields=fs):
                 fields: list[tuple[str, P4Type]] = []
+                groups: list[tuple[str, StructT]] = []
                 names: set[str] = set()
                 for f in fs:
                     ft = resolve_type(f.type, g, diags)
@@ -266,21 +288,30 @@ class ResolveNames:
                     g.field_annotations[(name, f.name)] = f.annotations
                     if ft is None:
                         continue
-                    if isinstance(d, A.HeaderDecl) and not isinstance(ft, (Bits, VarbitT)) and \
-                            not (isinstance(ft, EnumT) and ft.underlying is not None):
+                    if isinstance(d, A.HeaderDecl) and isinstance(ft, StructT) and \
+                            _flat(ft) is not None:
+                        # A struct of bit fields inside a header: its fields are the header's,
+                        # named `s.f` (the value keeps its struct type, see HeaderT.groups).
+                        groups.append((f.name, ft))
+                        fields.extend((f"{f.name}.{n}", t) for n, t in _flat(ft) or ())
+                        continue
+                    if isinstance(d, A.HeaderDecl) and not _header_field(ft):
                         diags.error(f.pos, f"header field '{f.name}' has type {show(ft)}; "
-                                           "header fields must be bit<W>, int<W>, varbit<W> or "
-                                           "an enum bit<W>")
+                                           "header fields must be bit<W>, int<W>, varbit<W>, "
+                                           "bool, an enum bit<W> or a struct of those")
                         continue
                     fields.append((f.name, ft))
                 if isinstance(d, A.HeaderDecl):
-                    g.types[name] = HeaderT(name, tuple(fields))
+                    g.types[name] = HeaderT(name, tuple(fields), groups=tuple(groups))
                     g.header_order.append(name)
                 elif isinstance(d, A.StructDecl):
                     g.types[name] = StructT(name, tuple(fields),
                                             tuple(a.name for a in d.annotations))
                 else:
-                    diags.error(d.pos, f"unsupported construct: header_union '{name}'")
+                    for (fname, ft) in fields:
+                        if not isinstance(ft, HeaderT):
+                            diags.error(d.pos, f"header_union '{name}': member '{fname}' has "
+                                               f"type {show(ft)}; members must be headers")
                     g.types[name] = UnionT(name, tuple(fields))
             case A.EnumDecl(underlying=u, members=ms):
                 ut = resolve_type(u, g, diags) if u is not None else None

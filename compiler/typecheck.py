@@ -7,9 +7,9 @@ errors (an explicit cast is required), never silent truncation.
 from __future__ import annotations
 
 from . import ast as A
-from .diagnostics import Diagnostics, Pos, unknown
+from .diagnostics import Diagnostics, NOPOS, Pos, unknown
 from .ir import (FieldRef, HeaderRef, StackFieldRef, StackLastRef, StackRef,
-                 StructRef, TBinary, TCast, TConcat,
+                 StructRef, TBinary, TCast, TConcat, TUnionValid, UnionRef,
                  TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TString, TTernary,
                  TUnary)
 from .layout import Layout
@@ -52,6 +52,16 @@ def expr_text(e: A.Expr) -> str:
         case A.Cast(expr=x):
             return f"(cast){expr_text(x)}"
     return type(e).__name__
+
+
+def group_ref(st: StructT, header: str, prefix: str) -> StructRef:
+    """A struct inside a header: its members are the header's `prefix.f` fields."""
+    members: list[tuple[str, TLoc]] = []
+    for n, t in st.fields:
+        name = f"{prefix}.{n}"
+        ref = group_ref(t, header, name) if isinstance(t, StructT) else FieldRef(header, name)
+        members.append((n, TLoc(t, NOPOS, ref, name)))
+    return StructRef(st, tuple(members))
 
 
 def key_name(e: A.Expr) -> str | None:
@@ -201,6 +211,8 @@ class Typer:
                 return self._cast(e, t, x, env)
             case A.Call():
                 return self._call_expr(e, env)
+            case A.ListExpr(items=items) if isinstance(expected, (StructT, HeaderT)):
+                return self._initializer(e, expected, env)
             case A.ListExpr(items=items):
                 typed = [self.expr(i, env) for i in items]
                 if any(t is None for t in typed):
@@ -210,6 +222,41 @@ class Typer:
                 return TString(Str(), e.pos, v)
         self.err(e.pos, f"unsupported construct: {type(e).__name__} expression")
         return None
+
+    def _initializer(self, e: A.ListExpr, t: StructT | HeaderT, env: Env) -> TExpr | None:
+        """``{1, 2}`` or ``{a = 1, b = 2}`` where a struct or header is expected: one value per
+        field, in field order, each of the field's type (spec §8.11, §8.12)."""
+        fields = t.members() if isinstance(t, HeaderT) else list(t.fields)
+        names = [n for n, _ in fields]
+        what = f"{'header' if isinstance(t, HeaderT) else 'struct'} {t.name}"
+        if e.names:
+            given = dict(zip(e.names, e.items))
+            unknown_names = [n for n in e.names if n not in names]
+            if unknown_names or len(given) != len(e.names):
+                self.err(e.pos, unknown(f"field of {what}:", unknown_names[0], names)
+                         if unknown_names else f"a field of {what} is initialized twice")
+                return None
+            missing = [n for n in names if n not in given]
+            if missing:
+                self.err(e.pos, f"the initializer of {what} has no value for '{missing[0]}'")
+                return None
+            items = [given[n] for n in names]
+        else:
+            if len(e.items) != len(names):
+                self.err(e.pos, f"{what} has {len(names)} field(s); the initializer gives "
+                                f"{len(e.items)}")
+                return None
+            items = list(e.items)
+        typed: list[TExpr] = []
+        for (fname, ft), item in zip(fields, items):
+            te = self.expr(item, env, ft)
+            if te is None:
+                return None
+            c = self.coerce(te, ft, item.pos, f"field '{fname}' of {what}")
+            if c is None:
+                return None
+            typed.append(c)
+        return TList(t, e.pos, tuple(typed))
 
     def _inline_function(self, e: A.Call, name: str, decls: list[A.FunctionDecl],
                          env: Env) -> TExpr | None:
@@ -322,7 +369,7 @@ class Typer:
         if isinstance(base, TLoc):
             ref = base.ref
             text = f"{base.text}.{m}"
-            if isinstance(ref, StructRef):
+            if isinstance(ref, (StructRef, UnionRef)):
                 loc = ref.member(m)
                 if loc is None:
                     self.err(e.pos, unknown(f"field of '{ref.type.name}':", m,
@@ -331,6 +378,9 @@ class Typer:
                 return TLoc(loc.type, e.pos, loc.ref, text)
             if isinstance(ref, HeaderRef):
                 ft = ref.type.field(m)
+                group = next((st for n, st in ref.type.groups if n == m), None)
+                if ft is None and group is not None:
+                    return TLoc(group, e.pos, group_ref(group, ref.name, m), text)
                 if ft is None:
                     if m in ("isValid", "setValid", "setInvalid"):
                         self.err(e.pos, f"method '{m}' must be called: {m}()")
@@ -513,6 +563,14 @@ class Typer:
         if isinstance(ua, TConst) and isinstance(ub, TConst):
             return self._fold(op, ua, ub, e.pos)
         if op in ("/", "%"):
+            d = int(ub.value) if isinstance(ub, TConst) else 0
+            if isinstance(t, Bits) and not t.signed and d > 0 and d & (d - 1) == 0:
+                # By a power of two: a shift or a mask, as p4c's strength reduction makes it
+                # (BMv2 has no run-time division).
+                k = d.bit_length() - 1
+                if op == "/":
+                    return TBinary(t, e.pos, ">>", ua, TConst(Bits(32), e.pos, k)) if k else ua
+                return TBinary(t, e.pos, "&", ua, TConst(t, e.pos, d - 1))
             self.err(e.pos, f"unsupported construct: '{op}' on run-time values (BMv2 target)")
             return None
         return TBinary(t, e.pos, op, ua, ub)
@@ -565,6 +623,8 @@ class Typer:
                 return None
             if isinstance(base, TLoc) and isinstance(base.ref, HeaderRef):
                 return TIsValid(Bool(), e.pos, base.ref.name)
+            if isinstance(base, TLoc) and isinstance(base.ref, UnionRef):
+                return TUnionValid(Bool(), e.pos, base.ref.name)
             self.err(e.pos, f"isValid() needs a header, not {show(base.type)}")
             return None
         if isinstance(f, A.Member) and f.member == "lookahead" and len(e.type_args) == 1:

@@ -64,6 +64,8 @@ class EnumT(P4Type):
 class HeaderT(P4Type):
     name: str
     fields: tuple[tuple[str, P4Type], ...]
+    # Struct-typed fields, flattened in `fields` as `s.f`: (field name, its struct type).
+    groups: tuple[tuple[str, "StructT"], ...] = ()
     # name -> type, built once: headers with hundreds of fields are looked up per use.
     index: dict[str, P4Type] = field(default_factory=dict, compare=False, hash=False,
                                      repr=False)
@@ -73,6 +75,19 @@ class HeaderT(P4Type):
 
     def field(self, name: str) -> P4Type | None:
         return self.index.get(name)
+
+    def members(self) -> list[tuple[str, P4Type]]:
+        """The fields as declared: a struct field once, where its flattened fields start."""
+        out: list[tuple[str, P4Type]] = []
+        groups = dict(self.groups)
+        for n, t in self.fields:
+            head = n.split(".", 1)[0]
+            if "." in n and head in groups:
+                if not out or out[-1][0] != head:
+                    out.append((head, groups[head]))
+            else:
+                out.append((n, t))
+        return out
 
 
 @dataclass(frozen=True, slots=True)
