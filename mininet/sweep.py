@@ -46,6 +46,10 @@ import mnenv  # noqa: E402
 
 PROG = "sweep"
 NAMES = {"ina": "INA", "ring": "ring", "ps": "parameter server"}
+#: INA workers' timing on shaped links: Linux TCP's RTO floor (TCP_RTO_MIN, 200 ms) instead of
+#: the worker's 5 ms, which a link serialising a 1 KB frame in milliseconds and queueing a
+#: window of them exceeds (spurious retransmissions then take a third of the link).
+INA_ARGS = "--rto 0.2 --rto-min 0.2"
 #: Interface counters written to telemetry.csv (drops stay in the run's totals).
 METRICS = ("rx_bytes", "rx_packets", "tx_bytes", "tx_packets")
 ALGOS = ("ina", "ring", "ps")
@@ -140,9 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ina (switch), ring, ps (default ina,ring)")
     p.add_argument("--reps", type=int, default=3, help="repetitions per point (default 3)")
     p.add_argument("--slots", type=int, default=256, help="INA window: slots per job")
-    p.add_argument("--ina-args", default="", metavar="'OPTIONS'",
-                   help="extra netsum-worker options for the INA workers, e.g. "
-                        "'--fast-retransmit 0 --rto 0.2' (one string)")
+    p.add_argument("--ina-args", default=INA_ARGS, metavar="'OPTIONS'",
+                   help="extra netsum-worker options for the INA workers (one string; default "
+                        f"{INA_ARGS!r}: TCP's minimum retransmission timeout, the one the "
+                        "host algorithms get from the kernel; '' for the worker's defaults)")
     p.add_argument("--piece-bytes", type=int, default=16384, metavar="N",
                    help="ring and parameter server: bytes of values per message (default 16384)")
     p.add_argument("--timeout", type=float, default=30.0,
