@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from netsum.rig import Mode, Rig, RigConfig, RigError, RunningJob  # noqa: E402
 from netsum.tensors import synthetic_inputs  # noqa: E402
-from workers.protocol import packet_bytes  # noqa: E402
+from wireformat import packet_bytes  # noqa: E402
 
 WINDOW = 64   # frames in flight per bare-loop sender (like a worker's window)
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from compiler.driver import PIPELINE, CompileState  # noqa: E402
-from workers.protocol import K_SUPPORTED  # noqa: E402
+from wireformat import K_SUPPORTED  # noqa: E402
 
 GOAL_S = 2.0
 

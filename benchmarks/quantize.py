@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from workers import batch, quant, wire
-from workers.protocol import K_DEFAULT, K_SUPPORTED
+from wireformat import K_DEFAULT, K_SUPPORTED
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:
@@ -38,7 +38,7 @@ def main() -> None:
     x = (rng.standard_normal(size) * 1e-3).astype(np.float32)
     nb = quant.num_blocks(size, k)
     fields = {"msg_type": 1, "job_id": 1, "slot": np.arange(nb) % 256,
-              "set": (np.arange(nb) // 256) % 2, "offset": np.arange(nb, dtype=np.int64) * k}
+              "round": np.arange(nb) // 256, "offset": np.arange(nb, dtype=np.int64) * k}
     # One worker's view: its own proposals as the agreed exponents (other workers only raise
     # them, which costs nothing here), the proposals of blocks 256 ahead in the exp field.
     agreed = quant.block_exponents(x, k)

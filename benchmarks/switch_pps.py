@@ -68,7 +68,7 @@ def _assign(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
 
 
 def standin_json(k: int) -> dict[str, Any]:
-    """Same per-packet shape as netsum.p4: Ethernet/IPv4/UDP/12-byte header/K x bit<32>; exact
+    """Same per-packet shape as netsum.p4: Ethernet/IPv4/UDP/16-byte header/K x bit<32>; exact
     job and member tables; one action with K register RMWs plus bitmap and count registers;
     multicast with an egress table on egress_rid; IPv4 checksum update."""
     r = json.loads(ROUTER_JSON.read_text())
@@ -79,9 +79,9 @@ def standin_json(k: int) -> dict[str, Any]:
         {"name": "udp_t", "id": 4, "fields": [["sport", 16, False], ["dport", 16, False],
                                               ["len", 16, False], ["csum", 16, False]]},
         {"name": "ns_t", "id": 5, "fields": [["msg_type", 8, False], ["flags", 8, False],
-                                             ["job_id", 16, False], ["set", 1, False],
-                                             ["slot", 15, False], ["exp", 8, False],
-                                             ["count", 8, False], ["offset", 32, False]]},
+                                             ["job_id", 16, False], ["slot", 16, False],
+                                             ["exp", 8, False], ["count", 8, False],
+                                             ["round", 32, False], ["offset", 32, False]]},
         {"name": "vals_t", "id": 6, "fields": [[f"v{i}", 32, False] for i in range(k)]},
     ]
     r["headers"] += [
@@ -117,7 +117,7 @@ def standin_json(k: int) -> dict[str, Any]:
     reg = lambda n: {"type": "register_array", "value": n}  # noqa: E731
     idx = _f("scalars", "idx")
     prims = [_assign(idx, _ex("&", _ex("|", _ex("<<", _f("ns", "slot"), _hx(1)),
-                                       _f("ns", "set")), _hx(0xFFFFFFFF))),
+                                       _ex("&", _f("ns", "round"), _hx(1))), _hx(0xFFFFFFFF))),
              {"op": "register_read", "parameters": [_f("scalars", "bm"), reg("bitmap"), idx]},
              {"op": "register_write", "parameters": [reg("bitmap"), idx,
                                                      _ex("|", _f("scalars", "bm"),
@@ -200,9 +200,12 @@ def router_frame() -> bytes:
 
 def netsum_traffic(k: int, workers: int,
                    fuse: bool = True) -> tuple[Device, list[tuple[int, bytes]]] | None:
-    """netsum.p4 (built by netsum.build with netsum's compiler) configured with one job of
-    `workers` members, and a round-robin stream of contributions over 64 slots x 2 sets, as
-    workers send them.  None when the program cannot be built here."""
+    """netsum.p4 (built by netsum.build with netsum's compiler) configured with two jobs of
+    `workers` members on the same 64 slots, and a round-robin stream of contributions, as
+    workers send them: rounds 0 and 1 of every slot for job 3, then for job 4.  The stream can
+    be replayed any number of times (here or through the daemon): each job finds the sets
+    owned by the other, so its rounds 0 and 1 start fresh rounds again instead of being
+    duplicates of finished ones.  None when the program cannot be built here."""
     sys.path.insert(0, str(ROOT / "tests"))
     try:
         from p4helpers import NetsumSwitch, netsum_config, netsum_frame, worker_host
@@ -216,10 +219,11 @@ def netsum_traffic(k: int, workers: int,
         return None
     hosts = [worker_host(i) for i in range(workers)]
     slots = 64
-    sw.add_job(3, hosts, num_slots=slots)
-    frames = [(h.port, netsum_frame(h, job_id=3, slot=r % slots, set=(r // slots) % 2,
+    for job in (3, 4):
+        sw.add_job(job, hosts, num_slots=slots)
+    frames = [(h.port, netsum_frame(h, job_id=job, slot=r % slots, round=r // slots,
                                     values=list(range(k)), exp=130))
-              for r in range(2 * slots) for h in hosts]
+              for job in (3, 4) for r in range(2 * slots) for h in hosts]
     return sw.device, frames
 
 

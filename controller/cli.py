@@ -16,7 +16,7 @@ from typing import NoReturn, Sequence, TextIO
 
 from controller.commands import COMMANDS, Ctx
 from controller.errors import ControllerError
-from workers.protocol import K_DEFAULT, K_SUPPORTED
+from wireformat import K_DEFAULT, K_SUPPORTED
 
 __all__ = ["main", "build_parser"]
 

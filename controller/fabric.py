@@ -354,7 +354,8 @@ class Controller:
         for job_id, plans in jobs.items():
             workers = tuple(h.name for p, _ in plans for h in self.topo.hosts
                             if h.switch == p.switch and any(
-                                e.table == P.MEMBER and _exact_key(e, 1) == h.ipv4
+                                e.table == P.MEMBER and _exact_key(e, 1) == h.port
+                                and _exact_key(e, 2) == h.ipv4 and _exact_key(e, 3) == h.mac
                                 for e in p.entries))
             spec = JobSpec(job_id, workers, plans[0][0].slots.count)
             self.jobs[job_id] = Job(spec, tuple(p for p, _ in plans))
@@ -457,6 +458,7 @@ def _plan_from_switch(switch: str, schema: Schema, job_entry: TableEntry,
              _exact_key(e, 0) == job_id]
     mine += [e for e in entries if e.table == P.REPLICA and
              _exact_key(e, 0) >> 6 == job_id]
+    mine += [e for e in entries if e.table == P.RESULT_PORT and _exact_key(e, 0) == job_id]
     mgid = params.get("mgid", P.job_mgid(job_id))
     group = groups.get(mgid, MulticastGroup(mgid))
     return JobPlan(switch, role, SlotRange(params["slot_base"], params["num_slots"]),

@@ -5,9 +5,11 @@ A job's workers decide its shape.  All on one switch: that switch aggregates and
 each leaf aggregates its local workers and sends the partial sum up (`job_leaf`), the root
 aggregates the leaves' partials and any workers attached to it directly (`job_root`), multicasts
 the result down, and each leaf stores and multicasts it to its workers.  The member table turns
-a contributor's IPv4 source into its bit; a leaf is its parent's contributor under its service
-address.  Every switch a job touches gets a slot range of the job's size (ranges may differ per
-switch; slot indices in packets are relative to the range).
+a contributor's (switch port, IPv4 source, Ethernet source) into its bit, so a host on another
+port cannot pass for it; a leaf is its parent's contributor on the parent's port towards it,
+under its service address.  RESULTs of the job may leave only on its contributors' ports
+(`result_port`).  Every switch a job touches gets a slot range of the job's size (ranges may
+differ per switch; slot indices in packets are relative to the range).
 """
 from __future__ import annotations
 
@@ -20,10 +22,10 @@ from controller.errors import JobError
 from controller.schema import Schema
 from controller.slots import SlotRange
 from controller.topology import Host, JobSpec, Role, Switch, Topology
-from workers.protocol import MAX_WORKERS, UDP_PORT
+from wireformat import MAX_WORKERS, UDP_PORT
 
-__all__ = ["Contributor", "Placement", "JobPlan", "place_job", "plan_job", "plan_forwarding",
-           "plan_drop", "next_hop_ports"]
+__all__ = ["Contributor", "Placement", "JobPlan", "place_job", "plan_job", "member_entry",
+           "plan_forwarding", "plan_drop", "next_hop_ports"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class JobPlan:
     switch: str
     role: Role
     slots: SlotRange
-    entries: tuple[TableEntry, ...]    # job entry first, then members, then replicas
+    entries: tuple[TableEntry, ...]    # job entry; members; replicas; result ports
     group: MulticastGroup
 
 
@@ -116,16 +118,29 @@ def plan_job(topo: Topology, schema: Schema, spec: JobSpec, place: Placement,
     entries = [job]
     replicas = []
     for i, c in enumerate(place.contributors):
-        entries.append(P.entry(schema, P.MEMBER, {"job_id": spec.id, "srcAddr": c.ipv4},
-                               "set_member", {"worker_bit": 1 << i}))
+        entries.append(member_entry(schema, spec.id, c, 1 << i))
         rid = P.replica_rid(spec.id, i)
         replicas.append((c.port, rid))
     for (port, rid), c in zip(replicas, place.contributors):
         entries.append(P.entry(schema, P.REPLICA, {"egress_rid": rid, "egress_port": port},
                                "set_replica", {"dst_mac": c.mac, "dst_addr": c.ipv4,
                                                "dst_port": c.udp_port}))
+    if P.RESULT_PORT in schema.tables.by_name:
+        for port in sorted({c.port for c in place.contributors}):
+            entries.append(P.entry(schema, P.RESULT_PORT, {"job_id": spec.id,
+                                                           "egress_port": port}, "allow_result"))
     return JobPlan(place.switch, place.role, slots, tuple(entries),
                    MulticastGroup(mgid, tuple(replicas)))
+
+
+def member_entry(schema: Schema, job_id: int, c: Contributor, worker_bit: int) -> TableEntry:
+    """`member`: (job, the switch port towards the contributor, its IPv4 and MAC source) ->
+    its bit.  Key fields by full name: two of them end in `srcAddr`."""
+    return P.entry(schema, P.MEMBER, {"hdr.netsum.job_id": job_id,
+                                      "standard_metadata.ingress_port": c.port,
+                                      "hdr.ipv4.srcAddr": c.ipv4,
+                                      "hdr.ethernet.srcAddr": c.mac},
+                   "set_member", {"worker_bit": worker_bit})
 
 
 def next_hop_ports(topo: Topology, switch: str) -> dict[str, int]:

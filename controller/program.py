@@ -16,17 +16,19 @@ from controller.schema import Schema
 from controller.values import Exact
 
 __all__ = [
-    "DMAC", "ARP", "JOB", "MEMBER", "EPOCH", "REPLICA", "DROP_SIM_IN", "DROP_SIM_OUT", "DROP_ACTIONS", "FLOOD_MGID",
-    "JOB_COUNTERS", "PORT_COUNTERS", "entry", "next_epoch", "job_mgid", "replica_rid", "drop_threshold",
-    "max_jobs", "slot_pool",
+    "DMAC", "ARP", "JOB", "MEMBER", "EPOCH", "REPLICA", "RESULT_PORT", "DROP_SIM_IN",
+    "DROP_SIM_OUT", "DROP_ACTIONS", "FLOOD_MGID", "JOB_COUNTERS", "REFUSALS", "PORT_COUNTERS",
+    "entry", "next_epoch", "job_mgid", "replica_rid", "drop_threshold", "max_jobs", "slot_pool",
 ]
 
 DMAC = "NetsumIngress.dmac"                  # ethernet.dstAddr → forward(port) | broadcast(mgid)
 ARP = "NetsumIngress.arp_responder"          # arp.tpa → arp_reply(mac)
 JOB = "NetsumIngress.job"                    # job_id → job_root(...) | job_leaf(...)
-MEMBER = "NetsumIngress.member"              # (job_id, ipv4.srcAddr) → set_member(worker_bit)
+MEMBER = "NetsumIngress.member"              # (job_id, ingress_port, ipv4.srcAddr, ethernet.srcAddr)
+                                             #   → set_member(worker_bit)
 EPOCH = "NetsumIngress.job_epoch"            # job_id → set_epoch(epoch); default set_epoch(0)
 REPLICA = "NetsumEgress.replica"             # (egress_rid, egress_port) → set_replica(...)
+RESULT_PORT = "NetsumEgress.result_port"     # (job_id, egress_port) → allow_result; default refuse
 DROP_SIM_IN = "NetsumIngress.drop_sim_in"    # ingress_port → set_drop_in(threshold)
 DROP_SIM_OUT = "NetsumEgress.drop_sim_out"   # egress_port → set_drop_out(threshold)
 #: Drop-simulator table → (action with a threshold, action that passes everything).
@@ -47,7 +49,13 @@ JOB_COUNTERS: tuple[tuple[str, str], ...] = (
     ("drop_unknown_job", "NetsumIngress.drop_unknown_job"),
     ("drop_bad_type", "NetsumIngress.drop_bad_type"),
     ("drop_malformed", "NetsumIngress.drop_malformed"),
+    ("drop_stale", "NetsumIngress.drop_stale"),
+    ("drop_result_port", "NetsumEgress.drop_result_port"),
 )
+#: The refusal counters among JOB_COUNTERS, by column name.  None of them counts anything in
+#: a run of members only over links that keep each sender's packets in order: after a run,
+#: a nonzero one names what went wrong (docs/protocol.md, "What the switch guarantees").
+REFUSALS: tuple[str, ...] = tuple(c for c, _ in JOB_COUNTERS if c.startswith("drop_"))
 #: Per-port counters of the drop simulator.
 PORT_COUNTERS: tuple[tuple[str, str], ...] = (
     ("sim_drops_in", "NetsumIngress.sim_drops_in"),

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from controller.errors import TopologyError
-from workers.protocol import MAX_SLOTS, MAX_WORKERS, UDP_PORT
+from wireformat import MAX_SLOTS, MAX_WORKERS, UDP_PORT
 
 __all__ = ["Role", "Service", "Switch", "Host", "Link", "JobSpec", "Topology", "load_topology",
            "parse_topology"]

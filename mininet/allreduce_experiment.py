@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 import mnenv  # noqa: E402
 from testbed import HostProcs  # noqa: E402
-from workers.protocol import K_DEFAULT, K_SUPPORTED  # noqa: E402
+from wireformat import K_DEFAULT, K_SUPPORTED  # noqa: E402
 
 __all__ = ["Options", "ExperimentError", "run", "main"]
 

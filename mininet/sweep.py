@@ -121,7 +121,7 @@ def _workers(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from netsum.cli import parse_size
-    from workers.protocol import K_SUPPORTED
+    from wireformat import K_SUPPORTED
     p = argparse.ArgumentParser(
         prog=PROG, description="Sweep all-reduce algorithms under Mininet: INA through the P4 "
         "switch vs ring (and parameter server) between the hosts, on the same links.")

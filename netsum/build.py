@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from netsum.paths import P4_BUILD_DIR, P4_DIR, ROOT
-from workers.protocol import K_DEFAULT, K_SUPPORTED
+from wireformat import K_DEFAULT, K_SUPPORTED
 
 __all__ = [
     "Backend", "BuildError", "Target", "Outputs", "GOLDEN_DIR", "GOLDEN_K", "targets",
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 GOLDEN_DIR = ROOT / "tests" / "golden" / "p4"
-#: The aggregation program, built once per K in workers.protocol.K_SUPPORTED.
+#: The aggregation program, built once per K in wireformat.K_SUPPORTED.
 NETSUM_SOURCE = "netsum.p4"
 P4C_BINARY = "p4c-bm2-ss"
 UPDATE_HINT = "python -m netsum.build --update-golden"

@@ -40,11 +40,11 @@ from netsum.netns import NetnsError, NetnsLab, netns_available
 from netsum.procs import Child, ProcessGroup
 from netsum.rigtopo import SUBNET_PREFIX, plan_layout, topology_doc
 from netsum.tensors import Reference, reference
+from wireformat import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
 from workers import quant
 from workers.errors import WorkerError
 from workers.hostcli import ALGORITHMS
 from workers.hostnet import DEFAULT_PORT as HOST_PORT
-from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
 
 __all__ = ["Mode", "Target", "RigConfig", "RigError", "WorkerOutcome", "JobOutcome",
            "RunningJob", "Rig", "missing_bmv2_tools", "job_counters", "SwitchReady",

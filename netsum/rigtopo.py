@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workers.protocol import UDP_PORT
+from wireformat import UDP_PORT
 
 __all__ = ["SwitchPlan", "HostPlan", "Layout", "plan_layout", "topology_doc", "SINGLE_SERVICE"]
 

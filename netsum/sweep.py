@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workers.protocol import HEADER_BYTES
+from wireformat import HEADER_BYTES
 
 __all__ = ["Point", "NetKey", "expand", "theory_time", "ina_frame_bytes", "FIELDS",
            "row_of", "summarize", "as_float", "write_csv", "read_csv", "TCP_MSS", "TCP_FRAME", "ACK_FRAME"]

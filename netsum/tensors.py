@@ -60,11 +60,9 @@ def reference(inputs: Sequence[np.ndarray], k: int) -> Reference:
     if any(f.size != flat[0].size for f in flat):
         raise ValueError("every rank's tensor must have the same number of elements")
     total = np.zeros(flat[0].size, dtype=np.float64)
-    agreed = np.zeros(quant.num_blocks(flat[0].size, k), dtype=np.uint8)
     for f in flat:
         total += f
-        np.maximum(agreed, quant.block_exponents(f, k), out=agreed)
-    return Reference(shape, total, agreed, len(flat), k)
+    return Reference(shape, total, quant.agreed_exponents(flat, k), len(flat), k)
 
 
 @dataclass(frozen=True, slots=True)

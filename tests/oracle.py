@@ -6,13 +6,13 @@ This is a TEST ORACLE ONLY.  It exists so the worker core's unit tests can run t
 rounds with loss in milliseconds.  No demo, experiment or end-to-end test may use it in place of
 the P4 switch.
 
-Model (per job, slot and set, as netsum.p4's registers): bitmap of workers seen, contribution
-count, max exponent, done flag, K int32 sums.  A DATA packet sets its worker's bit in its set
-and clears it in the other set; if the bit was clear it contributes (the first contribution of a
-round, bitmap empty before, initialises; later ones add with int32 wrap-around and max the
-exponent) and the last one (count == num_workers) multicasts the RESULT to every member; if the
-bit was already set it is a duplicate: a done set answers the sender alone, otherwise it is
-dropped.
+Model (per job, slot and set = round & 1, as netsum.p4's registers): the round held, bitmap of
+workers seen, contribution count, max exponent, done flag, K int32 sums.  A DATA packet of an
+older round than its set holds is stale and dropped; a newer round (or the first use of the
+set) starts the round with this packet; the same round with the worker's bit clear adds
+(int32 wrap-around, max exponent), and the last contribution (count == num_workers) multicasts
+the RESULT to every member; with the bit already set it is a duplicate: a done set answers the
+sender alone, otherwise it is dropped.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from typing import Protocol
 
 import numpy as np
 
+from wireformat import Flags, MsgType
 from workers import wire
 from workers.core import CoreState, Step, WorkerCore
-from workers.protocol import Flags, MsgType
 
 __all__ = ["Fabric", "OracleSwitch", "LossyLink", "Network", "SlotSet"]
 
@@ -39,6 +39,8 @@ class Fabric(Protocol):
 
 @dataclass(slots=True)
 class SlotSet:
+    epoch: int = 0
+    round: int | None = None   # None: never used in this epoch
     bitmap: int = 0
     count: int = 0
     exp: int = 0
@@ -55,8 +57,10 @@ class OracleSwitch:
     members: dict[int, Sequence[int]]
     num_slots: dict[int, int]
     state: dict[tuple[int, int, int], SlotSet] = field(default_factory=dict)
+    epochs: dict[int, int] = field(default_factory=dict)
     contributions: int = 0
     duplicates: int = 0
+    stale: int = 0
     dropped: int = 0
     overflowed: int = 0
 
@@ -79,21 +83,26 @@ class OracleSwitch:
             self.dropped += 1
             return []
         bit = 1 << list(workers).index(src)
-        cur = self._set(h.job_id, h.slot, h.set)
-        other = self._set(h.job_id, h.slot, h.set ^ 1)
-        before = cur.bitmap
-        cur.bitmap |= bit
-        other.bitmap &= ~bit
-        if before & bit:
+        cur = self._set(h.job_id, h.slot, h.round & 1)
+        epoch = self.epochs.get(h.job_id, 0)
+        if cur.epoch != epoch:
+            cur.epoch, cur.round = epoch, None
+        age = None if cur.round is None else (h.round - cur.round) % (1 << 32)
+        if (age is None and h.round > 1) or (age is not None and age >= 1 << 31):
+            self.stale += 1
+            return []
+        if age == 0 and cur.bitmap & bit:
             self.duplicates += 1
             if cur.done:
                 return [(src, self._result(h, cur))]
             return []
         self.contributions += 1
-        if before == 0:
+        if age != 0:
+            cur.round, cur.bitmap = h.round, bit
             cur.count, cur.exp, cur.done, cur.offset = 1, h.exp, False, h.offset
             cur.values = pkt.values.copy()
         else:
+            cur.bitmap |= bit
             cur.count += 1
             cur.exp = max(cur.exp, h.exp)
             wide = cur.values.astype(np.int64) + pkt.values
@@ -106,9 +115,14 @@ class OracleSwitch:
         result = self._result(h, cur)
         return [(w, result) for w in workers]
 
+    def new_epoch(self, job: int) -> None:
+        """What the controller does when it registers `job` again: its sets hold nothing."""
+        self.epochs[job] = self.epochs.get(job, 0) + 1
+
     def _result(self, h: wire.Header, s: SlotSet) -> bytes:
-        head = wire.Header(MsgType.RESULT, Flags.NONE, h.job_id, h.set, h.slot, s.exp, s.count,
-                           h.offset)
+        head = wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=h.job_id,
+                           slot=h.slot, exp=s.exp, count=s.count, round=h.round,
+                           offset=h.offset)
         return wire.encode(head, s.values, self.k)
 
 
@@ -118,9 +132,8 @@ class LossyLink:
     `jitter`), once more with probability `dup`, and with probability `reorder` held back by up
     to `reorder_delay` so later packets overtake it.
 
-    `fifo` keeps each node's own packets in order (other nodes' packets still overtake them).
-    The worker->switch direction needs it: like SwitchML, netsum.p4 cannot tell a contribution
-    that overtook its worker's next round from a new one (docs/protocol.md, "Assumptions")."""
+    `fifo` keeps each node's own packets in order (other nodes' packets still overtake them),
+    as a direct link or one socket does; without it a node's packets reorder freely."""
     rng: np.random.Generator
     loss: float = 0.0
     dup: float = 0.0

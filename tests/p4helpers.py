@@ -1,7 +1,7 @@
 """Test helpers for netsum frames and for driving netsum.p4 on the embedded switch.
 
 Owns: building and dissecting netsum frames with scapy (the header is packed from
-`workers.protocol.HEADER_FIELDS`, independently of the workers' wire code, so a test built on
+`wireformat.HEADER_FIELDS`, independently of the workers' wire code, so a test built on
 these helpers checks the P4 program against the protocol definition and not against itself),
 and `NetsumSwitch`, a thin wrapper over `switch.device.Device` that installs netsum.p4's table
 entries by their P4Info names (p4/README.md).
@@ -16,12 +16,12 @@ from typing import Any, Iterable, Sequence
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from workers.protocol import HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, UDP_PORT, MsgType
+from wireformat import HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, UDP_PORT, MsgType
 
 __all__ = [
     "netsum_config", "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host", "pack_header", "unpack_header",
     "netsum_frame", "Parsed", "parse_frame", "ipv4_checksum_ok", "NetsumSwitch", "mac_int",
-    "ip_int",
+    "ip_int", "wrap32", "vec_sum", "INT32_MIN", "INT32_MAX",
 ]
 
 SERVICE_MAC = "02:00:00:00:00:fe"
@@ -35,6 +35,19 @@ def netsum_config(k: int = K_DEFAULT) -> bytes:
 
     json_path, _ = ensure_built(k)
     return json_path.read_bytes()
+
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def wrap32(x: int) -> int:
+    """x as bit<32> addition leaves it, read as two's complement."""
+    return ((x - INT32_MIN) % (1 << 32)) + INT32_MIN
+
+
+def vec_sum(vectors: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """Lane-wise int32 (wrap-around) sum: what one aggregated round must return."""
+    return tuple(wrap32(sum(col)) for col in zip(*vectors))
 
 
 def mac_int(mac: str) -> int:
@@ -85,15 +98,18 @@ def unpack_header(data: bytes) -> dict[str, int]:
     return out
 
 
-def netsum_frame(src: Host, *, job_id: int, slot: int, set: int = 0, values: Sequence[int],
+def netsum_frame(src: Host, *, job_id: int, slot: int, round: int = 0, values: Sequence[int],
                  exp: int = 0, msg_type: int = MsgType.DATA, flags: int = 0, count: int = 0,
                  offset: int = 0, dst_mac: str = SERVICE_MAC, dst_ip: str = SERVICE_IP,
-                 dst_port: int = UDP_PORT, truncate: int | None = None) -> bytes:
-    """A whole Ethernet frame; values are int32 (two's complement, big-endian)."""
-    payload = pack_header(msg_type=msg_type, flags=flags, job_id=job_id, set=set, slot=slot,
+                 dst_port: int = UDP_PORT, truncate: int | None = None,
+                 src_mac: str | None = None, src_ip: str | None = None) -> bytes:
+    """A whole Ethernet frame from `src` (or, spoofing, from `src_mac`/`src_ip`); values are
+    int32 (two's complement, big-endian)."""
+    payload = pack_header(msg_type=msg_type, flags=flags, job_id=job_id, round=round, slot=slot,
                           exp=exp, count=count, offset=offset)
     payload += struct.pack(f"!{len(values)}i", *values)
-    frame = bytes(Ether(src=src.mac, dst=dst_mac) / IP(src=src.ip, dst=dst_ip, id=1)
+    frame = bytes(Ether(src=src_mac or src.mac, dst=dst_mac)
+                  / IP(src=src_ip or src.ip, dst=dst_ip, id=1)
                   / UDP(sport=src.udp_port, dport=dst_port) / payload)
     return frame if truncate is None else frame[:truncate]
 
@@ -172,10 +188,20 @@ class NetsumSwitch:
                      ip_int(leaf.ip), mac_int(up.mac), ip_int(up.ip)])
 
     def add_member(self, job_id: int, host: Host, index: int) -> None:
+        """Membership as the controller installs it: (job, the host's port, IPv4, MAC)."""
         from switch.entries import Exact
 
-        self.insert(f"{self.ING}.member", [Exact(job_id), Exact(ip_int(host.ip))],
+        self.insert(f"{self.ING}.member", [Exact(job_id), Exact(host.port), Exact(ip_int(host.ip)),
+                                           Exact(mac_int(host.mac))],
                     f"{self.ING}.set_member", [1 << index])
+
+    def allow_results(self, job_id: int, ports: Iterable[int]) -> None:
+        """`result_port` entries: the job's RESULTs may leave on these ports (its members')."""
+        from switch.entries import Exact
+
+        for port in sorted(set(ports)):
+            self.insert(f"{self.EGR}.result_port", [Exact(job_id), Exact(port)],
+                        f"{self.EGR}.allow_result")
 
     def add_result_group(self, mgid: int, hosts: Sequence[Host], rid_base: int) -> None:
         """Multicast group + one replica rewrite per host (rid = rid_base + position)."""
@@ -195,6 +221,7 @@ class NetsumSwitch:
         for i, h in enumerate(hosts):
             self.add_member(job_id, h, i)
         self.add_result_group(mgid, hosts, rid_base if rid_base is not None else job_id * 64 + 1)
+        self.allow_results(job_id, (h.port for h in hosts))
 
     def set_epoch(self, job_id: int, epoch: int) -> None:
         """What a controller does when it re-installs a job id: rounds left by the earlier run

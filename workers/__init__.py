@@ -8,11 +8,12 @@ core, transports and the allreduce API.
 """
 from __future__ import annotations
 
+from wireformat import K_DEFAULT, MAX_WORKERS, UDP_PORT
 from workers.api import Worker, allreduce
 from workers.core import AllreduceResult, JobConfig, Stats, Timing, WorkerCore
-from workers.errors import (NonFiniteError, ProtocolStateError, QuantError, SumOverflowError,
-                            TransportError, WireError, WorkerError, WorkerTimeoutError)
-from workers.protocol import K_DEFAULT, MAX_WORKERS, UDP_PORT
+from workers.errors import (NonFiniteError, ProtocolStateError, QuantError, ResultError,
+                            SumOverflowError, TransportError, WireError, WorkerError,
+                            WorkerTimeoutError)
 from workers.transport import FrameTransport, Transport, UdpTransport
 from workers.wire import Endpoint
 
@@ -20,6 +21,6 @@ __all__ = [
     "allreduce", "Worker", "AllreduceResult", "JobConfig", "Stats", "Timing", "WorkerCore",
     "Transport", "UdpTransport", "FrameTransport", "Endpoint",
     "WorkerError", "WireError", "QuantError", "NonFiniteError", "SumOverflowError",
-    "ProtocolStateError", "WorkerTimeoutError", "TransportError",
+    "ProtocolStateError", "WorkerTimeoutError", "TransportError", "ResultError",
     "UDP_PORT", "K_DEFAULT", "MAX_WORKERS",
 ]

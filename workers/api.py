@@ -1,8 +1,10 @@
 """The public allreduce: drives a `WorkerCore` over a `Transport` with the real clock.
 
 `allreduce` is one call on one tensor.  `Worker` keeps what must survive between calls of the
-same job: the shadow set each slot takes next (the switch keeps slot state across calls), and
-refuses to go on after a failed call, when that state is unknown.
+same job registration: the round each slot takes next (the switch keeps every slot's round
+across calls and refuses older ones), and refuses to go on after a failed call, when the
+switch's state is unknown.  A new registration of the job (the controller gives it a new
+epoch) needs a new `Worker`: its rounds start at 0 again.
 """
 from __future__ import annotations
 
@@ -17,11 +19,12 @@ __all__ = ["allreduce", "Worker"]
 
 
 def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
-              timing: Timing = Timing(), sets: Sequence[int] | None = None,
+              timing: Timing = Timing(), rounds: Sequence[int] | None = None,
               clock: Callable[[], float] = time.monotonic,
               on_event: Callable[[Event], None] | None = None) -> AllreduceResult:
     """Sum `tensor` with the other workers of `job`; returns the float32 sum (the input's
-    shape), statistics and `next_sets` to pass to the next call of the same job.
+    shape), statistics and `next_rounds` to pass to the next call of the same job
+    registration (`rounds`: where this call starts; default every slot at round 0).
 
     Every worker of the job must call with a tensor of the same length.  Raises QuantError for
     a bad tensor (before sending anything), WorkerTimeoutError when no result arrives for
@@ -29,7 +32,7 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
     if not all(callable(getattr(transport, m, None)) for m in ("send", "receive")):
         raise TypeError(f"transport must have send() and receive(), got "
                         f"{type(transport).__name__}")
-    core = WorkerCore(tensor, job, timing, sets)
+    core = WorkerCore(tensor, job, timing, rounds)
     transport.send(core.start(clock()).send)
     deadline = core.next_deadline()
     while core.state is CoreState.RUNNING:
@@ -55,7 +58,7 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
     try:
         return core.result()
     except SumOverflowError as exc:
-        exc.next_sets = core.next_sets()  # the round completed: the switch state is known
+        exc.next_rounds = core.next_rounds()  # every use completed: the switch state is known
         raise
 
 
@@ -66,24 +69,30 @@ class Worker:
         self.transport = transport
         self.job = job
         self.timing = timing
-        self._sets: tuple[int, ...] | None = None
+        self._rounds: tuple[int, ...] | None = None
         self._broken: str | None = None
 
     def allreduce(self, tensor: object) -> AllreduceResult:
         if self._broken:
             raise ProtocolStateError(
                 f"job {self.job.job_id}: a previous allreduce failed ({self._broken}); the "
-                "switch's slot state is unknown - reset the job's slots and start a new Worker")
+                "switch's slot state is unknown - reset the job (a new epoch) and start a new "
+                "Worker")
         try:
             result = allreduce(tensor, self.transport, self.job, timing=self.timing,
-                               sets=self._sets)
+                               rounds=self._rounds)
         except SumOverflowError as exc:
-            self._sets = exc.next_sets
+            self._rounds = exc.next_rounds
             raise
         except QuantError:
             raise  # the tensor was rejected before anything was sent: the switch is untouched
         except WorkerError as exc:
             self._broken = type(exc).__name__
             raise
-        self._sets = result.next_sets
+        self._rounds = result.next_rounds
         return result
+
+    @property
+    def next_rounds(self) -> tuple[int, ...] | None:
+        """The round each slot takes next (None before the first call: all 0)."""
+        return self._rounds

@@ -2,15 +2,16 @@
 netsum payloads and the current time, and returns payloads to send and events.
 
 Owns: splitting a tensor into K-element blocks, the window of outstanding slots (the job's slot
-range), shadow-set alternation per use of a slot, exponent agreement (docs/quantization.md),
+range), the round number of every use of a slot, exponent agreement (docs/quantization.md),
 retransmission on timeout with backoff, accepting each result once, placing it by offset,
-statistics, and the no-progress deadline.
+checking what the switch returned, statistics, and the no-progress deadline.
 
 Schedule (W = number of slots used, nb = number of blocks): slot i carries, in order, a
 bootstrap use (block i - W: zeros, proposal for block i), then blocks i, i + W, i + 2W, ...
 The packet of block b is quantized with E_b (learned from the result of the slot's previous
-use) and carries the proposal for block b + W.  Each use flips the slot's set; the set to start
-with on the next call is returned (`next_sets`) because the switch keeps state between calls.
+use) and carries the proposal for block b + W.  Every use of a slot takes the slot's next round
+(its low bit is the shadow set); rounds continue across calls of one job registration, so the
+round each slot takes next is returned (`next_rounds`) for the next call.
 """
 from __future__ import annotations
 
@@ -24,21 +25,23 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
+from wireformat import (EXP_ZERO, HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, MAX_SLOTS,
+                        MAX_WORKERS, ROUND_BITS, Flags, MsgType, next_round)
 from workers import quant, wire
-from workers.errors import ProtocolStateError, WireError, WorkerError, WorkerTimeoutError
-from workers.protocol import (EXP_ZERO, HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, MAX_SLOTS,
-                              MAX_WORKERS, Flags, MsgType)
+from workers.errors import (ProtocolStateError, ResultError, WireError, WorkerTimeoutError)
 
 __all__ = [
     "JobConfig", "Timing", "CoreState", "Trigger", "TRANSITIONS", "ALLOWED_CALLS",
     "Event", "ChunkDone", "Retransmitted", "DuplicateResult", "StaleResult", "Rejected",
-    "Resynced", "Finished", "Step", "Stats", "AllreduceResult", "WorkerCore", "AgreementError",
+    "Finished", "Step", "Stats", "AllreduceResult", "WorkerCore", "AgreementError",
 ]
 
 
-class AgreementError(WorkerError):
-    """A result carries an agreed exponent below this worker's own proposal: the switch (or
-    something between) does not compute max(exp); summing would overflow or lose precision."""
+class AgreementError(ResultError):
+    """A result carries an exponent that is not the agreed one: below this worker's own
+    proposal, or not EXP_ZERO where every worker proposed EXP_ZERO (no block follows).  The
+    switch (or something between) does not compute max(exp); summing would overflow or lose
+    precision."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,27 +156,20 @@ class Retransmitted(Event):
 @dataclass(frozen=True, slots=True)
 class DuplicateResult(Event):
     slot: int
-    set: int
+    round: int
     offset: int
 
 
 @dataclass(frozen=True, slots=True)
 class StaleResult(Event):
     slot: int
-    set: int
+    round: int
     offset: int
 
 
 @dataclass(frozen=True, slots=True)
 class Rejected(Event):
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Resynced(Event):
-    """A slot's bootstrap found its set holding an earlier round; it moved to `set`."""
-    slot: int
-    set: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +195,6 @@ class Stats:
     chunks: int
     elapsed: float
     latencies: np.ndarray = field(compare=False, repr=False)
-    resyncs: int = 0    # slots whose starting set was stale (see WorkerCore._resync)
     fast_retransmissions: int = 0   # of `retransmissions`, those sent on a gap, not a timer
 
     def latency_percentiles(self, q: Sequence[float] = (50, 99)) -> tuple[float, ...]:
@@ -212,12 +207,16 @@ class Stats:
 class AllreduceResult:
     tensor: np.ndarray           # float32, the input's shape
     stats: Stats
-    next_sets: tuple[int, ...]   # per slot of the job: the set its next use must take
+    next_rounds: tuple[int, ...]  # per slot of the job: the round its next use must take
     exponents: np.ndarray = field(compare=False, repr=False)  # agreed, biased, per block
-    bound: np.ndarray = field(compare=False, repr=False)      # per element, before float32
+    # Per element, before float32, from the exponents the switch returned: what this worker
+    # can say about its own result.  A check of the switch must not use it (a switch that
+    # returns too high an exponent widens it): derive bounds from the inputs instead.
+    bound: np.ndarray = field(compare=False, repr=False)
 
 
 _IDLE = -1 << 62  # cur_block value of a slot with nothing in flight
+_ROUND_SPAN = 1 << ROUND_BITS
 # Plain ints for the per-packet checks (enum.Flag arithmetic costs microseconds a packet).
 _RESULT = int(MsgType.RESULT)
 _UNKNOWN_FLAGS = ~int(Flags.RETX)
@@ -227,7 +226,7 @@ class WorkerCore:
     """One worker's side of one allreduce of one tensor."""
 
     def __init__(self, tensor: object, job: JobConfig, timing: Timing = Timing(),
-                 sets: Sequence[int] | None = None) -> None:
+                 rounds: Sequence[int] | None = None) -> None:
         if not isinstance(job, JobConfig):
             raise TypeError(f"job must be a JobConfig, got {type(job).__name__}")
         if not isinstance(timing, Timing):
@@ -249,20 +248,23 @@ class WorkerCore:
         # Result payloads by block, decoded all at once by result(): one vectorised
         # conversion instead of a numpy call per packet on the receive path.
         self._results_raw: list[bytes] = [b""] * self._nb
-        if sets is None:
-            sets = (0,) * job.num_slots
-        if len(sets) != job.num_slots or any(s not in (0, 1) for s in sets):
-            raise ValueError(f"sets must be {job.num_slots} values of 0/1 (one per slot)")
-        self._next_sets = list(sets)
+        if rounds is None:
+            rounds = (0,) * job.num_slots
+        if len(rounds) != job.num_slots or any(
+                isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < _ROUND_SPAN
+                for r in rounds):
+            raise ValueError(f"rounds must be {job.num_slots} integers in 0..2^{ROUND_BITS}-1 "
+                             "(one per slot)")
+        self._next_rounds = list(rounds)
         w = min(job.num_slots, self._nb)
         self._w = w
         self._cur_block = [_IDLE] * w
-        self._cur_set = [0] * w
+        self._cur_round = [0] * w
         self._packet: list[bytes] = [b""] * w
         self._first_sent = [0.0] * w
         self._attempts = [0] * w
         self._rto = [timing.rto_initial] * w
-        self._accepted: list[tuple[int, int] | None] = [None] * w
+        self._accepted: list[tuple[int, int] | None] = [None] * w   # (round, offset)
         self._timer = np.full(w, np.inf)
         self._active = 0
         self._cwnd = float(min(timing.initial_window, w) if timing.adaptive else w)
@@ -292,7 +294,7 @@ class WorkerCore:
         # Positions of the header fields receive() needs, in the codec's HEADER_FIELDS order.
         names = [f.name for f in HEADER_FIELDS]
         self._pick = operator.itemgetter(*(names.index(n) for n in (
-            "msg_type", "flags", "job_id", "set", "slot", "exp", "count", "offset")))
+            "msg_type", "flags", "job_id", "round", "slot", "exp", "count", "offset")))
         # Byte offset of the flags field (a whole byte of its own): retransmissions set RETX
         # in a copy of the prebuilt packet instead of building it again.
         self._flags_at = next(u.offset for u in wire.header_units()
@@ -303,7 +305,7 @@ class WorkerCore:
         self._state = CoreState.IDLE
         self._started = self._finished = self._progress = 0.0
         self._sent = self._retx = self._boot = self._results = 0
-        self._dups = self._stale = self._rejected = self._chunks = self._resyncs = 0
+        self._dups = self._stale = self._rejected = self._chunks = 0
         self._last_reject = ""
 
     # -- state machine -----------------------------------------------------------------------
@@ -335,7 +337,7 @@ class WorkerCore:
         else:
             values = self._zeros
         head = self._codec.pack(msg_type=MsgType.DATA, flags=0, job_id=job.job_id,
-                                set=self._cur_set[i], slot=i, exp=exp, count=0,
+                                round=self._cur_round[i], slot=i, exp=exp, count=0,
                                 offset=self._offset(i, block))
         return head + values
 
@@ -361,7 +363,7 @@ class WorkerCore:
         self._fire(Trigger.START)
         self._started = self._progress = now
         for i in range(self._w):
-            self._cur_set[i] = self._next_sets[i]
+            self._cur_round[i] = self._next_rounds[i]
             self._pending.append(i - self._w)   # ascending: already a heap
         self._active = self._w
         return Step(tuple(self._pump(now)))
@@ -374,22 +376,22 @@ class WorkerCore:
         self._check("receive")
         if not isinstance(payload, (bytes, bytearray, memoryview)) or len(payload) != self._size:
             return self._reject(payload)
-        msg_type, flags, job_id, set_, slot, exp, _, offset = self._pick(
+        msg_type, flags, job_id, round_, slot, exp, _, offset = self._pick(
             self._codec.unpack(payload))
         if msg_type != _RESULT or job_id != self._job.job_id or flags & _UNKNOWN_FLAGS:
             return self._reject(payload)
         i = slot
         if i >= self._w:
             self._stale += 1
-            return Step((), (StaleResult(slot, set_, offset),))
+            return Step((), (StaleResult(slot, round_, offset),))
         block = self._cur_block[i]
-        if block == _IDLE or set_ != self._cur_set[i] or offset != self._offset(i, block):
-            if (set_, offset) == self._accepted[i]:
+        if block == _IDLE or round_ != self._cur_round[i] or offset != self._offset(i, block):
+            if (round_, offset) == self._accepted[i]:
                 self._dups += 1
-                return Step((), (DuplicateResult(slot, set_, offset),))
+                return Step((), (DuplicateResult(slot, round_, offset),))
             self._stale += 1
-            return Step((), (StaleResult(slot, set_, offset),))
-        return self._accept(i, block, set_, exp, offset, payload, now)
+            return Step((), (StaleResult(slot, round_, offset),))
+        return self._accept(i, block, round_, exp, offset, payload, now)
 
     def _reject(self, payload: object) -> Step:
         """The slow path: say precisely what is wrong with a packet that is not ours."""
@@ -407,10 +409,15 @@ class WorkerCore:
         self._last_reject = reason
         return Step((), (Rejected(reason),))
 
-    def _accept(self, i: int, block: int, set_: int, exp: int, offset: int, payload: bytes,
+    def _accept(self, i: int, block: int, round_: int, exp: int, offset: int, payload: bytes,
                 now: float) -> Step:
         if block < 0 and payload[HEADER_BYTES:] != self._zeros:
-            return self._resync(i, block, now)
+            # Every worker's bootstrap carries zeros, so their sum is zero whatever the switch
+            # held: anything else is a sum the switch got wrong (or added twice).
+            raise ResultError(
+                f"job {self._job.job_id} slot {i} round {round_}: the bootstrap result (a sum "
+                f"of zeros) is not zero; the switch added something that was not sent for "
+                "this round")
         events: list[Event] = []
         ahead = block + self._w
         if ahead < self._nb:
@@ -420,6 +427,12 @@ class WorkerCore:
                     f"{exp} for block {ahead}, below this worker's proposal "
                     f"{self._proposals[ahead]}; the switch must return max(exp)")
             self._agreed[ahead] = exp
+        elif exp != EXP_ZERO:
+            # No block follows: every worker (same tensor length) proposed EXP_ZERO.
+            raise AgreementError(
+                f"job {self._job.job_id} slot {i}: result agrees exponent {exp} where every "
+                f"worker proposed {EXP_ZERO} (no block follows); the switch must return "
+                "max(exp)")
         if block >= 0:
             self._results_raw[block] = bytes(payload[HEADER_BYTES:])
             latency = now - self._first_sent[i]
@@ -430,7 +443,7 @@ class WorkerCore:
             self._sample_rtt(now - self._first_sent[i])
             self._min_rtt = min(self._min_rtt, now - self._first_sent[i])
         self._results += 1
-        self._accepted[i] = (set_, offset)
+        self._accepted[i] = (round_, offset)
         self._progress = now
         self._in_flight -= 1
         self._cur_block[i] = _IDLE
@@ -440,11 +453,11 @@ class WorkerCore:
         if self._timing.adaptive:
             grow = 1.0 if self._cwnd < self._ssthresh else 1.0 / self._cwnd
             self._cwnd = min(self._cwnd + grow, float(self._w))
+        self._cur_round[i] = next_round(round_)
         if ahead < self._nb:
-            self._cur_set[i] ^= 1
             heapq.heappush(self._pending, ahead)
         else:
-            self._next_sets[i] = self._cur_set[i] ^ 1
+            self._next_rounds[i] = self._cur_round[i]
             self._active -= 1
             if self._active == 0:
                 self._fire(Trigger.LAST_RESULT)
@@ -453,16 +466,6 @@ class WorkerCore:
         if self._state is CoreState.RUNNING:
             out += self._pump(now)
         return Step(tuple(out), tuple(events))
-
-    def _resync(self, i: int, block: int, now: float) -> Step:
-        """A bootstrap carries zeros, so a non-zero answer is the switch replaying the stored
-        result of an earlier, completed round in this set: this worker's idea of the slot's
-        set is stale (a new process on a job whose last call left the slot on this set).  Use
-        the other set, whose bitmap the earlier round's last packets cleared, and go again."""
-        self._resyncs += 1
-        self._in_flight -= 1
-        self._cur_set[i] ^= 1
-        return Step((self._launch(i, block, now),), (Resynced(i, self._cur_set[i]),))
 
     def _stamp(self, i: int, now: float) -> None:
         """Give slot i's transmission (first or again) the next sequence number."""
@@ -619,10 +622,12 @@ class WorkerCore:
             self._progress if now is None else now)
         return Stats(self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
                      self._rejected, self._chunks, end - self._started, self._latency.copy(),
-                     self._resyncs, self._fast)
+                     self._fast)
 
-    def next_sets(self) -> tuple[int, ...]:
-        return tuple(self._next_sets)
+    def next_rounds(self) -> tuple[int, ...]:
+        """Per slot of the job, the round its next use takes: the next call of the same job
+        registration starts there (slots this call did not use keep theirs)."""
+        return tuple(self._next_rounds)
 
     def result(self) -> AllreduceResult:
         self._check("result")
@@ -631,5 +636,5 @@ class WorkerCore:
         out = quant.dequantize(sums.reshape(self._nb, job.k), self._agreed, job.num_workers,
                                self._length)
         bound = quant.error_bound(self._agreed, job.num_workers, job.k, self._length)
-        return AllreduceResult(out.reshape(self._shape), self.stats(), self.next_sets(),
+        return AllreduceResult(out.reshape(self._shape), self.stats(), self.next_rounds(),
                                self._agreed.copy(), bound)

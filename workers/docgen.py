@@ -1,5 +1,5 @@
 """Generated parts of docs/protocol.md and docs/quantization.md: the header byte diagram, the
-field and constant tables, and the scale-shift table, all rendered from workers/protocol.py and
+field and constant tables, and the scale-shift table, all rendered from wireformat/ and
 workers/quant.py.  A test compares the docs with these renderings, so the docs cannot drift from
 the code.  `python -m workers.docgen` rewrites the generated blocks in place.
 """
@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from workers import protocol, quant
-from workers.protocol import HEADER_FIELDS, MsgType
+import wireformat as protocol
+from wireformat import HEADER_FIELDS, MsgType
+from workers import quant
 
 __all__ = ["byte_diagram", "field_table", "constants_table", "scale_table", "BLOCKS",
            "render_into", "main"]

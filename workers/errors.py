@@ -5,7 +5,7 @@ from __future__ import annotations
 
 __all__ = [
     "WorkerError", "WireError", "QuantError", "NonFiniteError", "SumOverflowError",
-    "ProtocolStateError", "WorkerTimeoutError", "TransportError",
+    "ProtocolStateError", "WorkerTimeoutError", "TransportError", "ResultError",
 ]
 
 
@@ -40,7 +40,12 @@ class SumOverflowError(QuantError):
                          "range; the inputs are too large to sum in float32")
         self.offset = offset
         self.value = value
-        self.next_sets: tuple[int, ...] | None = None  # set by allreduce: the round completed
+        self.next_rounds: tuple[int, ...] | None = None  # set by allreduce: the call completed
+
+
+class ResultError(WorkerError):
+    """A result the switch returned cannot be right: what this worker knows without trusting
+    the switch (its own proposal, that bootstrap rounds sum zeros) contradicts it."""
 
 
 class ProtocolStateError(WorkerError, RuntimeError):

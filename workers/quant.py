@@ -15,16 +15,17 @@ Invariants (proved in docs/quantization.md, tested in tests/unit/test_quant.py):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from wireformat import EXP_BIAS, EXP_ZERO, MAX_WORKERS
 from workers.errors import NonFiniteError, QuantError, SumOverflowError
-from workers.protocol import EXP_BIAS, EXP_ZERO, MAX_WORKERS
 
 __all__ = [
     "EXP_MIN", "EXP_MAX", "INT32_MAX", "as_tensor", "num_blocks", "scale_shift",
     "block_exponents", "quantize", "quantize_block", "dequantize", "error_bound", "unbias",
-    "blocks",
+    "blocks", "agreed_exponents",
 ]
 
 INT32_MAX = (1 << 31) - 1
@@ -110,6 +111,26 @@ def block_exponents(x: np.ndarray, k: int) -> np.ndarray:
     biased = np.clip(e + EXP_BIAS, 1, 255).astype(np.uint8)
     biased[peak == 0] = EXP_ZERO
     return biased
+
+
+def agreed_exponents(tensors: Sequence[np.ndarray], k: int) -> np.ndarray:
+    """What the exponent agreement must produce for these workers' tensors (one per worker,
+    same length): per block, the max of every worker's proposal.  The bound a check applies
+    follows from the inputs this way, never from the exponents a switch returned."""
+    if not tensors:
+        raise QuantError("no tensors")
+    agreed: np.ndarray | None = None
+    for x in tensors:
+        props = block_exponents(as_tensor(x), k)
+        if agreed is None:
+            agreed = props
+        elif props.shape != agreed.shape:
+            raise QuantError(f"tensors of {len(agreed)} and {len(props)} blocks: every worker's "
+                             "tensor must have the same length")
+        else:
+            np.maximum(agreed, props, out=agreed)
+    assert agreed is not None
+    return agreed
 
 
 def unbias(exps: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ from workers.errors import ProtocolStateError
 from workers.hostnet import (Peer, PeerError, TcpCounters, accept_peer, await_hello,
                              connect_peer, listen, parse_peers, tcp_counters)
 from workers.hoststream import Inbound, Link, PassCounters, message, pump
-from workers.protocol import K_DEFAULT, K_SUPPORTED, MAX_WORKERS
+from wireformat import K_DEFAULT, K_SUPPORTED, MAX_WORKERS
 from workers.ringplan import (Header, Hello, Kind, Piece, pieces, receives, segments,
                               send_segment, steps)
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
+from wireformat import HEADER_BYTES, K_DEFAULT, UDP_PORT
 from workers import wire
 from workers.errors import TransportError, WireError
-from workers.protocol import HEADER_BYTES, K_DEFAULT, UDP_PORT
 
 __all__ = ["Transport", "TransportCounters", "UdpTransport", "FrameTransport", "parse_hostport"]
 

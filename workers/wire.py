@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from workers import protocol
+import wireformat as protocol
+from wireformat import (HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT, Flags, MsgType,
+                        round_set)
 from workers.errors import WireError
-from workers.protocol import HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT, Flags, MsgType
 
 __all__ = [
     "Unit", "header_units", "header_dtype", "packet_dtype", "Header", "Packet", "check_k",
@@ -108,16 +109,23 @@ def packet_dtype(k: int) -> np.dtype:
     return dt
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Header:
+    """One netsum header; fields by name only (their order is HEADER_FIELDS', which changed
+    with the v2 layout: positional construction would silently shift them)."""
     msg_type: MsgType
     flags: Flags
     job_id: int
-    set: int
     slot: int
     exp: int
     count: int
+    round: int
     offset: int
+
+    @property
+    def set(self) -> int:
+        """The shadow set this packet's round uses."""
+        return round_set(self.round)
 
     def __post_init__(self) -> None:
         for field in HEADER_FIELDS:
@@ -186,7 +194,7 @@ class HeaderCodec:
 
 def _codec_functions(layout: struct.Struct, units: tuple[Unit, ...],
                      extract: tuple[tuple[int, int, int], ...]) -> tuple[Any, Any]:
-    # Only the protocol's own field names (identifiers from workers.protocol) and integers
+    # Only the protocol's own field names (identifiers from wireformat) and integers
     # are spliced into the source.
     names = [name for u in units for name, _, _ in u.fields]
     words = [" | ".join(f"{n} << {sh}" if sh else n for n, sh, _ in u.fields) for u in units]

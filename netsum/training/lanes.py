@@ -38,7 +38,7 @@ import numpy as np
 from workers import JobConfig, Timing, WorkerCore
 from workers.core import CoreState, Stats
 from workers.errors import QuantError, SumOverflowError, WorkerError
-from workers.protocol import HEADER_FIELDS
+from wireformat import HEADER_FIELDS
 from workers.transport import Transport
 
 __all__ = ["LaneSpec", "LaneEngine", "LaneResult", "LaneError", "job_id_of", "carry"]

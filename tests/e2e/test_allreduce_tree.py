@@ -11,7 +11,7 @@ import pytest
 from netsum.rig import Mode, Rig, RigConfig, RigError
 from netsum.rigtopo import plan_layout, topology_doc
 from netsum.tensors import synthetic_inputs
-from workers.protocol import K_DEFAULT
+from wireformat import K_DEFAULT
 
 K = K_DEFAULT
 

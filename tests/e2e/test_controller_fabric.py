@@ -21,12 +21,13 @@ from controller.client import Endpoint, SwitchClient
 from controller.schema import Schema, load_p4info
 from controller.errors import AllocationError, ControllerError
 from controller.fabric import Controller, Program, load_program
+from controller.jobs import Contributor, member_entry
 from controller.topology import JobSpec, Topology, parse_topology
 from helpers import built_netsum
 from switch.device import Device
 from switch.p4rt.server import P4RuntimeServer
+from wireformat import K_DEFAULT, MsgType, Flags
 from workers import wire
-from workers.protocol import K_DEFAULT, MsgType, Flags
 
 ROOT = Path(__file__).resolve().parents[2]
 K = K_DEFAULT
@@ -89,13 +90,14 @@ def ok(topo: Path, *argv: str) -> str:
 
 
 def data_frame(topo: Topology, host: str, job: int, slot: int, values: np.ndarray,
-               exp: int = 130, set_: int = 0) -> tuple[int, bytes]:
+               exp: int = 130, round_: int = 0) -> tuple[int, bytes]:
     """(ingress port, frame) of `host`'s DATA packet to its switch's service address."""
     h = topo.host(host)
     svc = topo.switch(h.switch).service
     src = wire.Endpoint(h.mac.to_bytes(6, "big"), h.ipv4.to_bytes(4, "big"), h.udp_port)
     dst = wire.Endpoint(svc.mac.to_bytes(6, "big"), svc.ipv4.to_bytes(4, "big"))
-    header = wire.Header(MsgType.DATA, Flags.NONE, job, set_, slot, exp, 0, slot * K)
+    header = wire.Header(msg_type=MsgType.DATA, flags=Flags.NONE, job_id=job, slot=slot,
+                         exp=exp, count=0, round=round_, offset=slot * K)
     return h.port, wire.build_frame(src, dst, wire.encode(header, values, K))
 
 
@@ -213,7 +215,7 @@ def tree(netsum_program, switches, tmp_path) -> Iterator[tuple[Controller, Topol
 
 
 def aggregate_through_tree(c: Controller, switches: dict[str, Sw], job: int, slot: int,
-                           workers: tuple[str, ...], set_: int = 0) -> dict[str, np.ndarray]:
+                           workers: tuple[str, ...], round_: int = 0) -> dict[str, np.ndarray]:
     """One round: every worker's DATA enters its leaf; partials go up, the result comes down.
     Returns what each worker received."""
     topo = c.topo
@@ -223,7 +225,7 @@ def aggregate_through_tree(c: Controller, switches: dict[str, Sw], job: int, slo
     got: dict[str, list[bytes]] = {}
     for i, w in enumerate(workers):
         h = topo.host(w)
-        port, f = data_frame(topo, w, job, slot, vec(i + 1), set_=set_)
+        port, f = data_frame(topo, w, job, slot, vec(i + 1), round_=round_)
         leaf = switches[h.switch]
         at_root: dict[int, list[tuple[int, bytes]]] = {}
         for out_port, frame in leaf.dev.process(port, f):
@@ -272,9 +274,9 @@ def test_tree_rollback_across_switches(tree, switches) -> None:
                 for n, cl in c.clients.items()}
     # Someone installed a member entry for job 1 on the root by hand: the root's part of the
     # job fails with ALREADY_EXISTS after both leaves were written, so the leaves roll back.
-    leaf1 = topo.switch("leaf1").service.ipv4
-    hand = P.entry(c.schema("root"), P.MEMBER, {"job_id": 1, "srcAddr": leaf1}, "set_member",
-                   {"worker_bit": 1})
+    leaf1 = topo.switch("leaf1").service
+    hand = member_entry(c.schema("root"), 1, Contributor("leaf1", leaf1.mac, leaf1.ipv4,
+                                                         0x6E73, 1), 1)
     ops.write_batch(c.clients["root"], c.schema("root"), ops.INSERT, [hand])
     with pytest.raises(ControllerError) as info:
         c.create_job(topo.jobs[0])

@@ -22,7 +22,7 @@ import yaml
 from controller.topology import parse_topology
 from helpers import BIN, SwitchDaemon, built_netsum
 from netsum.procs import ProcessGroup
-from workers.protocol import K_DEFAULT
+from wireformat import K_DEFAULT
 
 ROOT = Path(__file__).resolve().parents[2]
 K = K_DEFAULT

@@ -16,7 +16,7 @@ import pytest
 
 from netsum import build
 from netsum.paths import P4_DIR, ROOT
-from workers.protocol import K_DEFAULT, K_SUPPORTED
+from wireformat import K_DEFAULT, K_SUPPORTED
 
 
 def test_targets_build_netsum_once_per_supported_k() -> None:

@@ -35,13 +35,16 @@ CONTRACT: dict[str, tuple[list[tuple[str, int]], dict[str, list[tuple[str, int]]
                      ("up_port", 9), ("leaf_mac", 48), ("leaf_addr", 32), ("up_mac", 48),
                      ("up_addr", 32)],
         "unknown_job": []}),
-    "NetsumIngress.member": ([("hdr.netsum.job_id", 16), ("hdr.ipv4.srcAddr", 32)],
+    "NetsumIngress.member": ([("hdr.netsum.job_id", 16), ("standard_metadata.ingress_port", 9),
+                              ("hdr.ipv4.srcAddr", 32), ("hdr.ethernet.srcAddr", 48)],
                              {"set_member": [("worker_bit", 32)], "non_member": []}),
     "NetsumIngress.job_epoch": ([("hdr.netsum.job_id", 16)], {"set_epoch": [("epoch", 16)]}),
     "NetsumEgress.replica": ([("standard_metadata.egress_rid", 16),
                               ("standard_metadata.egress_port", 9)],
                              {"set_replica": [("dst_mac", 48), ("dst_addr", 32),
                                               ("dst_port", 16)]}),
+    "NetsumEgress.result_port": ([("hdr.netsum.job_id", 16), ("standard_metadata.egress_port", 9)],
+                                 {"allow_result": [], "refuse_result": []}),
     "NetsumEgress.drop_sim_out": ([("standard_metadata.egress_port", 9)],
                                   {"set_drop_out": [("threshold", 16)], "no_drop_out": []}),
 }
@@ -105,9 +108,16 @@ def test_job_across_leaves(tree: Topology, schema: Schema) -> None:
                                    "mgid": P.job_mgid(1)}
     members = [e for e in root.entries if e.table == P.MEMBER]
     leaf_ips = [tree.switch(n).service.ipv4 for n in ("leaf1", "leaf2")]
+    leaf_macs = [tree.switch(n).service.mac for n in ("leaf1", "leaf2")]
+    # A leaf is a member at the root only on the root's port towards it (1 and 2 in tree.yaml).
     assert [e.match for e in members] == [
-        (("hdr.netsum.job_id", Exact(1)), ("hdr.ipv4.srcAddr", Exact(ip))) for ip in leaf_ips]
+        (("hdr.netsum.job_id", Exact(1)), ("standard_metadata.ingress_port", Exact(port)),
+         ("hdr.ipv4.srcAddr", Exact(ip)), ("hdr.ethernet.srcAddr", Exact(mac)))
+        for port, ip, mac in zip((1, 2), leaf_ips, leaf_macs)]
     assert [params(schema, e)["worker_bit"] for e in members] == [1, 2]
+    # RESULTs of the job leave the root on those two ports only.
+    assert [tuple(v.value for _, v in e.match) for e in root.entries
+            if e.table == P.RESULT_PORT] == [(1, 1), (1, 2)]
     # Results go down to each leaf's service address, out of the root's port towards it.
     assert root.group.replicas == ((1, P.replica_rid(1, 0)), (2, P.replica_rid(1, 1)))
     reps = [params(schema, e) for e in root.entries if e.table == P.REPLICA]
@@ -123,6 +133,9 @@ def test_job_across_leaves(tree: Topology, schema: Schema) -> None:
     h3 = tree.host("h3")
     assert params(schema, [e for e in leaf.entries if e.table == P.REPLICA][0]) == {
         "dst_mac": h3.mac, "dst_addr": h3.ipv4, "dst_port": h3.udp_port}
+    # At the leaf, h3 is a member on its own port, under its own IPv4 and MAC.
+    m = [e for e in leaf.entries if e.table == P.MEMBER][0]
+    assert [v.value for _, v in m.match] == [1, h3.port, h3.ipv4, h3.mac]
 
 
 def test_rids_are_distinct_per_switch_and_never_the_flood_rid(tree: Topology,

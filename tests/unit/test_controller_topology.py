@@ -58,7 +58,7 @@ def _set(doc: dict, path: list, value: object) -> dict:
     (["switches", 0, "service", "mac"], "zz", "switches[0].service.mac: 'zz' is not a MAC address"),
     (["switches", 2, "name"], "leaf1", "switches[2]: duplicate name leaf1 (also switches[1])"),
     (["switches", 0, "colour"], "red", "switches[0]: unknown key 'colour'"),
-    (["switches", 0, "slots"], 0, "switches[0].slots: 0 is out of range 1..32768"),
+    (["switches", 0, "slots"], 0, "switches[0].slots: 0 is out of range 1..65535"),
     (["hosts", 2, "mac"], "02:00:00:00:00:01", "hosts[2]: duplicate MAC 02:00:00:00:00:01 (also hosts[0])"),
     (["hosts", 1, "ipv4"], "10.0.0.300", "hosts[1].ipv4: '10.0.0.300' is not an IPv4 address"),
     (["hosts", 1, "switch"], "s9", "hosts[1].switch: no switch named 's9'"),

@@ -16,7 +16,7 @@ from netsum import expplots
 from netsum.sweep import (FIELDS, NetKey, Point, expand, read_csv, row_of, summarize,
                           theory_time, write_csv)
 from netsum.telemetry import IfCounters, Interface, Sampler, Telemetry, read_net_dev
-from workers.protocol import packet_bytes
+from wireformat import packet_bytes
 
 NET_DEV = """Inter-|   Receive                                                |  Transmit
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed

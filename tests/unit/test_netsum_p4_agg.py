@@ -10,20 +10,11 @@ from typing import Sequence
 
 import pytest
 
-from p4helpers import (SERVICE_IP, SERVICE_MAC, Host, NetsumSwitch, Parsed, netsum_config,
-                       netsum_frame, parse_frame, worker_host)
-from workers.protocol import K_DEFAULT, K_SUPPORTED, UDP_PORT, Flags, MsgType
+from p4helpers import (INT32_MAX, INT32_MIN, SERVICE_IP, SERVICE_MAC, Host, NetsumSwitch, Parsed,
+                       netsum_config, netsum_frame, parse_frame, vec_sum, worker_host, wrap32)
+from wireformat import K_DEFAULT, K_SUPPORTED, UDP_PORT, Flags, MsgType
 
 JOB = 3
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-
-def wrap32(x: int) -> int:
-    return ((x - INT32_MIN) % (1 << 32)) + INT32_MIN
-
-
-def vec_sum(vectors: Sequence[Sequence[int]]) -> tuple[int, ...]:
-    return tuple(wrap32(sum(col)) for col in zip(*vectors))
 
 
 def rand_values(rng: random.Random, k: int = K_DEFAULT) -> list[int]:
@@ -43,13 +34,13 @@ def reg_index(slot_base: int, slot: int, set_: int) -> int:
     return (slot_base + slot) * 2 + set_
 
 
-def check_result(p: Parsed, *, to: Host, job: int, slot: int, set_: int, exp: int, count: int,
+def check_result(p: Parsed, *, to: Host, job: int, slot: int, round_: int, exp: int, count: int,
                  values: Sequence[int], offset: int = 0) -> None:
     assert (p.eth_src, p.ip_src, p.sport) == (SERVICE_MAC, SERVICE_IP, UDP_PORT)
     assert (p.eth_dst, p.ip_dst, p.dport) == (to.mac, to.ip, to.udp_port)
     assert p.ip_checksum_ok
     assert p.udp_checksum == 0
-    assert p.header == {"msg_type": MsgType.RESULT, "flags": 0, "job_id": job, "set": set_,
+    assert p.header == {"msg_type": MsgType.RESULT, "flags": 0, "job_id": job, "round": round_,
                         "slot": slot, "exp": exp, "count": count, "offset": offset}
     assert p.values == tuple(values)
 
@@ -62,7 +53,7 @@ def test_first_middle_last_contribution() -> None:
     idx = reg_index(4, 2, 1)
 
     # first: initialises the slot, nothing leaves the switch
-    out = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=2, set=1, values=vecs[0],
+    out = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=2, round=1, values=vecs[0],
                                   exp=exps[0], offset=64))
     assert out == []
     assert sw.register("bitmap", idx) == 0b001
@@ -72,7 +63,7 @@ def test_first_middle_last_contribution() -> None:
     assert sw.register("val000", idx) == vecs[0][0] & 0xFFFFFFFF
 
     # middle: adds, still nothing out
-    out = sw.send(2, netsum_frame(hosts[1], job_id=JOB, slot=2, set=1, values=vecs[1],
+    out = sw.send(2, netsum_frame(hosts[1], job_id=JOB, slot=2, round=1, values=vecs[1],
                                   exp=exps[1], offset=64))
     assert out == []
     assert sw.register("bitmap", idx) == 0b011
@@ -83,12 +74,12 @@ def test_first_middle_last_contribution() -> None:
     assert sw.register("contributions", reg_index(4, 2, 0)) == 0
 
     # last: the result is multicast to every member
-    out = sw.send(3, netsum_frame(hosts[2], job_id=JOB, slot=2, set=1, values=vecs[2],
+    out = sw.send(3, netsum_frame(hosts[2], job_id=JOB, slot=2, round=1, values=vecs[2],
                                   exp=exps[2], offset=64))
     assert sorted(port for port, _ in out) == [1, 2, 3]
     expected = vec_sum(vecs)
     for port, frame in out:
-        check_result(parse_frame(frame), to=hosts[port - 1], job=JOB, slot=2, set_=1, exp=131,
+        check_result(parse_frame(frame), to=hosts[port - 1], job=JOB, slot=2, round_=1, exp=131,
                      count=3, values=expected, offset=64)
     assert sw.register("done", idx) == 1
     assert sw.counter("pkts_in", JOB) == 3
@@ -104,14 +95,14 @@ def test_multicast_result_contents(n: int) -> None:
     order = list(range(n))
     rng.shuffle(order)
     for i in order[:-1]:
-        assert sw.send(hosts[i].port, netsum_frame(hosts[i], job_id=JOB, slot=5, set=0,
+        assert sw.send(hosts[i].port, netsum_frame(hosts[i], job_id=JOB, slot=5, round=0,
                                                    values=vecs[i], exp=exps[i])) == []
     last = order[-1]
-    out = sw.send(hosts[last].port, netsum_frame(hosts[last], job_id=JOB, slot=5, set=0,
+    out = sw.send(hosts[last].port, netsum_frame(hosts[last], job_id=JOB, slot=5, round=0,
                                                  values=vecs[last], exp=exps[last]))
     assert sorted(p for p, _ in out) == sorted(h.port for h in hosts)
     for port, frame in out:
-        check_result(parse_frame(frame), to=hosts[port - 1], job=JOB, slot=5, set_=0,
+        check_result(parse_frame(frame), to=hosts[port - 1], job=JOB, slot=5, round_=0,
                      exp=max(exps), count=n, values=vec_sum(vecs))
 
 
@@ -120,7 +111,7 @@ def test_single_worker_job_returns_its_own_values() -> None:
     vals = list(range(-16, 16))
     out = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, values=vals, exp=9))
     assert len(out) == 1
-    check_result(parse_frame(out[0][1]), to=hosts[0], job=JOB, slot=0, set_=0, exp=9, count=1,
+    check_result(parse_frame(out[0][1]), to=hosts[0], job=JOB, slot=0, round_=0, exp=9, count=1,
                  values=vals)
 
 
@@ -161,27 +152,27 @@ def test_duplicate_after_completion_gets_unicast_result() -> None:
     rng = random.Random(7)
     vecs = [rand_values(rng) for _ in hosts]
     for h, v in zip(hosts, vecs):
-        sw.send(h.port, netsum_frame(h, job_id=JOB, slot=9, set=1, values=v, exp=100 + h.port,
+        sw.send(h.port, netsum_frame(h, job_id=JOB, slot=9, round=1, values=v, exp=100 + h.port,
                                      offset=4096))
     # worker 1 lost its copy and retransmits (with stale values): only it gets the result
-    out = sw.send(2, netsum_frame(hosts[1], job_id=JOB, slot=9, set=1, values=[7] * K_DEFAULT,
+    out = sw.send(2, netsum_frame(hosts[1], job_id=JOB, slot=9, round=1, values=[7] * K_DEFAULT,
                                   exp=1, flags=Flags.RETX, offset=4096))
     assert [p for p, _ in out] == [2]
-    check_result(parse_frame(out[0][1]), to=hosts[1], job=JOB, slot=9, set_=1, exp=103, count=3,
+    check_result(parse_frame(out[0][1]), to=hosts[1], job=JOB, slot=9, round_=1, exp=103, count=3,
                  values=vec_sum(vecs), offset=4096)
     assert sw.counter("retransmissions", JOB) == 1
     assert sw.counter("results_out", JOB) == 4
 
 
 def test_shadow_sets_across_many_rounds() -> None:
-    """Rounds alternate sets per slot; the previous round's result stays available to a worker
-    that lost it, even after the others started the next round in the other set."""
+    """Rounds of a slot alternate sets (round & 1); the previous round's result stays available
+    to a worker that lost it, even after the others started the next round in the other set,
+    and nothing of that late retransmission is added anywhere."""
     n, rounds, slots = 3, 12, 2
     sw, hosts = make_switch(n, slot_base=10, num_slots=slots)
     rng = random.Random(42)
     prev: dict[int, tuple[int, ...]] = {}
     for r in range(rounds):
-        set_ = r % 2
         for slot in range(slots):
             vecs = [rand_values(rng) for _ in hosts]
             exps = [rng.randint(0, 255) for _ in hosts]
@@ -190,25 +181,29 @@ def test_shadow_sets_across_many_rounds() -> None:
             out: list[tuple[int, bytes]] = []
             for pos, i in enumerate(order):
                 out = sw.send(hosts[i].port, netsum_frame(hosts[i], job_id=JOB, slot=slot,
-                                                          set=set_, values=vecs[i], exp=exps[i]))
+                                                          round=r, values=vecs[i], exp=exps[i]))
                 if pos == 1 and slot in prev:
-                    # the last worker has not sent this round yet, so it still holds its bit
-                    # in the other set: its retransmission of the previous round is answered
+                    # the last worker has not sent this round yet; its retransmission of the
+                    # previous round (other set) is answered with the stored result
                     late = order[-1]
                     again = sw.send(hosts[late].port, netsum_frame(
-                        hosts[late], job_id=JOB, slot=slot, set=1 - set_,
-                        values=[0] * K_DEFAULT))
+                        hosts[late], job_id=JOB, slot=slot, round=r - 1,
+                        values=[12345] * K_DEFAULT))
                     assert [p for p, _ in again] == [hosts[late].port]
                     assert parse_frame(again[0][1]).values == prev[slot]
+                    assert parse_frame(again[0][1]).header["round"] == r - 1
             assert len(out) == n, f"round {r} slot {slot}"
             result = parse_frame(out[0][1])
             assert result.values == vec_sum(vecs)
             assert result.header["exp"] == max(exps)
-            assert result.header["set"] == set_
+            assert result.header["round"] == r
             prev[slot] = result.values
-            # every worker has cleared its bit in the other set by now
-            assert sw.register("bitmap", reg_index(10, slot, 1 - set_)) == 0
-            assert sw.register("bitmap", reg_index(10, slot, set_)) == 0b111
+            assert sw.register("held_round", reg_index(10, slot, r % 2)) == r
+            assert sw.register("bitmap", reg_index(10, slot, r % 2)) == 0b111
+            if r:
+                # the other set still holds the previous round, whole
+                assert sw.register("held_round", reg_index(10, slot, 1 - r % 2)) == r - 1
+                assert sw.register("bitmap", reg_index(10, slot, 1 - r % 2)) == 0b111
 
 
 def test_jobs_are_independent() -> None:
@@ -241,14 +236,14 @@ def test_every_k_build_aggregates_k_values(k: int) -> None:
     assert len(out) == 2
     want = tuple(wrap32(a + b) for a, b in zip(*vecs))
     for port, frame in out:
-        check_result(parse_frame(frame, k=k), to=hosts[port - 1], job=JOB, slot=0, set_=0,
+        check_result(parse_frame(frame, k=k), to=hosts[port - 1], job=JOB, slot=0, round_=0,
                      exp=4, count=2, values=want)
     assert sw.register(f"val{k - 1:03d}", 0) == want[-1] & 0xFFFFFFFF
 
 
-def _round(sw: NetsumSwitch, hosts: Sequence[Host], job: int, slot: int, set_: int,
+def _round(sw: NetsumSwitch, hosts: Sequence[Host], job: int, slot: int, round_: int,
            values: Sequence[Sequence[int]]) -> list[list[tuple[int, bytes]]]:
-    return [sw.send(h.port, netsum_frame(h, job_id=job, slot=slot, set=set_, values=v))
+    return [sw.send(h.port, netsum_frame(h, job_id=job, slot=slot, round=round_, values=v))
             for h, v in zip(hosts, values)]
 
 
@@ -273,18 +268,20 @@ def test_slots_reused_by_another_job_start_fresh_rounds() -> None:
 
 def test_epoch_bump_starts_fresh_rounds_for_a_rerun() -> None:
     sw, hosts = make_switch(2)
-    _round(sw, hosts, JOB, 0, 0, [[1] * K_DEFAULT] * 2)
-    # a new run of the same job in the same epoch: set 0 still holds the finished round, so the
-    # first packet is a retransmission and gets the old result back
-    again = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, set=0, values=[9] * K_DEFAULT))
-    assert [p for p, _ in again] == [1]
-    assert parse_frame(again[0][1]).values == (2,) * K_DEFAULT
+    for r in range(4):
+        _round(sw, hosts, JOB, 0, r, [[1] * K_DEFAULT] * 2)
+    # A new registration of the same job in the same epoch starts at round 0: older than what
+    # the slot holds, so it is refused (the worker would time out: the controller must bump the
+    # epoch when it registers a job again).
+    again = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, round=0, values=[9] * K_DEFAULT))
+    assert again == [] and sw.counter("drop_stale", JOB) == 1
     # with a new epoch (what the controller sets when it reinstalls the job) it starts afresh
     sw.set_epoch(JOB, 1)
     outs = _round(sw, hosts, JOB, 0, 0, [[9] * K_DEFAULT, [4] * K_DEFAULT])
     assert outs[0] == []
     assert {parse_frame(f).values for _, f in outs[1]} == {(13,) * K_DEFAULT}
     assert sw.register("owner", 0) == (1 << 16) | JOB
-    # and rounds keep alternating normally within the epoch
+    assert sw.register("held_round", 0) == 0
+    # and rounds go on normally within the epoch
     outs = _round(sw, hosts, JOB, 0, 1, [[3] * K_DEFAULT] * 2)
     assert {parse_frame(f).values for _, f in outs[1]} == {(6,) * K_DEFAULT}

@@ -8,12 +8,12 @@ from scapy.layers.l2 import ARP, Ether
 
 from p4helpers import (SERVICE_IP, SERVICE_MAC, NetsumSwitch, mac_int, netsum_config,
                        netsum_frame, worker_host)
-from workers.protocol import HEADER_BYTES, K_DEFAULT, MsgType
+from wireformat import HEADER_BYTES, K_DEFAULT, MsgType
 
 JOB = 5
 VALUES = [1] * K_DEFAULT
 DROP_COUNTERS = ("drop_non_member", "drop_bad_slot", "drop_unknown_job", "drop_bad_type",
-                 "drop_malformed")
+                 "drop_malformed", "drop_stale", "drop_result_port")
 
 
 def make_switch(**job_kw: int) -> NetsumSwitch:
@@ -66,7 +66,7 @@ def test_unknown_job(job_id: int, index: int) -> None:
 
 @pytest.mark.parametrize("slot_base, num_slots, slot", [
     (0, 16, 16),            # slot == num_slots
-    (0, 16, 0x7FFF),        # largest slot the header can carry
+    (0, 16, 0xFFFF),        # largest slot the header can carry
     (4090, 100, 6),         # inside the job's range but past the register pool (4096 slots)
 ])
 def test_bad_slot_never_touches_registers(slot_base: int, num_slots: int, slot: int) -> None:
@@ -77,8 +77,8 @@ def test_bad_slot_never_touches_registers(slot_base: int, num_slots: int, slot: 
 
 def test_last_slot_of_the_pool_is_usable() -> None:
     sw = make_switch(slot_base=4090, num_slots=6)
-    sw.send(1, netsum_frame(worker_host(0), job_id=JOB, slot=5, set=1, values=VALUES))
-    out = sw.send(2, netsum_frame(worker_host(1), job_id=JOB, slot=5, set=1, values=VALUES))
+    sw.send(1, netsum_frame(worker_host(0), job_id=JOB, slot=5, round=1, values=VALUES))
+    out = sw.send(2, netsum_frame(worker_host(1), job_id=JOB, slot=5, round=1, values=VALUES))
     assert len(out) == 2
     assert sw.register("contributions", 2 * 4096 - 1) == 2
 
@@ -131,8 +131,8 @@ def test_egress_drop_simulator_drops_result_copies() -> None:
     rounds = 50
     delivered = {1: 0, 2: 0}
     for r in range(rounds):
-        sw.send(1, netsum_frame(worker_host(0), job_id=JOB, slot=0, set=r % 2, values=VALUES))
-        out = sw.send(2, netsum_frame(worker_host(1), job_id=JOB, slot=0, set=r % 2,
+        sw.send(1, netsum_frame(worker_host(0), job_id=JOB, slot=0, round=r, values=VALUES))
+        out = sw.send(2, netsum_frame(worker_host(1), job_id=JOB, slot=0, round=r,
                                       values=VALUES))
         for port, _ in out:
             delivered[port] += 1

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from p4helpers import (Host, NetsumSwitch, Parsed, netsum_config, netsum_frame, parse_frame,
                        worker_host)
-from workers.protocol import K_DEFAULT, UDP_PORT, Flags, MsgType
+from wireformat import K_DEFAULT, UDP_PORT, Flags, MsgType
 
 JOB = 9
 UP_PORT = 10                       # every leaf's port toward the root
@@ -45,6 +45,7 @@ def make_tree(leaves: int = 2, per_leaf: int = 2) -> Tree:
         for i, h in enumerate(hosts):
             sw.add_member(JOB, h, i)
         sw.add_result_group(50, hosts, rid_base=1)
+        sw.allow_results(JOB, [h.port for h in hosts])
         sws.append(sw)
         workers.append(hosts)
     return Tree(root, sws, workers)
@@ -56,24 +57,24 @@ def send_from_worker(t: Tree, j: int, i: int, **kw: object) -> list[tuple[int, b
                                                  dst_ip=leaf_service(j).ip, **kw))  # type: ignore[arg-type]
 
 
-def check_partial(p: Parsed, j: int, *, slot: int, set_: int, exp: int, values: tuple[int, ...],
+def check_partial(p: Parsed, j: int, *, slot: int, round_: int, exp: int, values: tuple[int, ...],
                   flags: int = 0) -> None:
     leaf = leaf_service(j)
     assert (p.eth_src, p.ip_src, p.sport) == (leaf.mac, leaf.ip, UDP_PORT)
     assert (p.eth_dst, p.ip_dst, p.dport) == (ROOT_SERVICE.mac, ROOT_SERVICE.ip, UDP_PORT)
     assert p.ip_checksum_ok and p.udp_checksum == 0
-    assert p.header == {"msg_type": MsgType.DATA, "flags": flags, "job_id": JOB, "set": set_,
+    assert p.header == {"msg_type": MsgType.DATA, "flags": flags, "job_id": JOB, "round": round_,
                         "slot": slot, "exp": exp, "count": 0, "offset": 0}
     assert p.values == values
 
 
-def check_final(p: Parsed, j: int, to: Host, *, slot: int, set_: int, exp: int, count: int,
+def check_final(p: Parsed, j: int, to: Host, *, slot: int, round_: int, exp: int, count: int,
                 values: tuple[int, ...]) -> None:
     leaf = leaf_service(j)
     assert (p.eth_src, p.ip_src, p.sport) == (leaf.mac, leaf.ip, UDP_PORT)
     assert (p.eth_dst, p.ip_dst, p.dport) == (to.mac, to.ip, to.udp_port)
     assert p.ip_checksum_ok and p.udp_checksum == 0
-    assert p.header == {"msg_type": MsgType.RESULT, "flags": 0, "job_id": JOB, "set": set_,
+    assert p.header == {"msg_type": MsgType.RESULT, "flags": 0, "job_id": JOB, "round": round_,
                         "slot": slot, "exp": exp, "count": count, "offset": 0}
     assert p.values == values
 
@@ -90,13 +91,13 @@ def test_leaf_partials_go_up_and_the_final_result_comes_down() -> None:
     exps = {(0, 0): 100, (0, 1): 104, (1, 0): 110, (1, 1): 90}
     partials: dict[int, bytes] = {}
     for j in range(2):
-        assert send_from_worker(t, j, 0, job_id=JOB, slot=3, set=1, values=vals[(j, 0)],
+        assert send_from_worker(t, j, 0, job_id=JOB, slot=3, round=1, values=vals[(j, 0)],
                                 exp=exps[(j, 0)]) == []
-        out = send_from_worker(t, j, 1, job_id=JOB, slot=3, set=1, values=vals[(j, 1)],
+        out = send_from_worker(t, j, 1, job_id=JOB, slot=3, round=1, values=vals[(j, 1)],
                                exp=exps[(j, 1)])
         assert [p for p, _ in out] == [UP_PORT]
         local = tuple(a + b for a, b in zip(vals[(j, 0)], vals[(j, 1)]))
-        check_partial(parse_frame(out[0][1]), j, slot=3, set_=1,
+        check_partial(parse_frame(out[0][1]), j, slot=3, round_=1,
                       exp=max(exps[(j, 0)], exps[(j, 1)]), values=local)
         partials[j] = out[0][1]
         assert t.leaves[j].counter("partials_up", JOB) == 1
@@ -117,14 +118,14 @@ def test_leaf_partials_go_up_and_the_final_result_comes_down() -> None:
         out = t.leaves[port - 1].send(UP_PORT, frame)
         assert sorted(q for q, _ in out) == [1, 2]
         for q, f in out:
-            check_final(parse_frame(f), port - 1, t.workers[port - 1][q - 1], slot=3, set_=1,
+            check_final(parse_frame(f), port - 1, t.workers[port - 1][q - 1], slot=3, round_=1,
                         exp=110, count=2, values=total)
 
     # a worker that lost the final result gets it from its leaf alone
-    out = send_from_worker(t, 1, 0, job_id=JOB, slot=3, set=1, values=[0] * K_DEFAULT,
+    out = send_from_worker(t, 1, 0, job_id=JOB, slot=3, round=1, values=[0] * K_DEFAULT,
                            flags=Flags.RETX)
     assert [p for p, _ in out] == [1]
-    check_final(parse_frame(out[0][1]), 1, t.workers[1][0], slot=3, set_=1, exp=110, count=2,
+    check_final(parse_frame(out[0][1]), 1, t.workers[1][0], slot=3, round_=1, exp=110, count=2,
                 values=total)
 
 
@@ -142,7 +143,7 @@ def test_lost_partial_is_resent_by_a_worker_retransmission() -> None:
                              flags=Flags.RETX)
     assert [p for p, _ in again] == [UP_PORT]
     local = tuple(a + b for a, b in zip(vec(1), vec(2)))
-    check_partial(parse_frame(again[0][1]), 0, slot=0, set_=0, exp=6, values=local,
+    check_partial(parse_frame(again[0][1]), 0, slot=0, round_=0, exp=6, values=local,
                   flags=Flags.RETX)
     assert t.leaves[0].counter("retransmissions", JOB) == 1
     assert t.leaves[0].counter("partials_up", JOB) == 2
@@ -179,7 +180,7 @@ def test_lost_final_result_is_recovered_through_the_root() -> None:
     assert sorted(q for q, _ in out) == [1, 2]
     total = tuple(a + b + c + d for a, b, c, d in zip(vec(0), vec(5), vec(10), vec(5)))
     for q, f in out:
-        check_final(parse_frame(f), 0, t.workers[0][q - 1], slot=1, set_=0, exp=2, count=2,
+        check_final(parse_frame(f), 0, t.workers[0][q - 1], slot=1, round_=0, exp=2, count=2,
                     values=total)
 
 

@@ -1,4 +1,4 @@
-"""The one definition of the wire protocol (workers/protocol.py) against its other copies:
+"""The one definition of the wire protocol (wireformat/) against its other copies:
 the P4 header declaration and constants in p4/netsum.p4, and the generated blocks of
 docs/protocol.md and docs/quantization.md."""
 from __future__ import annotations
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from workers import docgen, protocol, wire
-from workers.protocol import HEADER_FIELDS, MsgType
+import wireformat as protocol
+from wireformat import HEADER_FIELDS, MsgType
+from workers import docgen, wire
 
 ROOT = Path(__file__).resolve().parents[2]
 P4 = ROOT / "p4" / "netsum.p4"
@@ -81,8 +82,21 @@ def test_render_into_needs_markers() -> None:
 
 
 def test_header_layout_invariants() -> None:
-    assert protocol.HEADER_BYTES == sum(f.bits for f in HEADER_FIELDS) // 8 == 12
+    assert protocol.HEADER_BYTES == sum(f.bits for f in HEADER_FIELDS) // 8 == 16
     units = wire.header_units()
-    assert [u.size for u in units] == [1, 1, 2, 2, 1, 1, 4]
-    assert protocol.packet_bytes(32) == 14 + 20 + 8 + 12 + 128
-    assert 1 << 15 == protocol.MAX_SLOTS
+    assert [u.size for u in units] == [1, 1, 2, 2, 1, 1, 4, 4]
+    assert protocol.packet_bytes(32) == 14 + 20 + 8 + 16 + 128
+    assert (1 << 16) - 1 == protocol.MAX_SLOTS
+    assert [protocol.round_set(r) for r in (0, 1, 2, (1 << 32) - 1)] == [0, 1, 0, 1]
+    assert protocol.next_round((1 << 32) - 1) == 0
+
+
+def test_wireformat_is_a_leaf() -> None:
+    """The one definition imports nothing of the project, so every layer may import it."""
+    import ast
+    project = {"compiler", "controller", "netsum", "switch", "workers", "tests"}
+    for path in (ROOT / "wireformat").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not {n.split(".")[0] for n in names} & project, (path.name, names)

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from wireformat import EXP_BIAS, EXP_ZERO, K_SUPPORTED, MAX_WORKERS
 from workers import quant
 from workers.errors import NonFiniteError, QuantError, SumOverflowError
-from workers.protocol import EXP_BIAS, EXP_ZERO, K_SUPPORTED, MAX_WORKERS
 
 F32 = np.finfo(np.float32)
 INT32_MAX = 2**31 - 1

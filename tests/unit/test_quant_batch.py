@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from wireformat import EXP_ZERO, HEADER_BYTES, Flags, MsgType
 from workers import batch, quant, wire
 from workers.errors import QuantError
-from workers.protocol import EXP_ZERO, Flags, MsgType
 
 
 @pytest.mark.parametrize("length, k, slots, n", [(1000, 32, 4, 3), (64, 64, 8, 32), (5, 32, 1, 2)])
@@ -18,22 +18,23 @@ def test_encode_tensor_matches_per_packet_path(length: int, k: int, slots: int, 
     agreed = np.minimum(props.astype(int) + 1, 255).astype(np.uint8)
     agreed[props == 0] = 0
     ahead = np.roll(props, -slots)
-    first = np.arange(slots) % 2
+    first = np.arange(slots) * 7 + (1 << 32) - 3     # some slots wrap around 2^32
     rec = batch.encode_tensor(x, agreed, n, k, job_id=77, num_slots=slots,
-                              proposals_ahead=ahead, first_sets=first)
+                              proposals_ahead=ahead, first_rounds=first)
     rows = quant.blocks(x, k)
     for b, packet in enumerate(wire.batch_bytes(rec)):
         slot = b % slots
-        head = wire.Header(MsgType.DATA, Flags.NONE, 77, int((first[slot] + b // slots) % 2),
-                           slot, int(ahead[b]), 0, b * k)
+        head = wire.Header(msg_type=MsgType.DATA, flags=Flags.NONE, job_id=77, slot=slot,
+                           exp=int(ahead[b]), count=0,
+                           round=int((first[slot] + b // slots) % (1 << 32)), offset=b * k)
         values = quant.quantize_block(rows[b], int(agreed[b]), quant.scale_shift(n))
-        assert packet == wire.encode(head, None, k)[:12] + values
+        assert packet == wire.encode(head, None, k)[:HEADER_BYTES] + values
 
 
 def test_encode_tensor_defaults() -> None:
     rec = batch.encode_tensor(np.ones(100, np.float32), np.full(4, 127, np.uint8), 2, 32, 1, 2)
     fields, _ = wire.decode_batch(wire.batch_bytes(rec), 32)
-    assert list(fields["set"]) == [0, 0, 1, 1] and list(fields["slot"]) == [0, 1, 0, 1]
+    assert list(fields["round"]) == [0, 0, 1, 1] and list(fields["slot"]) == [0, 1, 0, 1]
     assert (fields["exp"] == EXP_ZERO).all()
     with pytest.raises(QuantError, match="num_slots"):
         batch.encode_tensor(np.ones(4, np.float32), np.ones(1, np.uint8), 2, 32, 1, 0)

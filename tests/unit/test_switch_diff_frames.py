@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
+from wireformat import HEADER_BYTES, MsgType
 from workers import wire
-from workers.protocol import HEADER_BYTES, MsgType
 from workers.transport import FrameTransport
 
 p4helpers = pytest.importorskip("p4helpers")
@@ -20,7 +20,7 @@ ME = p4helpers.worker_host(0)
 
 def _result_frame(rng: random.Random, zero_udp_csum: bool = True) -> bytes:
     f = bytearray(p4helpers.netsum_frame(
-        ME, job_id=rng.randrange(4), slot=rng.randrange(256), set=rng.randrange(2),
+        ME, job_id=rng.randrange(4), slot=rng.randrange(256), round=rng.randrange(4),
         values=[rng.randrange(-(1 << 31), 1 << 31) for _ in range(K)],
         msg_type=rng.choice([MsgType.RESULT, MsgType.DATA]), flags=rng.choice([0, 1]),
         exp=rng.randrange(256), dst_mac=ME.mac, dst_ip=ME.ip))

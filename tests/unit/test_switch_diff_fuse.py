@@ -239,7 +239,7 @@ def test_netsum_p4_random_stream_agrees_with_unfused_reference() -> None:
     for _ in range(400):
         h = rng.choice(hosts)
         frame = helpers.netsum_frame(
-            h, job_id=rng.choice([3, 3, 3, 4]), slot=rng.randrange(10), set=rng.randrange(2),
+            h, job_id=rng.choice([3, 3, 3, 4]), slot=rng.randrange(10), round=rng.randrange(4),
             values=[rng.randrange(-(1 << 31), 1 << 31) for _ in range(32)],
             exp=rng.randrange(256), flags=rng.choice([0, 1]))
         roll = rng.random()

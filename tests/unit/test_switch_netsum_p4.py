@@ -38,7 +38,7 @@ def test_inlined_pipeline_matches_reference() -> None:
         h = rng.choice(hosts)
         kind = rng.random()
         if kind < 0.85:
-            f = p4h.netsum_frame(h, job_id=3, slot=rng.randrange(8), set=rng.randrange(2),
+            f = p4h.netsum_frame(h, job_id=3, slot=rng.randrange(8), round=rng.randrange(4),
                                  values=[rng.randrange(-5, 5) for _ in range(32)],
                                  exp=rng.randrange(120, 135))
         elif kind < 0.93:

@@ -18,7 +18,7 @@ import pytest
 from netsum.training.lanes import LaneEngine, LaneError, LaneSpec, job_id_of
 from oracle import OracleSwitch
 from workers import JobConfig, Timing, wire
-from workers.protocol import Flags, MsgType
+from wireformat import Flags, MsgType
 
 K = 32
 

@@ -10,15 +10,16 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from checks import assert_sum_of_inputs
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
 
+from wireformat import HEADER_BYTES, UDP_PORT, MsgType
 from workers import Endpoint, FrameTransport, UdpTransport, Worker, allreduce, wire
 from workers.cli import main, synthetic
 from workers.core import JobConfig, Timing
 from workers.errors import ProtocolStateError, TransportError, WorkerTimeoutError
-from workers.protocol import HEADER_BYTES, UDP_PORT, MsgType
 from workers.transport import parse_hostport
 
 TIMING = Timing(rto_initial=0.02, rto_min=0.005, rto_max=0.2, progress_deadline=3.0)
@@ -29,8 +30,8 @@ SERVICE = Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254")
 def to_result(payload: bytes) -> bytes:
     """A one-worker job's switch: the sum is the contribution itself."""
     h = wire.decode_header(payload, 32)
-    head = wire.Header(MsgType.RESULT, wire.Flags.NONE, h.job_id, h.set, h.slot, h.exp, 1,
-                       h.offset)
+    head = wire.Header(msg_type=MsgType.RESULT, flags=wire.Flags.NONE, job_id=h.job_id,
+                       slot=h.slot, exp=h.exp, count=1, round=h.round, offset=h.offset)
     return wire.encode(head, None, 32)[:HEADER_BYTES] + payload[HEADER_BYTES:]
 
 
@@ -82,21 +83,21 @@ def test_udp_allreduce_with_loss(lossy_echo: Peer) -> None:
     with UdpTransport(lossy_echo.address, bind=("127.0.0.1", 0)) as t:
         res = allreduce(x, t, job, timing=TIMING)
         assert t.counters.sent == res.stats.packets_sent
-    assert (np.abs(res.tensor.astype(np.float64) - x) <= res.bound).all()
+    assert_sum_of_inputs([res], [x])
     assert res.stats.retransmissions > 0 and res.stats.duplicates > 0
     assert res.stats.chunks == 94
 
 
-def test_worker_threads_sets_across_calls(lossy_echo: Peer) -> None:
+def test_worker_threads_rounds_across_calls(lossy_echo: Peer) -> None:
     job = JobConfig(job_id=3, num_workers=1, num_slots=4)
     with UdpTransport(lossy_echo.address, bind=("127.0.0.1", 0)) as t:
         w = Worker(t, job, TIMING)
         first = w.allreduce(np.ones(160, np.float32))   # 5 blocks on 4 slots
         second = w.allreduce(np.full(160, 2.0, np.float32))
-    # Slot 0 carries 3 uses per call (bootstrap, blocks 0 and 4), the others 2: slot 0's
-    # parity flips per call, which only holds if the second call started where the first ended.
-    assert first.next_sets == (1, 0, 0, 0)
-    assert second.next_sets == (0, 0, 0, 0)
+    # Slot 0 carries 3 uses per call (bootstrap, blocks 0 and 4), the others 2; the second
+    # call starts where the first ended.
+    assert first.next_rounds == (3, 2, 2, 2)
+    assert second.next_rounds == (6, 4, 4, 4) == w.next_rounds
     np.testing.assert_array_equal(second.tensor, np.full(160, 2.0, np.float32))
 
 
@@ -130,7 +131,7 @@ def test_frame_transport_allreduce() -> None:
             assert "truncated" in t.counters.last_error
     finally:
         peer.close()
-    assert (np.abs(res.tensor.astype(np.float64) - x) <= res.bound).all()
+    assert_sum_of_inputs([res], [x])
 
 
 def test_silent_service_times_out_and_worker_refuses_more() -> None:

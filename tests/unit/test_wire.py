@@ -12,17 +12,17 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from wireformat import HEADER_BYTES, K_SUPPORTED, UDP_PORT, Flags, MsgType, packet_bytes
 from workers import wire
 from workers.errors import WireError
-from workers.protocol import HEADER_BYTES, K_SUPPORTED, UDP_PORT, Flags, MsgType, packet_bytes
 
 SRC = wire.Endpoint.parse("02:00:00:00:00:01", "10.0.0.1")
 DST = wire.Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254")
 
 
 def header(**kw: int) -> wire.Header:
-    base = dict(msg_type=MsgType.DATA, flags=Flags.NONE, job_id=7, set=1, slot=300, exp=130,
-                count=0, offset=4096)
+    base = dict(msg_type=MsgType.DATA, flags=Flags.NONE, job_id=7, slot=300, exp=130,
+                count=0, round=0x01020305, offset=4096)
     base.update(kw)
     return wire.Header(**base)  # type: ignore[arg-type]
 
@@ -36,16 +36,18 @@ def values(k: int, seed: int = 0) -> np.ndarray:
 
 def test_header_bytes_are_the_documented_layout() -> None:
     raw = wire.encode(header(flags=Flags.RETX), None, 32)
-    # msg_type, flags, job_id(16), set<<15|slot, exp, count, offset(32), all big-endian
-    assert raw[:HEADER_BYTES] == struct.pack(">BBHHBBI", 1, 1, 7, 0x8000 | 300, 130, 0, 4096)
+    # msg_type, flags, job_id(16), slot(16), exp, count, round(32), offset(32), big-endian
+    assert raw[:HEADER_BYTES] == struct.pack(">BBHHBBII", 1, 1, 7, 300, 130, 0, 0x01020305, 4096)
+    assert HEADER_BYTES == 16
     assert raw[HEADER_BYTES:] == bytes(128)
 
 
 @pytest.mark.parametrize("k", K_SUPPORTED)
 @pytest.mark.parametrize("h", [
     header(),
-    header(msg_type=MsgType.RESULT, count=32, exp=0, set=0, slot=0, offset=0),
-    header(job_id=0xFFFF, slot=(1 << 15) - 1, exp=255, offset=(1 << 32) - 1, flags=Flags.RETX),
+    header(msg_type=MsgType.RESULT, count=32, exp=0, round=0, slot=0, offset=0),
+    header(job_id=0xFFFF, slot=(1 << 16) - 1, exp=255, round=(1 << 32) - 1,
+           offset=(1 << 32) - 1, flags=Flags.RETX),
 ])
 def test_round_trip(k: int, h: wire.Header) -> None:
     v = values(k)
@@ -59,26 +61,26 @@ def test_round_trip(k: int, h: wire.Header) -> None:
 
 def test_codec_pack_matches_encode() -> None:
     h = header(flags=Flags.RETX)
-    fast = wire.header_codec().pack(msg_type=1, flags=1, job_id=7, set=1, slot=300, exp=130,
-                                    count=0, offset=4096)
+    fast = wire.header_codec().pack(msg_type=1, flags=1, job_id=7, round=0x01020305, slot=300,
+                                    exp=130, count=0, offset=4096)
     assert fast == wire.encode(h, None, 32)[:HEADER_BYTES]
 
 
 def test_batch_equals_single_packets_and_decodes_back() -> None:
     k, n = 32, 50
     v = np.stack([values(k, s) for s in range(n)])
-    fields = {"msg_type": 1, "job_id": 9, "set": np.arange(n) % 2, "slot": np.arange(n),
+    fields = {"msg_type": 1, "job_id": 9, "round": np.arange(n) * 3, "slot": np.arange(n),
               "exp": np.arange(n) + 100, "offset": np.arange(n) * k}
     rec = wire.encode_batch(fields, v, k)
     chunks = wire.batch_bytes(rec)
     assert len(chunks) == n and rec.tobytes() == b"".join(chunks)
     for i in (0, 17, n - 1):
-        h = header(job_id=9, set=i % 2, slot=i, exp=100 + i, offset=i * k)
+        h = header(job_id=9, round=i * 3, slot=i, exp=100 + i, offset=i * k)
         assert chunks[i] == wire.encode(h, v[i], k)
     out, vals = wire.decode_batch(chunks, k)
     np.testing.assert_array_equal(vals, v)
     np.testing.assert_array_equal(out["slot"], np.arange(n))
-    np.testing.assert_array_equal(out["set"], np.arange(n) % 2)
+    np.testing.assert_array_equal(out["round"], np.arange(n) * 3)
 
 
 @pytest.mark.parametrize("raw, match", [
@@ -96,7 +98,8 @@ def test_decode_rejects(raw: bytes, match: str) -> None:
 
 
 @pytest.mark.parametrize("field, value", [
-    ("job_id", 1 << 16), ("slot", 1 << 15), ("set", 2), ("exp", 256), ("offset", 1 << 32),
+    ("job_id", 1 << 16), ("slot", 1 << 16), ("round", 1 << 32), ("exp", 256),
+    ("offset", 1 << 32),
     ("count", -1), ("exp", 1.5), ("slot", True),
 ])
 def test_header_field_ranges(field: str, value: object) -> None:
@@ -269,7 +272,7 @@ def test_wrong_types_are_wire_errors(call) -> None:  # type: ignore[no-untyped-d
         call()
 
 
-@pytest.mark.parametrize("h", [header(), header(msg_type=MsgType.RESULT, count=9, set=0,
+@pytest.mark.parametrize("h", [header(), header(msg_type=MsgType.RESULT, count=9, round=0,
                                                offset=(1 << 32) - 1, exp=255, flags=Flags.RETX)])
 def test_codec_unpack_matches_decode(h: wire.Header) -> None:
     raw = wire.encode(h, None, 32)

@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 from oracle import LossyLink, Network, OracleSwitch
 
+from netsum.tensors import check_result, reference
+from wireformat import HEADER_BYTES, Flags, MsgType
 from workers import quant, wire
 from workers.core import (ALLOWED_CALLS, TRANSITIONS, AgreementError, ChunkDone, CoreState,
                           DuplicateResult, Finished, JobConfig, Rejected, StaleResult, Timing,
                           WorkerCore)
-from workers.errors import NonFiniteError, ProtocolStateError, QuantError, WorkerTimeoutError
-from workers.protocol import HEADER_BYTES, Flags, MsgType
+from workers.errors import (NonFiniteError, ProtocolStateError, QuantError, ResultError,
+                            WorkerTimeoutError)
 
 FAST = Timing(rto_initial=0.005, rto_min=0.002, rto_max=0.1, progress_deadline=2.0)
 
@@ -21,9 +23,8 @@ def make_net(seed: int, n: int, slots: int, k: int = 32, loss: float = 0.0, dup:
              reorder: float = 0.0, job_id: int = 5) -> Network:
     rng = np.random.default_rng(seed)
     switch = OracleSwitch(k=k, members={job_id: list(range(n))}, num_slots={job_id: slots})
-    # Worker->switch keeps each worker's packets in order (see LossyLink); switch->worker
-    # reorders freely.  Both directions lose and duplicate.
-    up = LossyLink(rng, loss=loss, dup=dup, reorder=reorder, fifo=True)
+    # Both directions lose, duplicate and reorder freely (each worker's packets too).
+    up = LossyLink(rng, loss=loss, dup=dup, reorder=reorder)
     down = LossyLink(rng, loss=loss, dup=dup, reorder=reorder)
     return Network(switch, up, down)
 
@@ -38,13 +39,16 @@ def inputs(seed: int, n: int, length: int) -> list[np.ndarray]:
     return out
 
 
-def check_exact(results: list, xs: list[np.ndarray]) -> None:
-    true = np.sum([x.astype(np.float64) for x in xs], axis=0)
+def check_exact(results: list, xs: list[np.ndarray], k: int = 32) -> None:
+    """Within the bound the inputs give (agreed exponents = max of every worker's proposal),
+    never the one the results carry; and the exponents the workers agreed are those."""
+    ref = reference(xs, k)
     first = results[0].tensor
     for r in results:
         assert np.array_equal(r.tensor, first), "workers disagree on the sum"
-        err = np.abs(r.tensor.astype(np.float64) - true)
-        assert (err <= r.bound + np.abs(true) * 2.0**-24 + 2.0**-150).all()
+        np.testing.assert_array_equal(r.exponents, ref.agreed)
+        verdict = check_result(r.tensor, ref)
+        assert verdict.ok, verdict.problem
 
 
 CASES = [
@@ -68,7 +72,7 @@ def test_exact_sums_through_lossy_network(n: int, slots: int, length: int, k: in
     cores = {i: WorkerCore(xs[i], job, FAST) for i in range(n)}
     net.run(cores)
     results = [cores[i].result() for i in range(n)]
-    check_exact(results, xs)
+    check_exact(results, xs, k)
     assert net.switch.overflowed == 0
     nb = -(-length // k)
     for r in results:
@@ -88,20 +92,46 @@ def test_exact_sums_through_lossy_network(n: int, slots: int, length: int, k: in
         assert all(r.stats.retransmissions == 0 for r in results)
 
 
-def test_repeated_calls_thread_the_shadow_sets() -> None:
-    """The switch keeps slot state between calls; next_sets carries the parity across."""
+def test_repeated_calls_continue_the_rounds() -> None:
+    """The switch keeps every slot's round between calls; next_rounds carries them across, so
+    each call starts its slots one round past where the previous one left them."""
     n, slots = 3, 8
     net = make_net(1, n, slots, loss=0.1, dup=0.05, reorder=0.1)
     job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
-    sets = {i: None for i in range(n)}
+    rounds: dict[int, tuple[int, ...] | None] = {i: None for i in range(n)}
+    expect = [0] * slots
     for call, length in enumerate([100, 1000, 33, 257]):
         xs = inputs(call, n, length)
-        cores = {i: WorkerCore(xs[i], job, FAST, sets[i]) for i in range(n)}
+        cores = {i: WorkerCore(xs[i], job, FAST, rounds[i]) for i in range(n)}
         net.run(cores)
         results = [cores[i].result() for i in range(n)]
         check_exact(results, xs)
-        sets = {i: results[i].next_sets for i in range(n)}
-        assert len({r.next_sets for r in results}) == 1
+        nb = -(-length // 32)
+        w = min(slots, nb)
+        for i in range(w):   # the bootstrap, then blocks i, i + w, ...
+            expect[i] += 1 + len(range(i, nb, w))
+        assert all(r.next_rounds == tuple(expect) for r in results)
+        rounds = {i: results[i].next_rounds for i in range(n)}
+    assert net.switch.stale > 0     # late duplicates met newer rounds and were refused
+
+
+def test_new_registration_needs_a_new_epoch() -> None:
+    """New workers (rounds unknown: all 0) on a job whose slots hold later rounds are refused
+    as stale and time out; after the controller gives the job a new epoch they start afresh,
+    with the precision of the new data (exponents agreed from the new tensors)."""
+    n, slots = 3, 4
+    net = make_net(21, n, slots, loss=0.05, reorder=0.1)
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
+    big = [x * 1e4 for x in inputs(1, n, 32 * slots * 3)]
+    net.run({i: WorkerCore(big[i], job, FAST) for i in range(n)})
+    small = [x * 1e-4 for x in inputs(2, n, 32 * slots * 2)]
+    with pytest.raises(WorkerTimeoutError):
+        net.run({i: WorkerCore(small[i], job, FAST) for i in range(n)})
+    net.switch.new_epoch(5)
+    net.queue.clear()
+    cores = {i: WorkerCore(small[i], job, FAST) for i in range(n)}
+    net.run(cores)
+    check_exact([cores[i].result() for i in range(n)], small)
 
 
 def test_silent_peer_times_out_with_a_clear_error() -> None:
@@ -147,7 +177,7 @@ def one_core(length: int = 100, slots: int = 2) -> tuple[WorkerCore, list[bytes]
 def result_for(data: bytes, exp: int | None = None, **over: int) -> bytes:
     pkt = wire.decode(data, 32)
     h = pkt.header
-    fields = dict(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=h.job_id, set=h.set,
+    fields = dict(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=h.job_id, round=h.round,
                   slot=h.slot, exp=h.exp if exp is None else exp, count=1, offset=h.offset)
     fields.update(over)
     return wire.encode(wire.Header(**fields), pkt.values, 32)  # type: ignore[arg-type]
@@ -161,7 +191,7 @@ def test_single_worker_by_hand_events() -> None:
     assert step.events == () and len(step.send) == 1        # bootstrap: no chunk yet
     data0 = step.send[0]
     h0 = wire.decode(data0, 32).header
-    assert (h0.slot, h0.set, h0.offset) == (0, 1, 0)        # the set flipped
+    assert (h0.slot, h0.round, h0.set, h0.offset) == (0, 1, 1, 0)   # the next round
     assert h0.exp == 127                                    # proposal for block 2 (ones)
     step = core.receive(result_for(data0), 0.003)
     assert isinstance(step.events[0], ChunkDone) and step.events[0].latency == pytest.approx(0.002)
@@ -216,7 +246,7 @@ def test_finishes_and_reports() -> None:
     assert isinstance(events[-1], Finished) and core.state is CoreState.DONE
     res = core.result()
     np.testing.assert_array_equal(res.tensor, np.ones(40, np.float32))
-    assert res.next_sets == (0, 0, 0, 0)  # slots 0,1 used twice (1,0 -> next 0); 2,3 unused
+    assert res.next_rounds == (2, 2, 0, 0)  # slots 0, 1 used twice (rounds 0, 1); 2, 3 unused
     assert core.tick(1.0).send == () and core.next_deadline() is None
 
 
@@ -258,7 +288,7 @@ def test_bad_tensor(tensor: np.ndarray, exc: type, match: str) -> None:
     (dict(job_id=1, num_workers=0, num_slots=4), "num_workers"),
     (dict(job_id=1, num_workers=33, num_slots=4), "num_workers"),
     (dict(job_id=1, num_workers=2, num_slots=0), "num_slots"),
-    (dict(job_id=1, num_workers=2, num_slots=1 << 15 + 1), "num_slots"),
+    (dict(job_id=1, num_workers=2, num_slots=1 << 16), "num_slots"),
     (dict(job_id=1, num_workers=2, num_slots=4, k=48), "K must be"),
 ])
 def test_bad_job(kwargs: dict, match: str) -> None:
@@ -266,11 +296,13 @@ def test_bad_job(kwargs: dict, match: str) -> None:
         JobConfig(**kwargs)
 
 
-def test_bad_sets_and_timing() -> None:
+def test_bad_rounds_and_timing() -> None:
     with pytest.raises(ValueError, match="one per slot"):
-        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4), sets=(0, 1))
+        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4), rounds=(0, 1))
     with pytest.raises(ValueError, match="one per slot"):
-        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2), sets=(0, 2))
+        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2), rounds=(0, -1))
+    with pytest.raises(ValueError, match="one per slot"):
+        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2), rounds=(0, 1 << 32))
     with pytest.raises(ValueError, match="rto_min"):
         Timing(rto_initial=0.001, rto_min=0.01)
     with pytest.raises(TypeError, match="JobConfig"):
@@ -308,30 +340,49 @@ def test_timing_must_be_timing() -> None:
         WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4), 0.05)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("blocks_per_slot", [1, 2, 3])
-def test_fresh_workers_resync_to_the_switch_sets(blocks_per_slot: int) -> None:
-    """New worker processes (sets unknown, all 0) on a job whose previous call left slots on
-    set 0 done: the switch replays the old result to their bootstrap; they must notice (a
-    bootstrap answer is all zeros) and move to the other set, not adopt the old exponent."""
-    n, slots = 3, 4
-    net = make_net(21, n, slots, loss=0.05, reorder=0.1)
+def test_rounds_wrap_modulo_2_32() -> None:
+    """A slot whose round counter is at 2^32 - 1 goes on at 0 (the switch compares modulo
+    2^32, so 0 is newer than 2^32 - 1)."""
+    n, slots = 2, 2
+    net = make_net(5, n, slots)
     job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
-    big = [x * 1e4 for x in inputs(1, n, 32 * slots * blocks_per_slot)]
-    first = {i: WorkerCore(big[i], job, FAST) for i in range(n)}
-    net.run(first)
-    parity = first[0].result().next_sets
-    small = [x * 1e-4 for x in inputs(2, n, 32 * slots * 2)]
-    cores = {i: WorkerCore(small[i], job, FAST) for i in range(n)}   # sets forgotten
+    xs = inputs(3, n, 32 * slots * 2)
+    start = ((1 << 32) - 2, (1 << 32) - 1)
+    cores = {i: WorkerCore(xs[i], job, FAST, start) for i in range(n)}
+    net.switch.state.clear()
+    # The oracle refuses a set's first round above 1 (another epoch); these sets are this
+    # epoch's and already hold the two rounds before: seed them.
+    for slot, r in enumerate(start):
+        for back in (1, 2):
+            s = net.switch._set(5, slot, (r - back) & 1)
+            s.round, s.bitmap, s.done = (r - back) % (1 << 32), 0b11, True
     net.run(cores)
     results = [cores[i].result() for i in range(n)]
-    check_exact(results, small)
-    stale = sum(s == 1 for s in parity)   # slots whose next set was 1, not the assumed 0
-    assert all(r.stats.resyncs == stale for r in results)
-    if blocks_per_slot % 2 == 0:
-        assert stale == slots   # bootstrap + even number of blocks: last use on set 0
-    # Precision is that of the new data: the agreed exponents come from the new tensors.
-    props = np.maximum.reduce([quant.block_exponents(x, 32) for x in small])
-    np.testing.assert_array_equal(results[0].exponents, props)
+    check_exact(results, xs)
+    assert results[0].next_rounds == (1, 2)
+
+
+def test_nonzero_bootstrap_result_is_a_broken_switch() -> None:
+    """Every bootstrap carries zeros: a nonzero sum means the switch added something that was
+    not sent for this round."""
+    core, boot = one_core()
+    pkt = wire.decode(boot[0], 32)
+    bad = wire.encode(wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=5,
+                                  slot=pkt.header.slot, exp=pkt.header.exp, count=1,
+                                  round=pkt.header.round, offset=pkt.header.offset),
+                      np.eye(1, 32, 3, dtype=np.int32)[0], 32)
+    with pytest.raises(ResultError, match="bootstrap result .* is not zero"):
+        core.receive(bad, 0.001)
+
+
+def test_exponent_where_nothing_follows_must_be_zero() -> None:
+    """The last use of each slot proposes for no block: everyone sends EXP_ZERO, so the agreed
+    exponent is EXP_ZERO; anything else is a switch that does not compute max(exp)."""
+    core, boot = one_core(length=64, slots=2)      # 2 blocks on 2 slots
+    data = core.receive(result_for(boot[0]), 0.001).send[0]
+    assert wire.decode(data, 32).header.exp == 0
+    with pytest.raises(AgreementError, match="every worker proposed 0"):
+        core.receive(result_for(data, exp=128), 0.002)
 
 
 def test_timeout_names_the_last_rejection() -> None:
