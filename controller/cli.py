@@ -16,6 +16,7 @@ from typing import NoReturn, Sequence, TextIO
 
 from controller.commands import COMMANDS, Ctx
 from controller.errors import ControllerError
+from controller.session import ProgramBuild
 from wireformat import K_DEFAULT, K_SUPPORTED
 
 __all__ = ["main", "build_parser"]
@@ -216,7 +217,9 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
-         err: TextIO | None = None) -> int:
+         err: TextIO | None = None, build: ProgramBuild | None = None) -> int:
+    """`build` makes the program verbs push when no --p4info is given (netsum.ctl passes
+    netsum.p4's build; without it those verbs need --p4info and a JSON)."""
     out = out or sys.stdout
     err = err or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -234,7 +237,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         logging.disable(logging.CRITICAL)
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
-        return COMMANDS[args.command](Ctx(args, out))
+        return COMMANDS[args.command](Ctx(args, out, build))
     except ControllerError as exc:
         if args.debug:
             raise

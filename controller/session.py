@@ -2,12 +2,17 @@
 name (`--grpc-addr`/`--device-id`/`--election-id`, or `--topo` + `--switch`), a session with it
 and its schema, the program to push, and a `Controller` over the whole topology.  Sessions are
 context managers: they are closed on every path, errors included.
+
+The controller knows no P4 source: the program comes from `--p4info` + a BMv2 JSON, or from
+the `build` callable the entry point hands in (netsum.ctl gives netsum.p4's build).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from controller import render
@@ -17,13 +22,18 @@ from controller.fabric import Controller, Program, load_program
 from controller.schema import Schema, load_p4info
 from controller.topology import Topology, load_topology
 
-__all__ = ["Ctx", "ctx_topology", "ctx_endpoint", "open_switch", "ctx_program", "open_controller"]
+__all__ = ["Ctx", "ProgramBuild", "ctx_topology", "ctx_endpoint", "open_switch", "ctx_program",
+           "open_controller"]
+
+#: K -> (BMv2 JSON path, P4Info path) of the default program; raises ControllerError.
+ProgramBuild = Callable[[int], tuple[Path, Path]]
 
 
 @dataclass(frozen=True, slots=True)
 class Ctx:
     args: argparse.Namespace
     out: TextIO
+    build: ProgramBuild | None = None
 
     def emit(self, data: Any, text: str) -> None:
         render.emit(self.out, self.args.json, data, text)
@@ -92,15 +102,9 @@ def ctx_program(ctx: Ctx) -> Program:
     if a.p4info or getattr(a, "bmv2_json", None):
         raise ControllerError("give both --p4info P4INFO and the BMv2 JSON, or neither (then "
                               "the netsum program is built and used)")
-    try:
-        from netsum.build import BuildError, ensure_built
-    except ImportError as exc:
-        raise ControllerError(f"the netsum build is unavailable ({exc}); give --p4info and "
-                              "a BMv2 JSON") from None
-    try:
-        json_path, info_path = ensure_built(k=a.k)
-    except BuildError as exc:
-        raise ControllerError(f"building p4/netsum.p4 failed: {exc}") from None
+    if ctx.build is None:
+        raise ControllerError("no program to push: give --p4info P4INFO and the BMv2 JSON")
+    json_path, info_path = ctx.build(a.k)
     return load_program(info_path, json_path)
 
 
