@@ -192,7 +192,8 @@ def test_close_fails_what_is_pending_and_refuses_more() -> None:
 
 def test_job_id_of_reads_the_header_field() -> None:
     for job in (0, 1, 258, 0xFFFF):
-        head = wire.Header(MsgType.RESULT, Flags.NONE, job, 0, 3, 0, 2, 0)
+        head = wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=job, slot=3, exp=0,
+                           count=2, round=0, offset=0)
         assert job_id_of(wire.encode(head, np.zeros(K, np.int32), K)) == job
     assert job_id_of(b"\x02") == -1
 
