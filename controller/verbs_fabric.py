@@ -13,7 +13,7 @@ from controller.errors import (ControllerError, JobError, LiteralError, Pipeline
                                SwitchUnreachable)
 from controller.fabric import Controller
 from controller.jobs import plan_drop
-from controller.session import Ctx, ctx_program, open_controller, open_switch
+from controller.session import Ctx, ctx_program, ctx_topology, open_controller, open_switch
 from controller.topology import JobSpec
 
 __all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_delete",
@@ -23,6 +23,7 @@ __all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_de
 # -- topology-wide: setup, jobs, stats, drop simulator ----------------------------------------
 
 def cmd_setup(ctx: Ctx) -> int:
+    ctx_topology(ctx)       # a bad file is reported before the program is built
     program = ctx_program(ctx)
     with open_controller(ctx, program, adopt=False) as ctl:
         ctl.push_pipeline()
@@ -172,6 +173,7 @@ def cmd_dropsim_set(ctx: Ctx) -> int:
 def cmd_run(ctx: Ctx) -> int:
     """Set everything up, then watch the switches and restore any that restart."""
     a = ctx.args
+    ctx_topology(ctx)       # a bad file is reported before the program is built
     program = ctx_program(ctx)
     with open_controller(ctx, program, adopt=False) as ctl:
         ctl.push_pipeline()
@@ -197,7 +199,6 @@ def cmd_topo_show(ctx: Ctx) -> int:
     """Validate the topology file and show what the controller would install where; no switch
     is contacted."""
     from controller.jobs import place_job
-    from controller.session import ctx_topology
     topo = ctx_topology(ctx)
     if topo is None:
         raise ControllerError("`topo show` needs a topology file: --topo FILE")

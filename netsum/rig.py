@@ -398,7 +398,8 @@ class Rig:
     def _configure(self, info_path: Path, json_path: Path) -> None:
         try:
             topo = load_topology(self.topology_path)
-            ctl = Controller(topo, load_program(info_path, json_path))
+            # 30 s per call: pushing a K=256 pipeline takes longer than 5 s on a loaded machine.
+            ctl = Controller(topo, load_program(info_path, json_path), timeout=30.0)
             self.ctl = ctl
             ctl.connect()
             self._push()
