@@ -86,43 +86,34 @@ def _assign_union(ctx: PrimCtx, p: list[Any]) -> list[str]:
         ctx, src, lambda b: _union_copy(ctx, a, b)))
 
 
-def _stacks(ctx: PrimCtx, p: list[Any], kind: str) -> list[Any]:
-    table: dict[str, Any] = ctx.layout.stacks if kind == "header_stack" else \
-        ctx.layout.union_stacks
-    out = []
-    for x in p[:2]:
-        n = unwrap(x)
-        st = table.get(str(n.get("value"))) if isinstance(n, dict) else None
-        if st is None:
-            raise cfg_error(ctx.path, f"unknown {kind} in {x!r}")
-        out.append(st)
-    if len(out) != 2:
-        raise cfg_error(ctx.path, f"expected 2 parameter(s), got {len(out)}")
-    return out
+def _stack_copy(kind: str) -> Callable[[PrimCtx, list[Any]], list[str]]:
+    """assign_header_stack / assign_union_stack: the next index and every element."""
+    def emit(ctx: PrimCtx, p: list[Any]) -> list[str]:
+        if len(p) < 2:
+            raise cfg_error(ctx.path, f"expected 2 parameter(s), got {len(p)}")
+        lay = ctx.layout
+        table: dict[str, Any] = lay.stacks if kind == "header_stack" else lay.union_stacks
+
+        def find(x: Any) -> Any:
+            n = unwrap(x)
+            return table.get(str(n.get("value"))) if isinstance(n, dict) else None
+        a, b = find(p[0]), find(p[1])
+        if a is None or b is None:
+            raise cfg_error(ctx.path, f"assign of {kind}s: unknown {kind} in {p[:2]!r}")
+        ea, eb = (a.headers, b.headers) if kind == "header_stack" else (a.unions, b.unions)
+        if len(ea) != len(eb):
+            raise cfg_error(ctx.path, f"assign of {kind}s: '{a.name}' and '{b.name}' differ "
+                                      "in size")
+        out = [f"F[{a.next_slot}] = F[{b.next_slot}]"]
+        for x, y in zip(ea, eb):
+            out += header_copy(ctx, lay.headers[x], lay.headers[y]) if \
+                kind == "header_stack" else _union_copy(ctx, x, y)
+        return out
+    return emit
 
 
-@primitive("assign_header_stack")
-def _assign_stack(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    a, b = _stacks(ctx, p, "header_stack")
-    if len(a.headers) != len(b.headers):
-        raise cfg_error(ctx.path, f"assign_header_stack: '{a.name}' and '{b.name}' differ "
-                                  "in size")
-    out = [f"F[{a.next_slot}] = F[{b.next_slot}]"]
-    for x, y in zip(a.headers, b.headers):
-        out += header_copy(ctx, ctx.layout.headers[x], ctx.layout.headers[y])
-    return out
-
-
-@primitive("assign_union_stack")
-def _assign_union_stack(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    a, b = _stacks(ctx, p, "header_union_stack")
-    if len(a.unions) != len(b.unions):
-        raise cfg_error(ctx.path, f"assign_union_stack: '{a.name}' and '{b.name}' differ "
-                                  "in size")
-    out = [f"F[{a.next_slot}] = F[{b.next_slot}]"]
-    for x, y in zip(a.unions, b.unions):
-        out += _union_copy(ctx, x, y)
-    return out
+PRIMITIVES["assign_header_stack"] = _stack_copy("header_stack")
+PRIMITIVES["assign_union_stack"] = _stack_copy("header_union_stack")
 
 
 def _shift_stack(ctx: PrimCtx, p: list[Any], push: bool) -> list[str]:

@@ -13,55 +13,23 @@ from switch.entries import ActionCall
 from switch.errors import SwitchError
 
 
-def test_const_lpm_entry_is_masked_to_its_prefix() -> None:
-    doc = program(
-        header_types=[{"name": "h_t", "fields": [["dst", 32, False]]}],
-        headers=[{"name": "h", "header_type": "h_t"}],
-        parse_states=[{"name": "start", "transition_key": [], "transitions": [
-            {"type": "default", "value": None, "mask": None, "next_state": None}],
-            "parser_ops": [{"op": "extract", "parameters": [{"type": "regular",
-                                                              "value": "h"}]}]}],
-        actions=[[]], deparse=["h"])
-    doc["actions"].append({"name": "fwd", "id": 1, "runtime_data": [{"name": "p",
-                                                                      "bitwidth": 9}],
-                           "primitives": [prim("assign", F("standard_metadata", "egress_spec"),
-                                               {"type": "runtime_data", "value": 0})]})
-    t = doc["pipelines"][0]["tables"][0]
-    t.update(key=[{"match_type": "lpm", "name": "h.dst", "target": ["h", "dst"], "mask": None}],
-             match_type="lpm", action_ids=[1, 0], actions=["fwd", "act_0"],
-             next_tables={"fwd": None, "act_0": None},
-             default_entry={"action_id": 0, "action_const": False, "action_data": [],
-                            "action_entry_const": False},
-             entries=[{"match_key": [{"match_type": "lpm", "key": "0x0a010203",
-                                      "prefix_length": 8}],
-                       "action_entry": {"action_id": 1, "action_data": ["0x3"]},
-                       "priority": 1}])
-    dev = Device()
-    dev.install(Device.build_pipeline(doc))
-    assert dev.process(1, bytes([10, 200, 0, 1])) == [(3, bytes([10, 200, 0, 1]))]
-    assert dev.process(1, bytes([10, 1, 2, 3])) == [(3, bytes([10, 1, 2, 3]))]
-    assert dev.process(1, bytes([11, 1, 2, 3])) == [(0, bytes([11, 1, 2, 3]))]
+EXTRACT_H = {"name": "start", "transition_key": [], "transitions": [
+    {"type": "default", "value": None, "mask": None, "next_state": None}],
+    "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "h"}]}]}
 
 
-def _slice_table(match_type: str, key_name: str, mask: str, entry: dict[str, Any]
-                 ) -> Device:
-    """One table keyed on a slice of the 16-bit `h.f` (p4c: the field with a mask, named after
-    the source expression) with one const entry written at the slice's width, as p4c does."""
-    doc = program(
-        header_types=[{"name": "h_t", "fields": [["f", 16, False]]}],
-        headers=[{"name": "h", "header_type": "h_t"}],
-        parse_states=[{"name": "start", "transition_key": [], "transitions": [
-            {"type": "default", "value": None, "mask": None, "next_state": None}],
-            "parser_ops": [{"op": "extract", "parameters": [{"type": "regular",
-                                                              "value": "h"}]}]}],
-        actions=[[]], deparse=["h"])
+def one_table(field: str, width: int, key: dict[str, Any], entry: dict[str, Any]) -> Device:
+    """Header `h` (one field), table tbl_act_0 on `key` with const `entry` whose action
+    `fwd` sends to port 3; a miss runs act_0 (port 0)."""
+    doc = program(header_types=[{"name": "h_t", "fields": [[field, width, False]]}],
+                  headers=[{"name": "h", "header_type": "h_t"}], parse_states=[EXTRACT_H],
+                  actions=[[]], deparse=["h"])
     doc["actions"].append({"name": "fwd", "id": 1, "runtime_data": [],
                            "primitives": [prim("assign", F("standard_metadata", "egress_spec"),
                                                {"type": "hexstr", "value": "0x3"})]})
     t = doc["pipelines"][0]["tables"][0]
-    t.update(key=[{"match_type": match_type, "name": key_name, "target": ["h", "f"],
-                   "mask": mask}],
-             match_type=match_type, action_ids=[1, 0], actions=["fwd", "act_0"],
+    t.update(key=[dict(key, target=["h", field])], match_type=key["match_type"],
+             action_ids=[1, 0], actions=["fwd", "act_0"],
              next_tables={"fwd": None, "act_0": None},
              default_entry={"action_id": 0, "action_const": False, "action_data": [],
                             "action_entry_const": False},
@@ -70,6 +38,23 @@ def _slice_table(match_type: str, key_name: str, mask: str, entry: dict[str, Any
     dev = Device()
     dev.install(Device.build_pipeline(doc))
     return dev
+
+
+def test_const_lpm_entry_is_masked_to_its_prefix() -> None:
+    dev = one_table("dst", 32, {"match_type": "lpm", "name": "h.dst", "mask": None},
+                    {"match_key": [{"match_type": "lpm", "key": "0x0a010203",
+                                    "prefix_length": 8}]})
+    assert dev.process(1, bytes([10, 200, 0, 1])) == [(3, bytes([10, 200, 0, 1]))]
+    assert dev.process(1, bytes([10, 1, 2, 3])) == [(3, bytes([10, 1, 2, 3]))]
+    assert dev.process(1, bytes([11, 1, 2, 3])) == [(0, bytes([11, 1, 2, 3]))]
+
+
+def _slice_table(match_type: str, key_name: str, mask: str, entry: dict[str, Any]
+                 ) -> Device:
+    """A table keyed on a slice of the 16-bit `h.f` (p4c: the field with a mask, named after
+    the source expression) with one const entry written at the slice's width, as p4c does."""
+    return one_table("f", 16, {"match_type": match_type, "name": key_name, "mask": mask},
+                     entry)
 
 
 def _port(dev: Device, f: int) -> int:
@@ -117,15 +102,10 @@ def test_table_with_no_actions_misses_and_runs_nothing() -> None:
     # `table t { key = {} actions = {} }` as netsum-p4c writes it (real p4c adds NoAction):
     # bmv2 loads it; applying it runs nothing and goes on to the next node, which here sets
     # the egress port.  Its default cannot be changed.
-    doc = program(
-        header_types=[{"name": "h_t", "fields": [["f", 8, False]]}],
-        headers=[{"name": "h", "header_type": "h_t"}],
-        parse_states=[{"name": "start", "transition_key": [], "transitions": [
-            {"type": "default", "value": None, "mask": None, "next_state": None}],
-            "parser_ops": [{"op": "extract", "parameters": [{"type": "regular",
-                                                              "value": "h"}]}]}],
-        actions=[[], [prim("assign", F("standard_metadata", "egress_spec"),
-                           {"type": "hexstr", "value": "0x5"})]], deparse=["h"])
+    doc = program(header_types=[{"name": "h_t", "fields": [["f", 8, False]]}],
+                  headers=[{"name": "h", "header_type": "h_t"}], parse_states=[EXTRACT_H],
+                  actions=[[], [prim("assign", F("standard_metadata", "egress_spec"),
+                                     {"type": "hexstr", "value": "0x5"})]], deparse=["h"])
     t = doc["pipelines"][0]["tables"][0]
     t.update(action_ids=[], actions=[], next_tables={}, base_default_next="tbl_act_1",
              default_entry={"action_id": -1, "action_const": False, "action_data": [],
