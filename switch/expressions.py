@@ -86,8 +86,8 @@ class ExprCompiler:
         if t == "field":
             s = self.layout.slot(v, self.path)
             return f"F[{s.index}]", (None if s.signed else s.width)
-        if t == "stack_field":
-            return self.stack_field(v)
+        if t in ("stack_field", "union_stack_field"):
+            return self.stack_field(v, t == "union_stack_field")
         if t == "hexstr":
             c = parse_hexstr(v, self.path)
             return repr(c), (c.bit_length() if c >= 0 else None)
@@ -108,11 +108,13 @@ class ExprCompiler:
             return repr(str(v)), None
         raise cfg_error(self.path, f"expression operand of type {t!r} is not supported")
 
-    def stack_field(self, ref: Any) -> Expr:
-        """A field of `stack.last`, i.e. element `next - 1`.  With `next == 0` (nothing
-        extracted or pushed) there is no last element: bmv2 asserts; we read 0.  Parsers check
-        this first and raise StackOutOfBounds as P4_16 requires (switch/parser.py)."""
-        nxt, slots = self.layout.stack_field(ref, self.path)
+    def stack_field(self, ref: Any, of_unions: bool = False) -> Expr:
+        """A field of `stack.last` (of a union stack: of a member of the last union), i.e.
+        element `next - 1`.  With `next == 0` (nothing extracted or pushed) there is no last
+        element: bmv2 asserts; we read 0.  Parsers check this first and raise
+        StackOutOfBounds as P4_16 requires (switch/parser.py)."""
+        nxt, slots = self.layout.union_stack_field(ref, self.path) if of_unions else \
+            self.layout.stack_field(ref, self.path)
         t = self.temp("n")
         idx = "(" + "".join(f"{s.index}, " for s in slots) + ")"
         signed = any(s.signed for s in slots)

@@ -219,3 +219,11 @@ def test_parser_copy_of_a_whole_stack_written_as_assign() -> None:
     dev = Device()
     dev.install(Device.build_pipeline(doc))
     assert dev.process(1, bytes([4, 9])) == [(0, bytes([4, 4, 9]))]
+
+
+def test_field_of_the_last_union_in_an_action() -> None:
+    # base.t = u.last.byte.d (a union_stack_field outside the parser)
+    dev = union_program([[prim("assign", F("base", "t"),
+                               {"type": "union_stack_field", "value": ["u", "byte", "d"]})]])
+    assert out(dev, *B) == bytes([7, 5, 7])
+    assert out(dev, *A) == bytes(A)          # u[1].byte was never extracted: reads 0
