@@ -160,9 +160,21 @@ def _assign(ctx: PrimCtx, p: list[Any]) -> list[str]:
 
 @primitive("mark_to_drop", "drop")
 def _mark_to_drop(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    out = [f"F[{ctx.std.egress_spec}] = DROP_PORT"]
-    if ctx.std.mcast_grp is not None:
-        out.append(f"F[{ctx.std.mcast_grp}] = 0")
+    # bmv2's mark_to_drop(Header &std_hdr) writes the header it is given: p4c passes a copy of
+    # standard_metadata (`s_0`) when the call sits in an action with an inout parameter, and
+    # copies it back afterwards.  Without a parameter (P4_14 `drop`): standard_metadata.
+    egress, mcast = ctx.std.egress_spec, ctx.std.mcast_grp
+    n = unwrap(p[0]) if p else None
+    if isinstance(n, dict) and n.get("type") == "header":
+        h = ctx.layout.header(n.get("value"), ctx.path)
+        e = ctx.layout.find(h.name, "egress_spec")
+        if e is None:
+            raise cfg_error(ctx.path, f"mark_to_drop: header '{h.name}' has no egress_spec")
+        m = ctx.layout.find(h.name, "mcast_grp")
+        egress, mcast = e.index, (m.index if m is not None else None)
+    out = [f"F[{egress}] = DROP_PORT"]
+    if mcast is not None:
+        out.append(f"F[{mcast}] = 0")
     return out
 
 
@@ -338,7 +350,9 @@ def _log_msg(ctx: PrimCtx, p: list[Any]) -> list[str]:
 
 @primitive("exit")
 def _exit(ctx: PrimCtx, p: list[Any]) -> list[str]:
-    return ["pkt.exited = True", "return"]
+    # As bmv2's exit: the packet is marked and the rest of the action still runs; the
+    # control stops after the action (tables and inlined calls test pkt.exited).
+    return ["pkt.exited = True"]
 
 
 @primitive("assert", "assume")

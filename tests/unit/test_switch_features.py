@@ -33,8 +33,10 @@ def with_type(f: bytes, etype: int) -> bytes:
     return f[:12] + etype.to_bytes(2, "big") + f[14:]
 
 
-def test_exit_stops_the_action_and_control(dev: Device) -> None:
-    assert dev.process(4, frame(1)) == [(2, frame(1))]
+def test_exit_marks_the_packet_and_the_action_runs_to_its_end(dev: Device) -> None:
+    # a_exit: egress_spec = 2; exit; egress_spec = 3.  bmv2's exit primitive only marks the
+    # packet (ActionFnEntry::execute runs every primitive); the control stops after it.
+    assert dev.process(4, frame(1)) == [(3, frame(1))]
 
 
 def test_register_and_out_of_range_index(dev: Device) -> None:
@@ -166,3 +168,14 @@ def test_header_union_members_exclude_each_other() -> None:
     f = frame(0x55, etype=0x9000, body=bytes([5, 6, 0]) + PAYLOAD)
     [(_, out)] = d.process(1, f)
     assert out == f[:14] + bytes([6]) + PAYLOAD
+
+
+def test_mark_to_drop_writes_the_header_it_is_given(p4c_fixtures: Path) -> None:
+    # Real p4c output of `action ga2(inout standard_metadata_t s) { mark_to_drop(s); }`
+    # applied as ga2(sm): mark_to_drop acts on the copy `s_0`, which is copied back into
+    # standard_metadata; bmv2 drops the packet.
+    dev = Device()
+    dev.install(Device.build_pipeline(
+        (p4c_fixtures / "constructs" / "global_action_sm.json").read_bytes()))
+    assert dev.process(1, bytes(14)) == []
+    assert dev.stats.dropped == 1
