@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from . import ast as A
 from .diagnostics import Diagnostics, unknown
 from .ir import ParamRef, TConst, TLoc
-from .layout import ROLES, Layout
+from .layout import ROLES, Layout, storable
 from .resolve import ConstValue, Globals, const_eval, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
 from .types import Bits, ExternT, P4Type, show
@@ -115,7 +115,9 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
                     env.add(Sym(SymKind.CONST, d.name, ConstValue(tt, val)))
             case A.VarDecl(type=t, name=n):
                 tt = resolve_type(t, g, diags)
-                if tt is not None:
+                if tt is not None and not storable(tt):
+                    diags.error(d.pos, f"unsupported construct: a variable of type {show(tt)}")
+                elif tt is not None:
                     env.add(Sym(SymKind.VAR, n, lay.alloc_local(n, tt, d.pos,
                                                                 key=f"{prefix}/{n}")))
             case A.Instantiation(type=A.TypeName(name=tn)) if tn in g.controls:

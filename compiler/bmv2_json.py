@@ -158,9 +158,12 @@ class GenerateJson:
                                       "compute_checksum") if r in scopes]
         for inst in ctx.layout.global_externs:
             self._extern(inst, tl, ctx, cp, counters, meters, registers)
+        seen: set[str] = set()
         for scope in blocks + ctx.sub_scopes:
             for inst in scope.externs:
-                self._extern(inst, tl, ctx, cp, counters, meters, registers)
+                if inst.name not in seen:  # a control instance applied twice shares its own
+                    seen.add(inst.name)
+                    self._extern(inst, tl, ctx, cp, counters, meters, registers)
         return counters, meters, registers
 
     def _extern(self, inst: ExternInstance, tl: TableLowering, ctx: LowerCtx, cp: ControlPlane,

@@ -33,6 +33,7 @@ from .p4info import build_p4info, p4info_text
 from .parser import parse
 from .preprocess import preprocess
 from .resolve import Globals, ResolveNames
+from .stack_index import ExpandStackIndex
 from .unique_names import UniqueNames
 
 __all__ = ["CompileResult", "CompileState", "PIPELINE", "compile_source", "compile_file"]
@@ -104,6 +105,11 @@ def _inline_functions(s: CompileState) -> None:
     s.program = InlineFunctions().run(s.program, s.diags)
 
 
+def _stack_index(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = ExpandStackIndex().run(s.program, s.diags)
+
+
 def _resolve(s: CompileState) -> None:
     assert s.program is not None
     s.globals = ResolveNames().run(s.program, s.diags)
@@ -141,6 +147,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("UniqueNames", _unique_names),
     ("MoveDeclarations", _move_declarations),
     ("InlineFunctions", _inline_functions),  # calls of functions with statements, in order
+    ("ExpandStackIndex", _stack_index),  # hs[i] with a run-time i: one branch per element
     ("ResolveNames", _resolve),         # global symbols, types, folded constants
     ("BuildLayout", _layout),           # V1Switch blocks; header instances and scalars
     ("CheckTypes", _check),             # every block, action and table; v1model placement

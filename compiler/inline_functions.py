@@ -24,6 +24,7 @@ import dataclasses
 from typing import Any
 
 from . import ast as A
+from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
 from .typecheck import expr_text
 from .unique_names import NameSource, identifiers
@@ -62,6 +63,7 @@ class InlineFunctions:
         if not self.functions:
             return prog
         self.types = {d.name: d for d in prog.decls if isinstance(d, A.Decl)}
+        self.declared = DeclaredTypes(prog)
         self.fresh = NameSource(identifiers(prog))
         out: list[A.Node] = []
         for d in prog.decls:
@@ -82,10 +84,8 @@ class InlineFunctions:
         self.storage: dict[int, _Storage] = {}
         self.depth = 0
         # Declared types of the names in scope, for the copies _lift makes of operands.
-        self.scope: dict[str, A.TypeExpr] = {p.name: p.type for p in params}
-        for x in locals_:
-            if isinstance(x, A.VarDecl):
-                self.scope[x.name] = x.type
+        self.declared.enter(params, locals_)
+        self.scope = self.declared.scope
 
     def _control(self, c: A.ControlDecl) -> A.ControlDecl:
         self._begin(c.params, c.locals)
@@ -95,7 +95,8 @@ class InlineFunctions:
                 saved = dict(self.scope)
                 self.scope.update({p.name: p.type for p in x.params})
                 x = dataclasses.replace(x, body=self._block(x.body))
-                self.scope = saved
+                self.scope.clear()
+                self.scope.update(saved)
             locals_.append(x)
         apply = self._block(c.apply)
         return dataclasses.replace(c, locals=tuple(self.decls) + tuple(locals_), apply=apply)
@@ -147,8 +148,11 @@ class InlineFunctions:
                               if c.body is not None else c for c in cs)
                 return pre + [dataclasses.replace(s, expr=e2, cases=cases)]
             case A.Assign(lhs=l, rhs=A.Call() as call) if self._target(call) is not None:
+                # The left side's location is fixed before the right side runs (§6.8 step
+                # 3): an index the call would change is copied first.
+                frozen, l2 = self._freeze_indexes(l, self._written(call))
                 pre, args = self._lift_args(call)
-                return pre + self._inline(call, args, l)
+                return frozen + pre + self._inline(call, args, l2)
             case A.Assign(lhs=l, rhs=r):
                 pre, r2 = self._lift(r)
                 return pre + [dataclasses.replace(s, rhs=r2)] if pre or r2 is not r else [s]
@@ -193,40 +197,6 @@ class InlineFunctions:
         self.decls.append(A.VarDecl(pos, (), t, name, None))
         self.scope[name] = t
         return A.Name(pos, name)
-
-    def _type_of(self, e: A.Expr) -> A.TypeExpr | None:
-        """The declared type of a location or simple expression, read off the declarations
-        (None when it takes real type checking to know)."""
-        match e:
-            case A.Name(name=n):
-                return self.scope.get(n)
-            case A.Member(expr=x, member=m):
-                t = self._resolve(self._type_of(x))
-                d = self.types.get(t.name) if isinstance(t, A.TypeName) else None
-                if isinstance(d, (A.HeaderDecl, A.StructDecl)):
-                    return next((f.type for f in d.fields if f.name == m), None)
-                return None
-            case A.Index(expr=x):
-                t = self._resolve(self._type_of(x))
-                return t.elem if isinstance(t, A.StackType) else None
-            case A.Slice(hi=A.IntLit(value=h), lo=A.IntLit(value=lo)):
-                return A.BitType(e.pos, A.IntLit(e.pos, h - lo + 1, None, False, str(h - lo + 1)))
-            case A.Cast(type=t):
-                return t
-            case A.IntLit(width=w, signed=sg) if w is not None:
-                lit = A.IntLit(e.pos, w, None, False, str(w))
-                return A.IntType(e.pos, lit) if sg else A.BitType(e.pos, lit)
-            case A.Unary(operand=x) | A.Binary(left=x, op="+" | "-" | "*" | "&" | "|" | "^"):
-                return self._type_of(x)
-        return None
-
-    def _resolve(self, t: A.TypeExpr | None) -> A.TypeExpr | None:
-        for _ in range(16):
-            d = self.types.get(t.name) if isinstance(t, A.TypeName) else None
-            if not isinstance(d, A.Typedef):
-                return t
-            t = d.type
-        return t
 
     def _written(self, x: Any) -> set[str]:
         """Spellings of the locations passed as out/inout to inlined calls inside x."""
@@ -313,7 +283,7 @@ class InlineFunctions:
                 written = self._written(later) if self._has_call(later) else set()
                 if written and not isinstance(v2, (A.IntLit, A.BoolLit)) and \
                         self._reads(v2, written):
-                    vt = self._type_of(v2)
+                    vt = self.declared.type_of(v2)
                     if vt is not None:
                         copy = self._temp("tmp", vt, v2.pos)
                         pre.append(A.Assign(v2.pos, copy, v2))
@@ -335,6 +305,23 @@ class InlineFunctions:
                         items.append(i)
                 changes[fld.name] = tuple(items)
         return pre, dataclasses.replace(e, **changes) if changes else e
+
+    def _freeze_indexes(self, lv: A.Expr, written: set[str]) -> tuple[list[A.Stmt], A.Expr]:
+        """An lvalue whose stack indexes read a location in ``written``, with those indexes
+        copied into temporaries first."""
+        match lv:
+            case A.Index(expr=x, index=i):
+                pre, x2 = self._freeze_indexes(x, written)
+                if written and self._reads(i, written) and \
+                        (t := self.declared.type_of(i)) is not None:
+                    copy = self._temp("tmp", t, i.pos)
+                    pre.append(A.Assign(i.pos, copy, i))
+                    i = copy
+                return pre, dataclasses.replace(lv, expr=x2, index=i)
+            case A.Member(expr=x) | A.Slice(expr=x):
+                pre, x2 = self._freeze_indexes(x, written)
+                return pre, dataclasses.replace(lv, expr=x2) if x2 is not x else lv
+        return [], lv
 
     def _branch_type(self, x: A.Expr) -> A.TypeExpr | None:
         if isinstance(x, A.Call):

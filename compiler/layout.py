@@ -17,7 +17,7 @@ from .resolve import Globals, resolve_type
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, P4Type, StackT, StructT, UnionT,
                     VarbitT, show, width_of)
 
-__all__ = ["Layout", "HeaderInstance", "BuildLayout", "ROLES", "NameGen"]
+__all__ = ["Layout", "HeaderInstance", "BuildLayout", "ROLES", "NameGen", "storable"]
 
 #: V1Switch's six blocks in parameter order.
 ROLES = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
@@ -81,7 +81,7 @@ class Layout:
     def copy_of(self, base: str, t: P4Type, pos: Pos) -> TLoc | None:
         """Fresh storage for a copy of a parameter (copy-in/copy-out), named after it; None
         for types BMv2 cannot hold in a copy."""
-        if not _copyable(t):
+        if not storable(t):
             return None
         return self._storage(base, t, pos, base, temp=True)
 
@@ -90,6 +90,19 @@ class Layout:
             name = self.header_names.new(base)
             self.instances.append(HeaderInstance(name, t, False))
             return TLoc(t, pos, HeaderRef(name, t), text)
+        if isinstance(t, UnionT):
+            name = self.header_names.new(base)
+            names: list[str] = []
+            umembers: list[tuple[str, TLoc]] = []
+            for mname, mt in t.fields:
+                assert isinstance(mt, HeaderT)
+                inst = f"{name}.{mname}"
+                self.header_names.used.add(inst)
+                self.instances.append(HeaderInstance(inst, mt, False))
+                names.append(inst)
+                umembers.append((mname, TLoc(mt, pos, HeaderRef(inst, mt), f"{text}.{mname}")))
+            self.unions.append((name, t, names))
+            return TLoc(t, pos, UnionRef(name, t, tuple(umembers)), text)
         if isinstance(t, StackT):
             name = self.header_names.new(base)
             elems = [f"{name}[{i}]" for i in range(t.size)]
@@ -297,10 +310,11 @@ class BuildLayout:
         return TLoc(t, pos, StructRef(t, tuple(members)), prefix)
 
 
-def _copyable(t: P4Type) -> bool:
+def storable(t: P4Type) -> bool:
+    """Whether a variable (or a parameter's copy) of type t has a place in BMv2's layout."""
     if isinstance(t, StructT):
-        return all(_copyable(ft) for _, ft in t.fields)
-    return isinstance(t, (Bits, Bool, ErrorT, EnumT, HeaderT, StackT))
+        return all(storable(ft) for _, ft in t.fields)
+    return isinstance(t, (Bits, Bool, ErrorT, EnumT, HeaderT, StackT, UnionT))
 
 
 _SIGNATURES = {

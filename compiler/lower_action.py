@@ -14,6 +14,7 @@ from .diagnostics import Pos
 from .exprjson import Json, as_param, field_json, hexstr, lower_expr, ref_json, wrap
 from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TConst, TExpr, TIsValid,
                  TList, TLoc, TSlice, UnionRef)
+from .layout import storable
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .typecheck import group_ref
 from .inline_action import Frame, InlineActions
@@ -110,6 +111,9 @@ class ActionLowering(InlineActions, ExternLowering):
             case A.VarDecl(type=t, name=n, init=init):
                 tt = resolve_type(t, env.g, self.ctx.diags)
                 if tt is None:
+                    return
+                if not storable(tt):
+                    self.err(s.pos, f"unsupported construct: a variable of type {show(tt)}")
                     return
                 # Only actions outside any control still declare variables (at their top,
                 # MoveDeclarations); their names are unique in the program.

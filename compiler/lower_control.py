@@ -346,11 +346,11 @@ class ControlLowering:
         sub = info.target
         assert isinstance(sub, SubControl)
         prev = self.ps.applied.get(info.qualified)
-        if prev is not None:
+        if prev is not None and self._has_tables(sub.decl):
             self.err(info.pos, f"control instance '{info.name}' is applied more than once "
                                f"(first at {prev}); its tables can be applied only once")
             return Frag(None, [])
-        self.ps.applied[info.qualified] = info.pos
+        self.ps.applied.setdefault(info.qualified, info.pos)
         bindings: dict[str, Sym] = {}
         for p, a in zip(info.params, info.args):
             if a is None:
@@ -372,6 +372,18 @@ class ControlLowering:
         frag = child._seq(child.body.stmts, child.env)
         self.tl.scope = self.scope
         return frag
+
+    def _has_tables(self, decl: A.ControlDecl, depth: int = 0) -> bool:
+        """Whether applying this control applies a table (then it can be applied once only;
+        without tables each application is inlined anew, as p4c does)."""
+        for x in decl.locals:
+            if isinstance(x, A.TableDecl):
+                return True
+            if isinstance(x, A.Instantiation) and isinstance(x.type, A.TypeName) and \
+                    x.type.name in self.ctx.g.controls and depth < 16 and \
+                    self._has_tables(self.ctx.g.controls[x.type.name], depth + 1):
+                return True
+        return False
 
     def _apply(self, table: A.TableDecl, pos: Pos) -> Json | None:
         qname = control_plane_name(self.scope.prefix, table)

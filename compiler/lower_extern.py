@@ -181,7 +181,7 @@ class ExternLowering:
             values: list[Json] = []
             data = a[1] if len(a) > 1 else None
             for it in (data.items if isinstance(data, TList) else (data,) if data else ()):
-                values.append(to_data(it))
+                values.extend(to_data(x) for x in _scalars(it))
             prims.append(_prim("log_msg", [{"type": "string", "value": msg.value},
                                            {"type": "parameters_vector", "value": values}]))
         else:
@@ -310,3 +310,13 @@ class ExternLowering:
 
 def _arr(kind: str, inst: ExternInstance) -> Json:
     return {"type": kind, "value": inst.name}
+
+
+def _scalars(te: TExpr) -> list[TExpr]:
+    """A log_msg argument as the values printed: a header or struct by its fields."""
+    if isinstance(te, TLoc) and isinstance(te.ref, HeaderRef):
+        return [TLoc(t, te.pos, FieldRef(te.ref.name, n), f"{te.text}.{n}")
+                for n, t in te.ref.type.fields]
+    if isinstance(te, TLoc) and isinstance(te.ref, StructRef):
+        return [x for _, m in te.ref.members for x in _scalars(m)]
+    return [te]

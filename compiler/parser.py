@@ -6,7 +6,7 @@ the end of the enclosing declaration and goes on, so one run reports several err
 """
 from __future__ import annotations
 
-from .ast import (ActionDecl, Annotation, Assign, Block, Call, CallStmt, ConstDecl,
+from .ast import (ActionDecl, Annotation, Assign, Binary, Block, Call, CallStmt, ConstDecl,
                   ControlDecl, ControlTypeDecl, EmptyStmt, EnumDecl, ErrorDecl, Exit, Expr,
                   ExternDecl, Field, FunctionDecl, HeaderDecl, HeaderUnionDecl, If,
                   Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Name, Node,
@@ -18,6 +18,10 @@ from .lexer import Token, TokKind
 from .parse_expr import ExprParser, ParseError
 
 __all__ = ["parse"]
+
+
+_COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "%=": "%", "&=": "&", "|=": "|",
+             "^=": "^", "<<=": "<<", ">>=": ">>", "|+|=": "|+|", "|-|=": "|-|"}
 
 
 def parse(tokens: list[Token], diags: Diagnostics) -> Program:
@@ -545,9 +549,13 @@ class Parser(ExprParser):
             rhs = self.parse_expr()
             self.expect(";")
             return Assign(pos, lhs, rhs)
-        if self.tok.text in ("+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="):
-            raise ParseError(self.tok.pos, f"unsupported construct: compound assignment "
-                                           f"'{self.tok.text}'")
+        if self.tok.text in _COMPOUND:
+            # `a op= b` is `a = a op b` (P4_16 1.2.4); the left side is written once here.
+            op_tok = self.tok
+            self.i += 1
+            rhs = self.parse_expr()
+            self.expect(";")
+            return Assign(op_tok.pos, lhs, Binary(op_tok.pos, _COMPOUND[op_tok.text], lhs, rhs))
         if isinstance(lhs, Call):
             self.expect(";")
             return CallStmt(lhs.pos, lhs)

@@ -297,3 +297,19 @@ def test_function_calls_inside_an_action() -> None:
     decls = "    action act() { hdr.p.c = clamp(hdr.p.a, 3) + twice(hdr.p.b); }"
     out = run(ingress("act();", decls), a=7, b=2, prelude=FUNCS)
     assert out is not None and out[4] == 3 + 4
+
+
+def test_compound_assignments() -> None:
+    # a op= b is a = a op b (P4_16 1.2.4): 5 + 3 = 8, 8 << 1 = 16, 16 |-| 20 = 0 (saturating)
+    body = "hdr.p.a += 3; hdr.p.a <<= 1; hdr.p.b = hdr.p.a; hdr.p.c = hdr.p.b; hdr.p.c |-|= 20;"
+    out = run(ingress(body), a=5)
+    assert out is not None and out[2:5] == (16, 16, 0)
+
+
+def test_a_control_without_tables_applies_twice() -> None:
+    # Each apply of a table-free control instance is inlined anew (as p4c does).
+    prelude = "control Inc(inout bit<8> v) { apply { v = v + 1; } }\n"
+    decls = "    Inc() inc;"
+    out = run(ingress("inc.apply(hdr.p.a); inc.apply(hdr.p.a); inc.apply(hdr.p.b);", decls),
+              a=1, b=7, prelude=prelude)
+    assert out is not None and out[2:4] == (3, 8)

@@ -22,7 +22,11 @@ parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_met
 }
 
 control VC(inout headers hdr, inout metadata meta) { apply { } }
-control Sub(inout metadata m) { apply { m.x = 1; } }
+control Sub(inout metadata m) {
+    action one() { m.x = 1; }
+    table st { actions = { one; } default_action = one(); }
+    apply { st.apply(); }
+}
 
 control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     Sub() sub;

@@ -1,0 +1,171 @@
+"""ExpandStackIndex: a header stack element picked by a run-time index, `hs[i]`, becomes one
+branch per possible element (p4c HSIndexSimplifier): BMv2 names header instances, so an
+element is known only once the index is.
+
+    hs[i].f = x;   =>   tmp = i;
+                        if (tmp == 0) { hs[0].f = x; } else if (tmp == 1) { hs[1].f = x; } ...
+
+The index is evaluated once, before the branches.  An index out of range takes no branch:
+the statement does nothing (P4_16 §8.18: a write out of bounds has no effect; what a read
+gives is unspecified).  A condition that reads `hs[i]` is computed into a bool first, so the
+branches of the `if` are not copied.  Nested indexes (`hs[hs[i].a]`) expand innermost
+first.  Parser states cannot branch in BMv2: an index there is left to the type checker,
+which reports it as unsupported.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from . import ast as A
+from .decl_types import DeclaredTypes
+from .diagnostics import Diagnostics, Pos
+from .unique_names import NameSource, identifiers
+
+__all__ = ["ExpandStackIndex"]
+
+
+class ExpandStackIndex:
+    """Pass: Program → Program without run-time stack indexes outside parsers."""
+
+    def run(self, prog: A.Program, diags: Diagnostics) -> A.Program:
+        self.declared = DeclaredTypes(prog)
+        self.fresh: NameSource | None = None
+        self.prog = prog
+        out: list[A.Node] = []
+        for d in prog.decls:
+            match d:
+                case A.ControlDecl():
+                    out.append(self._control(d))
+                case A.ActionDecl():
+                    self.declared.enter(d.params, d.body.stmts)
+                    self.decls: list[A.VarDecl] = []
+                    body = self._block(d.body)
+                    out.append(dataclasses.replace(d, body=dataclasses.replace(
+                        body, stmts=tuple(self.decls) + body.stmts)))
+                case _:
+                    out.append(d)
+        return A.Program(prog.pos, tuple(out))
+
+    def _control(self, c: A.ControlDecl) -> A.ControlDecl:
+        self.declared.enter(c.params, c.locals)
+        self.decls = []
+        locals_: list[A.Node] = []
+        for x in c.locals:
+            if isinstance(x, A.ActionDecl):
+                saved = dict(self.declared.scope)
+                self.declared.scope.update({p.name: p.type for p in x.params})
+                x = dataclasses.replace(x, body=self._block(x.body))
+                self.declared.scope.clear()
+                self.declared.scope.update(saved)
+            locals_.append(x)
+        apply = self._block(c.apply)
+        return dataclasses.replace(c, locals=tuple(self.decls) + tuple(locals_), apply=apply)
+
+    # ------------------------------------------------------------ statements
+    def _block(self, b: A.Block) -> A.Block:
+        out: list[A.Stmt] = []
+        for s in b.stmts:
+            out += self._stmt(s)
+        return dataclasses.replace(b, stmts=tuple(out))
+
+    def _stmt(self, s: A.Stmt, depth: int = 0) -> list[A.Stmt]:
+        own: tuple[Any, ...]
+        match s:
+            case A.Assign(lhs=l, rhs=r):
+                own = (l, r)
+            case A.CallStmt(call=c):
+                own = (c,)
+            case A.If(cond=c):
+                own = (c,)
+            case A.Block():
+                return [self._block(s)]
+            case A.Switch(cases=cs):
+                return [dataclasses.replace(s, cases=tuple(
+                    dataclasses.replace(c, body=self._block(c.body)) if c.body else c
+                    for c in cs))]
+            case _:
+                return [s]
+        found = self._find(own)
+        if found is None or depth > 64:
+            if isinstance(s, A.If):
+                then = A.Block(s.then.pos, tuple(self._stmt(s.then, depth)))
+                other = A.Block(s.other.pos, tuple(self._stmt(s.other, depth))) \
+                    if s.other is not None else None
+                return [dataclasses.replace(s, then=then, other=other)]
+            return [s]
+        index, size = found
+        if isinstance(s, A.If):
+            # Only the condition reads the element: compute it once, keep the branches.
+            flag = self._temp(A.BoolType(s.pos), s.pos)
+            return self._stmt(A.Assign(s.cond.pos, flag, s.cond), depth + 1) + \
+                self._stmt(dataclasses.replace(s, cond=flag), depth + 1)
+        t = self.declared.type_of(index.index)
+        value = index.index
+        if t is None:  # not readable off the declarations: any index fits a bit<32> copy
+            t = A.BitType(s.pos, A.IntLit(s.pos, 32, None, False, "32"))
+            value = A.Cast(value.pos, t, value)
+        tmp = self._temp(t, s.pos)
+        out: list[A.Stmt] = [A.Assign(s.pos, tmp, value)]
+        chain: A.Stmt | None = None
+        for k in reversed(range(size)):
+            lit = A.IntLit(s.pos, k, None, False, str(k))
+            elem = A.Index(index.pos, index.expr, lit)
+            body = self._stmt(_replace(s, index, elem), depth + 1)
+            chain = A.If(s.pos, A.Binary(s.pos, "==", tmp, lit), A.Block(s.pos, tuple(body)),
+                         chain)
+        if chain is not None:
+            out.append(chain)
+        return out
+
+    def _temp(self, t: A.TypeExpr, pos: Pos) -> A.Name:
+        if self.fresh is None:
+            self.fresh = NameSource(identifiers(self.prog))
+        name = self.fresh.new("hsiVar")
+        self.decls.append(A.VarDecl(pos, (), t, name, None))
+        self.declared.scope[name] = t
+        return A.Name(pos, name)
+
+    def _find(self, roots: tuple[Any, ...]) -> tuple[A.Index, int] | None:
+        """The first run-time indexed stack element whose index has no such element in it."""
+        stack: list[Any] = list(reversed(roots))
+        while stack:
+            n = stack.pop()
+            if isinstance(n, tuple):
+                stack.extend(reversed(n))
+                continue
+            if not isinstance(n, A.Node) or isinstance(n, A.Annotation):
+                continue
+            if isinstance(n, A.Index) and self.declared.const_int(n.index) is None:
+                inner = self._find((n.index,))
+                if inner is not None:
+                    return inner
+                size = self.declared.stack_size(self.declared.type_of(n.expr))
+                if size is not None:
+                    return n, size
+            stack.extend(reversed([getattr(n, f.name) for f in dataclasses.fields(n)]))
+        return None
+
+
+def _replace(s: A.Stmt, old: A.Index, new: A.Expr) -> A.Stmt:
+    """s with the node ``old`` (by identity) replaced by ``new``."""
+    def visit(n: Any) -> Any:
+        if n is old:
+            return new
+        if isinstance(n, tuple):
+            items = tuple(visit(i) for i in n)
+            return n if all(a is b for a, b in zip(items, n)) else items
+        if not isinstance(n, A.Node) or isinstance(n, A.Annotation):
+            return n
+        changes = {}
+        for f in dataclasses.fields(n):
+            v = getattr(n, f.name)
+            if isinstance(v, (A.Node, tuple)):
+                nv = visit(v)
+                if nv is not v:
+                    changes[f.name] = nv
+        return dataclasses.replace(n, **changes) if changes else n
+
+    out = visit(s)
+    assert isinstance(out, A.Stmt)
+    return out
