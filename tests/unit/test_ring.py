@@ -340,3 +340,48 @@ def test_tcp_counters_see_segments() -> None:
     assert got.data_segments_out >= 2 and got.segments_out >= got.data_segments_out
     for x in (c, s, ls):
         x.close()
+
+
+# -- netsum-worker --algo ring|ps ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--algo", "ring", "--job", "1", "--workers", "2", "--size", "10"], "needs --peers"),
+    (["--algo", "ps", "--job", "1", "--workers", "3", "--peers", "127.0.0.1:1,127.0.0.1:2",
+      "--size", "10"], "lists 2 addresses for --workers 3"),
+    (["--algo", "ring", "--job", "1", "--workers", "2", "--peers", "127.0.0.1:x,127.0.0.1:2",
+      "--size", "10"], "port 'x' is not a number"),
+    (["--algo", "ina", "--job", "1", "--workers", "2", "--udp", "10.0.0.254", "--size", "10"],
+     "--algo ina needs --slots"),
+])
+def test_worker_cli_usage_errors(argv: list[str], message: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from workers.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_worker_cli_ring_checks_and_reports(tmp_path: Any,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Two netsum-worker mains (threads) run a ring with --check, --start-at, --latencies and
+    --output; the JSON lines carry the switch all-reduce's keys."""
+    import json
+
+    from workers.cli import main
+    peers = ",".join(str(p) for p in _peers(2))
+    start = time.time() + 0.5
+    argv = ["--algo", "ring", "--job", "3", "--workers", "2", "--peers", peers, "--size",
+            "5000", "--check", "--json", "--start-at", str(start)]
+    codes = _run_all(2, lambda r: main([*argv, "--rank", str(r), "--output",
+                                        str(tmp_path / f"out{r}.npy"), "--latencies",
+                                        str(tmp_path / f"lat{r}.npy")]))
+    assert codes == [0, 0]
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["check"] for r in rows] == [True, True]
+    for key in ("elements_per_s", "packets_sent", "retransmissions", "chunk_latency_p50_ms",
+                "start_late_s", "bytes_sent"):
+        assert all(key in r for r in rows), key
+    a, b = (np.load(tmp_path / f"out{r}.npy") for r in range(2))
+    assert np.array_equal(a, b) and a.shape == (5000,)
+    assert len(np.load(tmp_path / "lat0.npy")) + len(np.load(tmp_path / "lat1.npy")) > 0
