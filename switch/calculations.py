@@ -15,7 +15,7 @@ from switch.expressions import ExprCompiler
 from switch.layout import MAX_FIELD_WIDTH, Layout, cfg_error
 from switch.varbit import vl_field_bits
 
-__all__ = ["ALGORITHMS", "crc16", "csum16", "xor16", "build_calculation"]
+__all__ = ["ALGORITHMS", "crc16", "csum16", "xor16", "build_calculation", "needs_payload"]
 
 
 def _crc16_table() -> list[int]:
@@ -80,8 +80,9 @@ def _width(w: Any, path: str) -> int:
 
 
 def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
-                      rng: random.Random) -> Callable[[list[int]], int]:
-    """A function F -> hash value for one JSON calculation object."""
+                      rng: random.Random) -> Callable[..., int]:
+    """A function F -> hash value for one JSON calculation object (F, payload -> value when
+    `needs_payload`)."""
     algo = calc.get("algo")
     inputs = calc.get("input", [])
     if algo == "random":
@@ -93,6 +94,7 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
     parts: list[tuple[str, int]] = []
     comp = ExprCompiler(layout, path)
     varbits: dict[int, str] = {}          # position in parts -> source of its current width
+    payload = False                       # `*_with_payload`: the unparsed bytes follow
     for k, el in enumerate(inputs):
         t = el.get("type") if isinstance(el, dict) else None
         if t == "field":
@@ -108,10 +110,12 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
         elif t == "expression":
             src, bits = comp.compile(el)
             parts.append((src, _width(el.get("bitwidth", bits or 32), path)))
+        elif t == "payload" and k == len(inputs) - 1:
+            payload = True
         else:
             raise cfg_error(f"{path}.input[{k}]", f"input of type {t!r} is not supported")
-    if varbits:
-        return _varbit_calc(parts, varbits, fn, str(calc.get("name")))
+    if varbits or payload:
+        return _dynamic_calc(parts, varbits, payload, fn, str(calc.get("name")))
     total = sum(w for _, w in parts)
     pad = (-total) % 8
     nbytes = (total + pad) // 8
@@ -142,18 +146,27 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
     return ns["_calc"]
 
 
-def _varbit_calc(parts: list[tuple[str, int]], varbits: dict[int, str],
-                 fn: Callable[[bytes], int], name: str) -> Callable[[list[int]], int]:
-    """A field list holding varbit fields: each takes its current width (bmv2 serialises the
-    fields as they are), so the input length is known per packet."""
-    lines = ["def _calc(F):", "    n = b = 0"]
+def needs_payload(calc: Any) -> bool:
+    """True for a calculation that takes the packet's unparsed bytes as a second argument."""
+    return bool(getattr(calc, "with_payload", False))
+
+
+def _dynamic_calc(parts: list[tuple[str, int]], varbits: dict[int, str], payload: bool,
+                  fn: Callable[[bytes], int], name: str) -> Callable[..., int]:
+    """A field list holding varbit fields (each at its current width: bmv2 serialises the
+    fields as they are) or followed by the payload (`verify/update_checksum_with_payload`:
+    bmv2 appends the packet's unparsed bytes, `D`, after the fields' bytes)."""
+    lines = ["def _calc(F, D=b''):", "    n = b = 0"]
     for k, (src, w) in enumerate(parts):
         if k in varbits:
             lines += [f"    _l = {varbits[k]}", f"    n = n << _l | (({src}) & ((1 << _l) - 1))",
                       "    b += _l"]
         else:
             lines += [f"    n = n << {w} | (({src}) & {(1 << w) - 1})", f"    b += {w}"]
-    lines += ["    p = -b % 8", "    return _algo((n << p).to_bytes((b + p) >> 3, 'big'))"]
+    tail = " + D" if payload else ""
+    lines += ["    p = -b % 8", f"    return _algo((n << p).to_bytes((b + p) >> 3, 'big'){tail})"]
     ns: dict[str, Any] = {"_algo": fn}
     exec(compile("\n".join(lines) + "\n", f"<calc {name}>", "exec"), ns)
-    return ns["_calc"]
+    calc = ns["_calc"]
+    calc.with_payload = payload
+    return calc

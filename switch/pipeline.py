@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 from switch.actions import action_source
-from switch.calculations import build_calculation
+from switch.calculations import build_calculation, needs_payload
 from switch.errors import ConfigError
 from switch.control import INLINE_DEPTH, FixedTable, InlineTable, conditional_source
 from switch.expressions import ExprCompiler, parse_hexstr
@@ -437,6 +437,7 @@ class Pipeline:
             if calc is None:
                 raise cfg_error(path, f"unknown calculation {c.get('calculation')!r}")
             h = self.ns.ref(calc, "H")
+            call = f"{h}(F, pkt.data[pkt.off:])" if needs_payload(calc) else f"{h}(F)"
             tgt = self.layout.slot(c.get("target"), f"{path}.target")
             cond = "True"
             if c.get("if_cond") is not None:
@@ -444,14 +445,14 @@ class Pipeline:
             if c.get("verify", True):
                 err = self.std.checksum_error
                 action = f"F[{err}] = 1" if err is not None else "pass"
-                verify.append(f"    if {cond} and {h}(F) != F[{tgt.index}]:\n        {action}\n")
+                verify.append(f"    if {cond} and {call} != F[{tgt.index}]:\n        {action}\n")
             if c.get("update", True):
-                update.append(f"    if {cond}:\n        F[{tgt.index}] = {h}(F) & {tgt.mask}\n")
+                update.append(f"    if {cond}:\n        F[{tgt.index}] = {call} & {tgt.mask}\n")
         src = ""
         if verify:
-            src += "def VERIFY(F):\n" + "".join(verify) + "    return None\n"
+            src += "def VERIFY(F, pkt):\n" + "".join(verify) + "    return None\n"
         if update:
-            src += "def UPDATE(F):\n" + "".join(update) + "    return None\n"
+            src += "def UPDATE(F, pkt):\n" + "".join(update) + "    return None\n"
         _compile(src, self.ns, "checksums")
         self.verify_checksums = self.ns.names.get("VERIFY")
         self.update_checksums = self.ns.names.get("UPDATE")

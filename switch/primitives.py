@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from switch.calculations import needs_payload
 from switch.expressions import Expr, ExprCompiler, parse_hexstr, unwrap, write_src
 from switch.layout import Layout, cfg_error
 
@@ -268,9 +269,10 @@ def _hash(ctx: PrimCtx, p: list[Any]) -> list[str]:
     base, _ = ctx.expr(p[1])
     calc = ctx.named(p[2], "calculation", ctx.calculations)
     h = ctx.ns.ref(calc, "H")
+    call = f"{h}(F, pkt.data[pkt.off:])" if needs_payload(calc) else f"{h}(F)"
     size, _ = ctx.expr(p[3])
     return [f"_s = {size}",
-            _store(dst, (f"(({base}) + {h}(F) % _s if _s else ({base}))", None))]
+            _store(dst, (f"(({base}) + {call} % _s if _s else ({base}))", None))]
 
 
 @primitive("modify_field_rng_uniform")

@@ -127,7 +127,7 @@ class V1Model:
         except ParserError as e:
             self._parser_error(F, e.code)
         if self.verify is not None:
-            self.verify(F)
+            self.verify(F, pkt)
             s = self.s
             if s.checksum_error is not None and F[s.checksum_error]:
                 self.stats.checksum_errors += 1
@@ -269,7 +269,7 @@ class V1Model:
             self.stats.dropped += 1
             return
         if self.update is not None:
-            self.update(F)
+            self.update(F, pkt)
         frame = self.deparse(F)
         data = pkt.data
         if pkt.off < len(data):

@@ -1,7 +1,8 @@
 """Variable-length (varbit) fields: `extract_VL`, emit at the extracted width, `assign_VL`,
 whole-header copies, comparisons, checksums over a varbit field, and the three parser errors
-of bmv2's extract_VL.  Hand-written JSON in p4c's shapes (a header type with one `"*"` field
-and `max_length` in bytes; extract_VL's second parameter an expression of the length in bits).
+of bmv2's extract_VL; also a checksum over the payload (the other input whose length varies).
+Hand-written JSON in p4c's shapes (a header type with one `"*"` field and `max_length` in
+bytes; extract_VL's second parameter an expression of the length in bits).
 
 Program: `lenh` (n: bit<8>), then `h` (len: bit<8>, opts: varbit<32>, tail: bit<8>) extracted
 with opts `n * 4` bits wide, then `ck` (c: bit<16>).  Ingress: `v = h.opts` (a varbit local,
@@ -121,3 +122,28 @@ def test_varbit_field_wider_than_max_length_allows_is_refused() -> None:
     doc["header_types"][2]["max_length"] = 2            # 2 bytes, 16 fixed bits
     with pytest.raises(ConfigError, match="max_length 2 leaves 0 bits"):
         Device.build_pipeline(doc)
+
+
+def test_checksum_with_payload() -> None:
+    # update_checksum_with_payload / verify_checksum_with_payload (p4c: a `payload` element
+    # last in the calculation's input): the fields' bytes, then the packet's unparsed bytes.
+    doc = program(
+        header_types=[{"name": "h_t", "fields": [["a", 16, False], ["ck", 16, False]]}],
+        headers=[{"name": "h", "header_type": "h_t"}],
+        parse_states=[{"name": "start", "transition_key": [], "transitions": [
+            {"type": "default", "value": None, "mask": None, "next_state": None}],
+            "parser_ops": [{"op": "extract", "parameters": [{"type": "regular",
+                                                              "value": "h"}]}]}],
+        actions=[[prim("assign", F("standard_metadata", "egress_spec"),
+                       F("standard_metadata", "checksum_error"))]], deparse=["h"])
+    doc["calculations"] = [{"name": "calc", "id": 0, "algo": "csum16", "input": [
+        F("h", "a"), {"type": "payload", "value": None}]}]
+    doc["checksums"] = [{"name": "cksum", "id": 0, "target": ["h", "ck"], "type": "generic",
+                         "calculation": "calc", "verify": True, "update": True,
+                         "if_cond": None}]
+    dev = Device()
+    dev.install(Device.build_pipeline(doc))
+    good = csum16(b"\x12\x34abc").to_bytes(2, "big")
+    assert dev.process(1, b"\x12\x34" + good + b"abc") == [(0, b"\x12\x34" + good + b"abc")]
+    # a wrong checksum: checksum_error is set, and the update writes the right one
+    assert dev.process(1, b"\x12\x34\x00\x00abc") == [(1, b"\x12\x34" + good + b"abc")]
