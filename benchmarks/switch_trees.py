@@ -4,10 +4,12 @@
 
 BEFORE and AFTER are checkouts (directories) or commits of this repository (extracted with
 `git archive` into a temporary directory); AFTER defaults to this checkout.  Each round runs
-`benchmarks/switch_pps.py` of BEFORE, then of AFTER (each with its own tree first on the
-import path, so each measures its own switch), and the table gives per measurement the median
-pkt/s of each and the ratio AFTER / BEFORE.  The machine is shared and noisy: only ratios of
-medians taken in one run mean anything.
+`benchmarks/switch_pps.py` of both (each with its own tree first on the import path, so each
+measures its own switch), BEFORE first in odd rounds and AFTER first in even ones (the second
+run of a pair is systematically favoured on a loaded machine), and the table gives per
+measurement the median pkt/s of each and the ratio AFTER / BEFORE.  The machine is shared and
+noisy: only ratios of medians taken in one run mean anything; `BEFORE BEFORE` (the same
+version twice) shows how far from 1.0 the noise alone goes.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ def tree(spec: str, tmp: Path) -> Path:
     if p.is_dir():
         return p.resolve()
     out = tmp / re.sub(r"[^\w.-]", "_", spec)
+    if out.exists():                       # the same commit on both sides
+        return out
     out.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", spec], check=True,
                              capture_output=True).stdout
@@ -69,8 +73,8 @@ def main() -> int:
         trees = [tree(a.before, Path(tmp)), tree(a.after, Path(tmp))]
         runs: list[list[dict[str, float]]] = [[], []]
         for r in range(a.rounds):
-            for i, where in enumerate(trees):
-                runs[i].append(run_once(where, a.seconds, not a.no_udp))
+            for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+                runs[i].append(run_once(trees[i], a.seconds, not a.no_udp))
             print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
     labels = [k for k in runs[0][0] if all(k in x for side in runs for x in side)]
     print(f"before = {a.before}, after = {a.after}; {a.rounds} alternating rounds, "
