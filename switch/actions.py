@@ -15,7 +15,7 @@ from switch.expressions import parse_hexstr, unwrap
 from switch.layout import cfg_error
 from switch.primitives import PRIMITIVES, PrimCtx
 
-__all__ = ["action_source", "block_source", "LOOP_LIMIT", "Unstructured"]
+__all__ = ["action_source", "block_source", "prim_lines", "LOOP_LIMIT", "Unstructured"]
 
 #: Basic blocks one action call may run: a P4 loop whose bound the packet controls cannot spin
 #: the switch (the packet is dropped, `stats.loop_limit`).
@@ -54,14 +54,30 @@ def _emit_prim(ctx: PrimCtx, prim: Any, i: int) -> list[str]:
         ctx.comp.path = base
 
 
-def block_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
-    """Statements (unindented) for a primitive list, jumps structured into if/else."""
+def prim_lines(ctx: PrimCtx, prims: list[Any], lo: int, hi: int) -> list[str]:
+    """Statements of the straight-line primitives lo..hi-1, exactly as emitted."""
+    out: list[str] = []
+    for i in range(lo, hi):
+        out += _emit_prim(ctx, prims[i], i)
+    return out
+
+
+def block_source(ctx: PrimCtx, prims: list[Any],
+                 runs: dict[int, tuple[int, list[str]]] | None = None) -> list[str]:
+    """Statements (unindented) for a primitive list, jumps structured into if/else.  `runs`
+    maps the first primitive of a straight-line run to (end, statements replacing it)."""
     n = len(prims)
+    runs = runs or {}
 
     def block(lo: int, hi: int) -> list[str]:
         out: list[str] = []
         i = lo
         while i < hi:
+            run = runs.get(i)
+            if run is not None and run[0] <= hi:
+                out += run[1]
+                i = run[0]
+                continue
             prim = prims[i]
             op = prim.get("op") if isinstance(prim, dict) else None
             if op == "_jump_if_zero":
@@ -109,9 +125,12 @@ def block_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
     return block(0, n)
 
 
-def flat_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
+def flat_source(ctx: PrimCtx, prims: list[Any],
+                runs: dict[int, tuple[int, list[str]]] | None = None) -> list[str]:
     """Any jump pattern: basic blocks (split at jump targets and after jumps) in a loop on a
-    program counter `_pc`; `_pc == len(prims)` ends the action."""
+    program counter `_pc`; `_pc == len(prims)` ends the action.  A lane run (`runs`, as in
+    block_source) never holds a jump or a jump target, so it lies inside one block."""
+    runs = runs or {}
     n = len(prims)
     targets: dict[int, int] = {}
     leaders = {0}
@@ -131,31 +150,39 @@ def flat_source(ctx: PrimCtx, prims: list[Any]) -> list[str]:
         hi = starts[k + 1] if k + 1 < len(starts) else n
         body: list[str] = []
         nxt = f"_pc = {hi}"
-        for i in range(lo, hi):
+        i = lo
+        while i < hi:
+            run = runs.get(i)
+            if run is not None and run[0] <= hi:
+                body += run[1]
+                i = run[0]
+                continue
             prim = prims[i]
             op = prim.get("op") if isinstance(prim, dict) else None
+            i += 1
             if op == "_jump":
-                nxt = f"_pc = {targets[i]}"
+                nxt = f"_pc = {targets[i - 1]}"
             elif op == "_jump_if_zero":
                 cond = ctx.comp.cond((prim.get("parameters") or [None])[0])
-                nxt = f"_pc = {i + 1} if ({cond}) else {targets[i]}"
+                nxt = f"_pc = {i} if ({cond}) else {targets[i - 1]}"
             else:
-                body += _emit_prim(ctx, prim, i)
+                body += _emit_prim(ctx, prim, i - 1)
         out.append(f"    {'if' if k == 0 else 'elif'} _pc == {lo}:")
         out += [f"        {line}" for line in body + [nxt]]
     out += ["    else:" if starts else "    if True:", "        return"]
     return out
 
 
-def action_source(ctx: PrimCtx, fname: str, action: dict[str, Any]) -> str:
+def action_source(ctx: PrimCtx, fname: str, action: dict[str, Any],
+                  runs: dict[int, tuple[int, list[str]]] | None = None) -> str:
     prims = action.get("primitives") or []
     if not isinstance(prims, list):
         raise cfg_error(ctx.path, "primitives must be a list")
     try:
-        body = block_source(ctx, prims) or ["pass"]
+        body = block_source(ctx, prims, runs) or ["pass"]
     except Unstructured:
         ctx.comp = type(ctx.comp)(ctx.comp.layout, ctx.comp.path, ctx.comp.params,
                                   ctx.comp.lookahead)
-        body = flat_source(ctx, prims)
+        body = flat_source(ctx, prims, runs)
     return f"def {fname}(F, P, pkt):\n" + "".join(f"    {s}\n" for s in body)
 

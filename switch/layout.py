@@ -51,6 +51,9 @@ class HeaderInfo:
     varbit: int = -1
     vl_len: int = -1                         # slot of the varbit field's current width (bits)
     max_bytes: int = 0                       # p4c's `max_length` (0: no limit given)
+    #: switch.lanes.VectorRange when a run of this header's fields lives in F as one array
+    #: (set at load time by switch.lanes.plan_lanes; parser and deparser follow it)
+    vector: Any = None
 
     @property
     def nbytes(self) -> int:

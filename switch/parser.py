@@ -13,6 +13,8 @@ import re
 import struct
 from typing import Any
 
+import numpy as np
+
 from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import HeaderInfo, Layout, cfg_error
 from switch.primitives import PRIMITIVES, Namespace, PrimCtx
@@ -75,8 +77,31 @@ def _contiguous_ints(info: list[tuple[list[Any], str]]) -> bool:
                for ch, code in info) and idx == list(range(idx[0], idx[0] + len(idx)))
 
 
+def _split(h: HeaderInfo) -> tuple[HeaderInfo, HeaderInfo]:
+    """The fields before and after `h`'s vector range, as headers of their own."""
+    vr = h.vector
+    parts = (h.fields[:vr.first], h.fields[vr.first + vr.count:])
+    return tuple(HeaderInfo(h.name, h.id, h.type_name, h.metadata, f, h.valid,  # type: ignore
+                            sum(s.width for _n, s in f)) for f in parts)
+
+
+def _vector_unpack(ns: Namespace, h: HeaderInfo) -> list[str]:
+    # The range is a read-only big-endian view of the frame (switch/lanes.py); the fields
+    # around it unpack as usual, the suffix at its own byte offset.
+    vr = h.vector
+    pre, suf = _split(h)
+    after = vr.byte_offset + vr.count * vr.width // 8
+    ns.names["FROMBUF"] = np.frombuffer
+    return (header_unpack(ns, pre)
+            + [f"F[{vr.slot}] = FROMBUF(buf, {vr.dtype!r}, {vr.count}, off + {vr.byte_offset})"]
+            + [s.replace("unpack_from(buf, off)", f"unpack_from(buf, off + {after})")
+               for s in header_unpack(ns, suf)])
+
+
 def header_unpack(ns: Namespace, h: HeaderInfo) -> list[str]:
     """Statements unpacking header `h` from `buf` at `off` into F (length already checked)."""
+    if h.vector is not None:
+        return _vector_unpack(ns, h)
     sname, info = _struct(ns, h)
     if not info:
         return []
@@ -109,6 +134,11 @@ def header_unpack(ns: Namespace, h: HeaderInfo) -> list[str]:
 
 def pack_parts(h: HeaderInfo) -> tuple[str, list[str]]:
     """(struct codes, argument expressions over F) producing header `h`'s bytes."""
+    if h.vector is not None:
+        vr = h.vector
+        pre, suf = (pack_parts(x) for x in _split(h))
+        return (pre[0] + f"{vr.count * vr.width // 8}s" + suf[0],
+                pre[1] + [f"F[{vr.slot}].tobytes()"] + suf[1])
     info = [(ch, code) for ch, code in _chunk_codes(h)]
     if not info:
         return "", []

@@ -12,11 +12,13 @@ import json
 import random
 from typing import Any
 
-from switch.actions import action_source
+from switch.actions import action_source, prim_lines
 from switch.calculations import build_calculation, needs_payload
 from switch.errors import ConfigError
 from switch.control import INLINE_DEPTH, FixedTable, InlineTable, conditional_source
 from switch.expressions import ExprCompiler, parse_hexstr
+from switch.lanecode import LazyFunction, fallback_source, run_source
+from switch.lanes import LanePlan, plan_lanes
 from switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error
 from switch.optimize import optimize_source
 from switch.deparser import deparser_source
@@ -104,6 +106,7 @@ class Pipeline:
         self.init_counter_arrays()
         self.init_meter_arrays()
         self.init_calculations()
+        self.lanes = self.init_lanes()
         self.ns.names.update(DROP_PORT=511, STATS=None, RNG=self.rng, LOG_ON=False,
                              LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure,
                              ActionLoopLimit=ActionLoopLimit)
@@ -208,6 +211,17 @@ class Pipeline:
             self.calculations[c["name"]] = build_calculation(
                 c, f"{path} ('{c['name']}')", self.layout, self.rng)
 
+    def init_lanes(self) -> LanePlan:
+        """Register lanes (switch/lanes.py): before the actions, which are compiled against the
+        fused registers, and before the parser and deparser, which follow the vector ranges."""
+        if not self.fuse:
+            return LanePlan()
+        try:
+            return plan_lanes(self.json, self.layout, self.registers)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, ConfigError):
+            # Malformed JSON: the init steps that follow report it with its path.
+            return LanePlan()
+
     def _ctx(self, path: str, widths: tuple[int, ...] = ()) -> PrimCtx:
         return PrimCtx(self.layout, ExprCompiler(self.layout, path, widths), self.ns, self.std,
                        self.registers, self.counters, self.meters, self.calculations, path)
@@ -231,7 +245,15 @@ class Pipeline:
                 raise cfg_error(path, f"duplicate action id {aid}")
             ctx = self._ctx(path, tuple(w for _, w in rd))
             fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
-            src = action_source(ctx, fname, a)
+            runs: dict[int, tuple[int, list[str]]] = {}
+            for k, run in enumerate(self.lanes.runs.get(i, [])):
+                fb = f"{fname}_L{k}"
+                runs[run.start] = (run.stop, run_source(run, self.lanes, ctx, fb))
+                self.ns.names[fb] = LazyFunction(fallback_source(
+                    run, self.lanes, self.layout, fb,
+                    prim_lines(ctx, a["primitives"], run.start, run.stop), self.ns),
+                    fb, self.ns.names)
+            src = action_source(ctx, fname, a, runs)
             # Only actions with two or more guarded accesses can change (saves load time).
             # The basic-block form of an action with loops is left as emitted.
             fusable = self.fuse and src.count("    _i = ") >= 2 and "    _pc = 0\n" not in src

@@ -198,8 +198,9 @@ def _register_read(ctx: PrimCtx, p: list[Any]) -> list[str]:
     reg = ctx.named(p[1], "register_array", ctx.registers)
     r = ctx.ns.ref(reg.values, "R")
     setup, guard = _index_src(ctx, p[2])
+    cell = f"int({r}[_i])" if reg.fused else f"{r}[_i]"    # numpy cells must become ints
     return [setup, f"if {guard}_i < {reg.size}:",
-            "    " + _store(dst, (f"{r}[_i]", reg.bitwidth)),
+            "    " + _store(dst, (cell, reg.bitwidth)),
             "else:", "    STATS.register_oob += 1"]
 
 

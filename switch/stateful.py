@@ -8,7 +8,7 @@ indices and widths and raise the typed errors of `switch.errors`.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from switch.entries import CounterValue, MeterConfig
 from switch.errors import FailedPrecondition, InvalidArgument, OutOfRange
@@ -28,7 +28,10 @@ def _check_index(kind: str, name: str, index: int, size: int) -> None:
 
 
 class RegisterArray:
-    __slots__ = ("name", "id", "size", "bitwidth", "values", "_mask")
+    """`values` is a list of ints, or, once `bind` fused the array with others
+    (switch/lanes.py), a column view of a numpy array: generated code then reads cells
+    through int()."""
+    __slots__ = ("name", "id", "size", "bitwidth", "values", "_mask", "fused")
 
     def __init__(self, name: str, id: int, size: int, bitwidth: int) -> None:
         self.name = name
@@ -36,11 +39,19 @@ class RegisterArray:
         self.size = size
         self.bitwidth = bitwidth
         self._mask = (1 << bitwidth) - 1
-        self.values: list[int] = [0] * size
+        self.values: Any = [0] * size
+        self.fused = False
+
+    def bind(self, view: Any) -> None:
+        """Keep the cells in `view` (a numpy column of a fused array) from now on."""
+        if any(self.values):
+            view[:] = self.values
+        self.values = view
+        self.fused = True
 
     def read(self, index: int) -> int:
         _check_index("register", self.name, index, self.size)
-        return self.values[index]
+        return int(self.values[index])
 
     def write(self, index: int, value: int) -> None:
         _check_index("register", self.name, index, self.size)
@@ -50,7 +61,10 @@ class RegisterArray:
         self.values[index] = value
 
     def reset(self) -> None:
-        self.values[:] = [0] * self.size
+        if self.fused:
+            self.values[:] = 0
+        else:
+            self.values[:] = [0] * self.size
 
 
 class CounterArray:

@@ -49,7 +49,7 @@ def test_inlined_pipeline_matches_reference() -> None:
     outs = [[sw.device.process(p, f) for p, f in stream] for sw, _ in switches]
     assert outs[0] == outs[1]
     assert sum(len(o) for o in outs[0]) > 50                 # results really flowed
-    regs = [{n: r.values[:] for n, r in sw.pipeline.registers.items()} for sw, _ in switches]
+    regs = [{n: list(r.values) for n, r in sw.pipeline.registers.items()} for sw, _ in switches]
     assert regs[0] == regs[1]
     assert switches[0][0].device.stats.internal_errors == 0
     assert isinstance(switches[0][0].device, Device)
