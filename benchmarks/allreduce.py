@@ -1,7 +1,8 @@
 """All-reduce goodput through the embedded switch, next to the ceiling of a bare Python loop.
 
-    python benchmarks/allreduce.py [--elements N] [--workers 2,4,8] [--k 32,64]
-                                   [--mode udp|netns] [--seconds S] [--profile] [--png PATH]
+    python benchmarks/allreduce.py [--elements N] [--workers 2,4,8] [--k 32,64,128,256]
+                                   [--mode udp,netns] [--seconds S] [--repeat N] [--profile]
+                                   [--png PATH] [--scaling 1,4,16,64,256]
 
 Measured side by side in one run on the same cores:
   * goodput: tensor elements per second of one all-reduce (SwitchML's figure): N real
@@ -14,8 +15,11 @@ Measured side by side in one run on the same cores:
 CPU columns: the switch daemon's and all workers' CPU time (from /proc, worker start-up
 included) as a share of the wall time, and per contribution the switch received (a contribution
 in costs the switch one frame in and, on average, one out; a worker one frame out and one in).
---profile runs the switch daemon under cProfile for the 4-worker K=32 case and prints where its
-time goes.
+Each point is the median of --repeat runs.  --profile runs the switch daemon under cProfile for
+the 4-worker case at the largest K and prints where its time goes.  --scaling MB,MB,... measures
+4 workers at the largest K for tensors of those sizes (MB of float32 per worker) and prints the
+switch daemon's peak RSS for each (no per-tensor cost may hide in the set-up: goodput should be
+flat above 4 MB).
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from netsum.rig import Mode, Rig, RigConfig, RigError, RunningJob  # noqa: E402
 from netsum.tensors import synthetic_inputs  # noqa: E402
-from wireformat import packet_bytes  # noqa: E402
+from wireformat import K_SUPPORTED, packet_bytes  # noqa: E402
 
 WINDOW = 64   # frames in flight per bare-loop sender (like a worker's window)
 
@@ -142,6 +146,17 @@ class Run:
     workers_cpu: float
     wall: float
     packets_in: int
+    switch_rss: int = 0     # peak resident set of the switch daemon (bytes, VmHWM)
+
+
+def peak_rss(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def allreduce_run(work: Path, workers: int, k: int, elements: int, mode: Mode,
@@ -162,6 +177,7 @@ def allreduce_run(work: Path, workers: int, k: int, elements: int, mode: Mode,
                 if v is not None:
                     last[c.popen.pid] = v
             last[-1] = (cpu_seconds(sw_pid) or sw0) - sw0
+            last[-2] = float(peak_rss(sw_pid) or last.get(-2, 0))
 
         out = rig.start_job(inputs).wait(on_tick=sample, tick=0.1)
     slowest = max(w.elapsed_s for w in out.workers)
@@ -172,7 +188,7 @@ def allreduce_run(work: Path, workers: int, k: int, elements: int, mode: Mode,
                                                           if not w.ok), file=sys.stderr)
     return Run(elements / slowest, mean, retx, out.ok, last.get(-1, float("nan")),
                sum(v for p, v in last.items() if p >= 0), slowest,
-               out.switch_counters.get("data_in", 0))
+               out.switch_counters.get("data_in", 0), int(last.get(-2, 0)))
 
 
 def print_profile(path: Path, top: int = 18) -> None:
@@ -185,7 +201,7 @@ def print_profile(path: Path, top: int = 18) -> None:
             key = "grpc/protobuf/stdlib/builtins" if "site-packages" in key or \
                 "/lib/python" in key else key
         by_file[key] = by_file.get(key, 0.0) + tt
-    print(f"\nswitch daemon profile (4 workers, K=32): {total:.2f} s of CPU in the "
+    print(f"\nswitch daemon profile: {total:.2f} s of CPU in the "
           "profiled thread; own time by module:")
     for key, tt in sorted(by_file.items(), key=lambda kv: -kv[1])[:12]:
         print(f"  {100 * tt / total:5.1f}%  {key}")
@@ -198,7 +214,8 @@ def write_png(rows: list[Row], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
-    for k, color in ((32, "tab:blue"), (64, "tab:orange")):
+    for k, color in ((32, "tab:blue"), (64, "tab:orange"), (128, "tab:green"),
+                     (256, "tab:red")):
         sel = [r for r in rows if r.k == k]
         if not sel:
             continue
@@ -216,50 +233,67 @@ def write_png(rows: list[Row], path: Path) -> None:
     plt.close(fig)
 
 
+def _median_run(runs: list[Run]) -> Run:
+    return sorted(runs, key=lambda r: r.goodput)[len(runs) // 2]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--elements", type=int, default=1 << 20, help="tensor elements (1M)")
     ap.add_argument("--workers", default="2,4,8")
-    ap.add_argument("--k", default="32,64")
-    ap.add_argument("--mode", choices=[m.value for m in Mode], default="udp")
+    ap.add_argument("--k", default=",".join(map(str, K_SUPPORTED)))
+    ap.add_argument("--mode", default="udp", help="udp, netns or both (udp,netns)")
     ap.add_argument("--seconds", type=float, default=2.0, help="bare-loop run length")
-    ap.add_argument("--repeat", type=int, default=2, help="runs per point (best is shown)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per point (the median is shown)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--png", type=Path)
+    ap.add_argument("--scaling", help="tensor sizes in MB per worker, e.g. 1,4,16,64,256")
     a = ap.parse_args()
     ns = [int(x) for x in a.workers.split(",")]
     ks = [int(x) for x in a.k.split(",")]
-    mode = Mode(a.mode)
+    modes = [Mode(m) for m in a.mode.split(",")]
     rows: list[Row] = []
-    print(f"all-reduce of {a.elements} float32 elements, mode {mode.value}; ceiling from a "
-          f"bare recv->send loop over UDP on 127.0.0.1 ({a.seconds:g} s per point)")
-    print(f"{'workers':>7} {'K':>3} {'goodput':>12} {'per-worker':>12} {'retx':>6} "
+    print(f"all-reduce of {a.elements} float32 elements; ceiling from a bare recv->send loop "
+          f"over UDP on 127.0.0.1 ({a.seconds:g} s per point); medians of {a.repeat} runs; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'mode':>5} {'workers':>7} {'K':>3} {'goodput':>12} {'per-worker':>12} {'retx':>6} "
           f"{'bare fwd/s':>11} {'ceiling':>12} {'ratio':>6} {'cpu: switch':>11} "
           f"{'workers':>7} {'us/pkt: switch':>14} {'worker':>6}  ok")
     with tempfile.TemporaryDirectory(prefix="netsum-bench-") as tmp:
-        for k in ks:
-            for n in ns:
-                fwd = bare_forwards(n, k, a.seconds)
-                try:
-                    # Best of --repeat: other processes share these two cores.
-                    runs = [allreduce_run(Path(tmp) / f"n{n}k{k}r{i}", n, k, a.elements, mode)
-                            for i in range(a.repeat)]
-                except RigError as exc:
-                    print(f"error: {exc}", file=sys.stderr)
-                    return 1
-                b = max(runs, key=lambda r: r.goodput)
-                r = Row(n, k, b.goodput, b.mean, b.retx, all(x.ok for x in runs),
-                        b.switch_cpu, b.workers_cpu, b.wall, b.packets_in, fwd, fwd * k / n)
-                rows.append(r)
-                print(f"{n:7d} {k:3d} {r.goodput / 1e6:9.3f} M/s {r.mean_worker / 1e6:9.3f} M/s "
-                      f"{r.retx:6d} {fwd:11,.0f} {r.ceiling / 1e6:9.3f} M/s {r.ratio:6.2f} "
-                      f"{100 * r.switch_cpu / r.wall:9.0f} % {100 * r.workers_cpu / r.wall:5.0f} %"
-                      f" {1e6 * r.switch_cpu / max(1, r.packets_in):14.1f}"
-                      f" {1e6 * r.workers_cpu / max(1, r.packets_in):6.1f}"
-                      f"  {'yes' if r.ok else 'NO'}", flush=True)
+        for mode in modes:
+            for k in ks:
+                for n in ns:
+                    fwd = bare_forwards(n, k, a.seconds)
+                    try:
+                        runs = [allreduce_run(Path(tmp) / f"{mode.value}n{n}k{k}r{i}", n, k,
+                                              a.elements, mode) for i in range(a.repeat)]
+                    except RigError as exc:
+                        print(f"error: {exc}", file=sys.stderr)
+                        return 1
+                    b = _median_run(runs)
+                    r = Row(n, k, b.goodput, b.mean, b.retx, all(x.ok for x in runs),
+                            b.switch_cpu, b.workers_cpu, b.wall, b.packets_in, fwd, fwd * k / n)
+                    rows.append(r)
+                    print(f"{mode.value:>5} {n:7d} {k:3d} {r.goodput / 1e6:9.3f} M/s "
+                          f"{r.mean_worker / 1e6:9.3f} M/s "
+                          f"{r.retx:6d} {fwd:11,.0f} {r.ceiling / 1e6:9.3f} M/s {r.ratio:6.2f} "
+                          f"{100 * r.switch_cpu / r.wall:9.0f} % "
+                          f"{100 * r.workers_cpu / r.wall:5.0f} %"
+                          f" {1e6 * r.switch_cpu / max(1, r.packets_in):14.1f}"
+                          f" {1e6 * r.workers_cpu / max(1, r.packets_in):6.1f}"
+                          f"  {'yes' if r.ok else 'NO'}", flush=True)
+        if a.scaling:
+            k = max(ks)
+            print(f"\nscaling: 4 workers, K={k}, mode {modes[0].value}")
+            print(f"{'MB/worker':>9} {'elements':>11} {'goodput':>12} {'switch RSS':>11}  ok")
+            for mb in (float(x) for x in a.scaling.split(",")):
+                el = int(mb * 2**20 / 4)
+                sr = allreduce_run(Path(tmp) / f"scale{mb:g}", 4, k, el, modes[0])
+                print(f"{mb:9g} {el:11d} {sr.goodput / 1e6:9.3f} M/s "
+                      f"{sr.switch_rss / 2**20:8.0f} MB  {'yes' if sr.ok else 'NO'}", flush=True)
         if a.profile:
             prof = Path(tmp) / "switch.prof"
-            allreduce_run(Path(tmp) / "profiled", 4, 32, a.elements, mode, profile=prof)
+            allreduce_run(Path(tmp) / "profiled", 4, max(ks), a.elements, modes[0], profile=prof)
             print_profile(prof)
     if a.png:
         write_png(rows, a.png)

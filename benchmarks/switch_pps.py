@@ -1,6 +1,6 @@
 """Packets per second through the embedded switch, next to a bare Python forwarding loop.
 
-    python benchmarks/switch_pps.py [--seconds S] [--k 32] [--workers 4] [--profile]
+    python benchmarks/switch_pps.py [--seconds S] [--k 32,256] [--workers 4] [--profile]
                                     [--json path/to/netsum.json] [--no-udp] [--veth]
 
 Measured side by side in one run (ratios are what to compare across machines):
@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from switch.device import Device                                   # noqa: E402
 from switch.entries import ActionCall, Lpm, Replica, TableEntry  # noqa: E402
+from wireformat import K_SUPPORTED                                # noqa: E402
 
 ROUTER_JSON = ROOT / "tests" / "switch_json" / "router.json"
 STD_FIELDS = [["ingress_port", 9, False], ["egress_spec", 9, False], ["egress_port", 9, False],
@@ -538,10 +539,19 @@ def veth_runs(kind: str, k: int, workers: int, seconds: float) -> tuple[float, f
             subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
+def _ks(text: str) -> list[int]:
+    ks = [int(x) for x in text.split(",") if x]
+    bad = [k for k in ks if k not in K_SUPPORTED]
+    if bad or not ks:
+        raise argparse.ArgumentTypeError(f"K must be among {K_SUPPORTED}, got {text!r}")
+    return ks
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--k", type=int, default=32)
+    ap.add_argument("--k", type=_ks, default=list(K_SUPPORTED),
+                    help="values per packet, a comma list (default: every supported K)")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--json", type=Path, default=None, help="netsum.p4 compiled JSON")
     ap.add_argument("--profile", action="store_true")
@@ -549,42 +559,44 @@ def main() -> int:
     ap.add_argument("--veth", action="store_true", help="also over veth pairs (root)")
     args = ap.parse_args()
     json_path = args.json
-    print(f"switch_pps: K={args.k}, {args.workers} multicast replicas, {args.seconds}s per run")
+    k0 = args.k[0]
+    print(f"switch_pps: K={','.join(map(str, args.k))}, {args.workers} multicast replicas, "
+          f"{args.seconds}s per run; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores")
     for kind in ("router", "agg"):
-        pps, outs = inprocess(kind, args.k, args.workers, args.seconds,
+        pps, outs = inprocess(kind, k0, args.workers, args.seconds,
                               json_path if kind == "agg" else None)
         label = "ipv4 router" if kind == "router" else \
-            f"aggregation ({'netsum.p4' if json_path else 'stand-in'}, K={args.k})"
+            f"aggregation ({'netsum.p4' if json_path else 'stand-in'}, K={k0})"
         print(f"  in-process  {label:34s} {pps:10,.0f} pkt/s in  ({outs} out per packet)")
-    rate = inprocess_netsum(args.k, args.workers, args.seconds, False)
-    if rate is not None:
-        print(f"  in-process  {'netsum.p4 (compiled), job of %d' % args.workers:34s} "
-              f"{rate:10,.0f} pkt/s in  (1 result multicast per {args.workers} inputs)")
-    both = netsum_optimised_vs_reference(args.k, args.workers, args.seconds)
-    if both is not None:
-        print(f"  in-process  {'netsum.p4 optimised vs fuse=False':34s} {both[0]:10,.0f} | "
-              f"{both[1]:10,.0f} pkt/s in | ratio {both[0] / both[1]:5.2f}")
+    for k in args.k:
+        both = netsum_optimised_vs_reference(k, args.workers, args.seconds)
+        if both is not None:
+            print(f"  in-process  {f'netsum.p4 K={k}, optimised | fuse=False':34s} "
+                  f"{both[0]:10,.0f} | {both[1]:8,.0f} contributions/s | ratio "
+                  f"{both[0] / both[1]:5.2f} | {1e6 / both[0]:6.1f} us per contribution")
     if args.profile:
-        if inprocess_netsum(args.k, args.workers, args.seconds, True) is None:
-            inprocess("agg", args.k, args.workers, args.seconds, json_path, profile=True)
+        if inprocess_netsum(args.k[-1], args.workers, args.seconds, True) is None:
+            inprocess("agg", k0, args.workers, args.seconds, json_path, profile=True)
     if not args.no_udp:
         for kind in ("router", "agg"):
-            sw, bare = udp_runs(kind, args.k, args.workers, args.seconds,
+            sw, bare = udp_runs(kind, k0, args.workers, args.seconds,
                                 json_path if kind == "agg" else None)
-            label = "ipv4 router" if kind == "router" else f"aggregation (K={args.k})"
+            label = "ipv4 router" if kind == "router" else f"aggregation (K={k0})"
             print(f"  udp ports   {label:34s} {sw:10,.0f} pkt/s in  | bare recv->send loop "
                   f"{bare:10,.0f} pkt/s | ratio {sw / bare:5.2f}")
-        rate = udp_netsum_run(args.k, args.workers, args.seconds)
-        if rate is not None:
-            print(f"  udp ports   {'netsum.p4 (compiled), job of %d' % args.workers:34s} "
-                  f"{rate:10,.0f} pkt/s in  (contributions; results multicast to all)")
+        for k in args.k:
+            rate = udp_netsum_run(k, args.workers, args.seconds)
+            if rate is not None:
+                print(f"  udp ports   {f'netsum.p4 K={k}, job of {args.workers}':34s} "
+                      f"{rate:10,.0f} contributions/s in (results multicast to all)")
     if args.veth:
         if os.geteuid() != 0:
             print("  veth: skipped (needs root)")
         else:
             for kind in ("router", "agg"):
-                sw, bare = veth_runs(kind, args.k, args.workers, args.seconds)
-                label = "ipv4 router" if kind == "router" else f"aggregation (K={args.k})"
+                sw, bare = veth_runs(kind, k0, args.workers, args.seconds)
+                label = "ipv4 router" if kind == "router" else f"aggregation (K={k0})"
                 print(f"  veth        {label:34s} {sw:10,.0f} pkt/s in  | bare recv->send loop "
                       f"{bare:10,.0f} pkt/s | ratio {sw / bare:5.2f}")
     return 0
