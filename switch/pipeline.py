@@ -25,6 +25,7 @@ from switch.deparser import deparser_source
 from switch.parser import parser_source
 from switch.primitives import ActionLoopLimit, AssertFailure, Namespace, PrimCtx, StdFields
 from switch.replication import PRE
+from switch.replicas import ReplicaPatcher, replica_patcher
 from switch.stateful import CounterArray, MeterArray, RegisterArray
 from switch.table_loader import build_table, exact_key_source, init_entries, key_function
 from switch.tables import Table
@@ -115,6 +116,9 @@ class Pipeline:
         self.init_deparsers()
         self.init_pipelines()
         self.init_checksums()
+        # Multicast copies deparsed once and patched (switch/replicas.py); None = in full.
+        self.replica_patch: ReplicaPatcher | None = \
+            replica_patcher(j, self.layout, self._per_copy_slots()) if fuse else None
         # Per-packet work only for what the program reads: timestamps cost a clock call.
         used = json.dumps([j.get(k) for k in ("actions", "pipelines", "parsers", "calculations",
                                               "checksums")])
@@ -210,6 +214,11 @@ class Pipeline:
                 raise cfg_error(path, "expected an object with a string 'name'")
             self.calculations[c["name"]] = build_calculation(
                 c, f"{path} ('{c['name']}')", self.layout, self.rng)
+
+    def _per_copy_slots(self) -> set[int]:
+        s = self.std
+        return {x for x in (s.egress_port, s.egress_spec, s.egress_rid, s.instance_type,
+                            s.egress_global_timestamp) if x is not None}
 
     def init_lanes(self) -> LanePlan:
         """Register lanes (switch/lanes.py): before the actions, which are compiled against the

@@ -65,6 +65,7 @@ class V1Model:
         self.i_its = s.ingress_global_timestamp if pl.uses_timestamps else None
         self.update = pl.update_checksums
         self.deparse = pl.deparse
+        self.patcher = pl.replica_patch
         self.i_iport = s.ingress_port
         self.i_plen = s.packet_length
         self.i_itype = s.instance_type
@@ -178,12 +179,17 @@ class V1Model:
             replicas = pl.pre.mc_group(mg)
             if not replicas:
                 self.stats.dropped += 1
+            # Deparsed once; each copy re-packs only what its egress may change.
+            base = None
+            if self.patcher is not None and self.queues is None and len(replicas) > 1:
+                st = self.patcher.static
+                base = (self.deparse(F), st(F) if st is not None else None)
             for rep in replicas:
                 copy = Packet(F[:], data)
                 copy.off = pkt.off
                 copy.F[s.instance_type] = REPLICATION
                 if self.queues is None:
-                    self._egress(copy, rep.port, rep.rid, out, depth)
+                    self._egress(copy, rep.port, rep.rid, out, depth, base)
                 else:
                     self._enqueue(copy, rep.port, rep.rid, out, depth)
             return
@@ -247,7 +253,7 @@ class V1Model:
                 self._enqueue(pkt, rep.port, rep.rid, out, depth)
 
     def _egress(self, pkt: Packet, port: int, rid: int, out: list[tuple[int, bytes]],
-                depth: int) -> None:
+                depth: int, base: tuple[bytes, Any] | None = None) -> None:
         F = pkt.F
         F[self.i_eport] = port
         F[self.i_espec] = 0
@@ -268,9 +274,16 @@ class V1Model:
         if F[self.i_espec] == self.drop_port:
             self.stats.dropped += 1
             return
-        if self.update is not None:
-            self.update(F, pkt)
-        frame = self.deparse(F)
+        if base is None or self.patcher is None:
+            if self.update is not None:
+                self.update(F, pkt)
+            frame = self.deparse(F)
+        else:
+            if self.patcher.update is not None:
+                self.patcher.update(F, base[1])
+            elif self.update is not None:
+                self.update(F, pkt)
+            frame = self.patcher.patch(base[0], F)
         data = pkt.data
         if pkt.off < len(data):
             frame += data[pkt.off:]

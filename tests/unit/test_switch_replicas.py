@@ -1,0 +1,59 @@
+"""Multicast copies deparsed once and patched (switch/replicas.py): which programs qualify,
+and that a 4-way result is deparsed once yet every copy carries its own rewrite and a correct
+IPv4 checksum (frames compared with the fuse=False pipeline, which deparses each copy)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from switch.pipeline import Pipeline
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "p4c"
+
+
+@pytest.mark.parametrize("name, dirty", [
+    ("l2_mcast", None),                      # egress adds/removes headers: full deparse
+    ("calc_state", ["ipv4"]),                # only the checksum target's header
+])
+def test_which_headers_are_repacked(name: str, dirty: list[str] | None) -> None:
+    pl = Pipeline(json.loads((FIXTURES / f"{name}.json").read_text()))
+    got = pl.replica_patch
+    assert (None if got is None else sorted(got.dirty)) == dirty
+    assert Pipeline(json.loads((FIXTURES / f"{name}.json").read_text()),
+                    fuse=False).replica_patch is None
+
+
+def test_netsum_result_is_deparsed_once_per_multicast() -> None:
+    helpers = pytest.importorskip("p4helpers")
+    cfg = helpers.netsum_config(32)
+    hosts = [helpers.worker_host(i) for i in range(4)]
+    outs = []
+    calls = []
+    for fuse in (False, True):
+        sw = helpers.NetsumSwitch(cfg)
+        sw.pipeline = Pipeline(json.loads(cfg), fuse=fuse)
+        sw.device.install(sw.pipeline)
+        sw.add_job(3, hosts, num_slots=4)
+        assert sw.device._v1 is not None
+        v1 = sw.device._v1
+        n = [0]
+        real = v1.deparse
+
+        def counting(F: list[int], real=real, n=n) -> bytes:
+            n[0] += 1
+            return real(F)
+        v1.deparse = counting
+        got = [sw.device.process(h.port, helpers.netsum_frame(h, job_id=3, slot=1,
+                                                              values=[i] * 32))
+               for i, h in enumerate(hosts)]
+        outs.append(got)
+        calls.append(n[0])
+    assert outs[0] == outs[1]
+    assert len(outs[1][-1]) == 4
+    assert calls == [4, 1]                 # per copy without the rewrite, once with it
+    for (port, frame), h in zip(outs[1][-1], hosts):
+        p = helpers.parse_frame(frame)
+        assert port == h.port and p.values == (6,) * 32
+        assert helpers.ipv4_checksum_ok(frame[14:34])
