@@ -108,7 +108,7 @@ def test_multicast_result_contents(n: int) -> None:
 
 def test_single_worker_job_returns_its_own_values() -> None:
     sw, hosts = make_switch(1)
-    vals = list(range(-16, 16))
+    vals = list(range(-(K_DEFAULT // 2), K_DEFAULT // 2))
     out = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, values=vals, exp=9))
     assert len(out) == 1
     check_result(parse_frame(out[0][1]), to=hosts[0], job=JOB, slot=0, round_=0, exp=9, count=1,

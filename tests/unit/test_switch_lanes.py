@@ -350,7 +350,7 @@ def test_fused_registers_read_and_write_one_array_at_a_time() -> None:
     r3.write(idx, 0xFFFFFFFF)         # -1: the last contribution wraps it to 4
     out = sw.device.process(hosts[3].port, helpers.netsum_frame(hosts[3], job_id=3, slot=2,
                                                                  values=[5] * 32))
-    vals = helpers.parse_frame(out[0][1]).values
+    vals = helpers.parse_frame(out[0][1], k=32).values
     assert vals[3] == 4 and vals[2] == vals[4] == 20
     assert regs["NetsumIngress.val004"].read(idx) == 20
     r3.reset()
