@@ -185,7 +185,8 @@ def replica_patcher(j: dict[str, Any], layout: Layout,
     headers = [layout.headers[n] for n in dep.get("order") or [] if n in layout.headers]
     headers = [h for h in headers if not h.metadata]
     w = _egress_writes(j, layout)
-    if w is None or any(h.name in stacked for h in headers):
+    # varbit headers: a copy's header offsets would depend on its run-time widths
+    if w is None or any(h.name in stacked or h.varbit >= 0 for h in headers):
         return None
     dirty, written = w
     written |= per_copy
