@@ -23,7 +23,7 @@ from .model import ControlPlane, CounterModel, DigestModel, MeterModel, Register
 from .resolve import Globals
 from .scopes import ExternInstance
 from .typecheck import Typer
-from .types import Bits, EnumT, HeaderT, width_of
+from .types import Bits, EnumT, HeaderT, VarbitT, width_of
 
 __all__ = ["GenerateJson"]
 
@@ -106,8 +106,13 @@ class GenerateJson:
             if inst.type.name in seen:
                 continue
             seen.add(inst.type.name)
-            out.append({"name": inst.type.name, "id": len(out), "fields": [
-                [n, width_of(t), isinstance(t, Bits) and t.signed] for n, t in inst.type.fields]})
+            ht: Json = {"name": inst.type.name, "id": len(out), "fields": [
+                [n, "*"] if isinstance(t, VarbitT) else
+                [n, width_of(t), isinstance(t, Bits) and t.signed] for n, t in inst.type.fields]}
+            if any(isinstance(t, VarbitT) for _, t in inst.type.fields):
+                # The header's largest size in bytes (a varbit field counts its maximum).
+                ht["max_length"] = sum(width_of(t) for _, t in inst.type.fields) // 8
+            out.append(ht)
         return out
 
     @staticmethod

@@ -21,7 +21,7 @@ from .inline_action import Frame, InlineActions
 from .lower_extern import HASH_ALGOS, ExternLowering
 from .resolve import ConstValue, resolve_type
 from .scopes import Env, Sym, SymKind
-from .types import Bits, Bool, HeaderT, StackT, StructT, UnionT, show
+from .types import Bits, Bool, HeaderT, StackT, StructT, UnionT, VarbitT, show
 
 __all__ = ["LowerCtx", "ActionLowering", "HASH_ALGOS", "as_param_b2d"]
 
@@ -238,6 +238,13 @@ class ActionLowering(InlineActions, ExternLowering):
             else:
                 self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to struct "
                               f"{show(t)}")
+            return
+        if isinstance(t, VarbitT):
+            if isinstance(rhs, TLoc) and isinstance(rhs.ref, FieldRef) and rhs.type == t:
+                prims.append(_prim("assign_VL", [ref_json(lhs), ref_json(rhs)]))
+            else:
+                self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to a "
+                              f"{show(t)} field (only another {show(t)} field)")
             return
         c = self.typer.coerce(rhs, t, pos, "assignment")
         if c is None:

@@ -17,7 +17,8 @@ from .ir import FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TLo
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
 from .scopes import Env
-from .types import Bits, Bool, ErrorT, EnumT, InfInt, show, width_of
+from .types import (Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, StackT, VarbitT, show,
+                    width_of)
 
 __all__ = ["lower_parser", "lower_deparser", "lower_checksums", "range_to_masks"]
 
@@ -132,15 +133,26 @@ def _packet_op(ctx: LowerCtx, name: str, args: tuple[TExpr | None, ...],
                targs: tuple[object, ...], pos: Pos, ops: list[Json]) -> None:
     if name == "extract":
         hdr = args[0]
-        if len(args) > 1:
-            ctx.diags.error(pos, "unsupported construct: variable-size extract (varbit)")
+        # extract(h, bits): h's varbit field takes `bits` bits (BMv2 extract_VL).
+        length = args[1] if len(args) > 1 else None
+        op = "extract_VL" if length is not None else "extract"
+        extra = [{"type": "expression", "value": lower_expr(length)}] if length is not None \
+            else []
+        elem_type = hdr.type.elem if hdr is not None and isinstance(hdr.type, StackT) \
+            else hdr.type if hdr is not None else None
+        has_varbit = isinstance(elem_type, HeaderT) and \
+            any(isinstance(t, VarbitT) for _, t in elem_type.fields)
+        if hdr is not None and isinstance(elem_type, HeaderT) and has_varbit != bool(extra):
+            ctx.diags.error(pos, f"header {elem_type.name} " + (
+                "has a varbit field: extract it with a length, extract(h, bits)" if has_varbit
+                else "has no varbit field: extract(h) takes no length"))
             return
         if isinstance(hdr, TLoc) and isinstance(hdr.ref, StackRef):
-            ops.append({"parameters": [{"type": "stack", "value": hdr.ref.name}],
-                        "op": "extract"})
+            ops.append({"parameters": [{"type": "stack", "value": hdr.ref.name}] + extra,
+                        "op": op})
         elif isinstance(hdr, TLoc) and isinstance(hdr.ref, HeaderRef):
-            ops.append({"parameters": [{"type": "regular", "value": hdr.ref.name}],
-                        "op": "extract"})
+            ops.append({"parameters": [{"type": "regular", "value": hdr.ref.name}] + extra,
+                        "op": op})
         elif hdr is not None:
             ctx.diags.error(pos, f"extract needs a header, not {show(hdr.type)}")
     elif name == "advance":

@@ -54,6 +54,13 @@ def expr_text(e: A.Expr) -> str:
     return type(e).__name__
 
 
+def _all(parts: list[TExpr], pos: Pos) -> TExpr:
+    out: TExpr = TConst(Bool(), pos, True)
+    for i, p in enumerate(parts):
+        out = p if i == 0 else TBinary(Bool(), pos, "&&", out, p)
+    return out
+
+
 def group_ref(st: StructT, header: str, prefix: str) -> StructRef:
     """A struct inside a header: its members are the header's `prefix.f` fields."""
     members: list[tuple[str, TLoc]] = []
@@ -552,8 +559,11 @@ class Typer:
                 self.err(e.pos, f"operator {what} needs numbers, got {show(t)}")
                 return None
             if isinstance(t, (HeaderT, StructT, StackT)):
-                self.err(e.pos, f"unsupported construct: comparing {show(t)} values")
-                return None
+                eq = self._aggregate_eq(ua, ub, e.pos)
+                if eq is None:
+                    self.err(e.pos, f"unsupported construct: comparing {show(t)} values")
+                    return None
+                return eq if op == "==" else TUnary(Bool(), e.pos, "!", eq)
             if isinstance(ua, TConst) and isinstance(ub, TConst):
                 return self._fold(op, ua, ub, e.pos)
             return TBinary(Bool(), e.pos, op, ua, ub)
@@ -574,6 +584,46 @@ class Typer:
             self.err(e.pos, f"unsupported construct: '{op}' on run-time values (BMv2 target)")
             return None
         return TBinary(t, e.pos, op, ua, ub)
+
+    def _aggregate_eq(self, a: TExpr, b: TExpr, pos: Pos) -> TExpr | None:
+        """`a == b` for headers, structs and stacks, member by member (spec §8.16: two
+        headers are equal when both are invalid, or both valid with equal fields)."""
+        if not (isinstance(a, TLoc) and isinstance(b, TLoc)):
+            return None
+        parts: list[TExpr] = []
+        if isinstance(a.ref, HeaderRef) and isinstance(b.ref, HeaderRef):
+            for n, ft in a.ref.type.fields:
+                x = TLoc(ft, pos, FieldRef(a.ref.name, n), f"{a.text}.{n}")
+                y = TLoc(ft, pos, FieldRef(b.ref.name, n), f"{b.text}.{n}")
+                parts.append(TBinary(Bool(), pos, "==", x, y))
+            va, vb = TIsValid(Bool(), pos, a.ref.name), TIsValid(Bool(), pos, b.ref.name)
+            both = TBinary(Bool(), pos, "&&", va, vb)
+            fields = _all(parts, pos)
+            valid_eq = TBinary(Bool(), pos, "&&", both, fields) if parts else both
+            none = TBinary(Bool(), pos, "&&", TUnary(Bool(), pos, "!", va),
+                           TUnary(Bool(), pos, "!", vb))
+            return TBinary(Bool(), pos, "||", none, valid_eq)
+        if isinstance(a.ref, StructRef) and isinstance(b.ref, StructRef):
+            for (_, x), (_, y) in zip(a.ref.members, b.ref.members):
+                if isinstance(x.type, (HeaderT, StructT, StackT)):
+                    sub = self._aggregate_eq(x, y, pos)
+                    if sub is None:
+                        return None
+                    parts.append(sub)
+                else:
+                    parts.append(TBinary(Bool(), pos, "==", x, y))
+            return _all(parts, pos)
+        if isinstance(a.ref, StackRef) and isinstance(b.ref, StackRef):
+            st = a.ref.type
+            for i in range(st.size):
+                x = TLoc(st.elem, pos, HeaderRef(f"{a.ref.name}[{i}]", st.elem), a.text)
+                y = TLoc(st.elem, pos, HeaderRef(f"{b.ref.name}[{i}]", st.elem), b.text)
+                sub = self._aggregate_eq(x, y, pos)
+                if sub is None:
+                    return None
+                parts.append(sub)
+            return _all(parts, pos)
+        return None
 
     def _fold(self, op: str, a: TConst, b: TConst, pos: Pos) -> TExpr | None:
         cv = fold_binary(op, ConstValue(a.type, a.value), ConstValue(b.type, b.value), pos,

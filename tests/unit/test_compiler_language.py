@@ -135,3 +135,66 @@ def test_initializers_and_header_fields_on_the_wire() -> None:
     out = one(device(INIT), MACS + b"\x08\x00" + b"tail")
     # a = 3 + 40 = 43; f = true then 7 zero bits: 0x80; s = hi 0xA, lo 5 / 4 + 43 % 8 = 1 + 3
     assert out[14:17] == bytes([43, 0x80, 0xA4]) and out[17:] == b"tail"
+
+
+# ---------------------------------------------------------------- varbit (§7.1.6.3, §12.8.2)
+
+VARBIT = ETH + """
+header len_t { bit<8> n; }
+header opt_t { varbit<32> data; }
+struct headers { eth_t eth; len_t l; opt_t o; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); pkt.extract(hdr.l);
+                  pkt.extract(hdr.o, (bit<32>)hdr.l.n * 8); transition accept; }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; if (hdr.o.isValid()) { hdr.l.n = hdr.l.n + 1; } }
+}
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.l);
+                                                    pkt.emit(hdr.o); } }
+"""
+
+
+def test_varbit_field_extracted_with_its_length_and_emitted() -> None:
+    d = device(VARBIT)
+    eth = MACS + b"\x08\x00"
+    # n = 2: data takes 2 bytes and is emitted as extracted
+    assert one(d, eth + b"\x02AB" + b"tail") == eth + b"\x03AB" + b"tail"
+    # n = 5: 40 bits exceed varbit<32>: the extract fails, o stays invalid, n is unchanged
+    assert one(d, eth + b"\x05ABCDE" + b"tail") == eth + b"\x05ABCDE" + b"tail"
+
+
+# ---------------------------------------------------------------- header equality (§8.16)
+
+EQ = ETH + """
+header p_t { bit<8> x; bit<8> y; }
+struct headers { eth_t eth; p_t a; p_t b; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); pkt.extract(hdr.a);
+        transition select(hdr.eth.type) { 1: two; default: accept; } }
+    state two { pkt.extract(hdr.b); transition accept; }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    p_t c;
+    apply {
+        sm.egress_spec = 1;
+        hdr.eth.src = 0;
+        if (hdr.a == hdr.b) { hdr.eth.src[7:0] = 1; }   // both valid and equal
+        if (c == hdr.b) { hdr.eth.src[15:8] = 1; }      // c invalid: equal iff b invalid
+    }
+}
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.a);
+                                                    pkt.emit(hdr.b); } }
+"""
+
+
+def test_headers_compare_by_validity_and_fields() -> None:
+    d = device(EQ)
+    dst = MACS[:6]
+    src = lambda a, c: bytes(4) + bytes([c, a])  # noqa: E731 - src[15:8], src[7:0]
+    assert one(d, MACS + b"\x00\x01" + b"\x05\x06\x05\x06")[6:12] == src(1, 0)
+    assert one(d, MACS + b"\x00\x01" + b"\x05\x06\x05\x07")[6:12] == src(0, 0)
+    assert one(d, MACS + b"\x00\x02" + b"\x05\x06")[6:12] == src(0, 1)   # b invalid
+    assert one(d, MACS + b"\x00\x02" + b"\x05\x06")[:6] == dst

@@ -205,6 +205,14 @@ def test_direct_call_with_standard_metadata_inout() -> None:
     assert run(ingress("a(sm); b(sm);", decls), port=7) is not None
 
 
+def test_mark_to_drop_on_a_copy_of_standard_metadata() -> None:
+    # mark_to_drop(s) drops through the copy s; the copy-out writes it back to sm.
+    decls = "    action a(inout standard_metadata_t s) { s.egress_spec = 1; mark_to_drop(s); }"
+    assert run(ingress("a(sm);", decls)) is None
+    decls = "    action a(inout standard_metadata_t s) { mark_to_drop(s); s.egress_spec = 1; }"
+    assert run(ingress("a(sm);", decls)) is not None
+
+
 def test_global_action_inout_and_global_register() -> None:
     prelude = ("register<bit<8>>(4) gr;\n"
                "action ga(inout p_t e) { e.a = 0xAD; gr.write(1, 0x42); }\n")
