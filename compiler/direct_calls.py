@@ -1,5 +1,6 @@
-"""InstantiateDirectCalls: ``Sub.apply(args);`` (a control applied by its type name) becomes
-an instance declared in the enclosing control plus an ordinary instance apply, as p4c does.
+"""InstantiateDirectCalls: ``Sub.apply(args);`` (a control or parser applied by its type name)
+becomes an instance declared in the enclosing block plus an ordinary instance apply, as p4c
+does.
 
 Each direct call gets its own instance, named ``<Type>_inst`` (made unique) and annotated
 ``@name("<Type>")`` so its tables are named ``<Outer>.<Type>.<table>`` in P4Info, like p4c's.
@@ -19,16 +20,28 @@ class InstantiateDirectCalls:
     """Pass: Program → Program."""
 
     def run(self, prog: A.Program, diags: Diagnostics) -> A.Program:
-        self.controls = {d.name for d in prog.decls if isinstance(d, A.ControlDecl)}
+        self.controls = {d.name for d in prog.decls
+                         if isinstance(d, (A.ControlDecl, A.ParserDecl))}
         self.fresh: NameSource | None = None
         self.prog = prog
-        return A.Program(prog.pos, tuple(self._control(d) if isinstance(d, A.ControlDecl)
-                                         else d for d in prog.decls))
+        return A.Program(prog.pos, tuple(
+            self._control(d) if isinstance(d, A.ControlDecl) else
+            self._parser(d) if isinstance(d, A.ParserDecl) else d for d in prog.decls))
+
+    def _parser(self, p: A.ParserDecl) -> A.ParserDecl:
+        local = {x.name for x in p.locals if isinstance(x, A.Decl)}
+        self.local = local | {q.name for q in p.params}
+        self.new: list[A.Instantiation] = []
+        states = tuple(dataclasses.replace(st, stmts=tuple(self._stmt(s) for s in st.stmts))
+                       for st in p.states)
+        if not self.new:
+            return p
+        return dataclasses.replace(p, locals=p.locals + tuple(self.new), states=states)
 
     def _control(self, c: A.ControlDecl) -> A.ControlDecl:
         local = {x.name for x in c.locals if isinstance(x, A.Decl)}
         self.local = local | {p.name for p in c.params}
-        self.new: list[A.Instantiation] = []
+        self.new = []
         apply = self._block(c.apply)
         if not self.new:
             return c

@@ -28,6 +28,7 @@ from .layout import BuildLayout, Layout
 from .lexer import tokenize
 from .model import ControlPlane
 from .inline_functions import InlineFunctions
+from .inline_parsers import InlineParsers
 from .move_decls import MoveDeclarations
 from .p4info import build_p4info, p4info_text
 from .parser import parse
@@ -100,6 +101,11 @@ def _move_declarations(s: CompileState) -> None:
     s.program = MoveDeclarations().run(s.program, s.diags)
 
 
+def _inline_parsers(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = InlineParsers().run(s.program, s.diags)
+
+
 def _inline_functions(s: CompileState) -> None:
     assert s.program is not None
     s.program = InlineFunctions().run(s.program, s.diags)
@@ -146,6 +152,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     # action outside any control).  Every later pass relies on it.
     ("UniqueNames", _unique_names),
     ("MoveDeclarations", _move_declarations),
+    ("InlineParsers", _inline_parsers),  # sub-parser applications become states
     ("InlineFunctions", _inline_functions),  # calls of functions with statements, in order
     ("ExpandStackIndex", _stack_index),  # hs[i] with a run-time i: one branch per element
     ("ResolveNames", _resolve),         # global symbols, types, folded constants

@@ -16,10 +16,10 @@ from .blocks import BlockScope, SubControl, block_scope, control_plane_name
 from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Diagnostics, Pos
 from .exprjson import Json, as_condition, ref_json
-from .ir import TConst, TLoc
+from .ir import TConst, TExpr, TLoc
 from .lower_action import ActionLowering, LowerCtx
 from .lower_table import TableLowering
-from .resolve import ConstValue, const_eval
+from .resolve import ConstValue, const_eval, resolve_type
 from .scopes import Env, Sym, SymKind
 from .synthesize import direct_action_call, group_order, hidden_action_base, is_simple
 from .types import Bool, show
@@ -352,26 +352,57 @@ class ControlLowering:
             return Frag(None, [])
         self.ps.applied.setdefault(info.qualified, info.pos)
         bindings: dict[str, Sym] = {}
+        copies: list[tuple[TLoc, TExpr]] = []
         for p, a in zip(info.params, info.args):
+            if a is None and p.default is not None:
+                pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
+                a = self.ctx.typer.expr(p.default, self.env, pt) if pt is not None else None
             if a is None:
                 continue
             if isinstance(a, TConst):
                 bindings[p.name] = Sym(SymKind.CONST, p.name, ConstValue(a.type, a.value))
             elif isinstance(a, TLoc):
                 bindings[p.name] = Sym(SymKind.VAR, p.name, TLoc(a.type, a.pos, a.ref, a.text))
+            elif p.direction in ("", "in"):
+                # A computed value for an `in` parameter: evaluated into a copy first.
+                tmp = self.ctx.layout.copy_of(p.name, a.type, a.pos)
+                if tmp is None:
+                    self.err(a.pos, f"unsupported construct: an argument of type "
+                                    f"{show(a.type)} for parameter '{p.name}'")
+                    return Frag(None, [])
+                copies.append((tmp, a))
+                bindings[p.name] = Sym(SymKind.VAR, p.name, tmp)
             else:
-                self.err(a.pos, "unsupported construct: a computed argument to a control "
-                                "instance's apply (pass a field or a constant)")
+                self.err(a.pos, f"argument for {p.direction} parameter '{p.name}' must be a "
+                                "writable location")
                 return Frag(None, [])
         scope = block_scope(self.scope.role, sub.decl, self.ctx.layout, self.ctx.g,
                             self.ctx.diags, prefix=info.qualified, bindings=bindings,
                             rank=sub.rank)
         self.ctx.sub_scopes.append(scope)
+        first = self._assignments(copies, info.pos) if copies else None
         child = ControlLowering(self.ctx, scope, self.ps, self.tl, parent=self)
         self.tl.begin_control(scope, child._applied_tables(), child._direct_calls())
         frag = child._seq(child.body.stmts, child.env)
         self.tl.scope = self.scope
-        return frag
+        return self._link([first, frag], False) if first is not None else frag
+
+    def _assignments(self, pairs: list[tuple[TLoc, TExpr]], pos: Pos) -> Frag:
+        """A hidden action + table assigning typed values (argument copies, computed keys)."""
+        base = hidden_action_base(pos.file, pos.line)
+        aname = self.ctx.names.new(base)
+        prims: list[Json] = []
+        lowering = ActionLowering(self.ctx, self.scope.role)
+        for tmp, value in pairs:
+            lowering.assign(tmp, value, pos, prims)
+        act: Json = {"name": aname, "id": -1, "runtime_data": [], "primitives": prims}
+        self.hidden.append((self.rank_base + len(self.order) + len(self.hidden) * 1e-3, act,
+                            [], Env(None, self.ctx.g)))
+        tj = self.tl.hidden_table(self.ctx.names.new(f"tbl_{aname}"), act)
+        self._table_json(tj)
+        for k in tj["next_tables"]:
+            tj["next_tables"][k] = "$hole"
+        return Frag(tj["name"], [self._set_all(tj)])
 
     def _has_tables(self, decl: A.ControlDecl, depth: int = 0) -> bool:
         """Whether applying this control applies a table (then it can be applied once only;
@@ -399,21 +430,11 @@ class ControlLowering:
         keys = list(self.tl.key_values)
         if keys:
             # Computed keys: a hidden table right before this one sets their temporaries.
-            base = hidden_action_base(pos.file, pos.line)
-            aname = self.ctx.names.new(base)
-            prims: list[Json] = []
-            lowering = ActionLowering(self.ctx, self.scope.role)
-            for tmp, value in keys:
-                lowering.assign(tmp, value, pos, prims)
-            act: Json = {"name": aname, "id": -1, "runtime_data": [], "primitives": prims}
-            self.hidden.append((self.rank_base + len(self.order) + len(self.hidden) * 1e-3, act,
-                                [], Env(None, self.ctx.g)))
-            kj = self.tl.hidden_table(self.ctx.names.new(f"tbl_{aname}"), act)
-            self._table_json(kj)
-            kj["base_default_next"] = tj["name"]
-            for k in kj["next_tables"]:
-                kj["next_tables"][k] = tj["name"]
-            self.entry_of[tj["name"]] = kj["name"]
+            first = self._assignments(keys, pos)
+            for h in first.holes:
+                h(tj["name"])
+            assert first.entry is not None
+            self.entry_of[tj["name"]] = first.entry
         self._table_json(tj)
         return tj
 

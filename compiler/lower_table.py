@@ -238,7 +238,7 @@ class TableLowering:
         assert self.scope is not None
         qname = control_plane_name(self.scope.prefix, t)
         known = ("key", "actions", "default_action", "size", "entries", "counters", "meters",
-                 "support_timeout", "implementation")
+                 "support_timeout", "implementation", "largest_priority_wins", "priority_delta")
         for p in t.properties:
             if p.name not in known:
                 self.err(p.pos, unknown("table property", p.name, known))
@@ -472,10 +472,8 @@ class TableLowering:
     def _entries(self, t: A.TableDecl, keys: list[_Key], env: Env) -> list[Json]:
         p = self._prop(t, "entries")
         assert p is not None
-        if not p.is_const:
-            self.err(p.pos, "unsupported construct: non-const table entries (write 'const "
-                            "entries')")
-            return []
+        # `entries` without const (P4_16 1.2.4 initial entries) go into the JSON the same way;
+        # P4Info says has_initial_entries without is_const_table.
         out: list[Json] = []
         assert isinstance(p.value, tuple)   # the parser makes `entries` a tuple of TableEntry
         for i, ent in enumerate(p.value):

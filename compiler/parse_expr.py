@@ -312,7 +312,9 @@ class ExprParser:
                 raise ParseError(t.pos, "syntax error, a structure expression names every "
                                         "field or none")
             return ListExpr(t.pos, tuple(items), tuple(names))
-        if t.kind is TokKind.IDENT or (t.kind is TokKind.KEYWORD and t.text in ("apply", "key")):
+        if t.kind is TokKind.IDENT or (t.kind is TokKind.KEYWORD and t.text in (
+                "apply", "key", "type", "priority", "entries", "actions", "state", "list")):
+            # Contextual keywords name variables and fields too (p4c accepts `type = ...`).
             self.i += 1
             return Name(t.pos, t.text)
         if t.kind is TokKind.EOF:

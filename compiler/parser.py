@@ -465,11 +465,15 @@ class Parser(ExprParser):
                 self.expect("{")
                 entries: list[TableEntry] = []
                 while not self.accept("}"):
+                    # entry: [const] [priority '=' expr ':'] keyset ':' action [annotations] ';'
                     epos = self.tok.pos
                     prio = None
+                    self.accept("const")  # entries of a non-const list may be marked const
                     if self.accept("priority"):
+                        # The entry's P4 priority is for P4Runtime only: p4c's BMv2 JSON
+                        # orders entries by position unless @priority is given.
                         self.expect("=")
-                        prio = self.parse_expr()
+                        self.parse_expr()
                         self.expect(":")
                     ks = self.parse_keyset()
                     keyset = ks.items if isinstance(ks, ListExpr) else (ks,)
@@ -477,6 +481,9 @@ class Parser(ExprParser):
                     act = self.parse_expr()
                     if not isinstance(act, Call):
                         act = Call(act.pos, act, (), ())
+                    for an in self.annotations():
+                        if an.name == "priority" and an.args:
+                            prio = an.args[0]  # `... : a() @priority(3);`: BMv2's priority
                     self.expect(";")
                     entries.append(TableEntry(epos, tuple(keyset), act, prio))
                 value = tuple(entries)

@@ -198,3 +198,40 @@ def test_headers_compare_by_validity_and_fields() -> None:
     assert one(d, MACS + b"\x00\x01" + b"\x05\x06\x05\x07")[6:12] == src(0, 0)
     assert one(d, MACS + b"\x00\x02" + b"\x05\x06")[6:12] == src(0, 1)   # b invalid
     assert one(d, MACS + b"\x00\x02" + b"\x05\x06")[:6] == dst
+
+
+# ---------------------------------------------------------------- sub-parsers (§13.8)
+
+SUBPARSERS = ETH + """
+header vlan_t { bit<16> tci; bit<16> type; }
+header ip_t { bit<8> ttl; }
+struct headers { eth_t eth; vlan_t vlan; ip_t ip; }
+struct metadata { }
+parser L2(packet_in b, out eth_t e) { state start { b.extract(e); transition accept; } }
+parser L3(packet_in b, inout headers h) {
+    bit<16> t = h.eth.type;
+    state start { transition select(t) { 0x0800: ip; 0x8100: vlan; default: accept; } }
+    state ip { b.extract(h.ip); transition accept; }
+    state vlan { b.extract(h.vlan); t = h.vlan.type; transition start; }
+}
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    L2() l2;
+    state start { l2.apply(pkt, hdr.eth); L3.apply(pkt, hdr); transition accept; }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; if (hdr.ip.isValid()) { hdr.ip.ttl = hdr.ip.ttl - 1; } }
+}
+control D(packet_out pkt, in headers hdr) {
+    apply { pkt.emit(hdr.eth); pkt.emit(hdr.vlan); pkt.emit(hdr.ip); }
+}
+"""
+
+
+def test_sub_parsers_are_inlined_with_their_loops() -> None:
+    d = device(SUBPARSERS)
+    assert one(d, MACS + b"\x08\x00" + b"\x05tail") == MACS + b"\x08\x00" + b"\x04tail"
+    # a VLAN tag: L3 goes round its start state again with t = the tag's type
+    tagged = MACS + b"\x81\x00" + b"\x00\x07\x08\x00"
+    assert one(d, tagged + b"\x09tail") == tagged + b"\x08tail"
+    # neither: parsing stops after Ethernet
+    assert one(d, MACS + b"\x86\xdd" + b"\x09tail") == MACS + b"\x86\xdd" + b"\x09tail"
