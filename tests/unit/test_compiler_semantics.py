@@ -321,3 +321,11 @@ def test_a_control_without_tables_applies_twice() -> None:
     out = run(ingress("inc.apply(hdr.p.a); inc.apply(hdr.p.a); inc.apply(hdr.p.b);", decls),
               a=1, b=7, prelude=prelude)
     assert out is not None and out[2:4] == (3, 8)
+
+
+def test_control_instance_with_computed_and_default_arguments() -> None:
+    # v = a + 1 is computed into a copy first; w takes its default 7.
+    prelude = "control Sum(in bit<8> v, inout bit<8> out_, in bit<8> w = 7) " \
+              "{ apply { out_ = v + w; } }\n"
+    out = run(ingress("s.apply(hdr.p.a + 1, hdr.p.c);", "    Sum() s;"), a=2, prelude=prelude)
+    assert out is not None and out[4] == 2 + 1 + 7

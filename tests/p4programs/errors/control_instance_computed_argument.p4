@@ -22,7 +22,7 @@ parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_met
 }
 
 control VC(inout headers hdr, inout metadata meta) { apply { } }
-control Sub(in bit<8> v, inout metadata m) { apply { m.x = v; } }
+control Sub(inout bit<8> v, inout metadata m) { apply { m.x = v; } }
 
 control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     Sub() sub;
