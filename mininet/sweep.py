@@ -45,7 +45,6 @@ if str(ROOT) not in sys.path:
 import mnenv  # noqa: E402
 
 PROG = "sweep"
-NAMES = {"ina": "INA", "ring": "ring", "ps": "parameter server"}
 #: INA workers' timing on shaped links: Linux TCP's RTO floor (TCP_RTO_MIN, 200 ms) instead of
 #: the worker's 5 ms, which a link serialising a 1 KB frame in milliseconds and queueing a
 #: window of them exceeds (spurious retransmissions then take a third of the link).
@@ -66,10 +65,6 @@ class Collected:
     rows: list[dict[str, object]] = field(default_factory=list)
     telemetry: list[tuple[object, ...]] = field(default_factory=list)
     quantiles: list[dict[str, object]] = field(default_factory=list)
-    utilisation: dict[str, list[tuple[float, str, float]]] = field(default_factory=dict)
-    util_keys: dict[str, tuple[object, ...]] = field(default_factory=dict)
-    util_labels: dict[str, str] = field(default_factory=dict)
-    bw: float | None = None
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -207,8 +202,9 @@ def run_sweep(a: argparse.Namespace, got: Collected, out: IO[str]) -> bool:
 
 
 def _progress(done: int, total: int, r: dict[str, object]) -> str:
+    from netsum.sweep import size_text
     ok = "ok" if r["ok"] else f"FAILED: {r['error']}"
-    return (f"  [{done}/{total}] {r['topo']} n={r['workers']} {_mb(r)}MB "
+    return (f"  [{done}/{total}] {r['topo']} n={r['workers']} {size_text(r['size_bytes'])} "
             f"loss={r['loss']:g} {r['algo']:<4} rep {r['rep']}: {r['time_s']:.2f} s "
             f"(theory {r['theory_time_s']:.2f}), {r['goodput_mbps']:.2f} Mb/s/worker, "
             f"retx {r['retransmissions']}, util {r['link_util_mean']:.2f}, "
@@ -217,32 +213,14 @@ def _progress(done: int, total: int, r: dict[str, object]) -> str:
 
 def _keep_plots(got: Collected, run: Any, row: dict[str, object], run_id: str,
                 quantile_rows: Callable[..., list[dict[str, object]]]) -> None:
-    """Latency quantiles of the first repetition of each point at loss 0-ish, and the
-    utilisation series of the most loaded such run per algorithm."""
-    from netsum.expplots import utilisation_series
+    """Latency quantiles of the first repetition of each point (the CDF plot)."""
+    from netsum.sweep import size_text
     if row["rep"] != 0:
         return
     lat = [x for arr in run.latencies for x in arr.tolist()]
-    label = f"{row['algo']} n={row['workers']} {row['topo']} {_mb(row)}MB loss {row['loss']:g}"
+    label = (f"{row['algo']} n={row['workers']} {row['topo']} {size_text(row['size_bytes'])} "
+             f"loss {row['loss']:g}")
     got.quantiles += quantile_rows(label, str(row["algo"]), lat)
-    key = (row["loss"] == 0, row["topo"] == "single", row["workers"], row["size_bytes"])
-    algo = str(row["algo"])
-    if algo not in got.util_keys or key > got.util_keys[algo]:
-        bw = float(str(row["bw_mbps"])) or None
-        series = utilisation_series([dict(zip(("run", "t_s", "source", "node", "item",
-                                                "metric", "value"), t))
-                                     for t in run.telemetry.rows(run_id, run.start_at)],
-                                    run_id, bw)
-        if series:
-            got.util_keys[algo] = key
-            got.utilisation[algo] = series
-            got.bw = bw
-            got.util_labels[algo] = (f"{NAMES.get(algo, algo)}: {label}, "
-                                     f"{bw:g} Mb/s links, {float(str(row['time_s'])):.2f} s")
-
-
-def _mb(r: dict[str, object]) -> str:
-    return f"{float(str(r['size_bytes'])) / 1e6:g}"
 
 
 def write_outputs(a: argparse.Namespace, got: Collected, started: float,
@@ -261,12 +239,13 @@ def write_outputs(a: argparse.Namespace, got: Collected, started: float,
     # Tens of thousands of rows per run: compressed (pandas and csv read it as it is).
     with gzip.open(a.out / "telemetry.csv.gz", "wt", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(("run", "t_s", "source", "node", "item", "metric", "value"))
+        w.writerow(expplots.TELEMETRY_COLUMNS)
         w.writerows(got.telemetry)
     write_csv(a.out / "latency_quantiles.csv", got.quantiles, ("label", "algo", "q",
                                                                 "latency_ms"))
-    util = {got.util_labels[k]: v for k, v in got.utilisation.items()}
-    pngs = expplots.write_all(a.out, got.rows, got.quantiles, util, got.bw)
+    from netsum.expplots import TELEMETRY_COLUMNS
+    pngs = expplots.write_from(a.out, got.rows, got.quantiles,
+                               [dict(zip(TELEMETRY_COLUMNS, t)) for t in got.telemetry])
     meta = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
             "duration_s": round(time.time() - started, 1), "runs": len(got.rows),
@@ -281,7 +260,8 @@ def write_outputs(a: argparse.Namespace, got: Collected, started: float,
 
 
 def _table(summary: list[dict[str, object]]) -> str:
-    lines = [f"{'topo':<7}{'n':>3} {'size MB':>8} {'loss':>6} {'algo':<5} {'time s (min-max)':>22}"
+    from netsum.sweep import size_text
+    lines = [f"{'topo':<7}{'n':>3} {'size':>8} {'loss':>6} {'algo':<5} {'time s (min-max)':>22}"
              f" {'goodput Mb/s':>13}"]
     good = {tuple(r[k] for k in ("topo", "workers", "elements", "loss", "algo", "bw_mbps",
                                  "k")): r for r in summary if r["value"] == "goodput_mbps"}
@@ -291,7 +271,7 @@ def _table(summary: list[dict[str, object]]) -> str:
         g = good.get(tuple(r[k] for k in ("topo", "workers", "elements", "loss", "algo",
                                           "bw_mbps", "k")))
         lines.append(f"{r['topo']!s:<7}{r['workers']!s:>3} "
-                     f"{4 * float(str(r['elements'])) / 1e6:>8g} {float(str(r['loss'])):>6g} "
+                     f"{size_text(4 * int(str(r['elements']))):>8} {float(str(r['loss'])):>6g} "
                      f"{r['algo']!s:<5} {float(str(r['median'])):>8.2f} "
                      f"({float(str(r['min'])):.2f}-{float(str(r['max'])):.2f})      "
                      f"{float(str(g['median'])) if g else float('nan'):>10.2f}")
@@ -306,8 +286,8 @@ def _table(summary: list[dict[str, object]]) -> str:
         if ina:
             n = int(str(key[1]))
             theory = 2 * (n - 1) / n if key[-1] == "ring" else n - 1
-            mb = 4 * float(str(key[2])) / 1e6
-            lines.append(f"speed-up {key[-1]}/ina: {key[0]} n={n} {mb:g}MB loss "
+            size = size_text(4 * int(str(key[2])))
+            lines.append(f"speed-up {key[-1]}/ina: {key[0]} n={n} {size} loss "
                          f"{float(str(key[3])):g}: {t / ina:.2f}x (medians; theory "
                          f"{theory:.2f}x)")
     return "\n".join(lines)

@@ -19,15 +19,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
 from netsum.sweep import as_float as _f  # noqa: E402
+from netsum.sweep import size_text  # noqa: E402
 
-__all__ = ["PLOTS", "write_all", "utilisation_series", "latency_quantile_rows", "QUANTILES",
-           "plot_time_vs_size", "plot_goodput_vs_workers",
-           "plot_speedup", "plot_retx_vs_loss", "plot_latency_cdf", "plot_utilisation"]
+__all__ = ["PLOTS", "TELEMETRY_COLUMNS", "QUANTILES", "write_all", "write_from", "main",
+           "pick_utilisation_runs", "utilisation_series", "latency_quantile_rows",
+           "plot_time_vs_size", "plot_goodput_vs_workers", "plot_speedup", "plot_retx_vs_loss",
+           "plot_latency_cdf", "plot_utilisation"]
 
 Row = Mapping[str, object]
 COLOURS = {"ina": "tab:blue", "ring": "tab:orange", "ps": "tab:green"}
 NAMES = {"ina": "INA (switch)", "ring": "ring (hosts, TCP)", "ps": "parameter server (TCP)"}
 MARKERS = {"single": "o", "tree": "s"}
+TOPO_COLOURS = {"single": "tab:purple", "tree": "tab:brown"}
 
 
 def _ok(r: Row) -> bool:
@@ -58,7 +61,7 @@ def _group(rows: Sequence[Row], keys: Sequence[str]) -> dict[tuple[object, ...],
 
 
 def _mb(size_bytes: object) -> float:
-    return _f(size_bytes) / 1e6
+    return _f(size_bytes) / 2**20
 
 
 def _conditions(rows: Sequence[Row], skip: Sequence[str]) -> str:
@@ -76,7 +79,7 @@ def _conditions(rows: Sequence[Row], skip: Sequence[str]) -> str:
                 parts.append(f"{v} Mb/s links" if v != "unshaped" else "unshaped links")
                 continue
             if key == "size_bytes":
-                v = f"{_mb(v):g} MB"
+                v = size_text(v)
             if key == "loss":
                 v = f"{100 * _f(v):g} %"
             parts.append(fmt.format(v))
@@ -126,7 +129,7 @@ def plot_time_vs_size(rows: Sequence[Row], ax: Axes) -> None:
             ax.plot(xs, theory, linestyle="--", color=colour, alpha=0.6, linewidth=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("tensor size per worker (MB, float32)")
+    ax.set_xlabel("tensor size per worker (MiB of float32)")
     ax.set_ylabel("all-reduce time (s)")
     ax.set_title("All-reduce time vs tensor size\n" + _conditions(data, ("size_bytes",)) +
                  "; dashed: link-rate theory", fontsize=10)
@@ -140,25 +143,26 @@ def plot_goodput_vs_workers(rows: Sequence[Row], ax: Axes) -> None:
         data = [r for r in data if _f(r["size_bytes"]) == big]
     if not data:
         return _empty(ax, "Per-worker goodput vs workers", "no successful runs")
-    notes = []
+    theory_drawn: set[str] = set()
     for (algo, topo), grp in sorted(_group(data, ("algo", "topo")).items(),
                                     key=lambda kv: str(kv[0])):
         pts = sorted(_group(grp, ("workers",)).items(), key=lambda kv: _f(kv[0][0]))
         xs = [_f(k[0]) for k, _ in pts]
         st = [_stats(g, "goodput_mbps") for _, g in pts]
         colour = COLOURS.get(str(algo), "black")
-        _errbar(ax, xs, [s[0] for s in st], [s[1] for s in st], [s[2] for s in st],
+        meds = [s[0] for s in st]
+        change = ""
+        if len(meds) > 1 and meds[0] > 0 and not math.isnan(meds[-1]):
+            change = f": n={xs[0]:g} to {xs[-1]:g} {100 * (meds[-1] / meds[0] - 1):+.0f} %"
+        _errbar(ax, xs, meds, [s[1] for s in st], [s[2] for s in st],
                 color=colour, marker=MARKERS.get(str(topo), "o"),
-                label=f"{NAMES.get(str(algo), algo)}, {topo}")
+                label=f"{NAMES.get(str(algo), algo)}, {topo}{change}")
         theory = [32 * _f(g[0]["elements"]) / _f(g[0]["theory_time_s"]) / 1e6
                   if _f(g[0]["theory_time_s"]) > 0 else float("nan") for _, g in pts]
-        if not all(math.isnan(t) for t in theory):
+        if str(algo) not in theory_drawn and not all(math.isnan(t) for t in theory):
+            theory_drawn.add(str(algo))
             ax.plot(xs, theory, linestyle="--", color=colour, alpha=0.6, linewidth=1,
-                    label=f"theory {algo}")
-        meds = [s[0] for s in st if not math.isnan(s[0])]
-        if len(meds) > 1 and max(meds) > 0:
-            notes.append(f"{algo} {topo}: n={xs[0]:g}->{xs[-1]:g} "
-                         f"{100 * (meds[-1] / meds[0] - 1):+.0f} %")
+                    label=f"theory {algo} (link rate, its framing)")
     bw = {_f(r["bw_mbps"]) for r in data}
     if len(bw) == 1 and next(iter(bw)) > 0:
         ax.axhline(next(iter(bw)), color="gray", linestyle=":", linewidth=1, label="link rate")
@@ -166,8 +170,7 @@ def plot_goodput_vs_workers(rows: Sequence[Row], ax: Axes) -> None:
     ax.set_ylabel("goodput per worker (Mb/s of float32 tensor)")
     ax.set_ylim(bottom=0)
     ax.set_xticks(sorted({_f(r["workers"]) for r in data}))
-    ax.set_title("Per-worker goodput vs workers\n" + _conditions(data, ()) +
-                 ("\n" + "; ".join(notes) if notes else ""), fontsize=9)
+    ax.set_title("Per-worker goodput vs workers\n" + _conditions(data, ()), fontsize=10)
     ax.legend(fontsize=7, loc="lower left")
 
 
@@ -191,11 +194,12 @@ def plot_speedup(rows: Sequence[Row], ax: Axes) -> None:
         pts.sort()
         xs = [p[0] for p in pts]
         n_max = max(n_max, max(xs))
-        label = f"measured, {topo}, {_mb(size):g} MB, K={k}"
+        label = f"measured, {topo}, {size_text(size)}, K={k}"
         if len(series) == 1:
             label = f"measured, {topo}"
         _errbar(ax, xs, [p[1] for p in pts], [p[2] for p in pts], [p[3] for p in pts],
-                marker=MARKERS.get(str(topo), "o"), label=label)
+                marker=MARKERS.get(str(topo), "o"), label=label,
+                color=TOPO_COLOURS.get(str(topo)))
         if not all(math.isnan(p[4]) for p in pts):
             ax.plot(xs, [p[4] for p in pts], linestyle="--", linewidth=1, color="dimgray",
                     marker=MARKERS.get(str(topo), "o"), markersize=3,
@@ -257,25 +261,40 @@ def plot_retx_vs_loss(rows: Sequence[Row], axes: Sequence[Axes]) -> None:
 
 
 def plot_latency_cdf(quantiles: Sequence[Row], ax: Axes) -> None:
-    """`quantiles`: rows (label, algo, q, latency_ms) with q from 0 to 1."""
+    """`quantiles`: rows (label, algo, q, latency_ms) with q from 0 to 1; `label` reads
+    'ALGO n=N TOPO SIZE loss P'.  With both topologies, the tree only at its largest n."""
     if not quantiles:
         return _empty(ax, "Chunk-latency CDF", "no chunk latencies recorded")
-    for (label, algo), grp in sorted(_group(quantiles, ("label", "algo")).items(),
-                                     key=lambda kv: str(kv[0])):
+    groups = _group(quantiles, ("label", "algo"))
+    trees = [str(label) for label, _ in groups if " tree " in str(label)]
+    stars = [str(label) for label, _ in groups if " tree " not in str(label)]
+
+    def n_of(label: str) -> int:
+        part = next((p for p in label.split() if p.startswith("n=")), "n=0")
+        return int(part[2:])
+    keep_tree = set(trees) if not stars else {
+        t for t in trees if n_of(t) == max(n_of(x) for x in trees)}
+    for (label, algo), grp in sorted(groups.items(), key=lambda kv: (str(kv[0][1]),
+                                                                     n_of(str(kv[0][0])))):
+        if " tree " in str(label) and str(label) not in keep_tree:
+            continue
         pts = sorted((_f(r["latency_ms"]), _f(r["q"])) for r in grp)
         ax.plot([max(p[0], 1e-3) for p in pts], [p[1] for p in pts], label=str(label),
-                color=COLOURS.get(str(algo)), linestyle="-" if "tree" not in str(label) else "--")
+                color=COLOURS.get(str(algo)), linestyle="--" if " tree " in str(label) else "-",
+                linewidth=0.8 + 0.25 * n_of(str(label)) ** 0.5)
     ax.set_xscale("log")
     ax.set_xlabel("chunk latency (ms): first send of this worker's contribution -> sum held")
     ax.set_ylabel("fraction of chunks")
     ax.set_ylim(0, 1)
-    ax.set_title("Chunk-latency CDF (all workers of a run pooled)", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_title("Chunk-latency CDF (the workers of a run pooled; first repetition)",
+                 fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
 
 
 def plot_utilisation(series: Mapping[str, Sequence[tuple[float, str, float]]],
                      axes: Sequence[Axes], bw: float | None) -> None:
-    """`series`: run label -> (time s, 'link direction', utilisation 0..1) samples."""
+    """`series`: run label -> (time s, 'HOST up|down', utilisation 0..1) samples.  Thin lines:
+    every link and direction; bold: the mean over links, per direction."""
     if not series:
         return _empty(axes[0], "Per-link utilisation", "no telemetry of shaped links")
     for ax, (label, pts) in zip(axes, series.items()):
@@ -284,14 +303,24 @@ def plot_utilisation(series: Mapping[str, Sequence[tuple[float, str, float]]],
             by.setdefault(link, []).append((t, 100 * u))
         for i, (link, vals) in enumerate(sorted(by.items())):
             vals.sort()
-            ax.plot([v[0] for v in vals], [v[1] for v in vals], linewidth=0.8,
+            ax.plot([v[0] for v in vals], [v[1] for v in vals], linewidth=0.6, alpha=0.45,
                     linestyle="-" if link.endswith("up") else "--",
-                    color=plt.cm.tab10(i // 2 % 10), label=link if len(by) <= 16 else None)
+                    color=plt.cm.tab10(i // 2 % 10))
+        for direction, style in (("up", "-"), ("down", "--")):
+            lines = [sorted(v) for k, v in by.items() if k.endswith(direction)]
+            if not lines:
+                continue
+            times = [t for t, _ in lines[0]]
+            mean = [sum(ln[i][1] for ln in lines if i < len(ln)) /
+                    sum(1 for ln in lines if i < len(ln)) for i in range(len(times))]
+            ax.plot(times, mean, color="black", linewidth=1.8, linestyle=style,
+                    label=f"mean of {len(lines)} links, "
+                          f"{'host to switch' if direction == 'up' else 'switch to host'}")
         ax.set_ylabel("utilisation (% of link)")
+        ax.set_xlabel("time since the workers' common start (s)")
         ax.set_title(label, fontsize=9)
-        ax.set_ylim(0, 110)
-        ax.legend(fontsize=6, ncol=4, loc="lower center")
-    axes[-1].set_xlabel("time since the workers' common start (s)")
+        ax.set_ylim(0, 115)
+        ax.legend(fontsize=7, loc="lower center")
 
 
 PLOTS = ("time_vs_size.png", "goodput_vs_workers.png", "speedup.png", "retx_vs_loss.png",
@@ -324,21 +353,24 @@ def write_all(out_dir: Path, rows: Sequence[Row], quantiles: Sequence[Row],
     fig, ax = plt.subplots(figsize=(8, 5.5))
     out.append(_save(out_dir / PLOTS[4], lambda: plot_latency_cdf(quantiles, ax), fig))
     n = max(1, len(utilisation))
-    fig, axs_u = plt.subplots(n, 1, figsize=(10, 3.2 * n + 0.6), sharex=True, squeeze=False)
+    fig, axs_u = plt.subplots(n, 1, figsize=(10, 3.2 * n + 0.6), squeeze=False)
     util_axes = [a[0] for a in axs_u]
 
     def fill_util() -> None:
         plot_utilisation(utilisation, util_axes, bw)
-        fig.suptitle("Per-link utilisation over time (solid: host to switch, dashed: switch "
-                     "to host)" + (f"; {suptitle}" if suptitle else ""), fontsize=10)
+        fig.suptitle("Per-link utilisation over time, 0.5 s averages (solid: host to switch, "
+                     "dashed: switch to host; thin: each link)" +
+                     (f"; {suptitle}" if suptitle else ""), fontsize=10)
     out.append(_save(out_dir / PLOTS[5], fill_util, fig))
     return out
 
 
-def utilisation_series(telemetry: Sequence[Row], run: str,
-                       bw: float | None) -> list[tuple[float, str, float]]:
-    """(mid-interval time, 'host up|down', fraction of the link rate) per sampling interval of
-    every host interface of `run`, from telemetry rows in long format (netsum.telemetry)."""
+def utilisation_series(telemetry: Sequence[Row], run: str, bw: float | None,
+                       window: float = 0.5) -> list[tuple[float, str, float]]:
+    """(mid-interval time, 'host up|down', fraction of the link rate) of every host interface
+    of `run`, averaged over intervals of at least `window` seconds (htb sends in bursts, so
+    0.1 s samples of a 2 Mb/s link swing around the rate), from telemetry rows in long format
+    (netsum.telemetry)."""
     if not bw:
         return []
     cap = bw * 1e6 / 8
@@ -353,9 +385,11 @@ def utilisation_series(telemetry: Sequence[Row], run: str,
     out = []
     for (node, direction), pts in cum.items():
         pts.sort()
-        for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
-            if t1 > t0:
+        t0, v0 = pts[0]
+        for t1, v1 in pts[1:]:
+            if t1 - t0 >= window - 1e-9:
                 out.append(((t0 + t1) / 2, f"{node} {direction}", (v1 - v0) / (t1 - t0) / cap))
+                t0, v0 = t1, v1
     return out
 
 
@@ -375,3 +409,76 @@ def latency_quantile_rows(label: str, algo: str, latencies_s: Sequence[float]) -
         v = s[lo] + (s[hi] - s[lo]) * (pos - lo)
         out.append({"label": label, "algo": algo, "q": q, "latency_ms": v * 1e3})
     return out
+
+
+TELEMETRY_COLUMNS = ("run", "t_s", "source", "node", "item", "metric", "value")
+
+
+def pick_utilisation_runs(rows: Sequence[Row]) -> dict[str, Row]:
+    """Per algorithm, the run the utilisation plot shows: first repetition, lowest loss, the
+    star before the tree, then the most workers and the biggest tensor."""
+    best: dict[str, tuple[tuple[object, ...], Row]] = {}
+    low = min((_f(r["loss"]) for r in rows), default=0.0)
+    for r in rows:
+        if _f(r["rep"]) != 0 or not _f(r["bw_mbps"]):
+            continue
+        key = (_f(r["loss"]) == low, r["topo"] == "single", _f(r["workers"]),
+               _f(r["size_bytes"]))
+        algo = str(r["algo"])
+        if algo not in best or key > best[algo][0]:
+            best[algo] = (key, r)
+    order = {a: i for i, a in enumerate(("ina", "ring", "ps"))}
+    return {algo: r for algo, (_, r) in sorted(best.items(),
+                                                key=lambda kv: order.get(kv[0], 9))}
+
+
+def write_from(out_dir: Path, rows: Sequence[Row], quantiles: Sequence[Row],
+               telemetry: Sequence[Row]) -> list[Path]:
+    """Every plot from a sweep's rows (results.csv, latency_quantiles.csv, telemetry)."""
+    util: dict[str, list[tuple[float, str, float]]] = {}
+    bw: float | None = None
+    picked = pick_utilisation_runs(rows)
+    wanted = {str(r["run"]) for r in picked.values()}
+    mine = [t for t in telemetry if str(t["run"]) in wanted]
+    for algo, r in picked.items():
+        bw = _f(r["bw_mbps"]) or None
+        series = utilisation_series(mine, str(r["run"]), bw)
+        if series:
+            label = (f"{NAMES.get(algo, algo)}: n={r['workers']}, {r['topo']}, "
+                     f"{size_text(r['size_bytes'])}, loss {_f(r['loss']):g}, "
+                     f"{_f(r['bw_mbps']):g} Mb/s links; {_f(r['time_s']):.2f} s")
+            util[label] = series
+    return write_all(out_dir, rows, quantiles, util, bw)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m netsum.expplots DIR`: redraw a sweep's plots from its CSV files."""
+    import argparse
+    import csv
+    import gzip
+
+    from netsum.sweep import read_csv
+    p = argparse.ArgumentParser(prog="python -m netsum.expplots",
+                                description="Redraw the plots of a sweep's output directory.")
+    p.add_argument("dir", type=Path)
+    a = p.parse_args(argv)
+    try:
+        rows = read_csv(a.dir / "results.csv")
+        quantiles = read_csv(a.dir / "latency_quantiles.csv")
+        tel_path = a.dir / "telemetry.csv.gz"
+        telemetry: list[Row] = []
+        if tel_path.exists():
+            with gzip.open(tel_path, "rt", newline="") as fh:
+                telemetry = [{k: (v if k in ("run", "source", "node", "item", "metric")
+                                  else _f(v)) for k, v in r.items()}
+                             for r in csv.DictReader(fh)]
+    except OSError as exc:
+        print(f"expplots: error: {exc.filename}: {exc.strerror}")
+        return 1
+    paths = write_from(a.dir, rows, quantiles, telemetry)
+    print(f"expplots: wrote {', '.join(p.name for p in paths)} in {a.dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -28,8 +28,9 @@ from typing import Any
 
 from wireformat import HEADER_BYTES
 
-__all__ = ["Point", "NetKey", "expand", "theory_time", "ina_frame_bytes", "FIELDS",
-           "row_of", "summarize", "as_float", "write_csv", "read_csv", "TCP_MSS", "TCP_FRAME", "ACK_FRAME"]
+__all__ = ["Point", "NetKey", "expand", "theory_time", "ina_frame_bytes", "FIELDS", "row_of",
+           "summarize", "as_float", "size_text", "write_csv", "read_csv", "TCP_MSS",
+           "TCP_FRAME", "ACK_FRAME"]
 
 TCP_MSS = 1448          # payload of a full segment with TCP timestamps (MTU 1500)
 TCP_FRAME = 1514        # its Ethernet frame (no FCS: what htb and the counters count)
@@ -169,6 +170,15 @@ def row_of(run_id: str, point: Point, rep: int, run: Any, slots: int = 256) -> d
         "late_max_s": max(run.late_s, default=0.0), "load_avg": run.load_avg,
         "error": errors[0][:200] if errors else "",
     }
+
+
+def size_text(size_bytes: object) -> str:
+    """'2 MiB', '512 KiB', '4000 B': a tensor size as --size wrote it (binary units)."""
+    n = int(as_float(size_bytes))
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % (scale // 16) == 0:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
 
 
 def _int(v: object) -> int:

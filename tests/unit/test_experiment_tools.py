@@ -18,9 +18,12 @@ from netsum.sweep import (FIELDS, NetKey, Point, expand, read_csv, row_of, summa
 from netsum.telemetry import IfCounters, Interface, Sampler, Telemetry, read_net_dev
 from wireformat import packet_bytes
 
+# /proc/net/dev as the kernel writes it (two header lines, then one line per interface).
 NET_DEV = """Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-    lo:    {lo_rx}      10    0    0    0     0          0         0     {lo_tx}      10    0    0    0     0       0          0
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo\
+ colls carrier compressed
+    lo:    {lo_rx}      10    0    0    0     0          0         0     {lo_tx}      10    0\
+    0    0     0       0          0
 h1-eth0: {rx} {rxp} 0 {rxd} 0 0 0 0 {tx} {txp} 0 {txd} 0 0 0 0
 """
 
@@ -214,3 +217,32 @@ def test_plots_are_written_with_data_and_without(tmp_path: Path) -> None:
         assert [p.name for p in paths] == list(expplots.PLOTS)
         for p in paths:
             assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+@pytest.mark.slow
+def test_plots_redrawn_from_a_sweep_directory(tmp_path: Path) -> None:
+    """`python -m netsum.expplots DIR` reads results.csv, latency_quantiles.csv and
+    telemetry.csv.gz and redraws every plot; the utilisation plot shows the chosen run."""
+    import csv
+    import gzip
+    rows = []
+    for n in (2, 4):
+        for algo in ("ina", "ring"):
+            point = Point(NetKey("single", "embedded", n, 10.0, 32), 4096, 0.0)
+            rows.append(row_of(f"n{n}-{algo}", point, 0, _fake_run(algo, 1.0)))
+    assert {a: r["run"] for a, r in expplots.pick_utilisation_runs(rows).items()} == {
+        "ina": "n4-ina", "ring": "n4-ring"}
+    write_csv(tmp_path / "results.csv", rows)
+    write_csv(tmp_path / "latency_quantiles.csv",
+              expplots.latency_quantile_rows("ina n=2", "ina", [0.001, 0.003]),
+              ("label", "algo", "q", "latency_ms"))
+    with gzip.open(tmp_path / "telemetry.csv.gz", "wt", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(expplots.TELEMETRY_COLUMNS)
+        for run in ("n4-ina", "n4-ring"):
+            for t, v in ((0.0, 0), (0.5, 300_000), (1.0, 600_000)):
+                w.writerow((run, t, "iface", "h1", "h1-eth0", "tx_bytes", v))
+    assert expplots.main([str(tmp_path)]) == 0
+    for name in expplots.PLOTS:
+        assert (tmp_path / name).stat().st_size > 5000
+    assert expplots.main([str(tmp_path / "nothing")]) == 1
