@@ -32,6 +32,7 @@ from .inline_parsers import InlineParsers
 from .move_decls import MoveDeclarations
 from .p4info import build_p4info, p4info_text
 from .parser import parse
+from .parser_lookahead import HoistLookahead
 from .preprocess import preprocess
 from .resolve import Globals, ResolveNames
 from .stack_index import ExpandStackIndex
@@ -106,6 +107,11 @@ def _inline_parsers(s: CompileState) -> None:
     s.program = InlineParsers().run(s.program, s.diags)
 
 
+def _hoist_lookahead(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = HoistLookahead().run(s.program, s.diags)
+
+
 def _inline_functions(s: CompileState) -> None:
     assert s.program is not None
     s.program = InlineFunctions().run(s.program, s.diags)
@@ -153,6 +159,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("UniqueNames", _unique_names),
     ("MoveDeclarations", _move_declarations),
     ("InlineParsers", _inline_parsers),  # sub-parser applications become states
+    ("HoistLookahead", _hoist_lookahead),  # lookaheads inside expressions read first
     ("InlineFunctions", _inline_functions),  # calls of functions with statements, in order
     ("ExpandStackIndex", _stack_index),  # hs[i] with a run-time i: one branch per element
     ("ResolveNames", _resolve),         # global symbols, types, folded constants

@@ -280,27 +280,21 @@ class InlineFunctions:
                 p, v2 = self._lift(v)
                 pre += p
                 later = tuple(getattr(e, g.name) for g in fields[k + 1:])
-                written = self._written(later) if self._has_call(later) else set()
-                if written and not isinstance(v2, (A.IntLit, A.BoolLit)) and \
-                        self._reads(v2, written):
-                    vt = self.declared.type_of(v2)
-                    if vt is not None:
-                        copy = self._temp("tmp", vt, v2.pos)
-                        pre.append(A.Assign(v2.pos, copy, v2))
-                        v2 = copy
+                v2 = self._before(v2, later, pre)
                 if v2 is not v:
                     changes[fld.name] = v2
             elif isinstance(v, tuple) and any(isinstance(i, (A.Expr, A.Arg)) for i in v):
                 items: list[Any] = []
-                for i in v:
+                for j, i in enumerate(v):
+                    later = v[j + 1:] + tuple(getattr(e, g.name) for g in fields[k + 1:])
                     if isinstance(i, A.Arg) and i.value is not None:
                         p, v2 = self._lift(i.value)
                         pre += p
-                        items.append(dataclasses.replace(i, value=v2))
+                        items.append(dataclasses.replace(i, value=self._before(v2, later, pre)))
                     elif isinstance(i, A.Expr):
                         p, v2 = self._lift(i)
                         pre += p
-                        items.append(v2)
+                        items.append(self._before(v2, later, pre))
                     else:
                         items.append(i)
                 changes[fld.name] = tuple(items)
@@ -322,6 +316,18 @@ class InlineFunctions:
                 pre, x2 = self._freeze_indexes(x, written)
                 return pre, dataclasses.replace(lv, expr=x2) if x2 is not x else lv
         return [], lv
+
+    def _before(self, v: A.Expr, later: tuple[Any, ...], pre: list[A.Stmt]) -> A.Expr:
+        """v, or a copy of it made now when a call in ``later`` (evaluated after v) writes a
+        location v reads."""
+        written = self._written(later) if self._has_call(later) else set()
+        if written and not isinstance(v, (A.IntLit, A.BoolLit)) and self._reads(v, written):
+            vt = self.declared.type_of(v)
+            if vt is not None:
+                copy = self._temp("tmp", vt, v.pos)
+                pre.append(A.Assign(v.pos, copy, v))
+                return copy
+        return v
 
     def _branch_type(self, x: A.Expr) -> A.TypeExpr | None:
         if isinstance(x, A.Call):

@@ -114,8 +114,8 @@ class ExprParser:
         elif self.at("_"):
             self.i += 1
             base = DontCareType(t.pos)
-        elif self.at("tuple"):
-            raise ParseError(t.pos, "unsupported construct: tuple types")
+        elif self.accept("tuple"):
+            base = TypeName(t.pos, "tuple", self._type_args())
         else:
             name = self.ident("a type")
             args: tuple[TypeExpr, ...] = ()

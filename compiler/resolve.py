@@ -112,6 +112,13 @@ def fold_binary(op: str, a: ConstValue, b: ConstValue, pos: Pos,
                 diags: Diagnostics) -> ConstValue | None:
     x, y = a.value, b.value
     t = a.type if not isinstance(a.type, InfInt) else b.type
+    # An int operand takes the other operand's bit type first (P4 implicit cast), so that
+    # `-1 > 4w8` compares 15 with 8.
+    if op not in ("<<", ">>", "++"):
+        if isinstance(a.type, InfInt) and isinstance(b.type, Bits):
+            x = _wrap(int(x), b.type.width, b.type.signed)
+        elif isinstance(b.type, InfInt) and isinstance(a.type, Bits):
+            y = _wrap(int(y), a.type.width, a.type.signed)
     if op in ("&&", "||"):
         return ConstValue(Bool(), (bool(x) and bool(y)) if op == "&&" else (bool(x) or bool(y)))
     if op in ("==", "!=", "<", ">", "<=", ">="):
@@ -136,6 +143,12 @@ def fold_binary(op: str, a: ConstValue, b: ConstValue, pos: Pos,
         return None
     if op in ("<<", ">>"):
         t = a.type
+    if op in ("|+|", "|-|") and isinstance(t, Bits):
+        # Saturating: the result is clamped to the type's range, never wrapped.
+        lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed \
+            else (0, (1 << t.width) - 1)
+        r = xi + yi if op == "|+|" else xi - yi
+        return ConstValue(t, min(max(r, lo), hi))
     return ConstValue(t, _fit(ops[op], t))
 
 
@@ -211,6 +224,14 @@ def resolve_type(t: A.TypeExpr, g: Globals, diags: Diagnostics,
                                    "(only header stacks are supported)")
                 return None
             return StackT(et, int(cv.value))
+        case A.TypeName(name="tuple", args=args) if "tuple" not in g.types:
+            # A tuple is stored and initialized like a struct with fields f0, f1, ...
+            elems = [resolve_type(a, g, diags, type_vars) for a in args]
+            if any(x is None for x in elems):
+                return None
+            fields = tuple((f"f{i}", x) for i, x in enumerate(elems) if x is not None)
+            return StructT("tuple<" + ", ".join(show(x) for _, x in fields) + ">", fields,
+                           ("tuple",))
         case A.TypeName(name=n, args=args):
             if type_vars is not None and n in type_vars:
                 return type_vars[n]

@@ -119,8 +119,11 @@ class Typer:
             if v < 0 and not target.signed:
                 v &= (1 << target.width) - 1
             elif v >= 1 << target.width:
-                self.err(pos, f"value {v} does not fit in {show(target)} ({what})")
-                return None
+                # p4c: an implicit cast of a constant truncates it, with a warning.
+                kept = v & ((1 << target.width) - 1)
+                self.diags.warning(pos, f"value {v} does not fit in {show(target)} ({what}); "
+                                        f"it is truncated to {kept}")
+                v = kept
             return TConst(target, te.pos, v)
         # A serializable enum and its underlying bit type convert implicitly.
         if isinstance(target, EnumT) and target.underlying == te.type:
@@ -178,6 +181,14 @@ class Typer:
                 idx = self.expr(i, env)
                 if base is None or idx is None:
                     return None
+                if isinstance(base, TLoc) and isinstance(base.ref, StructRef) and \
+                        "tuple" in base.ref.type.annotations and isinstance(idx, TConst):
+                    loc = base.ref.member(f"f{int(idx.value)}")
+                    if loc is None:
+                        self.err(i.pos, f"index {idx.value} out of bounds for "
+                                        f"{show(base.type)}")
+                        return None
+                    return TLoc(loc.type, e.pos, loc.ref, expr_text(e))
                 if not (isinstance(base, TLoc) and isinstance(base.ref, StackRef)):
                     self.err(e.pos, f"indexing needs a header stack, not {show(base.type)}")
                     return None
@@ -471,6 +482,8 @@ class Typer:
             v = -int(x.value) if e.op == "-" else ~int(x.value)
             if isinstance(x.type, Bits):
                 v &= (1 << x.type.width) - 1
+                if x.type.signed and v >> (x.type.width - 1):
+                    v -= 1 << x.type.width  # signed constants are kept as their value
             elif e.op == "~":
                 self.err(e.pos, "cannot complement an integer of unknown width; add a cast")
                 return None

@@ -235,3 +235,25 @@ def test_sub_parsers_are_inlined_with_their_loops() -> None:
     assert one(d, tagged + b"\x09tail") == tagged + b"\x08tail"
     # neither: parsing stops after Ethernet
     assert one(d, MACS + b"\x86\xdd" + b"\x09tail") == MACS + b"\x86\xdd" + b"\x09tail"
+
+
+LOOKAHEAD = ETH + """
+header b_t { bit<8> v; }
+struct headers { eth_t eth; b_t b; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth);
+        transition select(pkt.lookahead<bit<8>>() + 1) { 3: take; default: accept; } }
+    state take { pkt.extract(hdr.b); transition accept; }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; if (hdr.b.isValid()) { hdr.b.v = 0x77; } }
+}
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.b); } }
+"""
+
+
+def test_lookahead_inside_a_select_key_expression() -> None:
+    d = device(LOOKAHEAD)
+    assert one(d, MACS + b"\x08\x00" + b"\x02rest") == MACS + b"\x08\x00" + b"\x77rest"
+    assert one(d, MACS + b"\x08\x00" + b"\x03rest") == MACS + b"\x08\x00" + b"\x03rest"

@@ -329,3 +329,17 @@ def test_control_instance_with_computed_and_default_arguments() -> None:
               "{ apply { out_ = v + w; } }\n"
     out = run(ingress("s.apply(hdr.p.a + 1, hdr.p.c);", "    Sum() s;"), a=2, prelude=prelude)
     assert out is not None and out[4] == 2 + 1 + 7
+
+
+@pytest.mark.parametrize("body, want", [
+    ("hdr.p.a = 8w250 |+| 8w10;", 255),             # saturates at the top
+    ("hdr.p.a = 8w3 |-| 8w10;", 0),                 # and at zero
+    ("hdr.p.a = (bit<8>)(4s7 |+| 4s3);", 7),        # int<4> saturates at 7
+    ("hdr.p.a = (bit<8>)(-4s7 >> 1);", 0xFC),       # -7 >> 1 = -4 (arithmetic), as bit<8>
+    ("if (-1 > 4w8) { hdr.p.a = 1; } else { hdr.p.a = 2; }", 1),   # -1 is 4w15 here
+    ("if (4w8 > -1) { hdr.p.a = 1; } else { hdr.p.a = 2; }", 2),
+    ("hdr.p.a = 8w1 + 300;", 45),                   # 300 truncated to 8 bits (p4c warns)
+])
+def test_constant_folding(body: str, want: int) -> None:
+    out = run(ingress(body), a=0)
+    assert out is not None and out[2] == want
