@@ -74,7 +74,10 @@ class GenerateJson:
                 {"name": n, "id": i, "union_type": ut.name,
                  "header_ids": [self._header_id(lay, m) for m in members]}
                 for i, (n, ut, members) in enumerate(lay.unions)],
-            "header_union_stacks": [],
+            "header_union_stacks": [
+                {"name": n, "id": i, "size": ut.size, "union_type": ut.elem.name,
+                 "header_union_ids": [[u[0] for u in lay.unions].index(m) for m in unions]}
+                for i, (n, ut, unions) in enumerate(lay.union_stacks)],
             "field_lists": ctx.field_lists,
             "errors": [[e, i] for i, e in enumerate(g.errors)],
             "enums": [],

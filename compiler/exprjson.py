@@ -12,7 +12,7 @@ from typing import Any
 
 from .ir import (FieldRef, HeaderRef, ParamRef, StackFieldRef, StackRef, TBinary, TCast,
                  TConcat, TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TTernary,
-                 TUnary, TUnionValid, UnionRef)
+                 TUnary, TUnionValid, UnionRef, UnionStackRef)
 from .types import Bits, Bool, EnumT, InfInt, width_of
 
 __all__ = ["Json", "hexstr", "field_json", "lower_expr", "as_param", "as_condition", "to_data",
@@ -50,6 +50,8 @@ def ref_json(loc: TLoc) -> Json:
         return {"type": "header_stack", "value": ref.name}
     if isinstance(ref, UnionRef):
         return {"type": "header_union", "value": ref.name}
+    if isinstance(ref, UnionStackRef):
+        return {"type": "header_union_stack", "value": ref.name}
     if isinstance(ref, ParamRef):
         return {"type": "runtime_data", "value": ref.index}
     if isinstance(ref, StackFieldRef):

@@ -23,7 +23,7 @@ from .calls import CallInfo
 from .diagnostics import Pos
 from .exprjson import Json, hexstr, ref_json
 from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TBinary, TConst, TExpr,
-                 TLoc, TUnary, UnionRef)
+                 TLoc, TUnary, UnionRef, UnionStackRef)
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .resolve import ConstValue, resolve_type
 from .scopes import Env, Sym, SymKind
@@ -227,3 +227,6 @@ class InlineActions:
         elif isinstance(ref, (StructRef, UnionRef)):
             for _, member in ref.members:
                 self._invalidate(member, prims)
+        elif isinstance(ref, UnionStackRef):
+            for u in ref.unions:
+                self._invalidate(u, prims)

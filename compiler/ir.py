@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .diagnostics import Pos
-from .types import HeaderT, P4Type, StackT, StructT, UnionT
+from .types import HeaderT, P4Type, StackT, StructT, UnionStackT, UnionT
 
 __all__ = ["Ref", "FieldRef", "HeaderRef", "StackRef", "StackLastRef", "StackFieldRef",
-           "StructRef", "UnionRef", "ParamRef", "TExpr", "TUnionValid",
+           "StructRef", "UnionRef", "UnionStackRef", "UnionStackNextRef", "ParamRef", "TExpr", "TUnionValid",
            "TConst", "TLoc", "TUnary", "TBinary", "TCast", "TSlice", "TConcat", "TTernary",
            "TIsValid", "TList", "TLookahead", "TString"]
 
@@ -82,6 +82,23 @@ class UnionRef(Ref):
             if n == name:
                 return loc
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class UnionStackRef(Ref):
+    """A stack of header unions; ``unions`` are its elements in order."""
+
+    name: str
+    type: UnionStackT
+    unions: tuple["TLoc", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UnionStackNextRef(Ref):
+    """``us.next.member``: what a parser extracts into the next union of a union stack."""
+
+    stack: str
+    member: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,10 @@ from typing import Any
 
 from . import ast as A
 from .diagnostics import Diagnostics, NOPOS, Pos, unknown
-from .ir import FieldRef, HeaderRef, StackRef, StructRef, TLoc, UnionRef
+from .ir import FieldRef, HeaderRef, StackRef, StructRef, TLoc, UnionRef, UnionStackRef
 from .resolve import Globals, resolve_type
-from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, P4Type, StackT, StructT, UnionT,
+from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, P4Type, StackT, StructT, UnionStackT,
+                    UnionT,
                     VarbitT, show, width_of)
 
 __all__ = ["Layout", "HeaderInstance", "BuildLayout", "ROLES", "NameGen", "storable"]
@@ -54,6 +55,7 @@ class Layout:
     instances: list[HeaderInstance] = field(default_factory=list)
     stacks: list[tuple[str, StackT, list[str]]] = field(default_factory=list)
     unions: list[tuple[str, UnionT, list[str]]] = field(default_factory=list)
+    union_stacks: list[tuple[str, UnionStackT, list[str]]] = field(default_factory=list)
     scalar_temps: list[tuple[str, int, bool]] = field(default_factory=list)
     scalar_locals: list[tuple[str, int, bool]] = field(default_factory=list)
     scalar_meta: list[tuple[str, int, bool]] = field(default_factory=list)
@@ -90,19 +92,11 @@ class Layout:
             name = self.header_names.new(base)
             self.instances.append(HeaderInstance(name, t, False))
             return TLoc(t, pos, HeaderRef(name, t), text)
-        if isinstance(t, UnionT):
+        if isinstance(t, UnionStackT):
             name = self.header_names.new(base)
-            names: list[str] = []
-            umembers: list[tuple[str, TLoc]] = []
-            for mname, mt in t.fields:
-                assert isinstance(mt, HeaderT)
-                inst = f"{name}.{mname}"
-                self.header_names.used.add(inst)
-                self.instances.append(HeaderInstance(inst, mt, False))
-                names.append(inst)
-                umembers.append((mname, TLoc(mt, pos, HeaderRef(inst, mt), f"{text}.{mname}")))
-            self.unions.append((name, t, names))
-            return TLoc(t, pos, UnionRef(name, t, tuple(umembers)), text)
+            return self.union_stack(name, t, pos, text)
+        if isinstance(t, UnionT):
+            return self.union(self.header_names.new(base), t, pos, text)
         if isinstance(t, StackT):
             name = self.header_names.new(base)
             elems = [f"{name}[{i}]" for i in range(t.size)]
@@ -127,6 +121,27 @@ class Layout:
         slot = (name, width_of(t), isinstance(t, Bits) and t.signed)
         (self.scalar_temps if temp else self.scalar_locals).append(slot)
         return TLoc(t, pos, FieldRef("scalars", name), text)
+
+    def union(self, name: str, t: UnionT, pos: Pos, text: str) -> TLoc:
+        """A header union instance: one header per member, named `name.member`."""
+        names: list[str] = []
+        members: list[tuple[str, TLoc]] = []
+        for mname, mt in t.fields:
+            assert isinstance(mt, HeaderT)  # ResolveNames allows only headers
+            inst = f"{name}.{mname}"
+            self.header_names.used.add(inst)
+            self.instances.append(HeaderInstance(inst, mt, False))
+            names.append(inst)
+            members.append((mname, TLoc(mt, pos, HeaderRef(inst, mt), f"{text}.{mname}")))
+        self.unions.append((name, t, names))
+        return TLoc(t, pos, UnionRef(name, t, tuple(members)), text)
+
+    def union_stack(self, name: str, t: UnionStackT, pos: Pos, text: str) -> TLoc:
+        elems = tuple(self.union(f"{name}[{i}]", t.elem, pos, f"{text}[{i}]")
+                      for i in range(t.size))
+        self.union_stacks.append((name, t, [e.ref.name for e in elems
+                                             if isinstance(e.ref, UnionRef)]))
+        return TLoc(t, pos, UnionStackRef(name, t, elems), text)
 
     def temp(self, t: P4Type, pos: Pos) -> TLoc:
         return self._storage("tmp", t, pos, "tmp", temp=True)
@@ -273,17 +288,11 @@ class BuildLayout:
             elif isinstance(ft, UnionT):
                 # One header instance per member, named `u.member`, tied by a header_unions
                 # entry (BMv2 keeps at most one member valid).
-                names: list[str] = []
-                umembers: list[tuple[str, TLoc]] = []
-                for mname, mt in ft.fields:
-                    assert isinstance(mt, HeaderT)  # ResolveNames allows only headers
-                    inst = f"{name}.{mname}"
-                    lay.header_names.used.add(inst)
-                    lay.instances.append(HeaderInstance(inst, mt, False))
-                    names.append(inst)
-                    umembers.append((mname, TLoc(mt, pos, HeaderRef(inst, mt), inst)))
-                lay.unions.append((name, ft, names))
-                members.append((fname, TLoc(ft, pos, UnionRef(name, ft, tuple(umembers)), name)))
+                lay.header_names.used.add(name)
+                members.append((fname, lay.union(name, ft, pos, name)))
+            elif isinstance(ft, UnionStackT):
+                lay.header_names.used.add(name)
+                members.append((fname, lay.union_stack(name, ft, pos, name)))
             else:
                 diags.error(pos, f"field '{fname}' of the headers struct has type {show(ft)}; "
                                  "only headers, header stacks and structs of them are allowed")
@@ -314,7 +323,7 @@ def storable(t: P4Type) -> bool:
     """Whether a variable (or a parameter's copy) of type t has a place in BMv2's layout."""
     if isinstance(t, StructT):
         return all(storable(ft) for _, ft in t.fields)
-    return isinstance(t, (Bits, Bool, ErrorT, EnumT, HeaderT, StackT, UnionT))
+    return isinstance(t, (Bits, Bool, ErrorT, EnumT, HeaderT, StackT, UnionT, UnionStackT))
 
 
 _SIGNATURES = {

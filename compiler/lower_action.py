@@ -13,7 +13,7 @@ from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_param, field_json, hexstr, lower_expr, ref_json, wrap
 from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TConst, TExpr, TIsValid,
-                 TList, TLoc, TSlice, UnionRef)
+                 TList, TLoc, TSlice, UnionRef, UnionStackRef)
 from .layout import storable
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .typecheck import group_ref
@@ -21,7 +21,7 @@ from .inline_action import Frame, InlineActions
 from .lower_extern import HASH_ALGOS, ExternLowering
 from .resolve import ConstValue, resolve_type
 from .scopes import Env, Sym, SymKind
-from .types import Bits, Bool, HeaderT, StackT, StructT, UnionT, VarbitT, show
+from .types import Bits, Bool, HeaderT, StackT, StructT, UnionStackT, UnionT, VarbitT, show
 
 __all__ = ["LowerCtx", "ActionLowering", "HASH_ALGOS", "as_param_b2d"]
 
@@ -222,6 +222,13 @@ class ActionLowering(InlineActions, ExternLowering):
             else:
                 self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to header "
                               f"union {show(t)}")
+            return
+        if isinstance(t, UnionStackT):
+            if isinstance(rhs, TLoc) and isinstance(rhs.ref, UnionStackRef) and rhs.type == t:
+                prims.append(_prim("assign_union_stack", [ref_json(lhs), ref_json(rhs)]))
+            else:
+                self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to "
+                              f"{show(t)}")
             return
         if isinstance(t, StackT):
             if isinstance(rhs, TLoc) and isinstance(rhs.ref, StackRef) and rhs.type == t:

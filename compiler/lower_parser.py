@@ -13,7 +13,8 @@ from .blocks import BlockScope
 from .calls import CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_condition, as_param, field_json, hexstr, lower_expr, ref_json, wrap
-from .ir import FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TLoc, TLookahead
+from .ir import (FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TLoc, TLookahead,
+                 UnionStackNextRef, UnionStackRef)
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
 from .scopes import Env
@@ -149,6 +150,11 @@ def _packet_op(ctx: LowerCtx, name: str, args: tuple[TExpr | None, ...],
             return
         if isinstance(hdr, TLoc) and isinstance(hdr.ref, StackRef):
             ops.append({"parameters": [{"type": "stack", "value": hdr.ref.name}] + extra,
+                        "op": op})
+        elif isinstance(hdr, TLoc) and isinstance(hdr.ref, UnionStackNextRef) and \
+                hdr.ref.member:
+            ops.append({"parameters": [{"type": "union_stack",
+                                        "value": [hdr.ref.stack, hdr.ref.member]}] + extra,
                         "op": op})
         elif isinstance(hdr, TLoc) and isinstance(hdr.ref, HeaderRef):
             ops.append({"parameters": [{"type": "regular", "value": hdr.ref.name}] + extra,
@@ -313,6 +319,9 @@ def lower_deparser(ctx: LowerCtx, scope: BlockScope) -> Json:
             order.append(ref.name)
         elif isinstance(ref, StackRef):
             order.extend(f"{ref.name}[{i}]" for i in range(ref.type.size))
+        elif isinstance(ref, UnionStackRef):
+            for u in ref.unions:
+                emit_loc(u, pos)
         elif hasattr(ref, "members"):
             for _, m in ref.members:
                 emit_loc(m, pos)

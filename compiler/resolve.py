@@ -13,7 +13,8 @@ from typing import Any
 from . import ast as A
 from .diagnostics import Diagnostics, Pos, unknown
 from .types import (Bits, Bool, EnumT, ErrorT, ExternT, HeaderT, InfInt, P4Type,
-                    StackT, Str, StructT, TypeVar, UnionT, VarbitT, Void, show)
+                    StackT, Str, StructT, TypeVar, UnionStackT, UnionT, VarbitT, Void,
+                    show)
 
 __all__ = ["Globals", "ResolveNames", "resolve_type", "const_eval", "ConstValue"]
 
@@ -219,9 +220,11 @@ def resolve_type(t: A.TypeExpr, g: Globals, diags: Diagnostics,
             cv = const_eval(s, g, diags)
             if et is None or cv is None:
                 return None
+            if isinstance(et, UnionT):
+                return UnionStackT(et, int(cv.value))
             if not isinstance(et, HeaderT):
                 diags.error(t.pos, f"unsupported construct: stack of {show(et)} "
-                                   "(only header stacks are supported)")
+                                   "(only stacks of headers or header unions)")
                 return None
             return StackT(et, int(cv.value))
         case A.TypeName(name="tuple", args=args) if "tuple" not in g.types:

@@ -9,14 +9,15 @@ from __future__ import annotations
 from . import ast as A
 from .diagnostics import Diagnostics, NOPOS, Pos, unknown
 from .ir import (FieldRef, HeaderRef, StackFieldRef, StackLastRef, StackRef,
-                 StructRef, TBinary, TCast, TConcat, TUnionValid, UnionRef,
+                 StructRef, TBinary, TCast, TConcat, TUnionValid, UnionRef, UnionStackNextRef,
+                 UnionStackRef,
                  TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TString, TTernary,
                  TUnary)
 from .layout import Layout
 from .resolve import ConstValue, fold_binary, resolve_type
 from .scopes import Env, Sym, SymKind
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, Str, StructT,
-                    show, width_of)
+                    UnionT, show, width_of)
 
 __all__ = ["Typer", "expr_text", "key_name"]
 
@@ -181,6 +182,15 @@ class Typer:
                 idx = self.expr(i, env)
                 if base is None or idx is None:
                     return None
+                if isinstance(base, TLoc) and isinstance(base.ref, UnionStackRef) and \
+                        isinstance(idx, TConst):
+                    n = int(idx.value)
+                    if not 0 <= n < base.ref.type.size:
+                        self.err(i.pos, f"index {n} out of bounds for header union stack of "
+                                        f"size {base.ref.type.size}")
+                        return None
+                    u = base.ref.unions[n]
+                    return TLoc(u.type, e.pos, u.ref, expr_text(e))
                 if isinstance(base, TLoc) and isinstance(base.ref, StructRef) and \
                         "tuple" in base.ref.type.annotations and isinstance(idx, TConst):
                     loc = base.ref.member(f"f{int(idx.value)}")
@@ -387,6 +397,21 @@ class Typer:
         if isinstance(base, TLoc):
             ref = base.ref
             text = f"{base.text}.{m}"
+            if isinstance(ref, UnionStackRef):
+                if m == "size":
+                    return TConst(Bits(32), e.pos, ref.type.size)
+                if m == "next" and env.block in env.g.parsers:
+                    return TLoc(ref.type.elem, e.pos, UnionStackNextRef(ref.name, ""), text)
+                self.err(e.pos, f"unsupported construct: header union stack member '{m}'")
+                return None
+            if isinstance(ref, UnionStackNextRef) and isinstance(base.type, UnionT) and \
+                    not ref.member:
+                mt = next((t for n, t in base.type.fields if n == m), None)
+                if mt is None:
+                    self.err(e.pos, unknown(f"member of '{base.type.name}':", m,
+                                            [n for n, _ in base.type.fields]))
+                    return None
+                return TLoc(mt, e.pos, UnionStackNextRef(ref.stack, m), text)
             if isinstance(ref, (StructRef, UnionRef)):
                 loc = ref.member(m)
                 if loc is None:

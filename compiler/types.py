@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["P4Type", "Bits", "InfInt", "Bool", "Str", "Void", "ErrorT", "MatchKindT", "EnumT",
-           "HeaderT", "StructT", "UnionT", "StackT", "ExternT", "VarbitT", "TypeVar", "show",
+           "HeaderT", "StructT", "UnionT", "StackT", "UnionStackT", "ExternT", "VarbitT", "TypeVar", "show",
            "width_of", "is_numeric"]
 
 
@@ -118,6 +118,14 @@ class StackT(P4Type):
 
 
 @dataclass(frozen=True, slots=True)
+class UnionStackT(P4Type):
+    """A stack of header unions (BMv2 header_union_stacks)."""
+
+    elem: UnionT
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class VarbitT(P4Type):
     max_width: int
 
@@ -154,7 +162,7 @@ def show(t: P4Type) -> str:
             return "match_kind"
         case EnumT(name=n) | HeaderT(name=n) | StructT(name=n) | UnionT(name=n):
             return n
-        case StackT(e, s):
+        case StackT(e, s) | UnionStackT(e, s):
             return f"{e.name}[{s}]"
         case VarbitT(w):
             return f"varbit<{w}>"

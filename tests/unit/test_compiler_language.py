@@ -257,3 +257,32 @@ def test_lookahead_inside_a_select_key_expression() -> None:
     d = device(LOOKAHEAD)
     assert one(d, MACS + b"\x08\x00" + b"\x02rest") == MACS + b"\x08\x00" + b"\x77rest"
     assert one(d, MACS + b"\x08\x00" + b"\x03rest") == MACS + b"\x08\x00" + b"\x03rest"
+
+
+UNION_STACK = ETH + """
+header a_t { bit<8> x; }
+header b_t { bit<16> y; }
+header_union ab_t { a_t a; b_t b; }
+struct headers { eth_t eth; ab_t[2] u; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); pkt.extract(hdr.u.next.a); pkt.extract(hdr.u.next.b);
+                  transition accept; }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (hdr.u[1].b.isValid() && hdr.u[0].a.isValid()) {
+            hdr.u[1].b.y = hdr.u[1].b.y + (bit<16>)hdr.u[0].a.x;
+        }
+    }
+}
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.u); } }
+"""
+
+
+def test_header_union_stack_extracted_by_next_and_indexed() -> None:
+    d = device(UNION_STACK)
+    # u[0] holds a (x = 5), u[1] holds b (y = 0x0100): y becomes 0x0105
+    assert one(d, MACS + b"\x08\x00" + b"\x05\x01\x00tail") == \
+        MACS + b"\x08\x00" + b"\x05\x01\x05tail"

@@ -1,4 +1,4 @@
-/* Error case: a stack of header unions (BMv2 header_union_stacks: not supported). */
+/* Error case: a stack of structs (P4_16 has stacks of headers and of header unions only). */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -6,7 +6,8 @@ header ethernet_t { bit<48> dst; bit<48> src; bit<16> etype; }
 header ipv4_t { bit<8> ttl; bit<8> proto; bit<32> src; bit<32> dst; }
 struct metadata { bit<32> idx; bit<8> x; bit<16> h; bool flag; }
 header_union u_t { ethernet_t e; ipv4_t i; }
-struct headers { ethernet_t eth; ipv4_t ipv4; u_t[2] u; }
+struct pair_t { bit<8> a; bit<8> b; }
+struct headers { ethernet_t eth; ipv4_t ipv4; pair_t[2] u; }
 
 parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
