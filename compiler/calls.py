@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from . import ast as A
 from .diagnostics import Pos, unknown
-from .ir import HeaderRef, ParamRef, StackRef, TConst, TExpr, TList, TLoc
+from .ir import FieldRef, HeaderRef, ParamRef, StackRef, TConst, TExpr, TList, TLoc, TSlice
 from .resolve import resolve_type
 from .scopes import Env, ExternInstance, SymKind
 from .typecheck import Typer, expr_text
 from .types import Bits, InfInt, P4Type, StructT, TypeVar, show
 
-__all__ = ["CallKind", "CallInfo", "resolve_call"]
+__all__ = ["CallKind", "CallInfo", "resolve_call", "writable"]
 
 
 class CallKind(enum.Enum):
@@ -127,11 +127,19 @@ def _typed_args(call: A.Call, params: tuple[A.Param, ...], what: str, typer: Typ
                 continue
             typed[i] = c
         if p.direction in ("out", "inout"):
-            if not (isinstance(te, TLoc) and not isinstance(te.ref, ParamRef)):
+            if not writable(te):
                 typer.err(e.pos, f"argument '{p.name}' of {what} is an {p.direction} parameter;"
                                  f" it needs a writable location, not '{expr_text(e)}'")
                 ok = False
     return tuple(typed) if ok else None
+
+
+def writable(te: TExpr) -> bool:
+    """An lvalue: a location, or a slice of a field (P4_16 §6.7)."""
+    if isinstance(te, TSlice):
+        return writable(te.operand) and isinstance(te.operand, TLoc) and \
+            isinstance(te.operand.ref, FieldRef)
+    return isinstance(te, TLoc) and not isinstance(te.ref, ParamRef)
 
 
 def _accepts(pt: P4Type, te: TExpr) -> bool:

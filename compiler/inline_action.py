@@ -23,7 +23,7 @@ from .calls import CallInfo
 from .diagnostics import Pos
 from .exprjson import Json, hexstr, ref_json
 from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TBinary, TConst, TExpr,
-                 TLoc, TUnary, UnionRef, UnionStackRef)
+                 TLoc, TSlice, TUnary, UnionRef, UnionStackRef)
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .resolve import ConstValue, resolve_type
 from .scopes import Env, Sym, SymKind
@@ -55,6 +55,9 @@ class InlineActions:
         raise NotImplementedError
 
     def _forget(self, ref: FieldRef | None) -> None:
+        raise NotImplementedError
+
+    def _assign_slice(self, lhs: TSlice, rhs: TExpr, pos: Pos, prims: list[Json]) -> None:
         raise NotImplementedError
 
     def _stmts(self, stmts: tuple[A.Stmt, ...], env: Env, prims: list[Json],
@@ -170,7 +173,7 @@ class InlineActions:
             callee = Env(None, env.g, env.block)
         else:
             callee = self._control_env(env).child()
-        copy_out: list[tuple[TLoc, TLoc]] = []
+        copy_out: list[tuple[TLoc | TSlice, TLoc]] = []
         for p, a in zip(info.params, info.args):
             if p.direction in ("out", "inout"):
                 pt = resolve_type(p.type, env.g, self.ctx.diags)
@@ -186,7 +189,7 @@ class InlineActions:
                     self.assign(tmp, a, a.pos, prims)
                 else:
                     self._invalidate(tmp, prims)
-                if isinstance(a, TLoc):
+                if isinstance(a, (TLoc, TSlice)):
                     copy_out.append((a, tmp))
                 callee.add(Sym(SymKind.VAR, p.name, tmp))
             elif a is None:
@@ -213,7 +216,10 @@ class InlineActions:
             self.frames.pop()
         self._forget(None)
         for arg, tmp in copy_out:
-            self.assign(arg, tmp, info.pos, prims)
+            if isinstance(arg, TSlice):
+                self._assign_slice(arg, tmp, info.pos, prims)
+            else:
+                self.assign(arg, tmp, info.pos, prims)
 
     def _invalidate(self, loc: TLoc, prims: list[Json]) -> None:
         """An ``out`` parameter starts with every header in it invalid (spec §6.8)."""

@@ -60,7 +60,9 @@ class InlineFunctions:
             if isinstance(d, A.FunctionDecl) and d.body is not None and not d.type_params \
                     and not is_pure_expression(d):
                 self.functions.setdefault(d.name, []).append(d)
-        if not self.functions:
+        self.tables: set[str] = set()
+        if not self.functions and not any(_apply_results(d) for d in prog.decls
+                                           if isinstance(d, A.ControlDecl)):
             return prog
         self.types = {d.name: d for d in prog.decls if isinstance(d, A.Decl)}
         self.declared = DeclaredTypes(prog)
@@ -89,6 +91,7 @@ class InlineFunctions:
 
     def _control(self, c: A.ControlDecl) -> A.ControlDecl:
         self._begin(c.params, c.locals)
+        self.tables = {x.name for x in c.locals if isinstance(x, A.TableDecl)}
         locals_: list[A.Node] = []
         for x in c.locals:
             if isinstance(x, A.ActionDecl):
@@ -103,6 +106,7 @@ class InlineFunctions:
 
     def _parser(self, p: A.ParserDecl) -> A.ParserDecl:
         self._begin(p.params, p.locals)
+        self.tables = set()
         states: list[A.ParserState] = []
         for st in p.states:
             stmts = self._stmts(st.stmts)
@@ -119,6 +123,7 @@ class InlineFunctions:
 
     def _action(self, a: A.ActionDecl) -> A.ActionDecl:
         self._begin(a.params, tuple(x for x in a.body.stmts if isinstance(x, A.VarDecl)))
+        self.tables = set()
         body = self._block(a.body)
         return dataclasses.replace(a, body=dataclasses.replace(
             body, stmts=tuple(self.decls) + body.stmts))
@@ -138,7 +143,10 @@ class InlineFunctions:
             case A.Block():
                 return [self._block(s)]
             case A.If(cond=c, then=t, other=o):
-                pre, c2 = self._lift(c)
+                # A table's hit/miss that the condition always evaluates is the control
+                # lowering's own (an apply node branching on the outcome); lifted are calls,
+                # and applies the condition may skip (right of && / ||, a ?: branch).
+                pre, c2 = self._lift(c) if self._cond_needs_lift(c) else ([], c)
                 then = self._as_block(t)
                 other = self._as_block(o) if o is not None else None
                 return pre + [dataclasses.replace(s, cond=c2, then=then, other=other)]
@@ -180,6 +188,29 @@ class InlineFunctions:
         decls = self.functions[f.name]
         return next((d for d in decls if len(d.params) >= len(call.args)), decls[0])
 
+    def _apply_result(self, e: Any) -> bool:
+        """`t.apply().hit` / `.miss` of a table of the control being expanded."""
+        return isinstance(e, A.Member) and e.member in ("hit", "miss") and \
+            isinstance(e.expr, A.Call) and not e.expr.args and \
+            isinstance(e.expr.func, A.Member) and e.expr.func.member == "apply" and \
+            isinstance(e.expr.func.expr, A.Name) and e.expr.func.expr.name in self.tables
+
+    def _cond_needs_lift(self, c: A.Expr) -> bool:
+        def skipped(e: A.Expr, always: bool) -> bool:
+            if self._apply_result(e):
+                return not always
+            match e:
+                case A.Call() if self._target(e) is not None:
+                    return True
+                case A.Unary(operand=x):
+                    return skipped(x, always)
+                case A.Binary(op=op, left=l, right=r):
+                    return skipped(l, always) or skipped(r, always and op not in ("&&", "||"))
+                case A.Ternary(cond=x, then=a, other=b):
+                    return skipped(x, always) or skipped(a, False) or skipped(b, False)
+            return self._has_call(e)
+        return skipped(c, True)
+
     def _has_call(self, x: Any) -> bool:
         stack = [x]
         while stack:
@@ -187,6 +218,8 @@ class InlineFunctions:
             if isinstance(n, tuple):
                 stack.extend(n)
             elif isinstance(n, A.Call) and self._target(n) is not None:
+                return True
+            elif self._apply_result(n):
                 return True
             elif isinstance(n, A.Node) and not isinstance(n, A.Annotation):
                 stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
@@ -237,6 +270,11 @@ class InlineFunctions:
         """(statements to run first, e without calls of inlined functions)."""
         if not self._has_call(e):
             return [], e
+        if self._apply_result(e):
+            # The outcome into a bool, by an `if` the control lowering branches on.
+            flag = self._temp("tmp", A.BoolType(e.pos), e.pos)
+            return [A.If(e.pos, e, A.Block(e.pos, (A.Assign(e.pos, flag, A.BoolLit(e.pos, True)),)),
+                         A.Block(e.pos, (A.Assign(e.pos, flag, A.BoolLit(e.pos, False)),)))], flag
         match e:
             case A.Call() if self._target(e) is not None:
                 fn = self._target(e)
@@ -334,9 +372,11 @@ class InlineFunctions:
             f = self._target(x)
             if f is not None and not isinstance(f.ret, A.VoidType):
                 return f.ret
-        if isinstance(x, A.Cast):
-            return x.type
-        return None
+        if isinstance(x, A.Ternary):
+            return self._branch_type(x.then) or self._branch_type(x.other)
+        if self._apply_result(x):
+            return A.BoolType(x.pos)
+        return self.declared.type_of(x)
 
     def _lift_args(self, call: A.Call) -> tuple[list[A.Stmt], list[A.Arg]]:
         pre: list[A.Stmt] = []
@@ -536,3 +576,18 @@ def _substitute(stmts: tuple[A.Stmt, ...], names: dict[str, str]) -> tuple[A.Stm
         return dataclasses.replace(n, **changes) if changes else n
 
     return tuple(visit(s) for s in stmts)
+
+
+def _apply_results(c: A.ControlDecl) -> bool:
+    """Whether a table's hit/miss is read anywhere in the control's apply block (cheap check
+    before the full expansion)."""
+    stack: list[Any] = [c.apply]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, tuple):
+            stack.extend(n)
+        elif isinstance(n, A.Member) and n.member in ("hit", "miss"):
+            return True
+        elif isinstance(n, A.Node) and not isinstance(n, (A.Annotation, A.TypeExpr)):
+            stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
+    return False

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from . import ast as A
 from .blocks import BlockScope, action_env, annotation_arg, control_plane_name, has_annotation
-from .calls import CallInfo, CallKind
+from .calls import CallInfo, CallKind, writable
 from .diagnostics import Pos, unknown
 from .exprjson import Json, hexstr
 from .ir import FieldRef, ParamRef, TBinary, TConst, TExpr, TIsValid, TLoc, TSlice
@@ -164,8 +164,7 @@ class TableLowering:
             te = self.ctx.typer.expr(a.value, env, pt) if pt is not None else None
             if te is None:
                 return []
-            if p.direction not in ("in", "") and not (isinstance(te, TLoc)
-                                            and not isinstance(te.ref, ParamRef)):
+            if p.direction not in ("in", "") and not writable(te):
                 self.err(a.pos, f"argument '{p.name}' of action '{decl.name}' is an "
                                 f"{p.direction} parameter; it needs a writable location, not "
                                 f"'{expr_text(a.value)}'")

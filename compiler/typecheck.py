@@ -487,6 +487,9 @@ class Typer:
             # bit on the wire: [hi:lo] of a W-bit lookahead is the (hi-lo+1) bits starting
             # W-1-hi bits further on (p4c's bmv2 backend emits the same narrower lookahead).
             return TLookahead(t, e.pos, base.offset + base.type.width - 1 - hi)
+        if isinstance(base, TSlice):
+            # x[a:b][c:d] is x[b+c : b+d]: one slice of x (so it stays an lvalue).
+            return TSlice(t, e.pos, base.operand, base.lo + hi, base.lo + lo)
         return TSlice(t, e.pos, base, hi, lo)
 
     def _unary(self, e: A.Unary, env: Env, expected: P4Type | None) -> TExpr | None:

@@ -343,3 +343,28 @@ def test_control_instance_with_computed_and_default_arguments() -> None:
 def test_constant_folding(body: str, want: int) -> None:
     out = run(ingress(body), a=0)
     assert out is not None and out[2] == want
+
+
+TABLE = ("    action setc(bit<8> v) { hdr.p.c = v; }\n"
+         "    table t { key = { hdr.p.a: exact; } actions = { setc; NoAction; } "
+         "default_action = NoAction(); }")
+
+
+@pytest.mark.parametrize("body, a, want_b, want_c", [
+    # the outcome of an apply inside a ?: (the table runs; its action sets c)
+    ("hdr.p.b = t.apply().hit ? 8w10 : 8w20;", 1, 10, 0x33),
+    ("hdr.p.b = t.apply().hit ? 8w10 : 8w20;", 2, 20, 3),
+    # || short-circuits: with a == 1 the table is not applied at all (c stays 3)
+    ("hdr.p.b = (hdr.p.a == 1 || t.apply().hit) ? 8w10 : 8w20;", 1, 10, 3),
+    ("hdr.p.b = (hdr.p.a == 1 || t.apply().hit) ? 8w10 : 8w20;", 2, 20, 3),
+])
+def test_table_apply_inside_an_expression(body: str, a: int, want_b: int, want_c: int) -> None:
+    entry = TableEntry((Exact(1),), ActionCall("I.setc", (0x33,)))
+    out = run(ingress(body, TABLE), a=a, c=3, entries=(entry,), table="I.t")
+    assert out is not None and (out[3], out[4]) == (want_b, want_c)
+
+
+def test_slices_as_inout_arguments_and_nested_slices() -> None:
+    decls = "    action bump(inout bit<4> v) { v = v + 1; }"
+    out = run(ingress("bump(hdr.p.c[7:4]); hdr.p.b[7:4][1:0] = 2w3;", decls), b=0, c=0x25)
+    assert out is not None and out[4] == 0x35 and out[3] == 0x30
