@@ -368,3 +368,12 @@ def test_slices_as_inout_arguments_and_nested_slices() -> None:
     decls = "    action bump(inout bit<4> v) { v = v + 1; }"
     out = run(ingress("bump(hdr.p.c[7:4]); hdr.p.b[7:4][1:0] = 2w3;", decls), b=0, c=0x25)
     assert out is not None and out[4] == 0x35 and out[3] == 0x30
+
+
+@pytest.mark.parametrize("a, want_b, want_c", [(1, 10, 0x33), (2, 20, 3), (7, 20, 3)])
+def test_table_apply_on_the_right_of_and(a: int, want_b: int, want_c: int) -> None:
+    # a == 7: the && stops before the table (c stays 3); a == 2: applied, misses
+    body = "if (hdr.p.a != 7 && t.apply().hit) { hdr.p.b = 10; } else { hdr.p.b = 20; }"
+    entry = TableEntry((Exact(1),), ActionCall("I.setc", (0x33,)))
+    out = run(ingress(body, TABLE), a=a, c=3, entries=(entry,), table="I.t")
+    assert out is not None and (out[3], out[4]) == (want_b, want_c)
