@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from switch.expressions import parse_hexstr, unwrap
-from switch.layout import cfg_error
+from switch.layout import cfg_error, loading
 from switch.primitives import PRIMITIVES, PrimCtx
 
 __all__ = ["action_source", "block_source", "prim_lines", "LOOP_LIMIT", "Unstructured"]
@@ -48,7 +48,8 @@ def _emit_prim(ctx: PrimCtx, prim: Any, i: int) -> list[str]:
     ctx.path = f"{base}.primitives[{i}] ('{op}')"
     ctx.comp.path = ctx.path
     try:
-        return emitter(ctx, params)
+        with loading(ctx.path):
+            return emitter(ctx, params)
     finally:
         ctx.path = base
         ctx.comp.path = base

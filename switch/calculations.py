@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from switch.expressions import ExprCompiler
-from switch.layout import MAX_FIELD_WIDTH, Layout, cfg_error
+from switch.layout import MAX_FIELD_WIDTH, Layout, cfg_error, loads
 from switch.varbit import vl_field_bits
 
 __all__ = ["ALGORITHMS", "crc16", "csum16", "xor16", "build_calculation", "needs_payload"]
@@ -79,6 +79,7 @@ def _width(w: Any, path: str) -> int:
     return w
 
 
+@loads("path")
 def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
                       rng: random.Random) -> Callable[..., int]:
     """A function F -> hash value for one JSON calculation object (F, payload -> value when

@@ -4,7 +4,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from switch.layout import HeaderInfo, Layout, cfg_error
+from switch.layout import HeaderInfo, Layout, cfg_error, loads
 from switch.parser import check_whole_bytes, pack_parts
 from switch.primitives import Namespace
 from switch.varbit import check_vl_header, vl_pack_source
@@ -60,6 +60,7 @@ class _Deparser:
         return fn
 
 
+@loads("path")
 def deparser_source(deparser: dict[str, Any], path: str, layout: Layout, ns: Namespace) -> str:
     order = deparser.get("order") or []
     if deparser.get("primitives"):

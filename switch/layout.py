@@ -11,8 +11,12 @@ multicast) is `F[:]`.
 """
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from switch.errors import ConfigError
 
@@ -20,11 +24,42 @@ from switch.errors import ConfigError
 MAX_FIELD_WIDTH = 4096
 
 __all__ = ["MAX_FIELD_WIDTH", "FieldSlot", "HeaderInfo", "StackInfo", "UnionStackInfo", "Layout",
-           "build_layout", "cfg_error"]
+           "build_layout", "cfg_error", "loading", "loads"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+#: What a malformed JSON value of a shape no check anticipated raises inside an init step.
+_SHAPE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError)
 
 
 def cfg_error(path: str, what: str) -> ConfigError:
     return ConfigError(f"{path}: {what}")
+
+
+@contextmanager
+def loading(path: str) -> Iterator[None]:
+    """Loads the object at JSON path `path`: an error its checks did not anticipate (a list
+    where an object belongs, an unhashable name, ...) becomes a ConfigError naming `path`, so
+    every load error names its object.  Nested uses name the innermost object: its ConfigError
+    passes through the outer ones unchanged."""
+    try:
+        yield
+    except _SHAPE_ERRORS as e:
+        raise cfg_error(path, f"malformed ({type(e).__name__}: {e})") from None
+
+
+def loads(arg: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """Decorator: the function loads the object whose JSON path is its parameter `arg`
+    (see `loading`)."""
+    def wrap(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with loading(str(sig.bind(*args, **kwargs).arguments[arg])):
+                return fn(*args, **kwargs)
+        return run
+    return wrap
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,106 +249,113 @@ def build_layout(j: dict[str, Any]) -> Layout:
     types: dict[str, list[tuple[str, int, bool]]] = {}
     max_len: dict[str, int] = {}          # varbit header type -> max_length (bytes, 0 = none)
     for i, t in enumerate(_list(j, "header_types")):
-        path = f"header_types[{i}]"
-        name = _named(t, path)
-        flds = []
-        for k, f in enumerate(t.get("fields", [])):
-            fp = f"{path} ('{name}').fields[{k}]"
-            if not (isinstance(f, list) and len(f) >= 2 and isinstance(f[0], str)):
-                raise cfg_error(fp, f"bad field {f!r}")
-            signed = bool(f[2]) if len(f) > 2 else False
-            if f[1] == "*":
-                if name in max_len:
-                    raise cfg_error(fp, f"field '{f[0]}': a header type can have only one "
-                                        "variable-length field")
-                if t.get("length_exp") is not None:
-                    raise cfg_error(f"{path} ('{name}')", "length_exp (P4_14 variable-length "
-                                    "headers) is not supported; P4_16 gives the length to "
-                                    "extract_VL")
-                ml = t.get("max_length") or 0
-                if type(ml) is not int or not 0 <= ml * 8 <= 2 * MAX_FIELD_WIDTH:
-                    raise cfg_error(f"{path} ('{name}')", f"bad max_length {ml!r}")
-                max_len[name] = ml
-                flds.append((f[0], 0, signed))     # width 0 marks the varbit field
-                continue
-            if type(f[1]) is not int:
-                raise cfg_error(fp, f"field '{f[0]}': bad width {f[1]!r}")
-            if not 0 < f[1] <= MAX_FIELD_WIDTH:
-                raise cfg_error(fp, f"field '{f[0]}': width {f[1]} outside 1..{MAX_FIELD_WIDTH}")
-            flds.append((f[0], f[1], signed))
-        types[name] = flds
+        with loading(f"header_types[{i}]"):
+            path = f"header_types[{i}]"
+            name = _named(t, path)
+            flds = []
+            for k, f in enumerate(t.get("fields", [])):
+                fp = f"{path} ('{name}').fields[{k}]"
+                if not (isinstance(f, list) and len(f) >= 2 and isinstance(f[0], str)):
+                    raise cfg_error(fp, f"bad field {f!r}")
+                signed = bool(f[2]) if len(f) > 2 else False
+                if f[1] == "*":
+                    if name in max_len:
+                        raise cfg_error(fp, f"field '{f[0]}': a header type can have only one "
+                                            "variable-length field")
+                    if t.get("length_exp") is not None:
+                        raise cfg_error(f"{path} ('{name}')", "length_exp (P4_14 variable-length "
+                                        "headers) is not supported; P4_16 gives the length to "
+                                        "extract_VL")
+                    ml = t.get("max_length") or 0
+                    if type(ml) is not int or not 0 <= ml * 8 <= 2 * MAX_FIELD_WIDTH:
+                        raise cfg_error(f"{path} ('{name}')", f"bad max_length {ml!r}")
+                    max_len[name] = ml
+                    flds.append((f[0], 0, signed))     # width 0 marks the varbit field
+                    continue
+                if type(f[1]) is not int:
+                    raise cfg_error(fp, f"field '{f[0]}': bad width {f[1]!r}")
+                if not 0 < f[1] <= MAX_FIELD_WIDTH:
+                    raise cfg_error(fp, f"field '{f[0]}': width {f[1]} outside "
+                                        f"1..{MAX_FIELD_WIDTH}")
+                flds.append((f[0], f[1], signed))
+            types[name] = flds
     # init_headers
     index = 0
     valid_slots: list[tuple[int, bool]] = []
     for i, h in enumerate(_list(j, "headers")):
-        path = f"headers[{i}]"
-        name = _named(h, path)
-        tname = h.get("header_type")
-        if tname not in types:
-            raise cfg_error(f"{path} ('{name}')", f"unknown header_type {tname!r}")
-        if name in lay.headers:
-            raise cfg_error(f"{path} ('{name}')", "duplicate header instance name")
-        slots = []
-        nbits = sum(w for _, w, _ in types[tname])
-        varbit = -1
-        for k, (fname, w, signed) in enumerate(types[tname]):
-            if w == 0:           # varbit: as wide as the header's max_length leaves room for
-                varbit = k
-                w = max_len[tname] * 8 - nbits if max_len[tname] else MAX_FIELD_WIDTH
-                if not 0 < w <= MAX_FIELD_WIDTH:
-                    raise cfg_error(f"{path} ('{name}')", f"header type '{tname}': max_length "
-                                    f"{max_len[tname]} leaves {w} bits for field '{fname}'")
-            slots.append((fname, FieldSlot(index, w, signed)))
-            index += 1
-        meta = bool(h.get("metadata", False))
-        info = HeaderInfo(name, int(h.get("id", i)), tname, meta, slots, -1, nbits)
-        if varbit >= 0:
-            info.varbit, info.vl_len, info.max_bytes = varbit, index, max_len[tname]
-            lay.vl_len[slots[varbit][1].index] = index
-            index += 1
-        lay.headers[name] = info
-        lay.header_by_id[info.id] = name
+        with loading(f"headers[{i}]"):
+            path = f"headers[{i}]"
+            name = _named(h, path)
+            tname = h.get("header_type")
+            if tname not in types:
+                raise cfg_error(f"{path} ('{name}')", f"unknown header_type {tname!r}")
+            if name in lay.headers:
+                raise cfg_error(f"{path} ('{name}')", "duplicate header instance name")
+            slots = []
+            nbits = sum(w for _, w, _ in types[tname])
+            varbit = -1
+            for k, (fname, w, signed) in enumerate(types[tname]):
+                if w == 0:           # varbit: as wide as the header's max_length leaves room for
+                    varbit = k
+                    w = max_len[tname] * 8 - nbits if max_len[tname] else MAX_FIELD_WIDTH
+                    if not 0 < w <= MAX_FIELD_WIDTH:
+                        raise cfg_error(f"{path} ('{name}')", f"header type '{tname}': max_length "
+                                        f"{max_len[tname]} leaves {w} bits for field '{fname}'")
+                slots.append((fname, FieldSlot(index, w, signed)))
+                index += 1
+            meta = bool(h.get("metadata", False))
+            info = HeaderInfo(name, int(h.get("id", i)), tname, meta, slots, -1, nbits)
+            if varbit >= 0:
+                info.varbit, info.vl_len, info.max_bytes = varbit, index, max_len[tname]
+                lay.vl_len[slots[varbit][1].index] = index
+                index += 1
+            lay.headers[name] = info
+            lay.header_by_id[info.id] = name
     for info in lay.headers.values():
         info.valid = index
         valid_slots.append((index, info.metadata))
         index += 1
     # init_header_stacks
     for i, s in enumerate(_list(j, "header_stacks")):
-        path = f"header_stacks[{i}]"
-        name = _named(s, path)
-        ids = s.get("header_ids", [])
-        names = []
-        for hid in ids:
-            if hid not in lay.header_by_id:
-                raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
-            names.append(lay.header_by_id[hid])
-        lay.stacks[name] = StackInfo(name, int(s.get("id", i)), names, index)
-        index += 1
+        with loading(f"header_stacks[{i}]"):
+            path = f"header_stacks[{i}]"
+            name = _named(s, path)
+            ids = s.get("header_ids", [])
+            names = []
+            for hid in ids:
+                if hid not in lay.header_by_id:
+                    raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
+                names.append(lay.header_by_id[hid])
+            lay.stacks[name] = StackInfo(name, int(s.get("id", i)), names, index)
+            index += 1
     # init_header_unions
     for i, u in enumerate(_list(j, "header_unions")):
-        path = f"header_unions[{i}]"
-        name = _named(u, path)
-        members = []
-        for hid in u.get("header_ids", []):
-            if hid not in lay.header_by_id:
-                raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
-            members.append(lay.header_by_id[hid])
-        lay.unions[name] = members
+        with loading(f"header_unions[{i}]"):
+            path = f"header_unions[{i}]"
+            name = _named(u, path)
+            members = []
+            for hid in u.get("header_ids", []):
+                if hid not in lay.header_by_id:
+                    raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
+                members.append(lay.header_by_id[hid])
+            lay.unions[name] = members
     # init_header_union_stacks
-    union_by_id = {int(u.get("id", k)): _named(u, f"header_unions[{k}]")
-                   for k, u in enumerate(_list(j, "header_unions"))}
+    with loading("header_unions"):
+        union_by_id = {int(u.get("id", k)): _named(u, f"header_unions[{k}]")
+                       for k, u in enumerate(_list(j, "header_unions"))}
     for i, s in enumerate(_list(j, "header_union_stacks")):
-        path = f"header_union_stacks[{i}]"
-        name = _named(s, path)
-        unions = []
-        for uid in s.get("header_union_ids", []):
-            if uid not in union_by_id:
-                raise cfg_error(f"{path} ('{name}')", f"unknown header union id {uid}")
-            unions.append(union_by_id[uid])
-        if len({len(lay.unions[u]) for u in unions}) > 1:
-            raise cfg_error(f"{path} ('{name}')", "elements of different union types")
-        lay.union_stacks[name] = UnionStackInfo(name, int(s.get("id", i)), unions, index)
-        index += 1
+        with loading(f"header_union_stacks[{i}]"):
+            path = f"header_union_stacks[{i}]"
+            name = _named(s, path)
+            unions = []
+            for uid in s.get("header_union_ids", []):
+                if uid not in union_by_id:
+                    raise cfg_error(f"{path} ('{name}')", f"unknown header union id {uid}")
+                unions.append(union_by_id[uid])
+            if len({len(lay.unions[u]) for u in unions}) > 1:
+                raise cfg_error(f"{path} ('{name}')", "elements of different union types")
+            lay.union_stacks[name] = UnionStackInfo(name, int(s.get("id", i)), unions, index)
+            index += 1
     # Sections simple_switch knows that this switch does not: fail here, naming the object,
     # rather than on the first reference deep in a parser or deparser.
     for i, obj in enumerate(_list(j, "parse_vsets")):
@@ -321,47 +363,52 @@ def build_layout(j: dict[str, Any]) -> Layout:
                         "parser value sets are not supported")
     # init_errors
     for i, e in enumerate(_list(j, "errors")):
-        if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
-                and isinstance(e[1], int)):
-            raise cfg_error(f"errors[{i}]", f"bad error entry {e!r}")
-        lay.errors[e[0]] = e[1]
+        with loading(f"errors[{i}]"):
+            if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+                    and isinstance(e[1], int)):
+                raise cfg_error(f"errors[{i}]", f"bad error entry {e!r}")
+            lay.errors[e[0]] = e[1]
     # init_enums
     for i, en in enumerate(_list(j, "enums")):
-        name = _named(en, f"enums[{i}]")
-        lay.enums[name] = {m[0]: m[1] for m in en.get("entries", [])}
+        with loading(f"enums[{i}]"):
+            name = _named(en, f"enums[{i}]")
+            lay.enums[name] = {m[0]: m[1] for m in en.get("entries", [])}
     # init_field_lists
     for i, fl in enumerate(_list(j, "field_lists")):
-        path = f"field_lists[{i}]"
-        _named(fl, path)
-        refs = []
-        for k, el in enumerate(fl.get("elements", [])):
-            if isinstance(el, dict) and el.get("type") == "field":
-                lay.slot(el.get("value"), f"{path}.elements[{k}]")
-                refs.append(tuple(el["value"]))
-        lay.field_lists[int(fl.get("id", i))] = refs
+        with loading(f"field_lists[{i}]"):
+            path = f"field_lists[{i}]"
+            _named(fl, path)
+            refs = []
+            for k, el in enumerate(fl.get("elements", [])):
+                if isinstance(el, dict) and el.get("type") == "field":
+                    lay.slot(el.get("value"), f"{path}.elements[{k}]")
+                    refs.append(tuple(el["value"]))
+            lay.field_lists[int(fl.get("id", i))] = refs
     # init_learn_lists (digest contents: field values read at the end of ingress)
     for i, ll in enumerate(_list(j, "learn_lists")):
-        path = f"learn_lists[{i}]"
-        name = _named(ll, path)
-        lid = ll.get("id")
-        if type(lid) is not int or lid <= 0:
-            raise cfg_error(f"{path} ('{name}')", f"bad id {lid!r}")
-        els = ll.get("elements") or []
-        if not isinstance(els, list):
-            raise cfg_error(f"{path} ('{name}')", "elements must be a list")
-        idxs: list[int] = []
-        for k, el in enumerate(els):
-            ep = f"{path} ('{name}').elements[{k}]"
-            if not (isinstance(el, dict) and el.get("type") == "field"):
-                raise cfg_error(ep, f"learn list element {el!r} is not a field")
-            idxs.append(lay.slot(el.get("value"), ep).index)
-        lay.learn_lists[lid] = tuple(idxs)
+        with loading(f"learn_lists[{i}]"):
+            path = f"learn_lists[{i}]"
+            name = _named(ll, path)
+            lid = ll.get("id")
+            if type(lid) is not int or lid <= 0:
+                raise cfg_error(f"{path} ('{name}')", f"bad id {lid!r}")
+            els = ll.get("elements") or []
+            if not isinstance(els, list):
+                raise cfg_error(f"{path} ('{name}')", "elements must be a list")
+            idxs: list[int] = []
+            for k, el in enumerate(els):
+                ep = f"{path} ('{name}').elements[{k}]"
+                if not (isinstance(el, dict) and el.get("type") == "field"):
+                    raise cfg_error(ep, f"learn list element {el!r} is not a field")
+                idxs.append(lay.slot(el.get("value"), ep).index)
+            lay.learn_lists[lid] = tuple(idxs)
     # init_field_aliases
     for i, a in enumerate(_list(j, "field_aliases")):
-        if not (isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)):
-            raise cfg_error(f"field_aliases[{i}]", f"bad alias {a!r}")
-        lay.slot(a[1], f"field_aliases[{i}] ('{a[0]}')")
-        lay.aliases[a[0]] = (a[1][0], a[1][1])
+        with loading(f"field_aliases[{i}]"):
+            if not (isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)):
+                raise cfg_error(f"field_aliases[{i}]", f"bad alias {a!r}")
+            lay.slot(a[1], f"field_aliases[{i}] ('{a[0]}')")
+            lay.aliases[a[0]] = (a[1][0], a[1][1])
     lay.scratch = index
     index += 1
     lay.template = [0] * index

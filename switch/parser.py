@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from switch.expressions import ExprCompiler, parse_hexstr
-from switch.layout import HeaderInfo, Layout, cfg_error
+from switch.layout import HeaderInfo, Layout, cfg_error, loads
 from switch.primitives import PRIMITIVES, Namespace, PrimCtx
 from switch.varbit import vl_unpack
 
@@ -297,6 +297,7 @@ class _StateCompiler:
             raise cfg_error("lookahead", f"bad lookahead [{bit_off!r}, {width!r}]")
         return f"LA(buf, off, {bit_off}, {width})"
 
+    @loads("path")
     def state(self, path: str, st: dict[str, Any], fname: str,
               names: dict[str, str]) -> str:
         body = list(_PROLOGUE)
@@ -421,6 +422,7 @@ def _acyclic(succ: dict[str, set[str]]) -> bool:
     return all(state.get(n) or visit(n) for n in succ)
 
 
+@loads("path")
 def parser_source(parser: dict[str, Any], path: str, layout: Layout, ns: Namespace,
                   ctx: PrimCtx, inline: bool = True) -> tuple[str, str | None]:
     """(source defining one function per state, name of the start state function)."""

@@ -19,7 +19,7 @@ from switch.control import INLINE_DEPTH, FixedTable, InlineTable, conditional_so
 from switch.expressions import ExprCompiler, parse_hexstr
 from switch.lanecode import LazyFunction, fallback_source, run_source
 from switch.lanes import LanePlan, plan_lanes
-from switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error
+from switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error, loading, loads
 from switch.optimize import optimize_source
 from switch.deparser import deparser_source
 from switch.parser import parser_source
@@ -178,34 +178,37 @@ class Pipeline:
 
     def init_register_arrays(self) -> None:
         for i, r in enumerate(_list(self.json, "register_arrays")):
-            name, rid, size = self._sized(r, f"register_arrays[{i}]")
-            w = r.get("bitwidth")
-            if not isinstance(w, int) or not 0 < w <= MAX_FIELD_WIDTH:
-                raise cfg_error(f"register_arrays[{i}] ('{name}')", f"bad bitwidth {w!r}")
-            self.registers[name] = RegisterArray(name, rid, size, w)
+            with loading(f"register_arrays[{i}]"):
+                name, rid, size = self._sized(r, f"register_arrays[{i}]")
+                w = r.get("bitwidth")
+                if not isinstance(w, int) or not 0 < w <= MAX_FIELD_WIDTH:
+                    raise cfg_error(f"register_arrays[{i}] ('{name}')", f"bad bitwidth {w!r}")
+                self.registers[name] = RegisterArray(name, rid, size, w)
 
     def init_counter_arrays(self) -> None:
         for i, c in enumerate(_list(self.json, "counter_arrays")):
-            name, cid, size = self._sized(c, f"counter_arrays[{i}]")
-            direct = bool(c.get("is_direct", False))
-            self.counters[name] = CounterArray(name, cid, 0 if direct else size, direct,
-                                               c.get("binding"))
+            with loading(f"counter_arrays[{i}]"):
+                name, cid, size = self._sized(c, f"counter_arrays[{i}]")
+                direct = bool(c.get("is_direct", False))
+                self.counters[name] = CounterArray(name, cid, 0 if direct else size, direct,
+                                                   c.get("binding"))
 
     def init_meter_arrays(self) -> None:
         for i, m in enumerate(_list(self.json, "meter_arrays")):
-            path = f"meter_arrays[{i}]"
-            name, mid, size = self._sized(m, path)
-            unit = m.get("type", "packets")
-            if unit not in ("packets", "bytes"):
-                raise cfg_error(f"{path} ('{name}')", f"meter type {unit!r} is not supported")
-            if m.get("rate_count", 2) != 2:
-                raise cfg_error(f"{path} ('{name}')", "only two-rate meters are supported")
-            direct = bool(m.get("is_direct", False))
-            ma = MeterArray(name, mid, 0 if direct else size, unit, direct, m.get("binding"))
-            if direct and m.get("result_target"):
-                self.layout.slot(m["result_target"], f"{path}.result_target")
-                ma.result_target = tuple(m["result_target"])
-            self.meters[name] = ma
+            with loading(f"meter_arrays[{i}]"):
+                path = f"meter_arrays[{i}]"
+                name, mid, size = self._sized(m, path)
+                unit = m.get("type", "packets")
+                if unit not in ("packets", "bytes"):
+                    raise cfg_error(f"{path} ('{name}')", f"meter type {unit!r} is not supported")
+                if m.get("rate_count", 2) != 2:
+                    raise cfg_error(f"{path} ('{name}')", "only two-rate meters are supported")
+                direct = bool(m.get("is_direct", False))
+                ma = MeterArray(name, mid, 0 if direct else size, unit, direct, m.get("binding"))
+                if direct and m.get("result_target"):
+                    self.layout.slot(m["result_target"], f"{path}.result_target")
+                    ma.result_target = tuple(m["result_target"])
+                self.meters[name] = ma
 
     def init_calculations(self) -> None:
         for i, c in enumerate(_list(self.json, "calculations")):
@@ -239,35 +242,36 @@ class Pipeline:
         srcs = []
         specs = []
         for i, a in enumerate(_list(self.json, "actions")):
-            path = f"actions[{i}]"
-            if not isinstance(a, dict) or not isinstance(a.get("name"), str):
-                raise cfg_error(path, "expected an object with a string 'name'")
-            path = f"{path} ('{a['name']}')"
-            rd = []
-            for k, p in enumerate(a.get("runtime_data") or []):
-                if not (isinstance(p, dict) and isinstance(p.get("bitwidth"), int)
-                        and 0 < p["bitwidth"] <= MAX_FIELD_WIDTH):
-                    raise cfg_error(f"{path}.runtime_data[{k}]", f"bad parameter {p!r}")
-                rd.append((str(p.get("name", f"p{k}")), int(p["bitwidth"])))
-            aid = int(a.get("id", i))
-            if aid in self._actions_by_id:
-                raise cfg_error(path, f"duplicate action id {aid}")
-            ctx = self._ctx(path, tuple(w for _, w in rd))
-            fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
-            runs: dict[int, tuple[int, list[str]]] = {}
-            for k, run in enumerate(self.lanes.runs.get(i, [])):
-                fb = f"{fname}_L{k}"
-                runs[run.start] = (run.stop, run_source(run, self.lanes, ctx, fb))
-                self.ns.names[fb] = LazyFunction(fallback_source(
-                    run, self.lanes, self.layout, fb,
-                    prim_lines(ctx, a["primitives"], run.start, run.stop), self.ns),
-                    fb, self.ns.names)
-            src = action_source(ctx, fname, a, runs)
-            # Only actions with two or more guarded accesses can change (saves load time).
-            # The basic-block form of an action with loops is left as emitted.
-            fusable = self.fuse and src.count("    _i = ") >= 2 and "    _pc = 0\n" not in src
-            srcs.append(optimize_source(src) + "\n" if fusable else src)
-            specs.append((a["name"], aid, tuple(rd), fname))
+            with loading(f"actions[{i}]"):
+                path = f"actions[{i}]"
+                if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+                    raise cfg_error(path, "expected an object with a string 'name'")
+                path = f"{path} ('{a['name']}')"
+                rd = []
+                for k, p in enumerate(a.get("runtime_data") or []):
+                    if not (isinstance(p, dict) and isinstance(p.get("bitwidth"), int)
+                            and 0 < p["bitwidth"] <= MAX_FIELD_WIDTH):
+                        raise cfg_error(f"{path}.runtime_data[{k}]", f"bad parameter {p!r}")
+                    rd.append((str(p.get("name", f"p{k}")), int(p["bitwidth"])))
+                aid = int(a.get("id", i))
+                if aid in self._actions_by_id:
+                    raise cfg_error(path, f"duplicate action id {aid}")
+                ctx = self._ctx(path, tuple(w for _, w in rd))
+                fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
+                runs: dict[int, tuple[int, list[str]]] = {}
+                for k, run in enumerate(self.lanes.runs.get(i, [])):
+                    fb = f"{fname}_L{k}"
+                    runs[run.start] = (run.stop, run_source(run, self.lanes, ctx, fb))
+                    self.ns.names[fb] = LazyFunction(fallback_source(
+                        run, self.lanes, self.layout, fb,
+                        prim_lines(ctx, a["primitives"], run.start, run.stop), self.ns),
+                        fb, self.ns.names)
+                src = action_source(ctx, fname, a, runs)
+                # Only actions with two or more guarded accesses can change (saves load time).
+                # The basic-block form of an action with loops is left as emitted.
+                fusable = self.fuse and src.count("    _i = ") >= 2 and "    _pc = 0\n" not in src
+                srcs.append(optimize_source(src) + "\n" if fusable else src)
+                specs.append((a["name"], aid, tuple(rd), fname))
         _compile("".join(srcs), self.ns, "actions")
         for name, aid, params, fname in specs:
             spec = ActionSpec(name, aid, params, self.ns.names[fname], fname)
@@ -296,7 +300,7 @@ class Pipeline:
     # -- pipelines -------------------------------------------------------------------------
     def init_pipelines(self) -> None:
         pipes = {p.get("name"): (i, p) for i, p in enumerate(_list(self.json, "pipelines"))
-                 if isinstance(p, dict)}
+                 if isinstance(p, dict) and isinstance(p.get("name"), str)}
         for name in ("ingress", "egress"):
             if name not in pipes:
                 raise cfg_error("pipelines", f"no pipeline named '{name}' (v1model needs one)")
@@ -308,6 +312,7 @@ class Pipeline:
             else:
                 self.egress_init = init
 
+    @loads("path")
     def _init_pipeline(self, path: str, p: dict[str, Any]) -> Any:
         if p.get("action_profiles"):
             raise cfg_error(f"{path}.action_profiles", "action profiles / selectors are not "
@@ -319,7 +324,8 @@ class Pipeline:
             if not isinstance(t, dict) or not isinstance(t.get("name"), str):
                 raise cfg_error(tp, "expected an object with a string 'name'")
             tp = f"{tp} ('{t['name']}')"
-            table = build_table(self, tp, t)
+            with loading(tp):
+                table = build_table(self, tp, t)
             if table.name in self.tables:
                 raise cfg_error(tp, "duplicate table name")
             self.tables[table.name] = table
@@ -345,11 +351,12 @@ class Pipeline:
         cond_src: dict[str, str] = {}
         branches: dict[str, tuple[str | None, str | None]] = {}
         for cp, c in conds:
-            comp = ExprCompiler(self.layout, f"{cp}.expression")
-            cond_src[c["name"]] = comp.cond(c.get("expression"))
-            ref(c.get("true_next"), cp)
-            ref(c.get("false_next"), cp)
-            branches[c["name"]] = (c.get("true_next"), c.get("false_next"))
+            with loading(cp):
+                comp = ExprCompiler(self.layout, f"{cp}.expression")
+                cond_src[c["name"]] = comp.cond(c.get("expression"))
+                ref(c.get("true_next"), cp)
+                ref(c.get("false_next"), cp)
+                branches[c["name"]] = (c.get("true_next"), c.get("false_next"))
         fixed = {table.name: ft for tp, t, table in tables
                  if (ft := self._fixed_table(tp, t, table)) is not None}
         inline = {table.name: it for tp, t, table in tables
@@ -362,26 +369,28 @@ class Pipeline:
             self.node_names[self.ns.names[nodes[c["name"]]]] = c["name"]
         plen = self.std.packet_length
         for tp, t, table in tables:
-            meter_target = None
-            if table._meter is not None and table._meter.result_target is not None:
-                meter_target = self.layout.slot(list(table._meter.result_target), tp).index
-            node = table.make_node(key_function(self, tp, t, table), plen, meter_target)
-            self.ns.names[nodes[table.name]] = node
-            self.node_names[node] = table.name
+            with loading(tp):
+                meter_target = None
+                if table._meter is not None and table._meter.result_target is not None:
+                    meter_target = self.layout.slot(list(table._meter.result_target), tp).index
+                node = table.make_node(key_function(self, tp, t, table), plen, meter_target)
+                self.ns.names[nodes[table.name]] = node
+                self.node_names[node] = table.name
         for tp, t, table in tables:
-            nt = t.get("next_tables") or {}
-            if not isinstance(nt, dict):
-                raise cfg_error(f"{tp}.next_tables", "expected an object")
-            resolve = {k: self.ns.names[ref(v, f"{tp}.next_tables")] if v is not None else None
-                       for k, v in nt.items()}
-            base = t.get("base_default_next")
-            base_node = self.ns.names[ref(base, tp)] if base is not None else None
-            # "" stands for the no-op default of a table with no actions.
-            by_action = {a: resolve.get(a, base_node) for a in table.action_names or ("",)}
-            hm = "__HIT__" in nt or "__MISS__" in nt
-            table.link(by_action, resolve.get("__HIT__", base_node),
-                       resolve.get("__MISS__", base_node), hm)
-            init_entries(self, tp, t, table)
+            with loading(tp):
+                nt = t.get("next_tables") or {}
+                if not isinstance(nt, dict):
+                    raise cfg_error(f"{tp}.next_tables", "expected an object")
+                resolve = {k: self.ns.names[ref(v, f"{tp}.next_tables")] if v is not None
+                           else None for k, v in nt.items()}
+                base = t.get("base_default_next")
+                base_node = self.ns.names[ref(base, tp)] if base is not None else None
+                # "" stands for the no-op default of a table with no actions.
+                by_action = {a: resolve.get(a, base_node) for a in table.action_names or ("",)}
+                hm = "__HIT__" in nt or "__MISS__" in nt
+                table.link(by_action, resolve.get("__HIT__", base_node),
+                           resolve.get("__MISS__", base_node), hm)
+                init_entries(self, tp, t, table)
         self._check_acyclic(path, tables, conds)
         init = p.get("init_table")
         return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
@@ -416,6 +425,7 @@ class Pipeline:
                     state[nxt] = 1
                     stack.append((nxt, iter(succ[nxt])))
 
+    @loads("tp")
     def _fixed_table(self, tp: str, t: dict[str, Any], table: Table) -> FixedTable | None:
         """A hidden keyless table with a const default and no direct resources always runs
         the same action and goes to the same next node: conditionals may inline it."""
@@ -440,6 +450,7 @@ class Pipeline:
                                                                t.get("base_default_next"))
         return FixedTable(spec.fname, params, nxt)
 
+    @loads("tp")
     def _inline_table(self, tp: str, t: dict[str, Any], table: Table) -> InlineTable | None:
         """An exact or keyless table without direct resources whose next node does not depend
         on the action: conditionals may emit its lookup inline."""
@@ -459,26 +470,28 @@ class Pipeline:
     def init_checksums(self) -> None:
         verify, update = [], []
         for i, c in enumerate(_list(self.json, "checksums")):
-            path = f"checksums[{i}]"
-            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
-                raise cfg_error(path, "expected an object with a string 'name'")
-            path = f"{path} ('{c['name']}')"
-            cname = c.get("calculation")
-            calc = self.calculations.get(cname) if isinstance(cname, str) else None
-            if calc is None:
-                raise cfg_error(path, f"unknown calculation {c.get('calculation')!r}")
-            h = self.ns.ref(calc, "H")
-            call = f"{h}(F, pkt.data[pkt.off:])" if needs_payload(calc) else f"{h}(F)"
-            tgt = self.layout.slot(c.get("target"), f"{path}.target")
-            cond = "True"
-            if c.get("if_cond") is not None:
-                cond = ExprCompiler(self.layout, f"{path}.if_cond").cond(c["if_cond"])
-            if c.get("verify", True):
-                err = self.std.checksum_error
-                action = f"F[{err}] = 1" if err is not None else "pass"
-                verify.append(f"    if {cond} and {call} != F[{tgt.index}]:\n        {action}\n")
-            if c.get("update", True):
-                update.append(f"    if {cond}:\n        F[{tgt.index}] = {call} & {tgt.mask}\n")
+            with loading(f"checksums[{i}]"):
+                path = f"checksums[{i}]"
+                if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                    raise cfg_error(path, "expected an object with a string 'name'")
+                path = f"{path} ('{c['name']}')"
+                cname = c.get("calculation")
+                calc = self.calculations.get(cname) if isinstance(cname, str) else None
+                if calc is None:
+                    raise cfg_error(path, f"unknown calculation {c.get('calculation')!r}")
+                h = self.ns.ref(calc, "H")
+                call = f"{h}(F, pkt.data[pkt.off:])" if needs_payload(calc) else f"{h}(F)"
+                tgt = self.layout.slot(c.get("target"), f"{path}.target")
+                cond = "True"
+                if c.get("if_cond") is not None:
+                    cond = ExprCompiler(self.layout, f"{path}.if_cond").cond(c["if_cond"])
+                if c.get("verify", True):
+                    err = self.std.checksum_error
+                    action = f"F[{err}] = 1" if err is not None else "pass"
+                    verify.append(f"    if {cond} and {call} != F[{tgt.index}]:\n"
+                                  f"        {action}\n")
+                if c.get("update", True):
+                    update.append(f"    if {cond}:\n        F[{tgt.index}] = {call} & {tgt.mask}\n")
         src = ""
         if verify:
             src += "def VERIFY(F, pkt):\n" + "".join(verify) + "    return None\n"
