@@ -204,6 +204,15 @@ def _instance(d: A.Instantiation, block: str, g: Globals, diags: Diagnostics,
         if size is not None and int(size.value) <= 0:
             diags.error(d.args[0].pos, f"{tname} size must be positive, got {size.value}")
             return None
+        if size is not None and int(size.value) >> 32:
+            # v1model declares the size `bit<32>`; P4Info's `size` is an int64 either way.
+            diags.error(d.args[0].pos, f"value {size.value} does not fit in bit<32> "
+                                       f"({tname} size)")
+            return None
+        if tname == "register" and size is not None and int(size.value) >> 31:
+            diags.error(d.args[0].pos, f"register size {size.value} does not fit P4Info's "
+                                       "int32 size (at most 2147483647)")
+            return None
     return ExternInstance(control_plane_name(block, d), tname, et, tuple(args), d, block, rank)
 
 

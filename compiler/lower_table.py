@@ -311,6 +311,8 @@ class TableLowering:
                 size = int(cv.value)
                 if size <= 0:
                     self.err(size_p.pos, f"table size must be positive, got {size}")
+                elif size >> 63:
+                    self.err(size_p.pos, f"table size {size} does not fit P4Info's int64 size")
         entries_p = self._prop(t, "entries")
         entries_json = self._entries(t, keys, env) if entries_p is not None else None
         max_size = size if size_p is not None or not entries_json else len(entries_json)
