@@ -22,7 +22,7 @@ import grpc
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from switch.errors import Code
-from switch.p4rt.arbitration import Arbitrator, Connection, election_id_of
+from switch.p4rt.arbitration import MAX_CONNECTIONS, Arbitrator, Connection, election_id_of
 from switch.p4rt.queue_service import queue_handler
 from switch.p4rt.errors import P4RTError, batch_status, code_and_message
 from switch.p4rt.service import NO_PIPELINE, DeviceService
@@ -56,6 +56,12 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.device_id: int = device.device_id
         self.service = DeviceService(device)
         self.arbitrator = Arbitrator(self.device_id)
+        # The sync gRPC server gives each open StreamChannel a pool thread for its whole life,
+        # arbitrated or not: without a cap, a few dozen clients that open a stream and never
+        # arbitrate (or hang) would take every thread and starve Write and Read.  PI caps
+        # arbitrated connections at 16; the same cap on open streams keeps half the pool for
+        # unary RPCs (P4RuntimeServer's max_workers is 32).
+        self._streams = threading.BoundedSemaphore(MAX_CONNECTIONS)
         device.packet_in_handler = self.on_packet_in
 
     # ---------------------------------------------------------------- unary RPCs
@@ -139,6 +145,15 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def StreamChannel(self, request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest],
                       context: grpc.ServicerContext
                       ) -> Iterator[p4runtime_pb2.StreamMessageResponse]:
+        if not self._streams.acquire(blocking=False):
+            _abort(context, P4RTError(Code.RESOURCE_EXHAUSTED, "Too many connections"))
+        try:
+            yield from self._stream(request_iterator, context)
+        finally:
+            self._streams.release()
+
+    def _stream(self, request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest],
+                context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.StreamMessageResponse]:
         outbox: queue.Queue[Any] = queue.Queue()
         conn = self.arbitrator.connect(outbox.put)
         reader = threading.Thread(target=self._read_stream, args=(conn, request_iterator, outbox),
