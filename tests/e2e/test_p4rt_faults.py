@@ -230,12 +230,14 @@ def _write_codes(c: RawClient, updates: list[pb.Update]) -> list[int]:
     return [OK] * len(updates)
 
 
-def malformed_round(live: Live, rng: random.Random, n: int, stats: Counter[str]) -> int:
-    """n malformed updates in batches of 1-20, and a malformed read per batch; returns the
-    number of RPCs."""
+def malformed_round(live: Live, rng: random.Random, n: int, stats: Counter[str],
+                    batch_max: int = 20) -> int:
+    """n malformed updates in batches of 1..batch_max, and a malformed read per batch; returns
+    the number of RPCs."""
     done = rpcs = 0
     while done < n:
-        batch = [malformed_update(live.ids, rng) for _ in range(min(rng.randint(1, 20), n - done))]
+        batch = [malformed_update(live.ids, rng)
+                 for _ in range(min(rng.randint(1, batch_max), n - done))]
         codes = _write_codes(live.main, [u for u, _, _ in batch])
         for (u, kind, allowed), code in zip(batch, codes):
             assert code in allowed, f"{kind}: code {code}, expected one of {allowed}: {u}"
@@ -442,7 +444,7 @@ def test_no_thread_or_memory_leak_over_10k_requests(live: Live) -> None:
         """Malformed writes and reads, then streams: on the shared channel and on new
         connections, arbitrating as backups or not at all, closed at once or after the
         arbitration reply; a wildcard read.  Returns the number of RPCs."""
-        issued = malformed_round(live, rng, n_updates, stats)
+        issued = malformed_round(live, rng, n_updates, stats, batch_max=4)
         for i in range(10):
             fresh = live.client(None) if i % 2 else None
             s = Stream((fresh or shared).stub)
@@ -470,12 +472,12 @@ def test_no_thread_or_memory_leak_over_10k_requests(live: Live) -> None:
             t.join()
         requests += len(readers)
     while requests < 1000:
-        requests += cycle(200)
+        requests += cycle(100)
     time.sleep(1)
     base_threads, base_rss = proc_status(live.pid)
     samples = [(requests, base_threads, base_rss)]
     while requests < 1000 + fuzz_count(10000):
-        requests += cycle(400)
+        requests += cycle(200)
         samples.append((requests, *proc_status(live.pid)))
     time.sleep(1)
     threads, rss = proc_status(live.pid)
