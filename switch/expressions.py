@@ -83,6 +83,10 @@ class ExprCompiler:
             return self._op(n)
         t = n.get("type")
         v = n.get("value")
+        if t == "field" and (last := self.layout.mangled_last(v)):
+            return self.stack_field(last, True)
+        if t == "field" and isinstance(v, list) and len(v) == 2 and isinstance(v[0], dict):
+            return self._field_of_ref(v[0], v[1])
         if t == "field":
             s = self.layout.slot(v, self.path)
             return f"F[{s.index}]", (None if s.signed else s.width)
@@ -204,6 +208,20 @@ class ExprCompiler:
             return (f"(({idx})[{t}] if {cond} else {self.layout.scratch})", slots[0].width,
                     slots[0].signed)
         return self.layout.dest_src(n, self.path)
+
+    def _field_of_ref(self, header: Any, fname: Any) -> Expr:
+        """p4c writes `hs[i].isValid()` (after its midend turns it into the hidden field) as
+        the field reference [<dereference_header_stack>, "$valid$"], which bmv2 cannot load:
+        a field, by name, of a header chosen per packet."""
+        ref = self.header_ref(header)
+        heads = [self.layout.headers[h] for h in ref.names]
+        if fname == "$valid$":
+            return self._pick(ref, [h.valid for h in heads]), 1
+        slots = [self.layout.slot([h.name, fname], self.path) for h in heads]
+        if len({(s.width, s.signed) for s in slots}) != 1:
+            raise cfg_error(self.path, f"field {fname!r} of headers of different types")
+        return (self._pick(ref, [s.index for s in slots]),
+                None if slots[0].signed else slots[0].width)
 
     def _pick(self, ref: HeaderRef, slots: list[int] | tuple[int, ...]) -> str:
         """Read F at one of `slots` (one per choice of `ref`); 0 outside the stack."""

@@ -175,6 +175,17 @@ class Layout:
             raise cfg_error(path, f"header stack '{ref[0]}': elements of different types")
         return st.next_slot, slots
 
+    def mangled_last(self, ref: Any) -> list[str] | None:
+        """p4c writes `us.last.m.f` (a field of a member of the last union of a union stack)
+        as the field reference [us, "m.f"], which names no header (bmv2 refuses it); read as
+        the union_stack_field [us, m, f] it stands for.  None for any other reference."""
+        if not (isinstance(ref, list) and len(ref) == 2 and isinstance(ref[0], str)
+                and ref[0] in self.union_stacks
+                and isinstance(ref[1], str) and ref[1].count(".") == 1):
+            return None
+        member, fname = ref[1].split(".")
+        return [ref[0], member, fname]
+
     def union_stack_field(self, ref: Any, path: str) -> tuple[int, tuple[FieldSlot, ...]]:
         """A `union_stack_field` [stack, member, field] (a field of member `member` of the
         last union of a union stack): as `stack_field`, over the unions' member headers."""

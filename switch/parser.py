@@ -310,6 +310,8 @@ class _StateCompiler:
         key_parts = []
         for k, el in enumerate(st.get("transition_key") or []):
             t = el.get("type") if isinstance(el, dict) else None
+            if t == "field" and (last := self.layout.mangled_last(el.get("value"))):
+                t, el = "union_stack_field", {"type": t, "value": last}
             if t == "field":
                 s = self.layout.slot(el.get("value"), f"{path}.transition_key[{k}]")
                 key_parts.append((f"F[{s.index}]" if not s.signed else
