@@ -1,9 +1,11 @@
-"""Egress queue settings of a switch: simple_switch_CLI's `set_queue_depth` / `set_queue_rate`.
+"""Egress queue settings of a switch: simple_switch_CLI's `set_queue_depth` / `set_queue_rate`;
+and the embedded switch's data-plane statistics (`get_stats`).
 
 P4Runtime has no queue API; bmv2 takes these over Thrift (`simple_switch_CLI`).  The embedded
 switch serves them as `netsum.v1.SwitchConfig` beside P4Runtime on the same gRPC address (JSON
 bodies, see the switch's docs/switch.md).  A switch without that service (real
-simple_switch_grpc) answers UNIMPLEMENTED, reported as such.
+simple_switch_grpc) answers UNIMPLEMENTED, reported as such.  Nothing the controller installs
+depends on this service: runs and tests read the statistics to check a switch's health.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import grpc
 from controller.client import Endpoint
 from controller.errors import ControllerError, SwitchUnreachable
 
-__all__ = ["set_queue_depth", "set_queue_rate", "get_queues"]
+__all__ = ["set_queue_depth", "set_queue_rate", "get_queues", "get_stats"]
 
 SERVICE = "/netsum.v1.SwitchConfig/"
 
@@ -33,6 +35,10 @@ def _call(endpoint: Endpoint, method: str, body: dict[str, Any], timeout: float
             if code == grpc.StatusCode.UNAVAILABLE:
                 raise SwitchUnreachable(f"no switch answers at {endpoint.address}") from None
             if code == grpc.StatusCode.UNIMPLEMENTED:
+                if method == "GetStats":
+                    raise ControllerError(f"switch {endpoint.address} does not serve its "
+                                          "data-plane statistics (not the embedded switch)") \
+                        from None
                 raise ControllerError(f"switch {endpoint.address} has no queue settings service "
                                       "(on simple_switch_grpc use simple_switch_CLI "
                                       f"{method[:3].lower()}_queue_...)") from None
@@ -54,3 +60,9 @@ def set_queue_rate(endpoint: Endpoint, pps: int, port: int | None, timeout: floa
 
 def get_queues(endpoint: Endpoint, timeout: float = 5.0) -> dict[str, Any]:
     return _call(endpoint, "GetQueues", {}, timeout)
+
+
+def get_stats(endpoint: Endpoint, timeout: float = 5.0) -> dict[str, Any]:
+    """{"stats": {name: count}, "first_error": str | None} of the embedded switch (its
+    switch/stats.py counters and the first internal error's message)."""
+    return _call(endpoint, "GetStats", {}, timeout)

@@ -203,6 +203,8 @@ def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
     say(f"job {outcome.job_id}: {outcome.elements} elements in {slowest:.2f} s (slowest "
         f"worker); mean goodput {total / len(outcome.workers) / 1e6:.3f} M elements/s; switch "
         f"counters: " + ", ".join(f"{k} {v}" for k, v in outcome.switch_counters.items() if v))
+    say("switch health (every figure must be 0: faults, and packets the switch refused):")
+    say(outcome.health)
     csv_path, png_path = opts.out / "results.csv", opts.out / "allreduce.png"
     write_csv(outcome, csv_path)
     write_png(outcome, png_path,
@@ -210,9 +212,12 @@ def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
               + (f", loss {opts.loss:.0%}" if opts.loss else ""))
     say(f"wrote {csv_path} and {png_path}")
     if outcome.ok:
-        say("all results correct (within the quantization bound of docs/quantization.md)")
+        say("all results correct (within the quantization bound of docs/quantization.md), "
+            "no switch faults or refusals")
         return 0
     for w in outcome.workers:
         if not w.ok:
             say(f"worker {w.rank} FAILED: {w.error}")
+    for problem in outcome.problems:
+        say(f"FAILED: {problem}")
     return 1

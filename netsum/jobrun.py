@@ -50,10 +50,16 @@ class JobOutcome:
     switch_counters: dict[str, int]
     # Each worker's result, in rank order, when the wait was asked to keep them (else empty).
     results: tuple[np.ndarray, ...] = field(default=(), compare=False, repr=False)
+    # What the switches say after the job (netsum.health, filled in by the rig): faults found
+    # (an internal error with its first message, a nonzero refusal counter), and the figures
+    # checked, for display.
+    problems: tuple[str, ...] = ()
+    health: str = ""
 
     @property
     def ok(self) -> bool:
-        return all(w.ok for w in self.workers)
+        """Every worker's sum is right and no switch counted a fault."""
+        return all(w.ok for w in self.workers) and not self.problems
 
 
 class RunningJob:

@@ -6,9 +6,15 @@ the switch (`netsum-switch`, or real `simple_switch_grpc` for `Target.BMV2`) on 
 (`Mode.UDP`, no privileges) or on veth pairs into network namespaces (`Mode.NETNS`, root) --
 or, with `leaves`, a two-level SHARP-style tree of switch daemons joined by UDP links -- push
 pipeline, forwarding and the drop simulator through `controller.fabric.Controller`, then run
-jobs: each job gets a fresh id and a fresh slot range, its workers are real `netsum-worker`
-processes reading their tensors from .npy files and writing the sums back, and the rig checks
-every sum against the float64 reference within the documented bound (netsum.tensors).
+jobs: each job gets a fresh id and a fresh slot range (or, asked to, runs again under its id
+after a reset: a new epoch), its workers are real `netsum-worker` processes reading their
+tensors from .npy files and writing the sums back, and the rig checks every sum against the
+float64 reference within the documented bound (netsum.tensors) and, after every job, each
+switch's health (netsum.health: internal errors and the job's refusals must be 0).
+
+UDP-tunnel ports have fixed peers: each host's local address is chosen before the switch
+starts (`Rig.peers`), is that port's one peer on the switch's command line, and is what the
+host's worker binds.
 
 Invariant: everything the rig starts or creates is recorded (processes in a ProcessGroup,
 namespaces and veths in a NetnsLab) and `close()` removes all of it, whatever happened;
@@ -16,9 +22,9 @@ namespaces and veths in a NetnsLab) and `close()` removes all of it, whatever ha
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
-import re
 import secrets
 import shutil
 import signal
@@ -32,13 +38,17 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from controller.client import Endpoint
 from controller.errors import ControllerError
 from controller.fabric import Controller, load_program
 from controller.topology import JobSpec, load_topology
+from netsum import health
 from netsum.jobrun import JobOutcome, RunningJob, WorkerOutcome
 from netsum.netns import NetnsError, NetnsLab, netns_available
 from netsum.procs import Child, ProcessGroup
-from netsum.rigtopo import SUBNET_PREFIX, plan_layout, topology_doc
+from netsum.rigtopo import SUBNET_PREFIX, HostPlan, plan_layout, topology_doc
+from netsum.switchproc import (RigError, SwitchReady, free_tcp_ports, free_udp_ports,
+                               parse_ready_line, wait_switch_ready)
 from netsum.tensors import Reference, reference
 from wireformat import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
 from workers import quant
@@ -67,10 +77,6 @@ class Target(enum.Enum):
     BMV2 = "bmv2"           # real simple_switch_grpc + real p4c output
 
 
-class RigError(Exception):
-    """A run could not be set up or carried out.  str() is the one line the user sees."""
-
-
 @dataclass(frozen=True, slots=True)
 class RigConfig:
     work_dir: Path
@@ -84,6 +90,8 @@ class RigConfig:
     seed: int = 1                # the switch's random() (drop simulator)
     switch_profile: Path | None = None   # run the embedded switch under cProfile, stats here
     leaves: int = 0              # 0: one switch; >= 2: a two-level tree with that many leaves
+    bystanders: int = 0          # hosts on further ports in no job (isolation tests)
+    pcap: bool = False           # the embedded switch writes pcap files to work_dir/pcap/
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -101,80 +109,13 @@ class RigConfig:
                            f"per leaf at least), got {self.leaves}")
         if self.leaves and (self.mode is not Mode.UDP or self.target is not Target.EMBEDDED):
             raise RigError("a tree (leaves >= 2) runs in mode udp on the embedded switch only")
+        if self.bystanders < 0 or (self.bystanders and self.leaves):
+            raise RigError("bystanders (hosts in no job) sit on the single switch: give "
+                           "leaves 0 and bystanders >= 0")
 
 
 def missing_bmv2_tools() -> list[str]:
     return [t for t in BMV2_TOOLS if shutil.which(t) is None]
-
-
-def _free_ports(n: int, kind: int) -> list[int]:
-    socks = [socket.socket(socket.AF_INET, kind) for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_tcp_ports(n: int) -> list[int]:
-    """n distinct loopback TCP ports free right now, for host all-reduce peers that must be
-    named before they listen (a clash fails loudly: the worker cannot listen)."""
-    return _free_ports(n, socket.SOCK_STREAM)
-
-
-def free_udp_ports(n: int) -> list[int]:
-    """n distinct loopback UDP ports free right now (all held open together, so none repeats).
-
-    Only for ports that must be named before anything binds them: switch-to-switch links, whose
-    two ends each name the other's port before either daemon starts, and benchmarks.  A clash
-    in the window before the switch binds fails loudly at start.  Worker ports are asked for
-    as `:0` and read back from the switch's ready line instead."""
-    return _free_ports(n, socket.SOCK_DGRAM)
-
-
-# `netsum-switch: ready: device N; <N@IFACE ...|no ports>; <P4Runtime on ADDR|P4Runtime off>`
-_READY = re.compile(r"ready: device \S+; (.*); P4Runtime (?:on (\S+)|off)")
-_UDP_PORT = re.compile(r"^(\d+)@udp:.*:(\d+)$")
-
-
-@dataclass(frozen=True, slots=True)
-class SwitchReady:
-    """What a netsum-switch daemon says it opened: P4Runtime address, UDP port per port."""
-    grpc_addr: str | None                 # None with --no-grpc
-    udp_ports: dict[int, int]             # switch port number -> bound local UDP port
-
-
-def parse_ready_line(text: str) -> SwitchReady | None:
-    """The first ready line in `text` (a daemon's stdout or log), or None if there is none yet.
-    The daemon prints bound ports, so a port asked for as `:0` shows its real number."""
-    m = _READY.search(text)
-    if m is None:
-        return None
-    udp: dict[int, int] = {}
-    for iface in m.group(1).split():
-        # `N@udp:HOST:PORT[,PEER]`: the local side is before the comma.
-        u = _UDP_PORT.match(iface.partition(",")[0])
-        if u:
-            udp[int(u.group(1))] = int(u.group(2))
-    addr = m.group(2)
-    return SwitchReady(addr.rstrip(";") if addr else None, udp)
-
-
-def wait_switch_ready(child: Child, timeout: float = 30.0) -> SwitchReady:
-    """Poll a netsum-switch child's log for its ready line; RigError if it exits first or does
-    not get ready within `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = child.log_path.read_text(errors="replace") if child.log_path else ""
-        ready = parse_ready_line(text)
-        if ready is not None:
-            return ready
-        if not child.alive():
-            raise RigError(f"the switch exited at start: {text.strip()[-500:]}")
-        time.sleep(0.05)
-    raise RigError(f"the switch did not become ready within {timeout:g} s")
 
 
 def job_counters(ctl: Controller, job_id: int) -> dict[str, int]:
@@ -206,9 +147,16 @@ class Rig:
         self.procs = ProcessGroup(config.work_dir / "logs")
         self.lab: NetnsLab | None = None
         self.ctl: Controller | None = None
-        self.layout = plan_layout(config.workers, config.leaves)
+        self.layout = plan_layout(config.workers, config.leaves, config.bystanders)
         self.switches: dict[str, Child] = {}
+        self.grpc_addrs: dict[str, str] = {}     # switch name -> its P4Runtime address
         self.udp_ports: dict[int, int] = {}      # worker rank -> its switch port's UDP port
+        # UDP mode: host name -> the address it sends from, its switch port's one peer; and
+        # host name -> that switch port's own UDP port (bystanders included).
+        self.peers: dict[str, tuple[str, int]] = {}
+        self.port_udp: dict[str, int] = {}
+        self.job_ranks: dict[int, tuple[int, ...]] = {}   # switch job id -> its workers' ranks
+        self.port_specs: dict[str, str] = {}     # host name -> its switch port's `-i` spec
         self.topology_path = config.work_dir / "topology.yaml"
         self._next_job = 1
         self._next_slot = 0
@@ -251,24 +199,30 @@ class Rig:
             # Random, not pid-based: one process may run several rigs (tests, benchmarks).
             self.lab = NetnsLab(tag=secrets.token_hex(3))
             try:
-                for h in self.layout.hosts:
+                for h in (*self.layout.hosts, *self.layout.bystanders):
                     sw = self.layout.switch(h.switch)
                     net = self.lab.add_host(h.rank + 1, h.mac, h.ipv4, SUBNET_PREFIX,
                                             arp={sw.service_ip: sw.service_mac})
-                    ifaces[h.switch].append(f"{h.port}@{net.switch_if}")
+                    self.port_specs[h.name] = f"{h.port}@{net.switch_if}"
+                    ifaces[h.switch].append(self.port_specs[h.name])
             except NetnsError as exc:
                 raise RigError(f"cannot set up namespaces: {exc}") from None
         else:
-            for h in self.layout.hosts:
-                ifaces[h.switch].append(f"{h.port}@udp:127.0.0.1:0")   # bound port: ready line
-            # Switch-to-switch links: a UDP port on each side, each sending to the other.
+            every = (*self.layout.hosts, *self.layout.bystanders)
+            for h, addr in zip(every, free_udp_ports(len(every))):
+                # The switch's side is `:0` (its ready line says what it bound); the host's
+                # side is fixed here, before either exists, as the port's one peer.
+                self.peers[h.name] = ("127.0.0.1", addr)
+                self.port_specs[h.name] = f"{h.port}@udp:127.0.0.1:0=127.0.0.1:{addr}"
+                ifaces[h.switch].append(self.port_specs[h.name])
+            # Switch-to-switch links: a UDP port on each side, each the other's peer.
             for sw in self.layout.switches:
                 if sw.role != "leaf":
                     continue
                 for port, peer, peer_port in sw.links:
                     a, b = free_udp_ports(2)
-                    ifaces[sw.name].append(f"{port}@udp:127.0.0.1:{a},127.0.0.1:{b}")
-                    ifaces[peer].append(f"{peer_port}@udp:127.0.0.1:{b},127.0.0.1:{a}")
+                    ifaces[sw.name].append(f"{port}@udp:127.0.0.1:{a}=127.0.0.1:{b}")
+                    ifaces[peer].append(f"{peer_port}@udp:127.0.0.1:{b}=127.0.0.1:{a}")
         ready = {sw.name: self._start_switch(sw.name, ifaces[sw.name], json_path)
                  for sw in self.layout.switches}
         grpc: dict[str, str] = {}
@@ -276,13 +230,15 @@ class Rig:
             if r.grpc_addr is None:
                 raise RigError(f"switch {name} started without P4Runtime")
             grpc[name] = r.grpc_addr
+        self.grpc_addrs = dict(grpc)
         if cfg.mode is Mode.UDP:
-            for h in self.layout.hosts:
+            for h in (*self.layout.hosts, *self.layout.bystanders):
                 try:
-                    self.udp_ports[h.rank] = ready[h.switch].udp_ports[h.port]
+                    self.port_udp[h.name] = ready[h.switch].udp_ports[h.port]
                 except KeyError:
                     raise RigError(f"switch {h.switch} did not report UDP port {h.port} in its "
                                    "ready line") from None
+            self.udp_ports = {h.rank: self.port_udp[h.name] for h in self.layout.hosts}
         self.topology_path.write_text(yaml.safe_dump(
             topology_doc(self.layout, grpc, POOL_SLOTS), sort_keys=False))
         self._write_manifest()
@@ -366,7 +322,12 @@ class Rig:
         if self.config.switch_profile is not None:
             head = [sys.executable, "-m", "cProfile", "-o", str(self.config.switch_profile),
                     "-m", "switch"]
-        argv = [*head, "--no-p4", "--device-id", "0",
+        pcap: list[str] = []
+        if self.config.pcap:
+            where = self.work_dir / "pcap" / name
+            where.mkdir(parents=True, exist_ok=True)
+            pcap = ["--pcap", str(where)]
+        argv = [*head, "--no-p4", "--device-id", "0", *pcap,
                 "--seed", str(self.config.seed), *[a for i in ifaces for a in ("-i", i)],
                 "--", "--grpc-server-addr", "127.0.0.1:0"]
         child = self.procs.start(log_name, argv)
@@ -422,18 +383,34 @@ class Rig:
         return job_counters(self.controller, job_id)
 
     def start_job(self, inputs: Sequence[np.ndarray], worker_args: Sequence[str] = (),
-                  algo: str = "ina") -> RunningJob:
+                  algo: str = "ina", ranks: Sequence[int] | None = None,
+                  job_id: int | None = None) -> RunningJob:
         """Start one all-reduce of `inputs` (one tensor per worker, any float32 shape).
         `worker_args` go on every worker's `netsum-worker` command line (e.g. timing options).
         `algo`: "ina" through the switch; "ring" or "ps", the host baselines over TCP between
         the workers (workers.ring, workers.ps) on the same hosts, with no switch job: in mode
         netns their traffic crosses the switch as plain L2 forwarding, in mode udp (no
-        namespaces) it goes straight over loopback."""
+        namespaces) it goes straight over loopback.
+        `ranks`: the workers of this job (default all; jobs on disjoint ranks may run at once).
+        `job_id`: run an earlier job of this rig again, under its id and slots: the controller
+        resets it (a new epoch, counters zeroed) first, as new worker processes need."""
         cfg = self.config
         if algo not in ALGORITHMS:
             raise RigError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algo!r}")
-        if len(inputs) != cfg.workers:
-            raise RigError(f"{len(inputs)} tensors for {cfg.workers} workers")
+        if job_id is not None:
+            if job_id not in self.job_ranks:
+                raise RigError(f"job {job_id} was not started by this rig")
+            ranks = self.job_ranks[job_id] if ranks is None else tuple(ranks)
+            if tuple(ranks) != self.job_ranks[job_id]:
+                raise RigError(f"job {job_id} has workers {self.job_ranks[job_id]}, not {ranks}")
+        ranks = tuple(range(cfg.workers)) if ranks is None else tuple(ranks)
+        if not ranks or len(set(ranks)) != len(ranks) or \
+                not all(0 <= r < cfg.workers for r in ranks):
+            raise RigError(f"ranks must be distinct workers of 0..{cfg.workers - 1}, got {ranks}")
+        if algo != "ina" and ranks != tuple(range(cfg.workers)):
+            raise RigError("host all-reduce jobs take every worker")
+        if len(inputs) != len(ranks):
+            raise RigError(f"{len(inputs)} tensors for {len(ranks)} workers")
         try:
             ref = reference(inputs, cfg.k)
         except (ValueError, WorkerError) as exc:
@@ -443,35 +420,39 @@ class Rig:
             return self._start_host_job(inputs, ref, blocks, algo, worker_args)
         slots = cfg.slots
         try:
-            if self._next_slot + slots > POOL_SLOTS or self._next_job > MAX_JOB_ID:
-                # A slot range is never reused by a later job (its registers keep the old
-                # job's bitmaps and sets); when the pool or the job ids are used up, a fresh
-                # pipeline clears every register and the controller's job table.
-                self._push()
-            job_id = self._next_job
-            spec = JobSpec(job_id, tuple(h.name for h in self.layout.hosts), slots)
-            self.controller.create_job(spec)
+            if job_id is not None:
+                self.controller.reset_job(job_id)
+            else:
+                if self._next_slot + slots > POOL_SLOTS or self._next_job > MAX_JOB_ID:
+                    # A slot range is never reused by a later job (its registers keep the
+                    # old job's rounds); when the pool or the job ids are used up, a fresh
+                    # pipeline clears every register and the controller's job table.
+                    self._push()
+                job_id = self._next_job
+                spec = JobSpec(job_id, tuple(self.layout.hosts[r].name for r in ranks), slots)
+                self.controller.create_job(spec)
+                self._next_job += 1
+                self._next_slot += slots
+                self.job_ranks[job_id] = ranks
         except ControllerError as exc:
-            raise RigError(f"controller: job {self._next_job}: {exc}") from None
-        self._next_job += 1
-        self._next_slot += slots
+            raise RigError(f"controller: job {job_id or self._next_job}: {exc}") from None
         ins, outs = self._write_inputs(job_id, inputs)
         started = time.monotonic()
-        children = [self.procs.start(f"job{job_id}-w{rank}",
-                                     [*self._worker_argv(job_id, rank, ins[rank], outs[rank]),
-                                      *worker_args])
-                    for rank in range(cfg.workers)]
+        children = [self.procs.start(f"job{job_id}-w{rank}-{int(started * 1000) % 10**6}",
+                                     [*self._worker_argv(job_id, rank, len(ranks), ins[i],
+                                                         outs[i]), *worker_args])
+                    for i, rank in enumerate(ranks)]
         window = min(slots, blocks)
         leaves = sum(1 for sw in self.layout.switches if sw.role == "leaf")
         return RunningJob(self.counters, job_id, children, ref, ins, outs, blocks, window,
-                          started, cfg.workers + leaves)
+                          started, len(ranks) + leaves)
 
     def _write_inputs(self, job_id: int,
                       inputs: Sequence[np.ndarray]) -> tuple[list[Path], list[Path]]:
         job_dir = self.work_dir / f"job{job_id}-{int(time.time() * 1000) % 10**8}"
         job_dir.mkdir(parents=True)
-        ins = [job_dir / f"in{rank}.npy" for rank in range(self.config.workers)]
-        outs = [job_dir / f"out{rank}.npy" for rank in range(self.config.workers)]
+        ins = [job_dir / f"in{i}.npy" for i in range(len(inputs))]
+        outs = [job_dir / f"out{i}.npy" for i in range(len(inputs))]
         for path, x in zip(ins, inputs):
             np.save(path, np.asarray(x, dtype=np.float32))
         return ins, outs
@@ -523,12 +504,34 @@ class Rig:
             if on_tick is not None:
                 on_tick(j)
         # No overall timeout: the workers fail themselves after `timeout` without progress.
-        return job.wait(timeout=None, on_tick=tick, keep_results=keep_results)
+        outcome = job.wait(timeout=None, on_tick=tick, keep_results=keep_results)
+        checked = self.health(job.job_id if job.job_id in self.job_ranks else None)
+        return dataclasses.replace(outcome, problems=tuple(health.problems(checked)),
+                                   health=health.summary(checked))
 
-    def _worker_argv(self, job_id: int, rank: int, in_path: Path, out_path: Path) -> list[str]:
+    def health(self, job_id: int | None = None) -> list[health.SwitchHealth]:
+        """Every switch's should-be-zero statistics and first internal error, with the refusal
+        counters of switch job `job_id` (None: a host job, which has no switch state)."""
+        refusals: dict[str, dict[str, int]] = {}
+        if job_id is not None:
+            try:
+                refusals = health.job_refusals(self.controller.job_stats(), job_id)
+            except ControllerError as exc:
+                raise RigError(f"controller: reading job {job_id}'s counters: {exc}") from None
+        out = []
+        for name, addr in self.grpc_addrs.items():
+            mine = refusals.get(name, {})
+            if self.config.target is Target.BMV2:
+                out.append(health.SwitchHealth(name, None, None, mine))
+            else:
+                out.append(health.read_switch(name, Endpoint(addr, 0), mine))
+        return out
+
+    def _worker_argv(self, job_id: int, rank: int, workers: int, in_path: Path,
+                     out_path: Path) -> list[str]:
         cfg = self.config
         argv = [str(self._bin / "netsum-worker"), "--job", str(job_id), "--workers",
-                str(cfg.workers), "--slots", str(cfg.slots), "--k", str(cfg.k),
+                str(workers), "--slots", str(cfg.slots), "--k", str(cfg.k),
                 "--input", str(in_path), "--output", str(out_path),
                 "--timeout", str(cfg.timeout), "--json"]
         h = self.layout.hosts[rank]
@@ -537,7 +540,23 @@ class Rig:
             assert self.lab is not None
             argv += ["--udp", sw.service_ip, "--bind", f"{h.ipv4}:{UDP_PORT}"]
             return self.lab.hosts[rank].exec_argv(argv)
-        argv += ["--frames", f"127.0.0.1:{self.udp_ports[rank]}", "--mac", h.mac,
-                 "--ip", h.ipv4, "--port", str(UDP_PORT), "--service-mac", sw.service_mac,
-                 "--service-ip", sw.service_ip]
+        host, port = self.peers[h.name]
+        argv += ["--frames", f"127.0.0.1:{self.udp_ports[rank]}", "--bind", f"{host}:{port}",
+                 "--mac", h.mac, "--ip", h.ipv4, "--port", str(UDP_PORT),
+                 "--service-mac", sw.service_mac, "--service-ip", sw.service_ip]
         return argv
+
+    def pcap_in(self, name: str) -> Path:
+        """The pcap file of what host `name`'s switch port received (RigConfig.pcap)."""
+        from switch.ports import parse_port_spec
+
+        h = self.host(name)
+        spec = parse_port_spec(self.port_specs[name])
+        return self.work_dir / "pcap" / h.switch / f"{spec.pcap_name}_in.pcap"
+
+    def host(self, name: str) -> HostPlan:
+        """A worker or bystander host of the layout by name."""
+        for h in (*self.layout.hosts, *self.layout.bystanders):
+            if h.name == name:
+                return h
+        raise RigError(f"no host {name!r} in this rig")

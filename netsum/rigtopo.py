@@ -3,7 +3,9 @@
 Owns the addressing plan of a run and the topology file it becomes (controller.topology's
 format, docs/controller.md): one switch `s1` with the workers on ports 1..N, or a two-level
 tree (SHARP style) with the workers dealt round-robin over `leaves` leaf switches, each leaf's
-uplink on its last port, and the root's downlinks on ports 1..leaves.  Pure: no processes.
+uplink on its last port, and the root's downlinks on ports 1..leaves.  `bystanders` are further
+hosts on ports N+1.. of the single switch that take part in no job (isolation tests: a host on
+a non-member port).  Pure: no processes.
 """
 from __future__ import annotations
 
@@ -48,7 +50,8 @@ class SwitchPlan:
 @dataclass(frozen=True, slots=True)
 class Layout:
     switches: tuple[SwitchPlan, ...]
-    hosts: tuple[HostPlan, ...]
+    hosts: tuple[HostPlan, ...]          # the workers, in rank order
+    bystanders: tuple[HostPlan, ...] = ()
 
     def switch(self, name: str) -> SwitchPlan:
         return next(s for s in self.switches if s.name == name)
@@ -62,14 +65,17 @@ def _mac(i: int) -> str:
     return f"02:00:00:00:00:{i:02x}"
 
 
-def plan_layout(workers: int, leaves: int = 0) -> Layout:
+def plan_layout(workers: int, leaves: int = 0, bystanders: int = 0) -> Layout:
     """`leaves` = 0: one switch; >= 2: a root and that many leaves (each with a worker)."""
     if leaves == 0:
-        hosts = tuple(HostPlan(r, f"h{r + 1}", _mac(r + 1), f"10.0.0.{r + 1}", "s1", r + 1)
-                      for r in range(workers))
+        every = [HostPlan(r, f"h{r + 1}", _mac(r + 1), f"10.0.0.{r + 1}", "s1", r + 1)
+                 for r in range(workers + bystanders)]
         mac, ip = SINGLE_SERVICE
         return Layout((SwitchPlan("s1", "single", None, mac, ip,
-                                  tuple(h.port for h in hosts)),), hosts)
+                                  tuple(h.port for h in every)),), tuple(every[:workers]),
+                      tuple(every[workers:]))
+    if bystanders:
+        raise ValueError("bystander hosts sit on the single switch (no tree)")
     if not 2 <= leaves <= workers:
         raise ValueError(f"a tree needs 2..{workers} leaves (one worker each at least), "
                          f"got {leaves}")
@@ -111,7 +117,8 @@ def topology_doc(layout: Layout, grpc_addrs: dict[str, str], pool_slots: int) ->
     out: dict[str, object] = {
         "switches": switches,
         "hosts": [{"name": h.name, "mac": h.mac, "ipv4": h.ipv4, "udp_port": UDP_PORT,
-                   "switch": h.switch, "port": h.port} for h in layout.hosts],
+                   "switch": h.switch, "port": h.port}
+                  for h in (*layout.hosts, *layout.bystanders)],
         "jobs": [],
     }
     if links:

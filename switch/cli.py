@@ -225,7 +225,19 @@ def run(opts: Options) -> int:
             grpc_note = f"P4Runtime on {host}:{getattr(server, 'port', '?')}"
         desc = ports.describe() or "no ports"
         print(f"{PROG}: ready: device {opts.device_id}; {desc}; {grpc_note}", flush=True)
-        ports.run(lambda: stop)
+        told = False
+
+        def should_stop() -> bool:
+            # The first internal error goes to stderr once, as soon as the loop sees it: a run
+            # that fails on internal_errors can then say what the exception was.
+            nonlocal told
+            if not told and dev.first_error is not None:
+                told = True
+                print(f"{PROG}: internal error (the packet was dropped; later ones are only "
+                      f"counted in internal_errors): {dev.first_error}", file=sys.stderr,
+                      flush=True)
+            return stop
+        ports.run(should_stop)
     finally:
         if server is not None:
             server.stop()

@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from switch.errors import ConfigError, SwitchError
@@ -55,6 +57,10 @@ class Device:
         #: simple_switch keeps its egress buffers' settings.  `clock` (ns) times the queues.
         self.queue_config = QueueConfig()
         self.clock = clock
+        #: The first unexpected exception on the packet path, in one line (what it was, where
+        #: it was raised, which frame), kept so that a run can fail with it: later ones are
+        #: only counted in stats.internal_errors.
+        self.first_error: str | None = None
 
     def set_logger(self, log: logging.Logger | None) -> None:
         """Enable bmv2-like logging (log_msg() output, per-packet lines in the port layer)."""
@@ -166,8 +172,8 @@ class Device:
                 return out
             try:
                 v1.dequeue(out)
-            except Exception:          # as in process(): a bug costs packets, not the switch
-                self.stats.internal_errors += 1
+            except Exception as exc:   # as in process(): a bug costs packets, not the switch
+                self._internal_error(exc, "dequeuing egress")
             self.stats.tx_packets += len(out)
             self._sync_queues()
         return out
@@ -181,8 +187,8 @@ class Device:
         if h is not None:
             try:
                 h(lid, values)
-            except Exception:      # a consumer's bug must not cost the packet
-                self.stats.internal_errors += 1
+            except Exception as exc:   # a consumer's bug must not cost the packet
+                self._internal_error(exc, f"the digest handler (learn list {lid})")
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """Run one frame through the life cycle and return every output (port, frame),
@@ -209,11 +215,20 @@ class Device:
             except ActionLoopLimit:
                 st.loop_limit += 1
                 out.clear()
-            except Exception:          # a bug must cost one packet, not the switch
-                st.internal_errors += 1
+            except Exception as exc:   # a bug must cost one packet, not the switch
+                self._internal_error(exc, f"a {len(frame)}-byte frame from port {port}")
                 out.clear()
             st.tx_packets += len(out)
         return out
+
+    def _internal_error(self, exc: Exception, what: str) -> None:
+        self.stats.internal_errors += 1
+        if self.first_error is None:
+            where = traceback.extract_tb(exc.__traceback__)
+            at = f" at {Path(where[-1].filename).name}:{where[-1].lineno}" if where else ""
+            self.first_error = f"{type(exc).__name__}: {exc}{at} (processing {what})"
+        if self.log is not None:
+            self.log.error("internal error processing %s", what, exc_info=exc)
 
     def receive(self, port: int, frame: bytes) -> None:
         """Run one frame and deliver the outputs: CPU-port frames to `packet_in_handler`,

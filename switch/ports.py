@@ -1,8 +1,10 @@
 """Switch ports and the packet loop: Linux interfaces (AF_PACKET) and UDP-tunnel ports.
 
-`-i N@IFACE` opens one AF_PACKET socket bound to IFACE (promiscuous).  `-i N@udp:HOST:PORT`
-binds a UDP socket; each datagram is one whole Ethernet frame; output goes to the fixed peer
-(`,PEERHOST:PEERPORT`) or else to wherever the last datagram on that port came from.
+`-i N@IFACE` opens one AF_PACKET socket bound to IFACE (promiscuous).
+`-i N@udp:HOST:PORT=PEERHOST:PEERPORT` binds a UDP socket whose one peer is fixed on the
+command line: each datagram is one whole Ethernet frame; output goes to the peer, and a
+datagram from any other address is dropped and counted (`stats.udp_foreign`), so no other
+local process can feed a port or take over its output.  (`,` is accepted for `=`.)
 One thread runs one selector over all sockets and calls `Device.receive` per frame; the device
 calls back `PortSet.transmit` for outputs.
 """
@@ -45,14 +47,15 @@ class PortKind(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class PortSpec:
     number: int
-    iface: str                        # interface name, or "udp:HOST:PORT" as given
+    iface: str                        # interface name, or "udp:HOST:PORT=PEER:PORT" as given
     kind: PortKind
     bind: tuple[str, int] | None = None
-    peer: tuple[str, int] | None = None
+    peer: tuple[str, int] | None = None   # UDP: the one address this port talks to
 
     @property
     def pcap_name(self) -> str:
-        return self.iface.replace(":", "_").replace(",", "_").replace("/", "_")
+        return self.iface.replace(":", "_").replace(",", "_").replace("=", "_") \
+            .replace("/", "_")
 
 
 def _hostport(text: str, what: str) -> tuple[str, int]:
@@ -69,7 +72,7 @@ def _hostport(text: str, what: str) -> tuple[str, int]:
 
 
 def parse_port_spec(text: str) -> PortSpec:
-    """`N@IFACE` or `N@udp:HOST:PORT[,PEERHOST:PEERPORT]`; ValueError with a clear message."""
+    """`N@IFACE` or `N@udp:HOST:PORT=PEERHOST:PEERPORT`; ValueError with a clear message."""
     num, sep, rest = text.partition("@")
     if not sep or not rest:
         raise ValueError(f"bad interface spec '{text}' (expected PORT@IFACE)")
@@ -80,9 +83,13 @@ def parse_port_spec(text: str) -> PortSpec:
     if not 0 <= n <= _MAX_PORT:
         raise ValueError(f"bad interface spec '{text}': port {n} outside 0..{_MAX_PORT}")
     if rest.startswith("udp:"):
-        local, _, peer = rest[4:].partition(",")
+        local, _, peer = rest[4:].partition("=" if "=" in rest else ",")
+        if not peer:
+            raise ValueError(f"bad interface spec '{text}': a UDP-tunnel port needs its peer, "
+                             f"{n}@udp:HOST:PORT=PEERHOST:PEERPORT (datagrams from any other "
+                             "address are dropped)")
         return PortSpec(n, rest, PortKind.UDP, _hostport(local, "UDP address"),
-                        _hostport(peer, "UDP peer") if peer else None)
+                        _hostport(peer, "UDP peer"))
     if len(rest) > 15 or "/" in rest or " " in rest:
         raise ValueError(f"bad interface spec '{text}': '{rest}' is not an interface name")
     return PortSpec(n, rest, PortKind.LINUX)
@@ -94,9 +101,23 @@ class _Port:
     def __init__(self, spec: PortSpec, sock: socket.socket) -> None:
         self.spec = spec
         self.sock = sock
-        self.peer = spec.peer
+        # UDP: the peer as recvfrom() reports it (a name like `localhost` resolved), the one
+        # source a datagram on this port is accepted from.
+        self.peer = _resolve(spec, sock) if spec.kind is PortKind.UDP else None
         self.pcap_in: PcapWriter | None = None
         self.pcap_out: PcapWriter | None = None
+
+
+def _resolve(spec: PortSpec, sock: socket.socket) -> tuple[str, int]:
+    assert spec.peer is not None
+    host, port = spec.peer
+    try:
+        info = socket.getaddrinfo(host, port, sock.family, socket.SOCK_DGRAM)
+    except OSError as e:
+        raise OSError(getattr(e, "errno", None), f"port {spec.number}: UDP peer "
+                      f"{host}:{port}: {getattr(e, 'strerror', None) or e}") from None
+    addr = info[0][4]
+    return str(addr[0]), int(addr[1])
 
 
 class PortSet:
@@ -140,7 +161,7 @@ class PortSet:
             port = self.ports.get(spec.number)
             iface = spec.iface
             if spec.kind is PortKind.UDP and port is not None:
-                local, sep, peer = iface[4:].partition(",")
+                local, sep, peer = iface[4:].partition("=" if "=" in iface else ",")
                 host = local.rpartition(":")[0]
                 iface = f"udp:{host}:{port.sock.getsockname()[1]}{sep}{peer}"
             out.append(f"{spec.number}@{iface}")
@@ -187,24 +208,16 @@ class PortSet:
     def _sender(self, p: _Port) -> Callable[[bytes], None]:
         """The per-port send function, built once: the packet path then pays one call."""
         sock = p.sock
-        stats = self.device.stats
         send: Callable[[bytes], None]
         if p.spec.kind is PortKind.LINUX:
             send = sock.send  # type: ignore[assignment]
-        elif p.spec.peer is not None:
-            peer = p.spec.peer
+        else:
+            peer = p.peer
+            assert peer is not None
             sendto = sock.sendto
 
             def send(frame: bytes) -> None:
                 sendto(frame, peer)
-        else:
-            sendto = sock.sendto
-
-            def send(frame: bytes) -> None:
-                if p.peer is None:
-                    stats.no_tx_port += 1
-                else:
-                    sendto(frame, p.peer)
         if p.pcap_out is None and self.log is None:
             return send
         pcap, log, num, raw = p.pcap_out, self.log, p.spec.number, send
@@ -234,7 +247,8 @@ class PortSet:
         sock = p.sock
         receive = self.device.receive
         num = p.spec.number
-        learn = p.spec.peer is None
+        peer_host, peer_port = p.peer or ("", -1)
+        stats = self.device.stats
         plain = p.pcap_in is None and self.log is None
         for _ in range(_BATCH):
             try:
@@ -243,8 +257,13 @@ class PortSet:
                 return
             except OSError:
                 return                # e.g. ICMP-induced errors on UDP; the socket stays usable
-            if learn:
-                p.peer = addr
+            if addr[1] != peer_port or addr[0] != peer_host:
+                # Not this port's host: it never reaches the program (nor the pcap).
+                stats.udp_foreign += 1
+                if self.log is not None:
+                    self.log.debug("Dropping a datagram from %s:%d on port %d (its peer is "
+                                   "%s:%d)", addr[0], addr[1], num, peer_host, peer_port)
+                continue
             if plain:
                 receive(num, data)
             else:

@@ -28,6 +28,7 @@ class Stats:
     recirc_loops: int = 0        # packets dropped for exceeding the resubmit/recirculate limit
     no_tx_port: int = 0          # outputs to a port with no interface/peer attached (daemon)
     tx_errors: int = 0           # send failures on a port (e.g. frame above the link MTU)
+    udp_foreign: int = 0         # UDP-tunnel datagrams not from the port's peer (dropped)
     digests: int = 0             # digests generated (generate_digest, end of ingress)
     internal_errors: int = 0     # unexpected exceptions on the packet path (packet dropped)
 

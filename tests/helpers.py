@@ -26,7 +26,8 @@ from switch.device import Device
 from switch.p4rt import P4RuntimeServer
 
 __all__ = ["BIN", "ROOT", "free_port", "free_udp_ports", "built_netsum", "embedded_server",
-           "SwitchDaemon", "switch_cmd", "checkout_env", "switch_module", "started_rigs"]
+           "SwitchDaemon", "switch_cmd", "checkout_env", "switch_module", "started_rigs",
+           "switch_stats", "assert_switch_clean"]
 
 #: Where the venv's console scripts (netsum-switch, netsum-ctl, netsum-worker) are.
 BIN = Path(sys.executable).parent
@@ -104,6 +105,28 @@ def started_rigs(counts: Sequence[int], work_dir: Callable[[int], Path],
             rig.close()
 
 
+def switch_stats(grpc_addr: str) -> dict[str, Any]:
+    """{"stats": {...}, "first_error": ...} of a running netsum-switch (GetStats)."""
+    from controller.client import Endpoint
+    from controller.queues import get_stats
+
+    return get_stats(Endpoint(grpc_addr, 0), timeout=10.0)
+
+
+def assert_switch_clean(grpc_addr: str, **expected: int) -> dict[str, int]:
+    """No fault counted by the switch at `grpc_addr` (netsum.health.SHOULD_BE_ZERO), except
+    the counts given in `expected` (e.g. udp_foreign=3), which must be exactly those."""
+    from netsum.health import SHOULD_BE_ZERO
+
+    reply = switch_stats(grpc_addr)
+    stats = reply["stats"]
+    want = {name: expected.get(name, 0) for name in (*SHOULD_BE_ZERO, *expected)}
+    got = {name: stats.get(name, 0) for name in want}
+    assert got == want, f"switch {grpc_addr}: {got} (first internal error: " \
+        f"{reply.get('first_error')})"
+    return dict(stats)
+
+
 class SwitchDaemon:
     """`netsum-switch --no-p4` with the given `-i` specs, in `procs`.  `start()` waits for the
     ready line and returns what it reports (so `udp:127.0.0.1:0` and a gRPC port 0 need no
@@ -142,7 +165,7 @@ class SwitchDaemon:
         for spec in self.ifaces:
             num, _, rest = spec.partition("@")
             if rest.startswith("udp:") and int(num) in ready.udp_ports:
-                local, sep, peer = rest[4:].partition(",")
+                local, sep, peer = rest[4:].partition("=" if "=" in rest else ",")
                 host = local.rpartition(":")[0]
                 spec = f"{num}@udp:{host}:{ready.udp_ports[int(num)]}{sep}{peer}"
             pinned.append(spec)

@@ -4,7 +4,7 @@ Kernel UDP (inside a namespace / Mininet host):
     netsum-worker --job 1 --workers 4 --slots 256 --udp 10.0.0.254 --bind 10.0.0.1 \\
         --size 1000000 --rank 0 --check
 Unprivileged frames over UDP to an embedded switch port:
-    netsum-worker --job 1 --workers 2 --slots 64 --frames 127.0.0.1:9001 \\
+    netsum-worker --job 1 --workers 2 --slots 64 --frames 127.0.0.1:9001 --bind 127.0.0.1:40001 \\
         --mac 02:00:00:00:00:01 --ip 10.0.0.1 --service-mac 02:00:00:00:00:fe \\
         --service-ip 10.0.0.254 --size 100000 --rank 0 --check
 Host baselines (no switch): ring all-reduce or parameter server over TCP between the workers:
@@ -65,10 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--frames", metavar="HOST:PORT",
                     help="Ethernet frames over UDP to a netsum-switch udp port")
     tr.add_argument("--bind", metavar="IP[:PORT]",
-                    help=f"local address (udp: default 0.0.0.0:{UDP_PORT}; "
-                         "frames: default 127.0.0.1:0)")
+                    help=f"local address (udp: default 0.0.0.0:{UDP_PORT}; frames: the switch "
+                         "port's fixed peer, default 127.0.0.1:0)")
     tr.add_argument("--mac", help="frames: this worker's MAC")
-    tr.add_argument("--ip", help="frames: this worker's IPv4 (the controller's member key)")
+    tr.add_argument("--ip", help="frames: this worker's IPv4 (part of its member key)")
     tr.add_argument("--port", type=int, default=UDP_PORT, help="frames: this worker's UDP port")
     tr.add_argument("--service-mac", help="frames: the switch's service MAC")
     tr.add_argument("--service-ip", help="frames: the switch's service IPv4")

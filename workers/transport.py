@@ -4,8 +4,9 @@
   service address:UDP_PORT (inside a network namespace or Mininet host, real IP stack).
 * `FrameTransport` - unprivileged: the worker builds whole Ethernet/IPv4/UDP frames itself
   (its own MAC/IPv4) and sends each as one UDP datagram to an embedded switch port on
-  127.0.0.1 (`netsum-switch -i N@udp:127.0.0.1:PORT[,PEER]`); frames coming back are parsed
-  and validated, and only their netsum payloads are handed on.
+  127.0.0.1 (`netsum-switch -i N@udp:127.0.0.1:PORT=PEER`, where PEER is the address this
+  transport binds: the switch takes datagrams from its port's peer only); frames coming back
+  are parsed and validated, and only their netsum payloads are handed on.
 
 Both keep one socket open and send prebuilt bytes (the frame prefix is computed once).  Both
 are non-blocking; `receive(timeout)` waits up to `timeout` and drains what is queued.

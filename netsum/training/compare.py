@@ -90,6 +90,8 @@ def start_ranks(rig: Rig, comm: str, out: Path, options: TrainOptions,
             env["NETSUM_NETNS"] = rig.lab.hosts[rank].name
         else:
             env["NETSUM_FRAMES"] = f"127.0.0.1:{rig.udp_ports[rank]}"
+            host, bind = rig.peers[rig.layout.hosts[rank].name]
+            env["NETSUM_FRAMES_BIND"] = f"{host}:{bind}"     # the port's fixed peer
         argv = [sys.executable, str(script), "--comm", comm, "--steps", str(options.steps),
                 "--lanes", str(options.lanes), "--slots", str(options.slots),
                 "--timeout", str(options.timeout), "--out", str(out), *options.extra, *args]

@@ -8,7 +8,8 @@ with the ranks' hosts as members, in rank order, each with its share of the slot
 job ids and slot counts go back to every rank, which then opens its transport:
 
 * NETSUM_FRAMES=HOST:PORT: the unprivileged mode, whole frames over UDP to that embedded
-  switch port (the launcher knows it from the switch's ready line);
+  switch port (the launcher knows it from the switch's ready line), sent from
+  NETSUM_FRAMES_BIND=HOST:PORT, the port's fixed peer (default 127.0.0.1:0);
 * NETSUM_NETNS=NAME: kernel UDP from inside that network namespace (see `in_netns`);
 * otherwise kernel UDP from the host's address and port in the file to the switch's service
   address (network namespaces, Mininet hosts, separate machines against a real switch).
@@ -280,7 +281,11 @@ def open_transport(job: TrainingJob, env: Mapping[str, str] | None = None) -> Tr
             port = parse_hostport(frames)
         except ValueError as exc:
             raise RegistrationError(f"NETSUM_FRAMES: {exc}") from None
+        try:
+            bind = parse_hostport(env.get("NETSUM_FRAMES_BIND", "127.0.0.1:0"))
+        except ValueError as exc:
+            raise RegistrationError(f"NETSUM_FRAMES_BIND: {exc}") from None
         local = Endpoint.parse(host.mac.to_bytes(6, "big"), ip, host.udp_port)
         service = Endpoint.parse(sw.service.mac.to_bytes(6, "big"), service_ip, UDP_PORT)
-        return FrameTransport(port, local, service, k=job.k)
+        return FrameTransport(port, local, service, bind, k=job.k)
     return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port))

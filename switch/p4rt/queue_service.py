@@ -6,6 +6,11 @@ bodies (no generated code on either side):
     SetQueueDepth {"device_id": N, "packets": P, "port": PORT | null}  -> {"queues": ...}
     SetQueueRate  {"device_id": N, "pps": R, "port": PORT | null}      -> {"queues": ...}
     GetQueues     {"device_id": N}                                     -> {"queues": ...}
+    GetStats      {"device_id": N}      -> {"stats": {name: count}, "first_error": str | null}
+
+GetStats is the device's data-plane statistics (switch/stats.py: internal errors, parser
+errors, datagrams refused on UDP-tunnel ports, ...) and the first internal error's message,
+which P4Runtime has no place for; runs read them to fail on what should never happen.
 
 `port` null means every port; rate 0 means not limited.  `queues` reports
 {"depth": {"*": 64, "3": 16}, "rate": {"3": 100}}.  Like bmv2's Thrift server it has no access
@@ -67,9 +72,16 @@ def queue_handler(device: Any) -> grpc.GenericRpcHandler:
             raise ValueError(f"'{name}' must be an integer, got {v!r}")
         return v
 
+    def stats(request: Any, context: Any) -> Any:
+        if not isinstance(request, dict) or request.get("device_id", 0) != device.device_id:
+            context.abort(grpc.StatusCode.NOT_FOUND, "no such device here")
+        return {"stats": device.stats.as_dict(), "first_error": device.first_error}
+
     methods = {
         "SetQueueDepth": call(lambda r: device.set_queue_depth(number(r, "packets"), port(r))),
         "SetQueueRate": call(lambda r: device.set_queue_rate(number(r, "pps"), port(r))),
         "GetQueues": call(lambda r: None),
+        "GetStats": grpc.unary_unary_rpc_method_handler(stats, request_deserializer=decode,
+                                                        response_serializer=encode),
     }
     return grpc.method_handlers_generic_handler(SERVICE, methods)

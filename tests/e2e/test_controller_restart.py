@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from controller.topology import parse_topology
-from helpers import BIN, SwitchDaemon, built_netsum
+from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum, free_udp_ports
 from netsum.procs import ProcessGroup
 from wireformat import K_DEFAULT
 
@@ -64,12 +64,15 @@ class Lines:
 
 @pytest.fixture
 def rig(netsum_program: tuple[Path, Path], tmp_path: Path) -> Iterator[tuple[Any, ...]]:
-    """netsum-switch with UDP ports 1..4 (bound ports read from its ready line) under
-    `netsum-ctl run`; the daemon restarts on the same addresses."""
+    """netsum-switch with UDP ports 1..4 (bound ports read from its ready line; each port's
+    fixed peer chosen here) under `netsum-ctl run`; the daemon restarts on the same addresses.
+    Yields, per switch port, (its UDP port, the address a worker on it binds)."""
     info, js = netsum_program
     with ProcessGroup(tmp_path / "logs") as procs:
-        daemon = SwitchDaemon(procs, [f"{n}@udp:127.0.0.1:0" for n in (1, 2, 3, 4)])
-        udp = daemon.start().udp_ports
+        binds = dict(zip((1, 2, 3, 4), free_udp_ports(4)))
+        daemon = SwitchDaemon(procs, [f"{n}@udp:127.0.0.1:0=127.0.0.1:{b}"
+                                      for n, b in binds.items()])
+        udp = {n: (p, binds[n]) for n, p in daemon.start().udp_ports.items()}
         doc = yaml.safe_load((ROOT / "examples" / "single.yaml").read_text())
         doc["switches"][0]["grpc_addr"] = daemon.grpc_addr
         topo_path = tmp_path / "single.yaml"
@@ -91,7 +94,7 @@ def rig(netsum_program: tuple[Path, Path], tmp_path: Path) -> Iterator[tuple[Any
             daemon.kill()
 
 
-def run_workers(procs: ProcessGroup, topo: Any, udp: dict[int, int],
+def run_workers(procs: ProcessGroup, topo: Any, udp: dict[int, tuple[int, int]],
                 size: int = 2000) -> list[str]:
     """Job 2's workers (h1 on port 1, h2 on port 2) as real netsum-worker processes in `procs`
     sending frames into the daemon's UDP ports; each checks the sum of every rank's synthetic
@@ -103,7 +106,7 @@ def run_workers(procs: ProcessGroup, topo: Any, udp: dict[int, int],
         job = next(j for j in topo.jobs if j.id == 2)
         argv = [str(BIN / "netsum-worker"), "--job", "2", "--workers", str(len(job.workers)),
                 "--slots", str(job.slots), "--k", str(K),
-                "--frames", f"127.0.0.1:{udp[port]}",
+                "--frames", f"127.0.0.1:{udp[port][0]}", "--bind", f"127.0.0.1:{udp[port][1]}",
                 "--mac", ":".join(f"{b:02x}" for b in h.mac.to_bytes(6, "big")),
                 "--ip", str(ipaddress.IPv4Address(h.ipv4)), "--port", str(h.udp_port),
                 "--service-mac", ":".join(f"{b:02x}" for b in svc.mac.to_bytes(6, "big")),
@@ -139,6 +142,7 @@ def test_switch_restart_is_restored_and_a_job_completes(rig) -> None:  # type: i
     # groups carry a whole allreduce of new worker processes.
     for out in run_workers(daemon.procs, topo, udp):
         assert out.startswith("rc=0") and "check ok" in out, out
+    assert_switch_clean(daemon.grpc_addr)
     assert ctl.poll() is None
     # Ctrl-C ends it cleanly, and nothing but its own lines was printed (no gRPC core logs,
     # no tracebacks) through the restart.

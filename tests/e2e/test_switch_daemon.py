@@ -44,9 +44,11 @@ def calc_frame(op: int, a: int, b: int) -> bytes:
 
 def test_forwarding_malformed_pcap_and_sigterm(calc_json: Path, peer: socket.socket,
                                                tmp_path: Path) -> None:
-    p1, p2 = free_udp_ports(2)
-    proc = start(["--no-grpc", "--pcap", str(tmp_path), "-i", f"1@udp:127.0.0.1:{p1}",
-                  "-i", f"2@udp:127.0.0.1:{p2}", str(calc_json)], tmp_path)
+    p1, p2, other = free_udp_ports(3)
+    me = peer.getsockname()[1]
+    proc = start(["--no-grpc", "--pcap", str(tmp_path), "-i", f"1@udp:127.0.0.1:{p1}="
+                  f"127.0.0.1:{me}", "-i", f"2@udp:127.0.0.1:{p2}=127.0.0.1:{other}",
+                  str(calc_json)], tmp_path)
     try:
         peer.sendto(calc_frame(0x2B, 40, 2), ("127.0.0.1", p1))
         data, addr = peer.recvfrom(2048)
@@ -66,7 +68,7 @@ def test_forwarding_malformed_pcap_and_sigterm(calc_json: Path, peer: socket.soc
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert "stopped: rx_packets=7" in out                 # stats line on exit
-    name = f"udp_127.0.0.1_{p1}"
+    name = f"udp_127.0.0.1_{p1}_127.0.0.1_{me}"
     ins = rdpcap(str(tmp_path / f"{name}_in.pcap"))
     outs = rdpcap(str(tmp_path / f"{name}_out.pcap"))
     assert len(ins) == 7 and len(outs) >= 2
@@ -74,20 +76,30 @@ def test_forwarding_malformed_pcap_and_sigterm(calc_json: Path, peer: socket.soc
 
 
 def test_fixed_peer_and_sigint(calc_json: Path, peer: socket.socket, tmp_path: Path) -> None:
+    """Output goes to the port's peer; a datagram from any other address is dropped before
+    the program sees it and counted (udp_foreign), however well-formed."""
     p1 = free_udp_ports(1)[0]
     sink = peer.getsockname()[1]
-    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stranger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stranger.bind(("127.0.0.1", 0))
+    stranger.settimeout(0.5)
     proc = start(["--no-grpc", "-i", f"1@udp:127.0.0.1:{p1},127.0.0.1:{sink}", str(calc_json)],
                  tmp_path)
     try:
-        sender.sendto(calc_frame(0x2B, 1, 1), ("127.0.0.1", p1))
+        for _ in range(3):
+            stranger.sendto(calc_frame(0x2B, 1, 1), ("127.0.0.1", p1))
+        peer.sendto(calc_frame(0x2B, 2, 3), ("127.0.0.1", p1))
         data, _ = peer.recvfrom(2048)                      # output goes to the fixed peer
-        assert CALC.unpack(data[14:28])[3] == 2
+        assert CALC.unpack(data[14:28])[3] == 5            # the peer's frame, not the others
+        with pytest.raises(TimeoutError):
+            stranger.recvfrom(2048)
     finally:
-        sender.close()
+        stranger.close()
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0 and "Traceback" not in err
+    # The stopped line: one frame reached the program, the stranger's three were refused.
+    assert "rx_packets=1 " in out and "udp_foreign=3" in out, out
 
 
 def test_ready_line_reports_bound_udp_ports(calc_json: Path, peer: socket.socket,
@@ -97,20 +109,19 @@ def test_ready_line_reports_bound_udp_ports(calc_json: Path, peer: socket.socket
     from netsum.rig import parse_ready_line
 
     sink = peer.getsockname()[1]
-    proc, line = switch_module(["--no-grpc", "-i", "1@udp:127.0.0.1:0", "-i",
-                              f"2@udp:127.0.0.1:0,127.0.0.1:{sink}", str(calc_json)], tmp_path)
-    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    other = free_udp_ports(1)[0]
+    proc, line = switch_module(["--no-grpc", "-i", f"1@udp:127.0.0.1:0=127.0.0.1:{other}", "-i",
+                              f"2@udp:127.0.0.1:0=127.0.0.1:{sink}", str(calc_json)], tmp_path)
     try:
         ready = parse_ready_line(line)
         assert ready is not None and ready.grpc_addr is None, line
         assert set(ready.udp_ports) == {1, 2} and 0 not in ready.udp_ports.values(), line
-        assert f"2@udp:127.0.0.1:{ready.udp_ports[2]},127.0.0.1:{sink}" in line
+        assert f"2@udp:127.0.0.1:{ready.udp_ports[2]}=127.0.0.1:{sink}" in line
         # calc_state sends the answer back out of the ingress port: port 2's fixed peer.
-        sender.sendto(calc_frame(0x2B, 2, 3), ("127.0.0.1", ready.udp_ports[2]))
+        peer.sendto(calc_frame(0x2B, 2, 3), ("127.0.0.1", ready.udp_ports[2]))
         data, _ = peer.recvfrom(2048)
         assert CALC.unpack(data[14:28])[3] == 5
     finally:
-        sender.close()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0 and "Traceback" not in err
@@ -141,8 +152,12 @@ def test_grpc_server_answers(calc_json: Path, tmp_path: Path) -> None:
     (["--no-p4", "x.json"], 2, "not both"),
     (["--no-p4", "-i", "1@"], 2, "bad interface spec"),
     (["--no-p4", "-i", "600@eth0"], 2, "outside 0..511"),
-    (["--no-p4", "-i", "1@udp:127.0.0.1:nope"], 2, "is not a number"),
-    (["--no-p4", "-i", "1@udp:127.0.0.1:1", "-i", "1@udp:127.0.0.1:2"], 2, "twice"),
+    (["--no-p4", "-i", "1@udp:127.0.0.1:nope=127.0.0.1:9"], 2, "is not a number"),
+    (["--no-p4", "-i", "1@udp:127.0.0.1:1"], 2, "a UDP-tunnel port needs its peer"),
+    (["--no-p4", "-i", "1@udp:127.0.0.1:1="], 2, "a UDP-tunnel port needs its peer"),
+    (["--no-p4", "-i", "1@udp:127.0.0.1:1=127.0.0.1:x"], 2, "UDP peer"),
+    (["--no-p4", "-i", "1@udp:127.0.0.1:1=127.0.0.1:9", "-i", "1@udp:127.0.0.1:2=127.0.0.1:9"],
+     2, "twice"),
     (["--no-p4", "-L", "loud"], 2, "invalid choice"),
     (["--no-p4", "--", "--cpu-port", "511"], 2, "--cpu-port"),
     (["--no-p4", "--", "--grpc-server-addr", "nohost"], 2, "HOST:PORT"),
@@ -170,7 +185,7 @@ def test_bad_program_and_busy_port(tmp_path: Path) -> None:
     busy.bind(("127.0.0.1", 0))
     try:
         r = subprocess.run(switch_cmd("--no-grpc", "--no-p4", "-i",
-                                      f"1@udp:127.0.0.1:{busy.getsockname()[1]}"),
+                                      f"1@udp:127.0.0.1:{busy.getsockname()[1]}=127.0.0.1:9"),
                            capture_output=True, text=True, timeout=30, env=env)
     finally:
         busy.close()
@@ -180,8 +195,9 @@ def test_bad_program_and_busy_port(tmp_path: Path) -> None:
 def test_log_console_and_file(calc_json: Path, peer: socket.socket, tmp_path: Path) -> None:
     p1 = free_udp_ports(1)[0]
     log = tmp_path / "sw.log"
+    me = peer.getsockname()[1]
     proc = start(["--no-grpc", "--log-console", "--log-file", str(log), "-L", "debug",
-                  "-i", f"1@udp:127.0.0.1:{p1}", str(calc_json)], tmp_path)
+                  "-i", f"1@udp:127.0.0.1:{p1}=127.0.0.1:{me}", str(calc_json)], tmp_path)
     try:
         peer.sendto(calc_frame(0x2B, 1, 2), ("127.0.0.1", p1))
         peer.recvfrom(2048)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from checks import assert_sum_of_inputs
 
-from helpers import BIN, SwitchDaemon, built_netsum
+from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum, free_udp_ports
 from netsum.procs import ProcessGroup
 from workers import Endpoint, FrameTransport, JobConfig, Timing, Worker
 from workers.core import AllreduceResult
@@ -37,17 +37,20 @@ def ctl(topo: Path, p4info: Path, *args: str) -> str:
 def test_frames_through_netsum_switch_with_10_percent_drops(tmp_path: Path) -> None:
     p4info, json_path = built_netsum(32)
     procs = ProcessGroup(tmp_path / "logs")
-    daemon = SwitchDaemon(procs, ["1@udp:127.0.0.1:0", "2@udp:127.0.0.1:0"])
+    binds = free_udp_ports(2)          # each worker's address: its switch port's fixed peer
+    daemon = SwitchDaemon(procs, [f"{n}@udp:127.0.0.1:0=127.0.0.1:{b}"
+                                  for n, b in zip((1, 2), binds)])
     hosts = [(f"02:00:00:00:00:0{i}", f"10.0.0.{i}") for i in (1, 2)]
     topo = tmp_path / "topo.yaml"
     with procs:
         ready = daemon.start()
         udp = [ready.udp_ports[1], ready.udp_ports[2]]
-        run_with_drops(topo, hosts, daemon.grpc_addr, udp, json_path, p4info)
+        run_with_drops(topo, hosts, daemon.grpc_addr, udp, binds, json_path, p4info)
+        assert_switch_clean(daemon.grpc_addr)
 
 
 def run_with_drops(topo: Path, hosts: list[tuple[str, str]], grpc: str, udp: list[int],
-                   json_path: Path, p4info: Path) -> None:
+                   binds: list[int], json_path: Path, p4info: Path) -> None:
     """Set the switch up (netsum-ctl), lose ~10% on both ports, run two threaded workers."""
     topo.write_text(yaml.safe_dump({
         "switches": [{"name": "s1", "grpc_addr": grpc, "device_id": 0,
@@ -77,7 +80,7 @@ def run_with_drops(topo: Path, hosts: list[tuple[str, str]], grpc: str, udp: lis
         service = Endpoint.parse(SERVICE_MAC, SERVICE_IP)
         try:
             with FrameTransport(("127.0.0.1", udp[rank]), Endpoint.parse(mac, ip),
-                                service) as t:
+                                service, bind=("127.0.0.1", binds[rank])) as t:
                 w = Worker(t, job, timing)
                 results[rank] = [w.allreduce(xs[rank] * c) for c in (1, 3)]
         except BaseException as exc:  # reported by the main thread
