@@ -1,0 +1,134 @@
+"""Exact sums whatever the network does: 4 netsum-worker processes through a netsum-switch
+daemon (UDP-tunnel ports, set up by netsum-ctl), every link of them impaired in both
+directions by a test-side relay on real sockets (tests/impair.py): 10 % loss, 10 %
+duplication, each datagram overtaken by up to 63 later ones (and 0.5 % of them held back for
+up to 2000, as an old duplicate that turns up late).  10^5 DATA uses in all.
+
+Expectations from the inputs alone, computed here without the workers' quantizer: each
+block's agreed exponent (max over workers of the least e with 2^e >= max|x|), the int32
+quantized inputs q = rint(x * 2^(s - E)), their integer sum per block.  Every RESULT the
+switch emits -- checked as it leaves the switch, before the relay impairs it -- carries
+exactly that sum (bootstrap rounds: zeros), and every worker's result is that sum dequantized,
+bit for bit.  The switch's drop_stale counter shows late copies met newer rounds and were
+refused."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum, free_udp_ports
+from impair import ImpairedNet, result_key
+from netsum.procs import ProcessGroup
+from netsum.tensors import synthetic_inputs
+
+WORKERS, K, SLOTS = 4, 32, 32
+USES = 25_000                                  # per worker: 10^5 in all
+BLOCKS = USES - SLOTS                          # every slot's first use is its bootstrap
+ELEMENTS = BLOCKS * K
+SERVICE = ("02:00:00:00:01:00", "10.0.0.254")
+SHIFT = (((1 << 31) - 1) // WORKERS).bit_length() - 1     # s with n * 2^s <= 2^31 - 1
+
+
+def expected_sums(xs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(agreed biased exponents, int32 sums) per block, from docs/quantization.md's formulas."""
+    rows = [x.astype(np.float64).reshape(BLOCKS, K) for x in xs]
+    peak = np.max([np.abs(r).max(axis=1) for r in rows], axis=0)
+    e = np.array([math.frexp(p)[1] - (math.frexp(p)[0] == 0.5) if p else 0 for p in peak])
+    biased = np.where(peak > 0, np.clip(e + 127, 1, 255), 0)
+    scale = np.where(biased > 0, np.ldexp(1.0, (SHIFT - (biased - 127)).astype(int)), 0.0)
+    total = sum(np.rint(r * scale[:, None]).astype(np.int64) for r in rows)
+    assert np.abs(total).max() <= (1 << 31) - 1
+    return biased.astype(np.uint8), total.astype(np.int32)
+
+
+@pytest.mark.slow
+def test_loss_duplication_and_reordering_on_every_link(tmp_path: Path) -> None:
+    p4info, json_path = built_netsum(K)
+    xs = synthetic_inputs(WORKERS, (ELEMENTS,), seed=11)
+    agreed, sums = expected_sums(xs)
+    want = [s.astype(">i4").tobytes() for s in sums]
+    zeros = bytes(4 * K)
+    checked = {"bootstrap": 0, "data": 0}
+    bad: list[str] = []
+
+    def check(frame: bytes) -> None:
+        msg, slot, rnd, off = result_key(frame)
+        if msg != 2:
+            bad.append(f"not a RESULT: msg_type {msg}")
+            return
+        if rnd == 0:
+            ok, kind = frame[58:] == zeros and off == slot * K, "bootstrap"
+        else:
+            block = slot + (rnd - 1) * SLOTS
+            ok, kind = block < BLOCKS and off == block * K and frame[58:] == want[block], "data"
+        checked[kind] += 1
+        if not ok:
+            bad.append(f"slot {slot} round {rnd} offset {off}: wrong RESULT")
+
+    procs = ProcessGroup(tmp_path / "logs")
+    peers, workers = free_udp_ports(WORKERS), free_udp_ports(WORKERS)
+    daemon = SwitchDaemon(procs, [f"{i + 1}@udp:127.0.0.1:0=127.0.0.1:{p}"
+                                  for i, p in enumerate(peers)])
+    with procs:
+        ready = daemon.start()
+        topo = tmp_path / "topo.yaml"
+        topo.write_text(yaml.safe_dump({
+            "switches": [{"name": "s1", "grpc_addr": daemon.grpc_addr, "device_id": 0,
+                          "ports": list(range(1, WORKERS + 1)),
+                          "service": {"mac": SERVICE[0], "ipv4": SERVICE[1]}, "slots": 1024}],
+            "hosts": [{"name": f"h{i}", "mac": f"02:00:00:00:00:0{i}", "ipv4": f"10.0.0.{i}",
+                       "switch": "s1", "port": i} for i in range(1, WORKERS + 1)],
+            "jobs": [{"id": 7, "workers": [f"h{i}" for i in range(1, WORKERS + 1)],
+                      "slots": SLOTS}]}))
+        r = subprocess.run([str(BIN / "netsum-ctl"), "--topo", str(topo), "--p4info",
+                            str(p4info), "setup", str(json_path)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        switch_ports = [ready.udp_ports[i + 1] for i in range(WORKERS)]
+        with ImpairedNet(switch_ports, peers, workers, seed=5, late=0.005,
+                         check=check) as net:
+            children = []
+            for rank in range(WORKERS):
+                src = tmp_path / f"in{rank}.npy"
+                np.save(src, xs[rank])
+                host, port = net.worker_side[rank]
+                children.append(procs.start(f"w{rank}", [
+                    str(BIN / "netsum-worker"), "--job", "7", "--workers", str(WORKERS),
+                    "--slots", str(SLOTS), "--k", str(K), "--frames", f"{host}:{port}",
+                    "--bind", f"127.0.0.1:{workers[rank]}", "--mac", f"02:00:00:00:00:0{rank + 1}",
+                    "--ip", f"10.0.0.{rank + 1}", "--service-mac", SERVICE[0],
+                    "--service-ip", SERVICE[1], "--input", str(src),
+                    "--output", str(tmp_path / f"out{rank}.npy"), "--timeout", "60", "--json"]))
+            for c in children:
+                c.popen.wait(timeout=1800)
+            totals = net.totals()
+        assert not net.errors, net.errors
+        logs = [c.log_path.read_text() if c.log_path else "" for c in children]
+        assert all(c.popen.returncode == 0 for c in children), logs
+        stats = [json.loads(next(ln for ln in log.splitlines() if ln.startswith("{")))
+                 for log in logs]
+        row = json.loads(subprocess.run(
+            [str(BIN / "netsum-ctl"), "--json", "--topo", str(topo), "--p4info", str(p4info),
+             "stats"], capture_output=True, text=True, timeout=60).stdout)[0]
+        assert_switch_clean(daemon.grpc_addr)
+    # every RESULT the switch sent was the integer sum of its round
+    assert not bad, bad[:5]
+    assert checked["data"] >= WORKERS * BLOCKS and checked["bootstrap"] >= WORKERS * SLOTS
+    # every worker's sum: the expected integers dequantized, bit for bit
+    factor = np.where(agreed > 0, np.ldexp(1.0, agreed.astype(int) - 127 - SHIFT), 0.0)
+    truth = (sums.astype(np.float64) * factor[:, None]).reshape(-1).astype(np.float32)
+    for rank in range(WORKERS):
+        assert np.array_equal(np.load(tmp_path / f"out{rank}.npy"), truth), rank
+    # the network really did all of it, and the switch refused what came too late
+    assert sum(s["packets_sent"] - s["retransmissions"] for s in stats) == WORKERS * USES
+    assert totals["lost"] > 0.08 * totals["seen"] and totals["duplicated"] > 0.08 * totals["seen"]
+    assert row["drop_stale"] > 0 and row["retx"] > 0
+    assert all(row[c] == 0 for c in ("drop_non_member", "drop_bad_slot", "drop_unknown_job",
+                                      "drop_bad_type", "drop_malformed", "drop_result_port"))
+    print(f"\nreordering test: {totals}, RESULTs checked {checked}, switch {row}")
