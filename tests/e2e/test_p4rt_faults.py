@@ -64,8 +64,8 @@ def input_frame(flow: int) -> bytes:
 
 @dataclass
 class Traffic:
-    """Frames into port 1 at a steady rate from one thread, checked out of port 2 (whose
-    fixed peer is `rx_port`) by another."""
+    """Frames into port 1 (whose fixed peer is `tx_port`) at a steady rate from one thread,
+    checked out of port 2 (whose fixed peer is `rx_port`) by another."""
     port1: tuple[str, int] = ("127.0.0.1", 0)
     rate: float = 400.0
     sent: Counter[int] = field(default_factory=Counter)
@@ -74,6 +74,8 @@ class Traffic:
 
     def __post_init__(self) -> None:
         self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.tx.bind(("127.0.0.1", 0))
+        self.tx_port = self.tx.getsockname()[1]
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.rx.bind(("127.0.0.1", 0))
@@ -202,8 +204,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     ids = Ids.of(info)
     with ProcessGroup(tmp / "logs") as procs:
         traffic = Traffic()
-        daemon = SwitchDaemon(procs, ["1@udp:127.0.0.1:0",
-                                      f"2@udp:127.0.0.1:0,127.0.0.1:{traffic.rx_port}"])
+        daemon = SwitchDaemon(procs, [f"1@udp:127.0.0.1:0=127.0.0.1:{traffic.tx_port}",
+                                      f"2@udp:127.0.0.1:0=127.0.0.1:{traffic.rx_port}"])
         traffic.port1 = ("127.0.0.1", daemon.start().udp_ports[1])
         main = RawClient(daemon.grpc_addr, 0, election_id=1)
         try:
