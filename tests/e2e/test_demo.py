@@ -93,6 +93,9 @@ def test_demo_udp_mode(tmp_path: Path) -> None:
             str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "mode: udp" in p.stdout and "all results correct" in p.stdout
+    # the demo shows the switch's fault and refusal counters, and they are 0
+    assert "switch s1: internal_errors 0, udp_foreign 0" in p.stdout, p.stdout
+    assert "refusals: drop_non_member 0" in p.stdout, p.stdout
     assert "goodput" in p.stdout and "p99 ms" in p.stdout
     check_outputs(tmp_path, 3)
     assert not processes_mentioning(str(tmp_path))
@@ -103,6 +106,7 @@ def test_demo_through_a_tree(tmp_path: Path) -> None:
             str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "mode: udp (a tree's" in p.stdout and "root and 2 leaf switches up" in p.stdout
+    assert p.stdout.count(": internal_errors 0, udp_foreign 0") == 3, p.stdout  # root, leaves
     check_outputs(tmp_path, 4)
 
 
