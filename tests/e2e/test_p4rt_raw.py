@@ -359,6 +359,28 @@ def test_default_entry_read_and_modify(l2: RawClient) -> None:
     assert got.table_entry.action.action.params[0].value == b"\x04"
 
 
+def test_default_entry_modify_without_action_resets_it(server: tuple[Device, P4RuntimeServer],
+                                                       l2: RawClient) -> None:
+    # P4Runtime: a MODIFY of the default entry with no action resets it to the program's
+    # default (l2_mcast: replica_rewrite's is NoAction()); what client libraries' delete_all
+    # sends.  Seen in packets: set_vlan(7) as default pushes a tag, the reset one does not.
+    dev = server[0]
+    rewrite = pb.TableEntry(table_id=REWRITE, is_default_action=True)
+    set_vlan = pb.TableEntry()
+    set_vlan.CopyFrom(rewrite)
+    set_vlan.action.action.action_id = SET_VLAN
+    set_vlan.action.action.params.add(param_id=1, value=b"\x07")
+    l2.write([update(INSERT, table_entry=dmac(b"\x00\x00\x00\x00\x00\x05", FORWARD, (b"\x02",))),
+              update(MODIFY, table_entry=set_vlan)])
+    pkt = bytes.fromhex("000000000005" "0a0000000001" "0800") + b"p" * 30
+    (out,) = dev.process(1, pkt)
+    assert out == (2, pkt[:12] + b"\x81\x00\x00\x07" + pkt[12:])
+    l2.write([update(MODIFY, table_entry=rewrite)])
+    (got,) = read_all(l2, table_entry=rewrite)
+    assert got.table_entry.action.action.action_id == NOACTION
+    assert dev.process(1, pkt) == [(2, pkt)]
+
+
 def test_replica_port_bytes_and_clone_sessions(l2: RawClient) -> None:
     l2.write([update(INSERT, packet_replication_engine_entry=group(2, (3, 1), (4, 1),
                                                                    use_port_bytes=True)),
