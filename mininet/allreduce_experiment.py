@@ -38,7 +38,8 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))         # the netsum packages, when not installed in this Python
 
 import mnenv  # noqa: E402
-from testbed import HostProcs  # noqa: E402
+import mnguard  # noqa: E402
+from testbed import HostProcs, root_interfaces  # noqa: E402
 from wireformat import K_DEFAULT, K_SUPPORTED  # noqa: E402
 
 __all__ = ["Options", "ExperimentError", "run", "main"]
@@ -137,6 +138,11 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
     workers = HostProcs(log_dir)
     ctl = None
     tensors: list[Path] = []        # removed whatever happens: they can be hundreds of MB
+    # Cleans up even when this process is killed outright, where no finally runs.
+    guard = mnguard.Guard()
+    guard.start()
+    for name in root_interfaces(topology):
+        guard.note("intf", name)
     try:
         out.write(f"{PROG}: Mininet with {len(topology.switches)} switch(es), "
                   f"{len(topology.hosts)} hosts from {opts.topo}"
@@ -147,6 +153,8 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
             # only bw (never delay/loss, which this kernel lacks), so nothing else is hidden.
             setLogLevel("critical" if opts.bw else "warning")
             net.build()
+            for host in net.hosts:
+                guard.note("netns", str(host.pid))
             setLogLevel("warning")
             net.start()
         except M.NetsumMininetError:
@@ -229,6 +237,8 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
             except Exception:  # noqa: BLE001 - closing must not hide the original error
                 pass
         net.stop()
+        guard.forget()
+        guard.close()
 
     out.write(format_table(outcome) + "\n")
     for w, h in zip(outcome.workers, members):

@@ -36,6 +36,7 @@ from mininet.net import Mininet
 from mininet.node import Node, Switch
 from mininet.topo import Topo
 
+import mnguard
 from controller.fabric import Controller, load_program
 from controller.topology import Topology
 
@@ -159,6 +160,7 @@ class NetsumSwitch(Switch):
         except OSError as exc:
             raise NetsumMininetError(f"switch {self.name}: cannot run {argv[0]}: "
                                      f"{exc.strerror or exc}") from None
+        mnguard.note_pgid(self.process.pid)
         self.grpcAddress = self._waitReady()
 
     def _waitReady(self) -> str:

@@ -33,7 +33,8 @@ from typing import IO, Any
 import numpy as np
 import yaml
 
-__all__ = ["NetSpec", "Run", "Testbed", "TestbedError", "HostProcs", "ring_order"]
+__all__ = ["NetSpec", "Run", "Testbed", "TestbedError", "HostProcs", "ring_order",
+           "root_interfaces"]
 
 JOB_ID = 1
 
@@ -87,6 +88,15 @@ def ring_order(topology: Any) -> list[str]:
     """Hosts in ring order: grouped by switch, so only one ring hop enters and one leaves
     each leaf (a rank order that alternates leaves would put n/2 streams on each uplink)."""
     return [h.name for h in sorted(topology.hosts, key=lambda h: (h.switch, h.port))]
+
+
+def root_interfaces(topology: Any) -> list[str]:
+    """The switch ports Mininet makes in the root namespace (`SWITCH-ethPORT`), for the
+    guard: host links' switch ends and both ends of every switch-to-switch link."""
+    names = [f"{h.switch}-eth{h.port}" for h in topology.hosts]
+    for ln in topology.links:
+        names += [f"{ln.a}-eth{ln.a_port}", f"{ln.b}-eth{ln.b_port}"]
+    return names
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -143,6 +153,7 @@ class Testbed:
         self.ctl: Any = None
         self.topology: Any = None
         self.procs = HostProcs(self.log_dir)
+        self.guard: Any = None
         self._runs = 0
         self._bin = Path(sys.executable).parent
 
@@ -185,6 +196,13 @@ class Testbed:
         params: dict[str, Any] = {"logDir": str(self.log_dir), "seed": s.seed}
         if executable is not None:
             params["executable"] = executable
+        # Cleans the root-namespace interfaces, switches and host namespaces even if this
+        # process is killed outright (no finally runs then): mininet/mnguard.py.
+        import mnguard
+        self.guard = mnguard.Guard()
+        self.guard.start()
+        for name in root_interfaces(topology):
+            self.guard.note("intf", name)
         setLogLevel("critical" if s.bw else "warning")   # htb's "quantum is big" warnings
         self.net = Mininet(topo=M.TopoFromFile(topology, bw=s.bw, freeGrpc=True, **params),
                            switch=M.NetsumSwitch, link=TCLink, controller=None,
@@ -192,6 +210,8 @@ class Testbed:
                            waitConnected=False)
         try:
             self.net.build()
+            for host in self.net.hosts:
+                self.guard.note("netns", str(host.pid))
             setLogLevel("warning")
             self.net.start()
         except M.NetsumMininetError as exc:
@@ -223,6 +243,10 @@ class Testbed:
         net, self.net = self.net, None
         if net is not None:
             net.stop()
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            guard.forget()
+            guard.close()
 
     def switch_pids(self) -> list[int]:
         return [self.net.get(sw.name).process.pid for sw in self.topology.switches

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import os
 import signal
 import subprocess
 import sys
@@ -172,3 +173,32 @@ def test_ctrl_c_stops_everything(tb: Any, tmp_path: Path) -> None:
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
     assert _leftovers(("s1",), str(out)) == (set(), [])
+
+
+def test_killed_sweep_leaves_nothing(tb: Any, tmp_path: Path) -> None:
+    """SIGKILL to the sweep's whole process group mid-run (no finally runs): the guard
+    (mininet/mnguard.py) still removes the tree's switch-to-switch links, the switches, the
+    workers and their namespaces."""
+    out = tmp_path / "sweep"
+    names = ("root", "leaf1", "leaf2")
+    proc = subprocess.Popen([sys.executable, str(SWEEP), "--workers", "4", "--topo", "tree",
+                             "--size", "4MB", "--bw", "5", "--reps", "3", "--algo", "ring",
+                             "--out", str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if list((out / "net-tree-n4-bw5-k32-embedded" / "logs").glob("run*-h*.log")):
+                break
+            time.sleep(0.2)
+        time.sleep(2.0)                         # workers running, the links busy
+        assert _leftovers(names, str(out))[0], "the network was never up"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 30
+    while _leftovers(names, str(out)) != (set(), []) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _leftovers(names, str(out)) == (set(), [])
