@@ -493,3 +493,53 @@ def test_tree_with_a_worker_on_the_root(netsum_program, switches, tmp_path) -> N
         parsed = wire.parse_frame(frame, K)
         assert parsed.dst.ip == topo.host(host).ipv4.to_bytes(4, "big"), host
         assert np.array_equal(parsed.packet.values, want), host
+
+
+def test_stats_watch_rates_follow_live_traffic(netsum_program, switches, tmp_path) -> None:
+    """`stats --watch --json` while DATA packets arrive: the counter grows by exactly the
+    packets sent, and each sample's data_in/s is that sample's increase over a time between
+    the watch interval and a generous bound (0 once the traffic stopped)."""
+    import threading
+    info, js = netsum_program
+    topo_path = topology("single.yaml", switches, tmp_path)
+    ok(topo_path, "setup", "--p4info", str(info), str(js))
+    topo = parse_topology(topo_path.read_text())
+    interval, samples = 0.3, 8
+    out, err = io.StringIO(), io.StringIO()
+    rcs: list[int] = []
+    argv = ["stats", "--watch", str(interval), "--count", str(samples), "--json", "--topo",
+            str(topo_path)]
+    watcher = threading.Thread(target=lambda: rcs.append(main(argv, out, err)))
+    watcher.start()
+    deadline = time.monotonic() + 30
+    while "data_in" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sent = 0
+    for burst in range(5):              # one new slot per packet: each counts once in data_in
+        for slot in range(burst * 20, burst * 20 + 20):
+            port, f = data_frame(topo, "h1", 1, slot, vec(1))
+            switches["s1"].dev.process(port, f)
+            sent += 1
+        time.sleep(0.12)
+    watcher.join(timeout=60)
+    assert rcs == [0], err.getvalue()
+    text, docs, pos = out.getvalue(), [], 0
+    decoder = json.JSONDecoder()
+    while pos < len(text.rstrip()):
+        doc, pos = decoder.raw_decode(text, pos)
+        docs.append(doc)
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+    rows = [next(r for r in d if r["job"] == 1) for d in docs]
+    assert len(rows) == samples and rows[0]["data_in/s"] == ""
+    assert rows[-1]["data_in"] == sent and rows[-1]["data_in/s"] == 0
+    grew = 0
+    for before, now in zip(rows, rows[1:]):
+        delta = now["data_in"] - before["data_in"]
+        assert delta >= 0
+        if delta == 0:
+            assert now["data_in/s"] == 0
+        else:
+            grew += 1
+            assert delta / 20.0 <= now["data_in/s"] <= delta / interval, (delta, now)
+    assert grew >= 2                     # the rates followed the bursts over several samples
