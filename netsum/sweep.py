@@ -101,14 +101,19 @@ FIELDS = (
     "retx_fraction", "injected_drops", "latency_p50_ms", "latency_p99_ms", "max_error_ratio",
     "host_tx_bytes", "host_rx_bytes", "uplink_bytes", "link_util_mean", "link_util_peak",
     "switch_cpu_s", "switch_pps", "data_in", "results_out", "switch_retx", "partials_up",
-    "switch_drops", "root_in_per_chunk", "leaf_in_per_chunk", "late_max_s", "load_avg",
-    "error",
+    "switch_drops", "root_in_per_chunk", "leaf_in_per_chunk", "root_new_per_chunk",
+    "leaf_new_per_chunk", "late_max_s", "load_avg", "error",
 )
 
 
 def _median(values: Iterable[float]) -> float:
     v = [x for x in values if not math.isnan(x)]
     return statistics.median(v) if v else float("nan")
+
+
+def _new(p4_row: dict[str, object]) -> int:
+    """Data packets a switch counted that were not retransmissions."""
+    return _int(p4_row.get("data_in")) - _int(p4_row.get("retx"))
 
 
 def row_of(run_id: str, point: Point, rep: int, run: Any, slots: int = 256) -> dict[str, object]:
@@ -167,6 +172,12 @@ def row_of(run_id: str, point: Point, rep: int, run: Any, slots: int = 256) -> d
                               if root is not None and leaves else float("nan")),
         "leaf_in_per_chunk": (sum(_int(r.get("data_in")) for r in leaves) / len(leaves) / uses
                               if leaves else float("nan")),
+        # The same without the switch's retransmission counter: contributions per use (the
+        # root's is exactly the number of leaves when each leaf sends one partial per chunk).
+        "root_new_per_chunk": (_new(root) / uses if root is not None and leaves
+                               else float("nan")),
+        "leaf_new_per_chunk": (sum(_new(r) for r in leaves) / len(leaves) / uses
+                               if leaves else float("nan")),
         "late_max_s": max(run.late_s, default=0.0), "load_avg": run.load_avg,
         "error": errors[0][:200] if errors else "",
     }

@@ -156,9 +156,9 @@ def _fake_run(algo: str, elapsed: float) -> _Run:
     tel.samples = [Sample(0.0, {("h1", "h1-eth0"): IfCounters()}),
                    Sample(1.0, {("h1", "h1-eth0"): IfCounters(tx_bytes=1_250_000,
                                                               rx_bytes=625_000)})]
-    p4 = [{"job": 1, "switch": "root", "role": "root", "data_in": 128},
-          {"job": 1, "switch": "leaf1", "role": "leaf", "data_in": 192},
-          {"job": 1, "switch": "leaf2", "role": "leaf", "data_in": 192}]
+    p4 = [{"job": 1, "switch": "root", "role": "root", "data_in": 266, "retx": 10},
+          {"job": 1, "switch": "leaf1", "role": "leaf", "data_in": 262, "retx": 6},
+          {"job": 1, "switch": "leaf2", "role": "leaf", "data_in": 256, "retx": 0}]
     return _Run(algo, _Out((_W(elapsed), _W(elapsed / 2))), [0.0, 0.25], tel,
                 [np.array([0.001, 0.002]), np.array([0.003])], p4=p4 if algo == "ina" else [])
 
@@ -173,9 +173,13 @@ def test_row_of_fields() -> None:
     assert row["goodput_max_mbps"] == pytest.approx(0.065536 / 0.75)
     # 1.25 MB in 1 s on a 10 Mb/s link: fully used
     assert row["link_util_mean"] == pytest.approx(1.0)
-    # 2048 / 32 = 64 blocks + 64 bootstrap uses: the root saw one contribution per leaf each
-    assert row["root_in_per_chunk"] == 1.0 and row["leaf_in_per_chunk"] == 1.5
-    assert row["data_in"] == 384                         # summed over the leaves only
+    # 2048 / 32 = 64 blocks + 64 bootstrap uses = 128: the root counted 266 data packets,
+    # 10 of them retransmitted -> 256 = one contribution per leaf per use; each leaf one
+    # worker's and the root's result per use (plus its retransmissions).
+    assert row["root_in_per_chunk"] == pytest.approx(266 / 128)
+    assert row["leaf_in_per_chunk"] == pytest.approx(259 / 128)
+    assert row["root_new_per_chunk"] == 2.0 and row["leaf_new_per_chunk"] == 2.0
+    assert row["data_in"] == 518 and row["switch_retx"] == 6   # summed over the leaves only
     assert row["latency_p50_ms"] == pytest.approx(2.0)
 
 
