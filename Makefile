@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test typecheck p4 bench clean
+.PHONY: setup demo test typecheck p4 bench clean container-test
 
 setup:
 	@scripts/setup.sh
@@ -14,6 +14,11 @@ demo: setup
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory typecheck
+
+# The unit and unprivileged end-to-end tiers and the demo inside the Containerfile's image
+# (scripts/container-tier.sh --help: forms, a fresh image store); needs no .venv on the host.
+container-test:
+	@scripts/container-tier.sh $(CONTAINER_ARGS)
 
 # mypy over the packages listed in pyproject.toml's [tool.mypy] `files`.
 typecheck: setup

@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 APT_PKGS=(mininet iproute2 ethtool iputils-ping tcpdump bridge-utils cpp)
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
+# Extras of pyproject.toml to install; the Containerfile names its own (`dev`: no torch there).
+EXTRAS=${NETSUM_EXTRAS:-dev,train}
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -33,17 +35,20 @@ if [ ! -x "$VENV/bin/python" ]; then
     echo "setup: creating $VENV"
     "$PY" -m venv "$VENV"
 fi
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# The stamp holds the extras it was made for: asking for others installs again.
+if [ "$(cat "$stamp" 2>/dev/null || echo none)" != "$EXTRAS" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "setup: installing netsum and its pinned dependencies into $VENV"
     # pip's and setuptools' chatter goes to a log that is shown only when the install fails.
     pip_log="$VENV/pip-install.log"
-    if ! "$VENV/bin/pip" install -q -e ".[dev,train]" >"$pip_log" 2>&1; then
+    if ! "$VENV/bin/pip" install -q -e ".[$EXTRAS]" >"$pip_log" 2>&1; then
         cat "$pip_log" >&2
         echo "setup: pip install failed (log above, also in $pip_log)" >&2
         exit 1
     fi
-    "$VENV/bin/python" -c "import netsum, p4runtime_sh, grpc, scapy, numpy, torch, sklearn"
-    touch "$stamp"
+    modules="netsum, p4runtime_sh, grpc, scapy, numpy"
+    case ",$EXTRAS," in *,train,*) modules="$modules, torch, sklearn" ;; esac
+    "$VENV/bin/python" -c "import $modules"
+    echo "$EXTRAS" >"$stamp"
 fi
 
 # finsy, a second independent P4Runtime client for the P4Runtime tests, needs protobuf >= 4,
