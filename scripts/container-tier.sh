@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The container tier: builds the Containerfile's image and runs netsum's unit and unprivileged
-# end-to-end tiers inside it, then the demo (UDP-port mode). Exit status: the tests' (pytest's
+# end-to-end tiers inside it (every test not marked privileged), then the demo (UDP-port mode). Exit status: the tests' (pytest's
 # own code), or the demo's when the tests passed and the demo did not; 2 for a set-up error.
 #
 #   scripts/container-tier.sh [--fresh] [--form auto|run|build] [--demo-form auto|run|build]
-#                             [--no-demo] [-- PYTEST_ARGS...]
+#                             [--tests PATHS] [--no-demo] [-- PYTEST_ARGS...]
 #
 #   --fresh      use a private, temporary image store (podman only), removed at exit: every
 #                image is built from nothing, as on a new machine (CI does this)
@@ -13,6 +13,8 @@
 #                machines where no container can be started; `auto` (default): `run` when a
 #                probe container starts, else `build`, saying why
 #   --demo-form  the same choice for the demo (default: --form's)
+#   --tests      the test paths inside the image (default `tests`: both tiers; CI gives
+#                `tests/e2e`, its host step having run the unit tier already)
 #
 # The base image is debian:12: used when present, else pulled, else (no registry reachable)
 # made with debootstrap from the Debian mirror of this machine's apt sources and imported as
@@ -21,12 +23,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fresh=0 form=auto demo_form="" demo=1 pytest_args=()
+fresh=0 form=auto demo_form="" demo=1 tests=tests pytest_args=()
 while [ $# -gt 0 ]; do
     case $1 in
         --fresh) fresh=1 ;;
         --form) form=${2:?--form needs auto, run or build}; shift ;;
         --demo-form) demo_form=${2:?--demo-form needs auto, run or build}; shift ;;
+        --tests) tests=${2:?--tests needs test paths}; shift ;;
         --no-demo) demo=0 ;;
         -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         --) shift; pytest_args=("$@"); break ;;
@@ -177,7 +180,8 @@ run_in_image() {  # FORM TARGET ARGS_NAME ARGS...
     if [ "$f" = run ]; then
         set +e
         if [ "$target" = test ]; then
-            "${run_engine[@]}" run "${run_opts[@]}" -e "PYTEST_ADDOPTS=$*" "$IMAGE" 2>&1 | tee "$log"
+            "${run_engine[@]}" run "${run_opts[@]}" -e "NETSUM_TESTS=$tests" -e "PYTEST_ADDOPTS=$*" \
+                "$IMAGE" 2>&1 | tee "$log"
         else
             "${run_engine[@]}" run "${run_opts[@]}" "$IMAGE" .venv/bin/netsum demo "$@" 2>&1 | tee "$log"
         fi
@@ -188,7 +192,8 @@ run_in_image() {  # FORM TARGET ARGS_NAME ARGS...
     # A build stage: NETSUM_RUN defeats the layer cache, the stage's last line gives the status.
     set +e
     "${engine[@]}" build "${build_opts[@]}" --target "$target" -t "localhost/netsum:$target" \
-        --build-arg "NETSUM_RUN=$(date +%s%N)" --build-arg "$argname=$*" -f Containerfile . 2>&1 \
+        --build-arg "NETSUM_RUN=$(date +%s%N)" --build-arg "NETSUM_TESTS=$tests" \
+        --build-arg "$argname=$*" -f Containerfile . 2>&1 \
         | tee "$log"
     set -e
     "${engine[@]}" rmi "localhost/netsum:$target" >/dev/null 2>&1 || true
@@ -201,7 +206,7 @@ run_in_image() {  # FORM TARGET ARGS_NAME ARGS...
 }
 
 t0=$(now)
-say "unit + unprivileged end-to-end tiers inside the image ($form form)"
+say "tests not marked privileged under '$tests' inside the image ($form form)"
 if run_in_image "$form" test PYTEST_ADDOPTS "${pytest_args[@]}"; then rc_tests=0; else rc_tests=$?; fi
 t_tests=$(( $(now) - t0 ))
 summary=$(grep -E '^=+ .*(passed|failed|errors?|skipped|deselected|no tests ran).* in [0-9.]+s' \
