@@ -123,7 +123,8 @@ new_id=$("${engine[@]}" image inspect --format '{{.Id}}' "$IMAGE")
 if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
     "${engine[@]}" rmi "$old_id" >/dev/null 2>&1 || true
 fi
-say "image $IMAGE built (${t_image} s)"
+size=$("${engine[@]}" image inspect --format '{{.Size}}' "$IMAGE" 2>/dev/null || echo 0)
+say "image $IMAGE built (${t_image} s, $((size / 1000000)) MB)"
 
 # ---- can a container start here? Probe once with the base image.
 run_opts=(--rm --network=none)
@@ -222,7 +223,7 @@ if [ "$demo" = 1 ]; then
     say "demo: exit status $rc_demo ($demo_note)"
 fi
 
-say "times: base image ${t_base} s, image ${t_image} s, tests ${t_tests} s ($form form)," \
+say "times: base image ${t_base} s, image ${t_image} s ($((size / 1000000)) MB), tests ${t_tests} s ($form form)," \
     "demo $demo_note, total $(( $(now) - t_start )) s"
 if [ "$rc_tests" -ne 0 ]; then
     say "FAILED: the tests inside the container exited with $rc_tests"
