@@ -29,6 +29,8 @@ __all__ = ["PLOTS", "TELEMETRY_COLUMNS", "QUANTILES", "write_all", "write_from",
 Row = Mapping[str, object]
 COLOURS = {"ina": "tab:blue", "ring": "tab:orange", "ps": "tab:green"}
 NAMES = {"ina": "INA (switch)", "ring": "ring (hosts, TCP)", "ps": "parameter server (TCP)"}
+#: Colour maps of the same hues, for several lines of one algorithm (light to dark).
+CMAPS = {"ina": "Blues", "ring": "Oranges", "ps": "Greens"}
 MARKERS = {"single": "o", "tree": "s"}
 TOPO_COLOURS = {"single": "tab:purple", "tree": "tab:brown"}
 
@@ -272,16 +274,29 @@ def plot_latency_cdf(quantiles: Sequence[Row], ax: Axes) -> None:
     def n_of(label: str) -> int:
         part = next((p for p in label.split() if p.startswith("n=")), "n=0")
         return int(part[2:])
+
+    def loss_of(label: str) -> float:
+        return _f(label.rsplit(" ", 1)[-1])
     keep_tree = set(trees) if not stars else {
         t for t in trees if n_of(t) == max(n_of(x) for x in trees)}
-    for (label, algo), grp in sorted(groups.items(), key=lambda kv: (str(kv[0][1]),
-                                                                     n_of(str(kv[0][0])))):
-        if " tree " in str(label) and str(label) not in keep_tree:
-            continue
+    shown = [((str(label), str(algo)), grp) for (label, algo), grp in groups.items()
+             if " tree " not in str(label) or str(label) in keep_tree]
+    shown.sort(key=lambda kv: (kv[0][1], n_of(kv[0][0]), loss_of(kv[0][0]), kv[0][0]))
+    per_algo: dict[str, int] = {}
+    for (_, algo), _grp in shown:
+        per_algo[algo] = per_algo.get(algo, 0) + 1
+    seen: dict[str, int] = {}
+    for (label, algo), grp in shown:
+        # One colour family per algorithm, light to dark in (n, loss) order: a sweep over
+        # workers or over loss both read line by line.
+        i, count = seen.get(algo, 0), per_algo[algo]
+        seen[algo] = i + 1
+        shade = 0.45 + 0.55 * (i / (count - 1) if count > 1 else 1.0)
+        cmap = matplotlib.colormaps[CMAPS.get(algo, "Greys")]
         pts = sorted((_f(r["latency_ms"]), _f(r["q"])) for r in grp)
-        ax.plot([max(p[0], 1e-3) for p in pts], [p[1] for p in pts], label=str(label),
-                color=COLOURS.get(str(algo)), linestyle="--" if " tree " in str(label) else "-",
-                linewidth=0.8 + 0.25 * n_of(str(label)) ** 0.5)
+        ax.plot([max(p[0], 1e-3) for p in pts], [p[1] for p in pts], label=label,
+                color=cmap(shade), linestyle="--" if " tree " in label else "-",
+                linewidth=1.3)
     ax.set_xscale("log")
     ax.set_xlabel("chunk latency (ms): first send of this worker's contribution -> sum held")
     ax.set_ylabel("fraction of chunks")
