@@ -504,7 +504,7 @@ def test_stats_watch_rates_follow_live_traffic(netsum_program, switches, tmp_pat
     topo_path = topology("single.yaml", switches, tmp_path)
     ok(topo_path, "setup", "--p4info", str(info), str(js))
     topo = parse_topology(topo_path.read_text())
-    interval, samples = 0.3, 8
+    interval, samples = 0.3, 16     # ~5 s: the 100 packets are fed well before the end
     out, err = io.StringIO(), io.StringIO()
     rcs: list[int] = []
     argv = ["stats", "--watch", str(interval), "--count", str(samples), "--json", "--topo",
