@@ -49,14 +49,17 @@ class ImpairedNet:
                  seed: int, loss: float = 0.1, dup: float = 0.1, window: int = 64,
                  late: float = 0.0, late_window: int = 2000, hold: float = 0.005,
                  late_hold: float = 0.2,
-                 check: Callable[[bytes], None] | None = None) -> None:
+                 check: Callable[[bytes], None] | None = None,
+                 on_up: Callable[[int], None] | None = None) -> None:
         """`switch_ports[i]`: worker i's switch port (UDP); `peers[i]`: that port's fixed peer
         (bound here); `workers[i]`: the address worker i binds.  `check(frame)` sees every
-        frame the switch sends, before impairment."""
+        frame the switch sends, before impairment.  `on_up(i)` runs in the relay's thread after
+        each datagram worker i sent arrived, e.g. to inject frames with `send_up`."""
         self.rng = random.Random(seed)
         self.loss, self.dup, self.window, self.hold = loss, dup, window, hold
         self.late, self.late_window, self.late_hold = late, late_window, late_hold
         self.check = check
+        self.on_up = on_up
         self.sel = selectors.DefaultSelector()
         self.worker_side: list[tuple[str, int]] = []
         self.up: list[Direction] = []
@@ -116,6 +119,11 @@ class ImpairedNet:
         d.out.sendto(frame, d.to)
         d.sent += 1
 
+    def send_up(self, link: int, frame: bytes) -> None:
+        """`frame` into link `link`'s switch port from its fixed peer address, unimpaired (a
+        frame that address sent besides the worker's: the fuzz tests' injection)."""
+        self.up[link].out.sendto(frame, self.up[link].to)
+
     def _expire(self, d: Direction, now: float) -> None:
         """Send what has waited its time, in the order it was due."""
         if not d.queue or min(e[1] for e in d.queue) > now:
@@ -142,6 +150,8 @@ class ImpairedNet:
                         if d in self.down and self.check is not None:
                             self.check(frame)
                         self._arrive(d, frame, now)
+                        if self.on_up is not None and d in self.up:
+                            self.on_up(self.up.index(d))
                 now = time.monotonic()
                 for d in (*self.up, *self.down):
                     self._expire(d, now)

@@ -14,7 +14,6 @@ refused."""
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 from pathlib import Path
 
@@ -23,7 +22,8 @@ import pytest
 import yaml
 
 from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum, free_udp_ports
-from impair import ImpairedNet, result_key
+from exactsums import ResultCheck, dequantized, expected_sums
+from impair import ImpairedNet
 from netsum.procs import ProcessGroup
 from netsum.tensors import synthetic_inputs
 
@@ -32,44 +32,14 @@ USES = 25_000                                  # per worker: 10^5 in all
 BLOCKS = USES - SLOTS                          # every slot's first use is its bootstrap
 ELEMENTS = BLOCKS * K
 SERVICE = ("02:00:00:00:01:00", "10.0.0.254")
-SHIFT = (((1 << 31) - 1) // WORKERS).bit_length() - 1     # s with n * 2^s <= 2^31 - 1
-
-
-def expected_sums(xs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(agreed biased exponents, int32 sums) per block, from docs/quantization.md's formulas."""
-    rows = [x.astype(np.float64).reshape(BLOCKS, K) for x in xs]
-    peak = np.max([np.abs(r).max(axis=1) for r in rows], axis=0)
-    e = np.array([math.frexp(p)[1] - (math.frexp(p)[0] == 0.5) if p else 0 for p in peak])
-    biased = np.where(peak > 0, np.clip(e + 127, 1, 255), 0)
-    scale = np.where(biased > 0, np.ldexp(1.0, (SHIFT - (biased - 127)).astype(int)), 0.0)
-    total = sum(np.rint(r * scale[:, None]).astype(np.int64) for r in rows)
-    assert np.abs(total).max() <= (1 << 31) - 1
-    return biased.astype(np.uint8), total.astype(np.int32)
 
 
 @pytest.mark.slow
 def test_loss_duplication_and_reordering_on_every_link(tmp_path: Path) -> None:
     p4info, json_path = built_netsum(K)
     xs = synthetic_inputs(WORKERS, (ELEMENTS,), seed=11)
-    agreed, sums = expected_sums(xs)
-    want = [s.astype(">i4").tobytes() for s in sums]
-    zeros = bytes(4 * K)
-    checked = {"bootstrap": 0, "data": 0}
-    bad: list[str] = []
-
-    def check(frame: bytes) -> None:
-        msg, slot, rnd, off = result_key(frame)
-        if msg != 2:
-            bad.append(f"not a RESULT: msg_type {msg}")
-            return
-        if rnd == 0:
-            ok, kind = frame[58:] == zeros and off == slot * K, "bootstrap"
-        else:
-            block = slot + (rnd - 1) * SLOTS
-            ok, kind = block < BLOCKS and off == block * K and frame[58:] == want[block], "data"
-        checked[kind] += 1
-        if not ok:
-            bad.append(f"slot {slot} round {rnd} offset {off}: wrong RESULT")
+    agreed, sums = expected_sums(xs, K)
+    check = ResultCheck(sums, SLOTS, K)
 
     procs = ProcessGroup(tmp_path / "logs")
     peers, workers = free_udp_ports(WORKERS), free_udp_ports(WORKERS)
@@ -118,11 +88,11 @@ def test_loss_duplication_and_reordering_on_every_link(tmp_path: Path) -> None:
              "stats"], capture_output=True, text=True, timeout=60).stdout)[0]
         assert_switch_clean(daemon.grpc_addr)
     # every RESULT the switch sent was the integer sum of its round
-    assert not bad, bad[:5]
+    assert not check.bad, check.bad[:5]
+    checked = check.checked
     assert checked["data"] >= WORKERS * BLOCKS and checked["bootstrap"] >= WORKERS * SLOTS
     # every worker's sum: the expected integers dequantized, bit for bit
-    factor = np.where(agreed > 0, np.ldexp(1.0, agreed.astype(int) - 127 - SHIFT), 0.0)
-    truth = (sums.astype(np.float64) * factor[:, None]).reshape(-1).astype(np.float32)
+    truth = dequantized(agreed, sums, WORKERS)
     for rank in range(WORKERS):
         assert np.array_equal(np.load(tmp_path / f"out{rank}.npy"), truth), rank
     # the network really did all of it, and the switch refused what came too late

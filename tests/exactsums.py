@@ -1,0 +1,78 @@
+"""What a job's integer sums must be, from its inputs alone (docs/quantization.md's formulas,
+computed here without the workers' quantizer), and a check of every RESULT a switch sends
+against them: the expectation of the tests that push a job through a hostile network.
+
+A block's agreed exponent is the max over workers of the least e with 2^e >= max|x|; the
+quantized inputs are q = rint(x * 2^(s - E)) with s the largest shift whose n-fold sum fits
+int32; a block's sum is their integer sum, and each worker's result that sum dequantized.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["shift", "expected_sums", "dequantized", "ResultCheck"]
+
+_NETSUM_AT = 14 + 20 + 8
+
+
+def shift(workers: int) -> int:
+    """s with workers * 2^s <= 2^31 - 1."""
+    return (((1 << 31) - 1) // workers).bit_length() - 1
+
+
+def expected_sums(xs: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(agreed biased exponents, int32 sums) per block of k elements."""
+    blocks = xs[0].size // k
+    rows = [x.astype(np.float64).reshape(blocks, k) for x in xs]
+    peak = np.max([np.abs(r).max(axis=1) for r in rows], axis=0)
+    e = np.array([math.frexp(p)[1] - (math.frexp(p)[0] == 0.5) if p else 0 for p in peak])
+    biased = np.where(peak > 0, np.clip(e + 127, 1, 255), 0)
+    s = shift(len(xs))
+    scale = np.where(biased > 0, np.ldexp(1.0, (s - (biased - 127)).astype(int)), 0.0)
+    total = np.sum([np.rint(r * scale[:, None]).astype(np.int64) for r in rows], axis=0)
+    assert np.abs(total).max() <= (1 << 31) - 1
+    return biased.astype(np.uint8), total.astype(np.int32)
+
+
+def dequantized(agreed: np.ndarray, sums: np.ndarray, workers: int) -> np.ndarray:
+    """Every worker's result, bit for bit: the sums scaled back, as float32."""
+    factor = np.where(agreed > 0, np.ldexp(1.0, agreed.astype(int) - 127 - shift(workers)), 0.0)
+    return (sums.astype(np.float64) * factor[:, None]).reshape(-1).astype(np.float32)
+
+
+@dataclass
+class ResultCheck:
+    """Call with every netsum RESULT frame a switch sends (slot `slot` of round r >= 1 holds
+    block slot + (r - 1) * slots; round 0 is the bootstrap use, all zeros); `bad` lists the
+    wrong ones, `checked` counts them by kind."""
+    sums: np.ndarray
+    slots: int
+    k: int
+    checked: dict[str, int] = field(default_factory=lambda: {"bootstrap": 0, "data": 0})
+    bad: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._want = [s.astype(">i4").tobytes() for s in self.sums]
+        self._zeros = bytes(4 * self.k)
+
+    def __call__(self, frame: bytes) -> None:
+        msg, _f, _job, slot, _e, _c, rnd, off = struct.unpack_from("!BBHHBBII", frame,
+                                                                   _NETSUM_AT)
+        values = frame[_NETSUM_AT + 16:]
+        if msg != 2:
+            self.bad.append(f"not a RESULT: msg_type {msg}")
+            return
+        if rnd == 0:
+            ok, kind = values == self._zeros and off == slot * self.k, "bootstrap"
+        else:
+            block = slot + (rnd - 1) * self.slots
+            ok = block < len(self._want) and off == block * self.k and \
+                values == self._want[block]
+            kind = "data"
+        self.checked[kind] += 1
+        if not ok:
+            self.bad.append(f"slot {slot} round {rnd} offset {off}: wrong RESULT")
