@@ -158,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--k", type=int, choices=K_SUPPORTED, default=K_DEFAULT)
         if name == "run":
             sp.add_argument("--interval", type=float, default=1.0, metavar="S")
+            sp.add_argument("--attach", action="store_true",
+                            help="take over switches that already run the pipeline (a "
+                                 "controller restarted): adopt their tables, groups and jobs "
+                                 "and write nothing, so running jobs go on")
 
     jg = group("job", "aggregation jobs across the switches of --topo")
     ap = action(jg, "create", "create a job (from the file, or --workers/--slots)")

@@ -171,16 +171,20 @@ def cmd_dropsim_set(ctx: Ctx) -> int:
 
 
 def cmd_run(ctx: Ctx) -> int:
-    """Set everything up, then watch the switches and restore any that restart."""
+    """Set everything up (or, with --attach, adopt what the switches hold: a restarted
+    controller must not push a pipeline, which would clear the registers of running jobs),
+    then watch the switches and restore any that restart."""
     a = ctx.args
     ctx_topology(ctx)       # a bad file is reported before the program is built
     program = ctx_program(ctx)
-    with open_controller(ctx, program, adopt=False) as ctl:
-        ctl.push_pipeline()
-        ctl.install_forwarding()
-        _create_jobs(ctl)
+    with open_controller(ctx, program, adopt=a.attach) as ctl:
+        if not a.attach:
+            ctl.push_pipeline()
+            ctl.install_forwarding()
+            _create_jobs(ctl)
         ctx.out.write(f"controller running: {len(ctl.topo.switches)} switch(es), "
-                      f"{len(ctl.jobs)} job(s); checking every {a.interval:g} s\n")
+                      f"{len(ctl.jobs)} job(s){' adopted' if a.attach else ''}; checking "
+                      f"every {a.interval:g} s\n")
         ctx.out.flush()
 
         def report(name: str, why: str) -> None:
