@@ -203,6 +203,8 @@ def run_demo(opts: DemoOptions, stream: TextIO = sys.stdout) -> int:
     say(f"job {outcome.job_id}: {outcome.elements} elements in {slowest:.2f} s (slowest "
         f"worker); mean goodput {total / len(outcome.workers) / 1e6:.3f} M elements/s; switch "
         f"counters: " + ", ".join(f"{k} {v}" for k, v in outcome.switch_counters.items() if v))
+    if outcome.fallback:
+        say(f"ran on the host fallback (ring all-reduce), not the switch: {outcome.fallback}")
     say("switch health (every figure must be 0: faults, and packets the switch refused):")
     say(outcome.health)
     csv_path, png_path = opts.out / "results.csv", opts.out / "allreduce.png"

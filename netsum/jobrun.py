@@ -55,6 +55,9 @@ class JobOutcome:
     # checked, for display.
     problems: tuple[str, ...] = ()
     health: str = ""
+    # Why the job ran on the host ring fallback (workers.ring) instead of the switch: the
+    # controller's refusal ("" for a job that ran where it was asked to).
+    fallback: str = ""
 
     @property
     def ok(self) -> bool:
@@ -81,6 +84,7 @@ class RunningJob:
         per_slot = len(children) if inputs_per_slot is None else inputs_per_slot
         self.expected_contributions = per_slot * (blocks + window)
         self.started = started
+        self.fallback = ""        # set by the rig when the job runs on the host fallback
 
     def progress(self) -> float:
         """Fraction of the job's first transmissions the switch has seen (0..1)."""
@@ -123,7 +127,7 @@ class RunningJob:
         for path in (*self.in_paths, *self.out_paths):
             path.unlink(missing_ok=True)
         return JobOutcome(self.job_id, int(self.ref.total.size), self.ref.shape, wall, outcomes,
-                          self.counters(self.job_id), kept)
+                          self.counters(self.job_id), kept, fallback=self.fallback)
 
     def _outcome(self, rank: int, child: Child) -> WorkerOutcome:
         rc = child.popen.returncode

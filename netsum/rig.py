@@ -39,7 +39,7 @@ import numpy as np
 import yaml
 
 from controller.client import Endpoint
-from controller.errors import ControllerError
+from controller.errors import AllocationError, ControllerError
 from controller.fabric import Controller, load_program
 from controller.topology import JobSpec, load_topology
 from netsum import health
@@ -434,6 +434,17 @@ class Rig:
                 self._next_job += 1
                 self._next_slot += slots
                 self.job_ranks[job_id] = ranks
+        except AllocationError as exc:
+            # Another job holds the slots this one needs: the same all-reduce on the hosts
+            # (workers.ring: same quantization, same integer sums, same check), as ATP does.
+            if ranks != tuple(range(cfg.workers)):
+                raise RigError(f"controller: job {self._next_job}: {exc}") from None
+            reason = f"no switch slots: {exc.message}"
+            self.say(f"job {self._next_job}: {reason}; running it as a host ring all-reduce "
+                     "(workers.ring) instead")
+            job = self._start_host_job(inputs, ref, blocks, "ring", worker_args)
+            job.fallback = reason
+            return job
         except ControllerError as exc:
             raise RigError(f"controller: job {job_id or self._next_job}: {exc}") from None
         ins, outs = self._write_inputs(job_id, inputs)
