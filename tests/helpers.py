@@ -134,11 +134,13 @@ class SwitchDaemon:
     same addresses, as a crashed switch restarted by an operator would."""
 
     def __init__(self, procs: ProcessGroup, ifaces: Sequence[str],
-                 grpc_addr: str = "127.0.0.1:0", name: str = "switch") -> None:
+                 grpc_addr: str = "127.0.0.1:0", name: str = "switch",
+                 target_args: Sequence[str] = ()) -> None:
         self.procs = procs
         self.ifaces = list(ifaces)
         self.grpc_addr = grpc_addr
         self.name = name
+        self.target_args = list(target_args)     # after `--`, e.g. --queue-depth 2:30
         self.child: Child | None = None
         self.ready: SwitchReady | None = None
 
@@ -146,7 +148,7 @@ class SwitchDaemon:
         argv = [str(BIN / "netsum-switch"), "--no-p4", "--device-id", "0"]
         for spec in self.ifaces:
             argv += ["-i", spec]
-        return argv + ["--", "--grpc-server-addr", self.grpc_addr]
+        return argv + ["--", "--grpc-server-addr", self.grpc_addr, *self.target_args]
 
     def start(self, timeout: float = 30.0) -> SwitchReady:
         self.child = self.procs.start(self.name, self.argv())
