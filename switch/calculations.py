@@ -2,7 +2,8 @@
 
 Input bytes are built as bmv2 does: the listed fields' bits concatenated MSB first, zero padded at
 the end to a whole byte.  Algorithms: crc16 (poly 0x8005 reflected, init 0, i.e. CRC-16/ARC),
-crc32 (IEEE, as zlib), csum16 (Internet checksum, RFC 1071), xor16, identity, random.
+crc32 (IEEE, as zlib), csum16 (Internet checksum, RFC 1071), xor16, identity, random, and
+crc16_custom / crc32_custom at bmv2's start-up parameters (those of crc16 and crc32).
 """
 from __future__ import annotations
 
@@ -70,6 +71,10 @@ def identity(data: bytes) -> int:
 
 ALGORITHMS: dict[str, Callable[[bytes], int]] = {
     "crc16": crc16, "crc32": crc32, "csum16": csum16, "xor16": xor16, "identity": identity,
+    # v1model's HashAlgorithm.crc16_custom / crc32_custom: bmv2 starts them with the parameters
+    # of crc16 and crc32 (polynomial, initial remainder, final xor, both reflections) and lets
+    # only its Thrift API (set_crc16/32_parameters) change them, which is not served here.
+    "crc16_custom": crc16, "crc32_custom": crc32,
 }
 
 

@@ -57,8 +57,8 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("varbit", lambda j: j["header_types"][3].update(
         fields=j["header_types"][3]["fields"] + [["o1", "*"], ["o2", "*"]], max_length=64),
      "only one variable-length field"),
-    ("algo", lambda j: j["calculations"][0].update(algo="crc32_custom"),
-     "hash algorithm 'crc32_custom' is not supported"),
+    ("algo", lambda j: j["calculations"][0].update(algo="crc64_custom"),
+     "hash algorithm 'crc64_custom' is not supported"),
     ("profile", lambda j: j["pipelines"][0].update(action_profiles=[{"name": "p"}]),
      "action profiles"),
     ("match type", lambda j: table(j, "MyIngress.acl")["key"][0].update(match_type="fuzzy"),
