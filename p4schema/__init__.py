@@ -8,8 +8,8 @@ resources), `index` the lookups by id, name and alias and the P4Info file loader
 from p4schema.index import (NameIndex, P4InfoError, P4Schema, UnknownId, UnknownName,
                             load_p4info, parse_p4info, suggest)
 from p4schema.model import (UNITS, ActionInfo, MatchField, MatchKind, PacketMetadataInfo, Param,
-                            ResourceInfo, TableInfo)
+                            ResourceInfo, TableInfo, ValueSetInfo)
 
 __all__ = ["P4Schema", "NameIndex", "UnknownId", "UnknownName", "P4InfoError", "load_p4info",
            "parse_p4info", "suggest", "MatchKind", "MatchField", "Param", "ActionInfo",
-           "TableInfo", "ResourceInfo", "PacketMetadataInfo", "UNITS"]
+           "TableInfo", "ResourceInfo", "PacketMetadataInfo", "ValueSetInfo", "UNITS"]

@@ -16,8 +16,8 @@ from typing import Generic, Protocol, TypeVar
 from google.protobuf import json_format, text_format
 from p4.config.v1 import p4info_pb2
 
-from p4schema.model import (ActionInfo, PacketMetadataInfo, Param, ResourceInfo, TableInfo,
-                            table_info)
+from p4schema.model import (ActionInfo, MatchField, PacketMetadataInfo, Param, ResourceInfo,
+                            TableInfo, ValueSetInfo, match_kind, table_info)
 
 __all__ = ["P4Schema", "NameIndex", "UnknownId", "UnknownName", "P4InfoError", "load_p4info",
            "parse_p4info", "suggest"]
@@ -149,6 +149,11 @@ class P4Schema:
         dc, dm = set(self.direct_counters.by_id), set(self.direct_meters.by_id)
         self.tables: NameIndex[TableInfo] = NameIndex(
             "table", (table_info(t, dc, dm) for t in p4info.tables))
+        self.value_sets: NameIndex[ValueSetInfo] = NameIndex("value set", (
+            ValueSetInfo(*pre(v), tuple(MatchField(f.id, f.name, f.bitwidth,
+                                                   match_kind(f.match_type)) for f in v.match),
+                         v.size)
+            for v in p4info.value_sets))
         #: controller_packet_metadata by preamble name ("packet_in", "packet_out").
         self.packet_metadata: dict[str, tuple[PacketMetadataInfo, ...]] = {
             h.preamble.name: tuple(PacketMetadataInfo(m.id, m.name, m.bitwidth)

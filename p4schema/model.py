@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from p4.config.v1 import p4info_pb2
 
 __all__ = ["MatchKind", "MatchField", "Param", "ActionInfo", "TableInfo", "ResourceInfo",
-           "PacketMetadataInfo", "UNITS"]
+           "PacketMetadataInfo", "ValueSetInfo", "UNITS"]
 
 
 class MatchKind(enum.IntEnum):
@@ -99,6 +99,16 @@ class ResourceInfo:
     @property
     def unit_name(self) -> str:
         return UNITS.get(self.unit, "UNSPECIFIED")
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSetInfo:
+    """A parser value set (p4info.proto `ValueSet`): its members' match fields and size."""
+    id: int
+    name: str
+    alias: str
+    match: tuple[MatchField, ...]
+    size: int
 
 
 @dataclass(frozen=True, slots=True)

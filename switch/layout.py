@@ -367,11 +367,6 @@ def build_layout(j: dict[str, Any]) -> Layout:
                 raise cfg_error(f"{path} ('{name}')", "elements of different union types")
             lay.union_stacks[name] = UnionStackInfo(name, int(s.get("id", i)), unions, index)
             index += 1
-    # Sections simple_switch knows that this switch does not: fail here, naming the object,
-    # rather than on the first reference deep in a parser or deparser.
-    for i, obj in enumerate(_list(j, "parse_vsets")):
-        raise cfg_error(f"parse_vsets[{i}] ('{_named(obj, f'parse_vsets[{i}]')}')",
-                        "parser value sets are not supported")
     # init_errors
     for i, e in enumerate(_list(j, "errors")):
         with loading(f"errors[{i}]"):

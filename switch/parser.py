@@ -18,6 +18,7 @@ import numpy as np
 from switch.expressions import ExprCompiler, parse_hexstr
 from switch.layout import HeaderInfo, Layout, cfg_error, loads
 from switch.primitives import PRIMITIVES, Namespace, PrimCtx
+from switch.valuesets import ValueSet
 from switch.varbit import vl_unpack
 
 __all__ = ["ParserError", "header_unpack", "header_pack", "pack_parts", "check_whole_bytes",
@@ -173,8 +174,10 @@ def header_pack(ns: Namespace, h: HeaderInfo) -> str:
 
 
 class _StateCompiler:
-    def __init__(self, layout: Layout, ns: Namespace, ctx: PrimCtx) -> None:
+    def __init__(self, layout: Layout, ns: Namespace, ctx: PrimCtx,
+                 value_sets: dict[str, ValueSet]) -> None:
         self.bodies: dict[str, list[str]] = {}     # state function -> body lines
+        self.value_sets = value_sets
         self.layout = layout
         self.ns = ns
         self.ctx = ctx
@@ -360,12 +363,16 @@ class _StateCompiler:
             if t == "default" or tr.get("value") == "default":
                 default = target
                 break
-            if t != "hexstr":
-                raise cfg_error(tp, f"transition of type {t!r} (value sets) is not supported")
+            if t not in ("hexstr", "parse_vset"):
+                raise cfg_error(tp, f"transition of type {t!r} is not supported")
             if not terms:
                 raise cfg_error(tp, "value transition without a transition_key")
-            v = parse_hexstr(tr.get("value"), tp)
             m = tr.get("mask")
+            if t == "parse_vset":
+                body.append(self.vset_test(tp, tr.get("value"), m, [w for _, w in key_parts],
+                                           target))
+                continue
+            v = parse_hexstr(tr.get("value"), tp)
             if m is None:
                 body.append(f"if _key == {v}: return {target}")
             else:
@@ -377,6 +384,23 @@ class _StateCompiler:
             body.append(f"return {default}")
         self.bodies[fname] = body
         return f"def {fname}(pkt):\n" + "".join(f"    {s}\n" for s in body)
+
+    def vset_test(self, path: str, name: Any, mask: Any, widths: list[int], target: str
+                  ) -> str:
+        """`if <key in the value set>: return target`; members are in the key's form
+        (switch/valuesets.py), a mask applies to the key and to each member as in bmv2."""
+        vs = self.value_sets.get(name) if isinstance(name, str) else None
+        if vs is None:
+            raise cfg_error(path, f"unknown value set {name!r}")
+        problem = vs.use(widths)
+        if problem is not None:
+            raise cfg_error(path, problem)
+        ref = self.ns.ref(vs, "VS")
+        if mask is None:
+            return f"if _key in {ref}.members: return {target}"
+        mv = parse_hexstr(mask, path)
+        return (f"if any(_key & {mv} == _m & {mv} for _m in {ref}.members): "
+                f"return {target}")
 
     def inlined(self, fname: str, depth: int) -> list[str]:
         """The body of state `fname` with its successors' bodies in place of `return PSn`.
@@ -426,7 +450,8 @@ def _acyclic(succ: dict[str, set[str]]) -> bool:
 
 @loads("path")
 def parser_source(parser: dict[str, Any], path: str, layout: Layout, ns: Namespace,
-                  ctx: PrimCtx, inline: bool = True) -> tuple[str, str | None]:
+                  ctx: PrimCtx, inline: bool = True,
+                  value_sets: dict[str, ValueSet] | None = None) -> tuple[str, str | None]:
     """(source defining one function per state, name of the start state function)."""
     ns.names["ParserError"] = ParserError
     ns.names["LA"] = lookahead_fn(layout.errors.get("PacketTooShort", 1))
@@ -436,7 +461,7 @@ def parser_source(parser: dict[str, Any], path: str, layout: Layout, ns: Namespa
         if not isinstance(st, dict) or not isinstance(st.get("name"), str):
             raise cfg_error(f"{path}.parse_states[{k}]", "bad parse state")
         names[st["name"]] = f"PS{k}"
-    sc = _StateCompiler(layout, ns, ctx)
+    sc = _StateCompiler(layout, ns, ctx, value_sets or {})
     src = "".join(sc.state(f"{path}.parse_states[{k}] ('{st['name']}')", st, names[st["name"]],
                            names) for k, st in enumerate(states))
     init = parser.get("init_state")

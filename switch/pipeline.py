@@ -29,11 +29,13 @@ from switch.replicas import ReplicaPatcher, replica_patcher
 from switch.stateful import CounterArray, MeterArray, RegisterArray
 from switch.table_loader import build_table, exact_key_source, init_entries, key_function
 from switch.tables import Table
+from switch.valuesets import ValueSet
 
 __all__ = ["Pipeline", "ActionSpec", "load_json"]
 
 MAX_MINOR_VERSION = 24     # as bmv2: major 2, minor <= 24
 MAX_ARRAY_SIZE = 1 << 24   # cells per register/counter/meter array (memory guard)
+MAX_VALUE_SET_SIZE = 1 << 16   # members of one parser value set (memory guard)
 
 
 class ActionSpec:
@@ -92,6 +94,7 @@ class Pipeline:
         self.meters: dict[str, MeterArray] = {}
         self.registers: dict[str, RegisterArray] = {}
         self.calculations: dict[str, Any] = {}
+        self.value_sets: dict[str, ValueSet] = {}
         self.pre = PRE()
         self._actions_by_id: dict[int, ActionSpec] = {}
         self.parser_start: Any = None
@@ -112,6 +115,7 @@ class Pipeline:
                              LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure,
                              ActionLoopLimit=ActionLoopLimit)
         self.init_actions()
+        self.init_value_sets()
         self.init_parsers()
         self.init_deparsers()
         self.init_pipelines()
@@ -278,13 +282,32 @@ class Pipeline:
             self._actions_by_id[aid] = spec
             self.actions.setdefault(name, spec)
 
+    def init_value_sets(self) -> None:
+        for i, vs in enumerate(_list(self.json, "parse_vsets")):
+            path = f"parse_vsets[{i}]"
+            if not isinstance(vs, dict) or not isinstance(vs.get("name"), str):
+                raise cfg_error(path, f"bad value set {vs!r}")
+            path = f"{path} ('{vs['name']}')"
+            bits, size = vs.get("compressed_bitwidth"), vs.get("max_size")
+            if type(bits) is not int or not 0 < bits <= MAX_FIELD_WIDTH:
+                raise cfg_error(path, f"bad compressed_bitwidth {bits!r}")
+            if type(size) is not int or not 0 <= size <= MAX_VALUE_SET_SIZE:
+                raise cfg_error(path, f"bad max_size {size!r} (0..{MAX_VALUE_SET_SIZE})")
+            ident = vs.get("id", i)
+            if type(ident) is not int:
+                raise cfg_error(path, f"bad id {ident!r}")
+            if vs["name"] in self.value_sets:
+                raise cfg_error(path, "duplicate value set name")
+            self.value_sets[vs["name"]] = ValueSet(vs["name"], ident, bits, size)
+
     def init_parsers(self) -> None:
         parsers = [p for p in _list(self.json, "parsers") if isinstance(p, dict)]
         parser = next((p for p in parsers if p.get("name") == "parser"), None)
         if parser is None:
             raise cfg_error("parsers", "no parser named 'parser' (v1model needs one)")
         src, start = parser_source(parser, "parsers[0] ('parser')", self.layout, self.ns,
-                                   self._ctx("parsers[0]"), inline=self.fuse)
+                                   self._ctx("parsers[0]"), inline=self.fuse,
+                                   value_sets=self.value_sets)
         _compile(src, self.ns, "parser")
         self.parser_start = self.ns.names[start] if start else None
 

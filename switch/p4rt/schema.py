@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TypeVar
 
 from p4schema import (ActionInfo, MatchField, MatchKind, NameIndex, P4Schema,
-                      PacketMetadataInfo, Param, ResourceInfo, TableInfo, UnknownId)
+                      PacketMetadataInfo, Param, ResourceInfo, TableInfo, UnknownId,
+                      ValueSetInfo)
 from switch.errors import Code
 from switch.p4rt.errors import P4RTError
 
@@ -20,7 +21,7 @@ __all__ = ["Schema", "TableInfo", "MatchField", "Param", "ActionInfo", "Resource
 # Module constants: cheaper than the enum's attribute lookup on the per-update path.
 EXACT, LPM, TERNARY, RANGE, OPTIONAL = (MatchKind.EXACT, MatchKind.LPM, MatchKind.TERNARY,
                                         MatchKind.RANGE, MatchKind.OPTIONAL)
-_T = TypeVar("_T", TableInfo, ActionInfo, ResourceInfo)
+_T = TypeVar("_T", TableInfo, ActionInfo, ResourceInfo, ValueSetInfo)
 
 
 class Schema(P4Schema):
@@ -40,6 +41,9 @@ class Schema(P4Schema):
 
     def register(self, register_id: int) -> ResourceInfo:
         return _get(self.registers, register_id)
+
+    def value_set(self, value_set_id: int) -> ValueSetInfo:
+        return _get(self.value_sets, value_set_id)
 
 
 def _get(index: NameIndex[_T], ident: int) -> _T:

@@ -22,7 +22,7 @@ from typing import Any
 from p4.v1 import p4runtime_pb2
 
 from switch.errors import Code, SwitchError
-from switch.p4rt import entities, tables
+from switch.p4rt import entities, tables, vsets
 from switch.p4rt.context import Context, ReadStep
 from switch.p4rt.errors import P4RTError, code_and_message
 from switch.p4rt.packetio import decode_packet_in, encode_packet_out
@@ -46,6 +46,7 @@ _WRITERS: dict[str, Callable[[Context, int, Any], None]] = {
     "direct_meter_entry": entities.write_direct_meter,
     "register_entry": entities.write_register,
     "packet_replication_engine_entry": entities.write_pre,
+    "value_set_entry": vsets.write_value_set,
 }
 _READERS: dict[str, Callable[[Context, Any], Iterator[ReadStep]]] = {
     "table_entry": tables.read_table_entries,
@@ -55,6 +56,7 @@ _READERS: dict[str, Callable[[Context, Any], Iterator[ReadStep]]] = {
     "direct_meter_entry": entities.read_direct_meters,
     "register_entry": entities.read_registers,
     "packet_replication_engine_entry": entities.read_pre,
+    "value_set_entry": vsets.read_value_sets,
     "action_profile_member": entities.read_action_profile_entries,
     "action_profile_group": entities.read_action_profile_entries,
 }
@@ -240,6 +242,7 @@ class _Snapshot:
     groups: dict[int, Any]
     sessions: dict[int, Any]
     metadata: dict[Any, bytes]
+    value_sets: dict[str, tuple[tuple[int, ...], ...]]
 
 
 def _snapshot(ctx: Context) -> _Snapshot:
@@ -256,7 +259,8 @@ def _snapshot(ctx: Context) -> _Snapshot:
                 for n, m in pl.meters.items() if not m.is_direct},
         registers={n: [r.read(i) for i in range(r.size)] for n, r in pl.registers.items()},
         groups=pl.pre.mc_groups(), sessions=pl.pre.clone_sessions(),
-        metadata=dict(ctx.entry_metadata))
+        metadata=dict(ctx.entry_metadata),
+        value_sets={n: v.values() for n, v in pl.value_sets.items() if v.values()})
 
 
 def _restore(snap: _Snapshot, pl: Any, schema: Schema) -> dict[Any, bytes]:
@@ -290,6 +294,12 @@ def _restore(snap: _Snapshot, pl: Any, schema: Schema) -> dict[Any, bytes]:
             if name in pl.registers and pl.registers[name].size == len(regs):
                 for i, v in enumerate(regs):
                     pl.registers[name].write(i, v)
+        for name, members in snap.value_sets.items():
+            if name in pl.value_sets:
+                try:
+                    pl.value_sets[name].set_members(members)
+                except (ValueError, OverflowError) as exc:
+                    raise SwitchError(str(exc)) from None
         for mgid, replicas in snap.groups.items():
             pl.pre.mc_group_insert(mgid, replicas)
         for sid, (replicas, length) in snap.sessions.items():
