@@ -488,7 +488,7 @@ def test_stack_of_mixed_types_is_rejected_for_stack_field() -> None:
                              "header_union_ids": [7]},
      r"header_union_stacks\[0\] \('us'\): unknown header union id 7"),
     ("parse_vsets", {"name": "vs", "id": 0, "compressed_bitwidth": 16},
-     r"parse_vsets\[0\] \('vs'\): parser value sets are not supported"),
+     r"parse_vsets\[0\] \('vs'\): bad max_size None"),
 ])
 def test_unsupported_or_broken_sections_are_rejected_at_load(section: str, obj: dict[str, Any],
                                                    where: str) -> None:
