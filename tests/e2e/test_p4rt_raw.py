@@ -536,3 +536,20 @@ def test_lpm_entries_written_the_tutorials_way(client: RawClient, p4c_fixtures: 
     rest = bytes.fromhex("0000000000aa0800") + b"x" * 46
     assert [p for p, _ in dev.process(1, bytes.fromhex("0a0b0c000005") + rest)] == [3]
     assert [p for p, _ in dev.process(1, bytes.fromhex("0a0b0c0000ff") + rest)] == [2]
+
+
+def test_value_set_members_over_grpc(client: RawClient, server: tuple[Device, P4RuntimeServer]
+                                     ) -> None:
+    # Real p4c output of tests/switch_p4/value_sets.p4: h.t in value set `one` extracts g and
+    # sends the packet to port 2 (h.x = g.y); otherwise port 1.
+    where = Path(__file__).resolve().parents[1] / "switch_p4" / "p4c"
+    client.set_pipeline(*load(where, "value_sets"))
+    one = pb.ValueSetEntry(value_set_id=56408685)
+    one.members.add().match.add(field_id=1).exact.value = b"\x00\x12\x34"
+    client.write([update(MODIFY, value_set_entry=one)])
+    (got,) = read_all(client, value_set_entry=pb.ValueSetEntry(value_set_id=56408685))
+    assert got.value_set_entry.members[0].match[0].exact.value == b"\x12\x34"
+    pkt = b"\x12\x34\x01\x99tail"
+    assert server[0].process(0, pkt) == [(2, b"\x12\x34\x99\x99tail")]
+    (err,) = write_error(client, update(INSERT, value_set_entry=one))
+    assert err[0] == 3 and "only MODIFY" in err[1]                  # INVALID_ARGUMENT
