@@ -34,6 +34,8 @@ INT32_MAX = (1 << 31) - 1
 EXP_MIN = 1 - EXP_BIAS
 EXP_MAX = 255 - EXP_BIAS
 _F32_MAX = float(np.finfo(np.float32).max)
+#: Elements per chunk of the whole-tensor passes: the temporaries stay in the CPU cache.
+_CHUNK_ELEMENTS = 1 << 16
 
 
 def as_tensor(tensor: object) -> np.ndarray:
@@ -81,10 +83,20 @@ def blocks(x: np.ndarray, k: int) -> np.ndarray:
 
 def _block_peaks(rows: np.ndarray, chunk: int = 4096) -> np.ndarray:
     """max|x| per row of the (nb, k) array; NaN/Inf propagate.  A max along a short last axis
-    pays numpy's per-row overhead (about 3x a copy); transposing cache-sized chunks first makes
-    the reduction run along long contiguous rows instead."""
+    pays numpy's per-row overhead (about 3x a copy); for short rows, transposing cache-sized
+    chunks first makes the reduction run along long contiguous rows instead.  Rows of 128
+    values and more are long enough as they are: cache-sized chunks of them directly (at
+    K=256 about 15x faster than the transposed chunks of 4096 rows, which outgrow the cache)."""
     nb, k = rows.shape
     peak = np.empty(nb, dtype=np.float32)
+    if k >= 128:
+        step = max(1, _CHUNK_ELEMENTS // k)
+        flat = np.empty((min(step, nb), k), dtype=np.float32)
+        for start in range(0, nb, step):
+            part = rows[start:start + step]
+            np.abs(part, out=flat[:len(part)])
+            np.max(flat[:len(part)], axis=1, out=peak[start:start + len(part)])
+        return peak
     tmp = np.empty((k, min(chunk, nb)), dtype=np.float32)
     for start in range(0, nb, chunk):
         part = rows[start:start + chunk]
@@ -194,7 +206,8 @@ def quantize_block(row: np.ndarray, agreed: int, shift: int) -> bytes:
 
 
 def dequantize(sums: np.ndarray, agreed: np.ndarray, num_workers: int, length: int) -> np.ndarray:
-    """float32 tensor of `length` elements from (nb, k) int sums and their agreed exponents."""
+    """float32 tensor of `length` elements from (nb, k) int sums (any integer dtype and byte
+    order) and their agreed exponents."""
     s = scale_shift(num_workers)
     sums = np.asarray(sums)
     agreed = np.asarray(agreed)
@@ -206,16 +219,26 @@ def dequantize(sums: np.ndarray, agreed: np.ndarray, num_workers: int, length: i
     if (sums[zero] != 0).any():
         b = int(np.flatnonzero(zero & (sums != 0).any(axis=1))[0])
         raise QuantError(f"block {b} has agreed exponent 0 (all zero) but nonzero sums")
-    # int32 times a power of two is exact in float64 (31-bit integer, exponent within range).
+    # int32 times a power of two is exact in float64 (31-bit integer, exponent within range);
+    # float64 -> float32 then rounds once, as astype does.  Cache-sized chunks: the float64
+    # temporary never leaves the cache (one pass over memory instead of four).
     factor = np.ldexp(1.0, (unbias(np.where(zero, EXP_BIAS, agreed)) - s).astype(np.int32))
-    wide = (sums.astype(np.float64) * factor[:, None]).reshape(-1)[:length]
+    nb, k = sums.shape
+    out = np.empty((nb, k), dtype=np.float32)
+    step = max(1, _CHUNK_ELEMENTS // k)
+    tmp = np.empty((min(step, nb), k))
     with np.errstate(over="ignore"):
-        out = wide.astype(np.float32)
-    over = np.isinf(out)
+        for start in range(0, nb, step):
+            stop = min(start + step, nb)
+            wide = tmp[:stop - start]
+            np.multiply(sums[start:stop], factor[start:stop, None], out=wide)
+            np.copyto(out[start:stop], wide, casting="same_kind")
+    flat = out.reshape(-1)[:length]
+    over = np.isinf(flat)
     if over.any():
         i = int(np.flatnonzero(over)[0])
-        raise SumOverflowError(i, float(wide[i]))
-    return out
+        raise SumOverflowError(i, float(sums.reshape(-1)[i]) * float(factor[i // k]))
+    return flat
 
 
 def error_bound(agreed: np.ndarray, num_workers: int, k: int, length: int) -> np.ndarray:
