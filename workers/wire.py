@@ -26,6 +26,7 @@ from workers.errors import WireError
 
 __all__ = [
     "Unit", "header_units", "header_dtype", "packet_dtype", "Header", "Packet", "check_k",
+    "field_reader", "field_writer", "field_offset",
     "encode", "decode", "decode_header", "HeaderCodec", "header_codec", "encode_batch",
     "batch_bytes", "decode_batch", "Endpoint", "FramePrefix", "build_frame", "parse_frame",
     "ParsedFrame", "ipv4_checksum", "netsum_payload",
@@ -218,6 +219,56 @@ def header_codec() -> HeaderCodec:
     layout = struct.Struct(">" + "".join(codes[u.size] for u in units))
     extract = tuple(where[f.name] for f in HEADER_FIELDS)
     return HeaderCodec(layout, units, extract, *_codec_functions(layout, units, extract))
+
+
+def _span(names: Sequence[str]) -> tuple[int, struct.Struct, list[int]]:
+    """The struct covering the units of `names` (whole-unit fields only), from the first one's
+    offset to the last one's end, units in between skipped as pad bytes; and where each name's
+    value sits in that struct's tuple."""
+    codes = {1: "B", 2: "H", 4: "I"}
+    units = {u.fields[0][0]: u for u in header_units() if len(u.fields) == 1}
+    missing = [n for n in names if n not in units]
+    if missing or len(set(names)) != len(names):
+        raise WireError(f"fields {missing or list(names)}: need distinct fields that are a "
+                        "whole header word each")
+    chosen = sorted((units[n] for n in names), key=lambda u: u.offset)
+    fmt, at = ">", chosen[0].offset
+    for u in chosen:
+        fmt += "x" * (u.offset - at) + codes[u.size]
+        at = u.offset + u.size
+    order = [u.name for u in chosen]
+    return chosen[0].offset, struct.Struct(fmt), [order.index(n) for n in names]
+
+
+@functools.cache
+def field_offset(name: str) -> int:
+    """Byte offset in the header of a field that is a whole header word (e.g. flags)."""
+    return _span((name,))[0]
+
+
+@functools.cache
+def field_reader(names: tuple[str, ...]) -> Callable[[Any], tuple[int, ...]]:
+    """`read(buf)` -> the values of header fields `names`, in that order, from a packet that
+    starts at buf[0]: one struct call, for the receive hot path (no validation)."""
+    start, layout, where = _span(names)
+    if where == sorted(where) and start == 0:
+        return layout.unpack_from
+    unpack = layout.unpack_from
+    pick = operator.itemgetter(*where)
+    if len(names) == 1:
+        return lambda buf: (pick(unpack(buf, start)),)
+    return lambda buf: pick(unpack(buf, start))
+
+
+@functools.cache
+def field_writer(names: tuple[str, ...]) -> tuple[int, struct.Struct]:
+    """(offset of the first field, struct): `struct.pack_into(buf, at + offset, *values)`
+    writes the adjacent header fields `names` (in wire order) of a packet starting at buf[at]:
+    one struct call per packet for the send hot path (no range checks)."""
+    start, layout, where = _span(names)
+    if where != list(range(len(names))) or "x" in layout.format:
+        raise WireError(f"field_writer needs adjacent fields in wire order, got {list(names)}")
+    return start, layout
 
 
 def _check_buffer(buf: object) -> None:
@@ -449,11 +500,6 @@ def _udp_checksum(src_ip: bytes, dst_ip: bytes, udp: bytes) -> int:
 _FAST = struct.Struct("!HBBHHHBBH4s4sHHHH")
 
 
-@functools.cache
-def _byte_field(name: str) -> int:
-    return next(u.offset for u in header_units() if u.fields == ((name, 0, 8),))
-
-
 def netsum_payload(frame: bytes, k: int, dst_ip: bytes | None = None) -> bytes | None:
     """The receive fast path: the netsum payload of `frame` when it is the common case (exact
     size, IPv4 without options, not fragmented, UDP checksum 0 as the switch sends results,
@@ -470,8 +516,8 @@ def netsum_payload(frame: bytes, k: int, dst_ip: bytes | None = None) -> bytes |
             or frag & 0x3FFF or proto != IPPROTO_UDP or ulen != UDP_BYTES + size or ucsum \
             or (sport != UDP_PORT and dport != UDP_PORT) or (dst_ip is not None and dst != dst_ip):
         return None
-    if frame[head + _byte_field("msg_type")] not in _MSG_TYPES or \
-            frame[head + _byte_field("flags")] & ~_KNOWN_FLAGS:
+    if frame[head + field_offset("msg_type")] not in _MSG_TYPES or \
+            frame[head + field_offset("flags")] & ~_KNOWN_FLAGS:
         return None
     if ipv4_checksum(frame[ETH_BYTES:ETH_BYTES + IPV4_BYTES]) != 0:
         return None
