@@ -1,0 +1,134 @@
+"""The send window's one buffer: every slot's packet kept in place, ready to send.
+
+Row i of one `bytearray` is slot i's frame: `prefix` (a transport's link-layer headers, fixed
+for the whole call; empty for kernel UDP), then the netsum header, then K big-endian int32.
+What never changes for the row (prefix, msg_type DATA, job_id, slot i, count 0) is written
+once; a launch writes flags, exp, round and offset with one struct call, and the block's
+values are written by numpy straight into the row (`flush`).  A retransmission sends the row
+as it is with RETX set.  Transports send `frames[i]` (a memoryview), so a packet is never
+built, copied or concatenated as a Python object.
+
+Quantization is deferred to `flush()` at the end of the core's call: the blocks launched by
+one batch of results mostly run consecutively over consecutive slots, so each run is two
+numpy calls (multiply by the per-block factor 2^(s-E), rint into the big-endian rows) however
+long it is.  The integers are those of `quant.quantize_block` (float64): multiplying a float32
+by a power of two that float32 represents is exact (a product below 2^-126 rounds to 0 under
+rint either way), and rint of a float32 is exact.  Agreed exponents so small that 2^(s-E)
+exceeds float32 (E below 2^-97 for every shift) take `quant.quantize_block` itself.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wireformat import EXP_BIAS, EXP_ZERO, HEADER_BYTES, MsgType
+from workers import quant, wire
+
+__all__ = ["TxWindow"]
+
+# Largest power of two float32 holds: 2^(s-E) beyond it needs float64.
+_F32_MAX_EXP = 127
+
+
+class TxWindow:
+    """The frames of one call's `w` slots over the (nb, k) float32 blocks `rows`."""
+
+    __slots__ = ("frames", "payloads", "buf", "values", "factors", "todo", "_rows", "_w",
+                 "_tmp", "_tiny", "_shift", "_stride", "_flags", "_launch_at", "_launch",
+                 "_factor_of", "_prefix_len", "_factor", "_value_rows")
+
+    def __init__(self, rows: np.ndarray, job_id: int, w: int, shift: int, prefix: bytes) -> None:
+        nb, k = rows.shape
+        size = HEADER_BYTES + 4 * k
+        hr = len(prefix)
+        self._stride = stride = hr + size
+        self._prefix_len = hr
+        self.buf = bytearray(w * stride)
+        mv = memoryview(self.buf)
+        #: per slot: the whole frame a transport sends / the netsum packet within it
+        self.frames = [mv[i * stride:(i + 1) * stride] for i in range(w)]
+        self.payloads = [mv[i * stride + hr:(i + 1) * stride] for i in range(w)]
+        raw = np.frombuffer(self.buf, dtype=np.uint8).reshape(w, stride)
+        self.values = raw[:, hr + HEADER_BYTES:].view(">i4")          # (w, k), in the rows
+        self._value_rows = list(self.values)                          # views, made once
+        pack = wire.header_codec().pack
+        for i in range(w):
+            at = i * stride
+            self.buf[at:at + hr] = prefix
+            self.buf[at + hr:at + hr + HEADER_BYTES] = pack(msg_type=MsgType.DATA,
+                                                            job_id=job_id, slot=i)
+        self._flags = hr + wire.field_offset("flags")
+        self._launch_at, self._launch = wire.field_writer(("exp", "count", "round", "offset"))
+        self._launch_at += hr
+        self._rows = rows
+        self._w = w
+        self._shift = shift
+        self._tmp = np.empty((w, k), dtype=np.float32)
+        #: per block: 2^(s-E) as float32 once the block's exponent E is agreed (0 for EXP_ZERO)
+        self.factors = np.zeros((nb, 1), dtype=np.float32)
+        self._factor = [0.0] * nb           # the same as Python floats (for one block alone)
+        self._factor_of: list[float | None] = [
+            math.ldexp(1.0, shift - (e - EXP_BIAS)) if shift - (e - EXP_BIAS) <= _F32_MAX_EXP
+            else None for e in range(256)]
+        self._factor_of[EXP_ZERO] = 0.0
+        self._tiny: dict[int, int] = {}   # block -> agreed exponent, for the float64 path
+        #: blocks launched since the last flush(), whose values are still to be written
+        self.todo: list[int] = []
+
+    def agree(self, block: int, exp: int) -> None:
+        """Block `block` will be quantized with the biased agreed exponent `exp`."""
+        f = self._factor_of[exp]
+        if f is None:
+            self._tiny[block] = exp
+        else:
+            self.factors[block, 0] = self._factor[block] = f
+
+    def launch(self, i: int, exp: int, round_: int, offset: int) -> None:
+        """Slot i's row carries a new use: flags 0 (not a retransmission), the exponent
+        proposal, its round and offset.  Values: `todo.append(block)` (or zeros, as the
+        bootstrap rows are from allocation)."""
+        at = i * self._stride
+        self.buf[at + self._flags] = 0
+        self._launch.pack_into(self.buf, at + self._launch_at, exp, 0, round_, offset)
+
+    def set_flag(self, i: int, flag: int) -> None:
+        self.buf[i * self._stride + self._flags] |= flag
+
+    def flush(self) -> None:
+        """Quantize the blocks in `todo` into their slots' rows (block b is on slot b % w)."""
+        todo = self.todo
+        w, tmp = self._w, self._tmp
+        n = len(todo)
+        if n == 1:
+            # One block (a batch of one result): views made once, numpy's least calls.
+            b = todo[0]
+            t = tmp[0]
+            np.multiply(self._rows[b], self._factor[b], out=t)
+            np.rint(t, out=t)
+            self._value_rows[b % w][...] = t
+            n = 0
+        else:
+            todo.sort()
+        rows, factors, values = self._rows, self.factors, self.values
+        i = 0
+        while i < n:
+            b0 = todo[i]
+            s0 = b0 % w
+            j = i + 1
+            while j < n and todo[j] == b0 + (j - i) and s0 + (j - i) < w:
+                j += 1
+            m = j - i
+            t = tmp[:m]
+            np.multiply(rows[b0:b0 + m], factors[b0:b0 + m], out=t)
+            np.rint(t, out=t)
+            values[s0:s0 + m] = t      # exact: integers with |q| <= 2^30
+            i = j
+        if self._tiny:
+            for b in todo:
+                exp = self._tiny.get(b)
+                if exp is not None:
+                    at = (b % w) * self._stride + self._prefix_len + HEADER_BYTES
+                    self.buf[at:at + 4 * rows.shape[1]] = quant.quantize_block(
+                        rows[b], exp, self._shift)
+        todo.clear()
