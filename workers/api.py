@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from workers.core import AllreduceResult, CoreState, Event, JobConfig, Timing, WorkerCore
 from workers.errors import ProtocolStateError, QuantError, SumOverflowError, WorkerError
-from workers.transport import Transport
+from workers.transport import BatchTransport, Transport
 
 __all__ = ["allreduce", "Worker"]
 
@@ -32,7 +32,52 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
     if not all(callable(getattr(transport, m, None)) for m in ("send", "receive")):
         raise TypeError(f"transport must have send() and receive(), got "
                         f"{type(transport).__name__}")
-    core = WorkerCore(tensor, job, timing, rounds)
+    if on_event is None and isinstance(transport, BatchTransport):
+        core = WorkerCore(tensor, job, timing, rounds, transport.frame_prefix)
+        _run_frames(core, transport, clock)
+    else:
+        core = WorkerCore(tensor, job, timing, rounds)
+        _run_steps(core, transport, clock, on_event)
+    try:
+        return core.result()
+    except SumOverflowError as exc:
+        exc.next_rounds = core.next_rounds()  # every use completed: the switch state is known
+        raise
+
+
+def _run_frames(core: WorkerCore, transport: BatchTransport, clock: Callable[[], float]) -> None:
+    """The hot loop: frames sent in place from the core's window, results drained into the
+    transport's rows and handed over as one batch (workers/core.py, workers/transport.py)."""
+    frames, send = core.frames, transport.send_frames
+    receive, other = transport.receive_into, transport.rx_other
+    size = core.packet_bytes
+    send(frames, core.start_frames(clock()))
+    rows = len(transport.rx_payloads) or None
+    while core.state is CoreState.RUNNING:
+        deadline = core.next_deadline()
+        n = receive(0.0 if deadline is None else max(0.0, deadline - clock()), size)
+        if n:
+            # rx_payloads: read after receive_into, which sizes its rows on the first call
+            payloads = transport.rx_payloads
+            rows = len(payloads)
+            out = core.receive_frames(payloads, n, clock())
+            if out:
+                send(frames, out)
+        if other:
+            for payload in other:
+                transport.send(core.receive(payload, clock()).send)
+            other.clear()
+        # Timers only once the socket is drained: after a wake-up, results already waiting
+        # (the process was descheduled, not the packets lost) are taken before any fires.
+        if n != rows:
+            deadline = core.next_deadline()
+            if deadline is not None and clock() >= deadline:
+                send(frames, core.tick_frames(clock()))
+
+
+def _run_steps(core: WorkerCore, transport: Transport, clock: Callable[[], float],
+               on_event: Callable[[Event], None] | None) -> None:
+    """The loop over any Transport (bytes in, bytes out), with the events for `on_event`."""
     transport.send(core.start(clock()).send)
     deadline = core.next_deadline()
     while core.state is CoreState.RUNNING:
@@ -55,11 +100,6 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
                 for ev in step.events:
                     on_event(ev)
             deadline = core.next_deadline()
-    try:
-        return core.result()
-    except SumOverflowError as exc:
-        exc.next_rounds = core.next_rounds()  # every use completed: the switch state is known
-        raise
 
 
 class Worker:

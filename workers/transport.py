@@ -10,6 +10,14 @@
 
 Both keep one socket open and send prebuilt bytes (the frame prefix is computed once).  Both
 are non-blocking; `receive(timeout)` waits up to `timeout` and drains what is queued.
+
+The hot path of `workers.allreduce` (`BatchTransport`) moves no bytes objects: `send_frames`
+sends the worker core's frames in place (memoryviews of its one buffer per window, which
+carry `frame_prefix`), and `receive_into` drains the socket with `recv_into` into preallocated
+rows, checks each frame by comparing its first bytes with the last header block that passed
+every check (the verdict depends on nothing else, see `FrameTransport.receive_into`), and
+leaves the payloads in `rx_payloads[0:n]`.  Datagrams that are anything else take the full
+path of `receive`: valid payloads of an unusual shape go to `rx_other`, the rest are counted.
 """
 from __future__ import annotations
 
@@ -17,18 +25,20 @@ import errno
 import ipaddress
 import select
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from wireformat import HEADER_BYTES, K_DEFAULT, UDP_PORT
 from workers import wire
 from workers.errors import TransportError, WireError
 
-__all__ = ["Transport", "TransportCounters", "UdpTransport", "FrameTransport", "parse_hostport"]
+__all__ = ["Transport", "BatchTransport", "TransportCounters", "UdpTransport", "FrameTransport",
+           "parse_hostport"]
 
 _DRAIN = 256            # datagrams read per receive() call at most
+_ROW = 2048             # bytes per receive row: more than any netsum frame (K=256: 1082)
 _SOCKBUF = 4 << 20      # bytes; a window of a few thousand packets must not overflow the kernel
 _SEND_WAIT = 0.5        # seconds to wait for room in a full send buffer before dropping
 
@@ -41,6 +51,19 @@ class Transport(Protocol):
     def receive(self, timeout: float) -> list[bytes]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class BatchTransport(Transport, Protocol):
+    """A transport with the allocation-free hot path (see the module docstring)."""
+
+    frame_prefix: bytes
+    rx_payloads: list[memoryview]
+    rx_other: list[bytes]
+
+    def send_frames(self, frames: Sequence[memoryview], slots: Iterable[int]) -> None: ...
+
+    def receive_into(self, timeout: float, size: int) -> int: ...
 
 
 @dataclass(slots=True)
@@ -96,7 +119,7 @@ class _Socket:
         host, port = self._sock.getsockname()[:2]
         return host, port
 
-    def sendto(self, data: bytes, dest: tuple[str, int]) -> None:
+    def sendto(self, data: bytes | memoryview, dest: tuple[str, int]) -> None:
         try:
             self._sock.sendto(data, dest)
         except (BlockingIOError, InterruptedError):
@@ -112,6 +135,44 @@ class _Socket:
                 return
             raise TransportError(f"sending to {dest[0]}:{dest[1]}: {exc.strerror}") from None
         self.counters.sent += 1
+
+    def send_rows(self, rows: Sequence[memoryview], slots: Iterable[int],
+                  dest: tuple[str, int]) -> None:
+        sendto = self._sock.sendto
+        sent = 0
+        for i in slots:
+            try:
+                sendto(rows[i], dest)
+                sent += 1
+            except OSError:
+                self.sendto(rows[i], dest)   # waits for room or counts the drop
+        self.counters.sent += sent
+
+    def recv_rows(self, rows: list[memoryview], timeout: float,
+                  check: Callable[[int, int], bool]) -> int:
+        """Datagrams into rows[0], rows[1], ... (at most _DRAIN read): `check(row, length)`
+        says whether row `row` now holds a packet to deliver (it keeps the row) or not (the
+        next datagram overwrites it).  Waits up to `timeout` only when nothing is queued."""
+        recv_into, n, got, waited = self._sock.recv_into, 0, 0, timeout <= 0
+        while got < _DRAIN and n < len(rows):
+            try:
+                length = recv_into(rows[n], 0, socket.MSG_TRUNC)   # the datagram's own length
+            except (BlockingIOError, InterruptedError):
+                if n or got or waited:
+                    break
+                waited = True
+                if not select.select([self._sock], [], [], timeout)[0]:
+                    break
+                continue
+            except ConnectionRefusedError:
+                continue  # an earlier datagram's ICMP unreachable; nothing to read
+            except OSError as exc:
+                raise TransportError(f"receiving: {exc.strerror}") from None
+            got += 1
+            if check(n, length):
+                n += 1
+        self.counters.received += got
+        return n
 
     def recv_many(self, timeout: float) -> list[bytes]:
         if timeout > 0:
@@ -135,14 +196,31 @@ class _Socket:
         self._sock.close()
 
 
+class _Rows:
+    """`count` receive rows of _ROW bytes in one buffer; `payloads[j]`: the `size` bytes at
+    `skip` in row j (where a valid datagram's netsum packet lies)."""
+
+    def __init__(self, count: int, skip: int, size: int) -> None:
+        self.buf = bytearray(count * _ROW)
+        mv = memoryview(self.buf)
+        self.rows = [mv[j * _ROW:(j + 1) * _ROW] for j in range(count)]
+        self.payloads = [mv[j * _ROW + skip:j * _ROW + skip + size] for j in range(count)]
+        self.size = size
+
+
 class UdpTransport:
     """Kernel UDP to the aggregation service.  Bind the port the controller installed for this
     worker (results come back to it); default UDP_PORT on all addresses of the host."""
+
+    frame_prefix = b""   # the kernel builds the frame
 
     def __init__(self, service: tuple[str, int],
                  bind: tuple[str, int] = ("0.0.0.0", UDP_PORT)) -> None:
         self.service = service
         self._sock = _Socket(bind)
+        self._rx: _Rows | None = None
+        self.rx_payloads: list[memoryview] = []
+        self.rx_other: list[bytes] = []
 
     @property
     def address(self) -> tuple[str, int]:
@@ -158,6 +236,27 @@ class UdpTransport:
 
     def receive(self, timeout: float) -> list[bytes]:
         return self._sock.recv_many(timeout)
+
+    def send_frames(self, frames: Sequence[memoryview], slots: Iterable[int]) -> None:
+        self._sock.send_rows(frames, slots, self.service)
+
+    def receive_into(self, timeout: float, size: int) -> int:
+        """Payloads of exactly `size` bytes into rx_payloads[0:n]; other datagrams go to
+        rx_other whole, for the core to reject with the reason (what `receive` returns)."""
+        if self._rx is None or self._rx.size != size:
+            self._rx = _Rows(_DRAIN, 0, size)
+            self.rx_payloads = self._rx.payloads
+        rows, other = self._rx.rows, self.rx_other
+
+        def check(j: int, length: int) -> bool:
+            if length == size:
+                return True
+            if length <= _ROW:
+                other.append(bytes(rows[j][:length]))
+            else:   # cut at the row: its length (all the core's verdict needs) is kept
+                other.append(bytes(rows[j]).ljust(length, b"\0"))
+            return False
+        return self._sock.recv_rows(rows, timeout, check)
 
     def close(self) -> None:
         self._sock.close()
@@ -183,7 +282,21 @@ class FrameTransport:
         self.k = wire.check_k(k)
         self.strict_dst = strict_dst
         self._prefix = wire.FramePrefix.build(local, service, HEADER_BYTES + 4 * k).data
+        #: what every frame the core builds for this transport starts with
+        self.frame_prefix = self._prefix
         self._sock = _Socket(bind)
+        self._size = HEADER_BYTES + 4 * k
+        self._frame = len(self._prefix) + self._size
+        self._rx = _Rows(_DRAIN, len(self._prefix), self._size)
+        self.rx_payloads = self._rx.payloads
+        self.rx_other: list[bytes] = []
+        # The first bytes of a frame, up to and with the netsum flags, decide every check of
+        # wire.netsum_payload for a frame of the one valid length: one that passed them
+        # lets the next frames with the same bytes through by one comparison.
+        self._head = len(self._prefix) + 1 + max(wire.field_offset("msg_type"),
+                                                 wire.field_offset("flags"))
+        self._heads = [row[:self._head] for row in self._rx.rows]
+        self._good = b""
 
     @property
     def address(self) -> tuple[str, int]:
@@ -198,30 +311,68 @@ class FrameTransport:
         for p in payloads:
             self._sock.sendto(prefix + p, self.switch_port)
 
+    def send_frames(self, frames: Sequence[memoryview], slots: Iterable[int]) -> None:
+        """Frames that start with `frame_prefix` (the core's rows), as they are."""
+        self._sock.send_rows(frames, slots, self.switch_port)
+
+    def receive_into(self, timeout: float, size: int) -> int:
+        """Netsum payloads of frames that pass wire.netsum_payload into rx_payloads[0:n] (in
+        place: the frame stays in its row); frames that parse_frame accepts otherwise go to
+        rx_other as payloads; the rest is counted as `receive` counts it."""
+        if size != self._size:
+            raise ValueError(f"this transport carries {self._size}-byte payloads, not {size}")
+        rows, heads, frame = self._rx.rows, self._heads, self._frame
+
+        def check(j: int, length: int) -> bool:
+            if length == frame and heads[j] == self._good:
+                return True
+            return self._check_slow(rows[j], length)
+        return self._sock.recv_rows(rows, timeout, check)
+
+    def _check_slow(self, row: memoryview, length: int) -> bool:
+        c = self._sock.counters
+        if length > _ROW:
+            c.malformed += 1
+            c.last_error = f"frame of {length} bytes: longer than any netsum frame"
+            return False
+        frame = bytes(row[:length])
+        if wire.netsum_payload(frame, self.k, self.local.ip if self.strict_dst else None) \
+                is not None:
+            self._good = frame[:self._head]
+            return True
+        payload = self._parse(frame)
+        if payload is not None:
+            self.rx_other.append(payload)
+        return False
+
+    def _parse(self, frame: bytes) -> bytes | None:
+        """The full path for a frame the fast check declined: its payload, or None counted."""
+        c = self._sock.counters
+        # ARP, flooded frames and other traffic of the emulated LAN reach this port too.
+        if len(frame) < 14 or frame[12:14] != b"\x08\x00":
+            c.foreign += 1
+            return None
+        try:
+            parsed = wire.parse_frame(frame, self.k)
+        except WireError as exc:
+            c.malformed += 1
+            c.last_error = str(exc)
+            return None
+        if self.strict_dst and parsed.dst.ip != self.local.ip:
+            c.foreign += 1
+            return None
+        return parsed.payload
+
     def receive(self, timeout: float) -> list[bytes]:
         out = []
-        c = self._sock.counters
         fast, k = wire.netsum_payload, self.k
         dst = self.local.ip if self.strict_dst else None
         for frame in self._sock.recv_many(timeout):
             payload = fast(frame, k, dst)
-            if payload is not None:      # the common case, validated as parse_frame would
+            if payload is None:          # not the common case: the full path
+                payload = self._parse(frame)
+            if payload is not None:
                 out.append(payload)
-                continue
-            # ARP, flooded frames and other traffic of the emulated LAN reach this port too.
-            if len(frame) < 14 or frame[12:14] != b"\x08\x00":
-                c.foreign += 1
-                continue
-            try:
-                parsed = wire.parse_frame(frame, self.k)
-            except WireError as exc:
-                c.malformed += 1
-                c.last_error = str(exc)
-                continue
-            if self.strict_dst and parsed.dst.ip != self.local.ip:
-                c.foreign += 1
-                continue
-            out.append(parsed.payload)
         return out
 
     def close(self) -> None:
