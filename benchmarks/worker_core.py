@@ -1,153 +1,235 @@
-"""Per-packet cost of the sans-I/O worker core, measured side by side with the floor of the
-same work done bare (pack a header, quantize one block, unpack a header, store the values):
-the ratio is the core's bookkeeping overhead (window, timers, acceptance, statistics).  The
-"switch" is an in-process echo turning each DATA into its RESULT (a one-worker job), so no
-socket or switch cost is included.  Not a test: run it by hand.
+"""Worker CPU per packet, next to the bare floor of the same work measured in the same run.
 
-With --loop, also the whole worker loop (`allreduce` over a FrameTransport, real UDP sockets on
-127.0.0.1) against an echo process that turns each DATA frame into its RESULT, next to a bare
-loop over the same sockets keeping the same number of frames in flight (send, receive, send
-the next): worker CPU per packet for both, and the ratio.
+    .venv/bin/python benchmarks/worker_core.py [--k 32,256] [--blocks 10000] [--slots 256]
+                                               [--repeat 3] [--no-loop]
 
-    .venv/bin/python benchmarks/worker_core.py [--blocks 20000] [--slots 256] [--repeat 3]
-                                               [--loop]
+In-process (no sockets): the sans-I/O core of a one-worker job against an in-process echo
+that turns each DATA into its RESULT, through both of its faces - the Step API (bytes in,
+bytes and events out) and the frames API of the hot path - next to the bare floor of the same
+work (pack a header, quantize one block, unpack a header, store the values).
+
+Socket loops (the number that matters): one worker's whole `allreduce()` over a FrameTransport
+and over a UdpTransport, against an echo process that turns each DATA into its RESULT (a
+one-worker job; for frames it swaps the addresses, which leaves the IPv4 checksum valid), next
+to a bare loop over the same kind of socket keeping as many frames of the same size in flight
+(recv_into a preallocated buffer, send a prebuilt frame; a frame lost on the way is sent
+again after 0.2 s).  CPU time of this process only (the echo runs in its own), per packet:
+the ratio is the worker's cost over the floor any Python worker pays for its syscalls.
+Each figure is the median of --repeat runs; the load average is printed (the machine is shared).
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import socket
+import statistics
+import sys
 import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from netsum.tensors import check_result, reference
-from wireformat import HEADER_BYTES, MsgType
-from workers import quant, wire
-from workers.core import JobConfig, Timing, WorkerCore
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from netsum.tensors import check_result, reference  # noqa: E402
+from wireformat import HEADER_BYTES, MsgType  # noqa: E402
+from workers import quant, wire  # noqa: E402
+from workers.core import JobConfig, Timing, WorkerCore  # noqa: E402
+
+# Byte offsets from the unit table (not wire.field_offset: this script also measures trees
+# from before it, see the docstring of benchmarks/switch_trees.py for the method).
+_AT = {u.fields[0][0]: u.offset for u in wire.header_units() if len(u.fields) == 1}
+_MSG, _COUNT = _AT["msg_type"], _AT["count"]
 
 
 def to_result(packet: bytes) -> bytes:
-    # msg_type is byte 0, count byte 7 (HEADER_FIELDS); the values are the one-worker sum.
-    return bytes((MsgType.RESULT,)) + packet[1:7] + b"\x01" + packet[8:]
+    """The RESULT of a one-worker job: the contribution itself, msg_type RESULT, count 1."""
+    b = bytearray(packet)
+    b[_MSG], b[_COUNT] = MsgType.RESULT, 1
+    return bytes(b)
 
 
-def run_core(x: np.ndarray, slots: int) -> tuple[int, float]:
-    core = WorkerCore(x, JobConfig(1, 1, slots), Timing())
-    t = time.perf_counter()
-    pending = list(core.start(0.0).send)
+def run_steps(x: np.ndarray, k: int, slots: int) -> tuple[int, float]:
+    """The Step API, results in send order on a virtual clock (1 us per packet)."""
+    core = WorkerCore(x, JobConfig(1, 1, slots, k), Timing())
+    t = time.process_time()
+    pending = deque(core.start(0.0).send)
     n = 0
     while pending:
         n += 1
-        pending += core.receive(to_result(pending.pop()), 0.001).send
-    dt = time.perf_counter() - t
-    res = core.result()
-    assert check_result(res.tensor, reference([x], 32)).ok   # the bound the input gives
+        pending += core.receive(to_result(pending.popleft()), n * 1e-6).send
+    dt = time.process_time() - t
+    assert check_result(core.result().tensor, reference([x], k)).ok  # the inputs' bound
     return n, dt
 
 
-def run_bare(x: np.ndarray) -> tuple[int, float]:
+def run_frames(x: np.ndarray, k: int, slots: int) -> tuple[int, float]:
+    """The frames API, one result at a time (no batching: the worst case of the hot path)."""
+    core = WorkerCore(x, JobConfig(1, 1, slots, k), Timing())
+    size = core.packet_bytes
+    rx = [memoryview(bytearray(size))]
+    t = time.process_time()
+    pending = deque(core.start_frames(0.0))
+    frames = core.frames
+    n = 0
+    while pending:
+        n += 1
+        rx[0][:] = frames[pending.popleft()]
+        rx[0][_MSG], rx[0][_COUNT] = MsgType.RESULT, 1
+        pending += core.receive_frames(rx, 1, n * 1e-6)
+    dt = time.process_time() - t
+    assert check_result(core.result().tensor, reference([x], k)).ok
+    return n, dt
+
+
+def run_bare(x: np.ndarray, k: int) -> tuple[int, float]:
     codec = wire.header_codec()
-    rows = quant.blocks(x, 32)
+    rows = quant.blocks(x, k)
     sums = np.zeros_like(rows, dtype=np.int32)
     s = quant.scale_shift(1)
-    t = time.perf_counter()
+    t = time.process_time()
     for b in range(len(rows)):
-        pkt = codec.pack(msg_type=1, job_id=1, slot=b % 256, exp=127, offset=b * 32) \
+        pkt = codec.pack(msg_type=1, job_id=1, slot=b % 256, exp=127, offset=b * k) \
             + quant.quantize_block(rows[b], 127, s)
         codec.unpack(to_result(pkt))
         sums[b] = np.frombuffer(pkt, ">i4", offset=HEADER_BYTES)
-    return len(rows), time.perf_counter() - t
+    return len(rows), time.process_time() - t
 
 
-def _echo(port_q: Any, stop: Any) -> None:
-    """The stand-in switch: each frame back to its sender as the RESULT of a one-worker job
-    (MACs, IPv4 addresses swapped; msg_type RESULT, count 1; UDP checksum 0 as the switch)."""
+# -- socket loops -------------------------------------------------------------------------------
+
+def _echo(port_q: Any, stop: Any, frames: bool) -> None:
+    """The stand-in switch: each datagram back to its sender as the RESULT of a one-worker job
+    (frames: MACs and IPv4 addresses swapped - the IPv4 checksum stays valid - UDP checksum
+    0 as the switch sends results)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(0.2)
+    port_q.put(s.getsockname()[1])
+    p = wire.ETH_BYTES + wire.IPV4_BYTES + wire.UDP_BYTES if frames else 0
+    buf = bytearray(2048)
+    view = memoryview(buf)
+    while not stop.is_set():
+        try:
+            n, addr = s.recvfrom_into(buf)
+        except socket.timeout:
+            continue
+        if frames and n >= p:
+            buf[0:6], buf[6:12] = buf[6:12], buf[0:6]
+            buf[26:30], buf[30:34] = buf[30:34], buf[26:30]
+            buf[40:42] = b"\0\0"
+        if n > p + _COUNT:
+            buf[p + _MSG], buf[p + _COUNT] = MsgType.RESULT, 1
+        s.sendto(view[:n], addr)
+
+
+def _bare_loop(port: int, size: int, window: int, packets: int) -> float:
+    """CPU seconds of a loop keeping `window` frames of `size` bytes in flight for `packets`."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     s.bind(("127.0.0.1", 0))
     s.settimeout(0.2)
-    port_q.put(s.getsockname()[1])
-    eth_ip = wire.ETH_BYTES + wire.IPV4_BYTES
-    while not stop.is_set():
+    frame = bytes(size)
+    buf = memoryview(bytearray(2048))
+    dest = ("127.0.0.1", port)
+    c0 = time.process_time()
+    for _ in range(min(window, packets)):
+        s.sendto(frame, dest)
+    got = 0
+    while got < packets:
         try:
-            d, addr = s.recvfrom(65536)
+            s.recv_into(buf)
         except socket.timeout:
+            s.sendto(frame, dest)          # lost on the way: keep the window full
             continue
-        b = bytearray(d)
-        b[0:6], b[6:12] = d[6:12], d[0:6]
-        b[26:30], b[30:34] = d[30:34], d[26:30]
-        b[24:26] = b"\0\0"
-        b[24:26] = wire.ipv4_checksum(bytes(b[14:34])).to_bytes(2, "big")
-        b[eth_ip + 6:eth_ip + 8] = b"\0\0"
-        p = eth_ip + wire.UDP_BYTES
-        b[p] = MsgType.RESULT
-        b[p + 7] = 1
-        s.sendto(bytes(b), addr)
+        got += 1
+        if got + window <= packets:
+            s.sendto(frame, dest)
+    dt = time.process_time() - c0
+    s.close()
+    return dt
 
 
-def run_loops(x: np.ndarray, slots: int) -> tuple[tuple[int, float], tuple[int, float]]:
-    """(packets, worker CPU seconds) of allreduce() and of the bare loop, same echo."""
+def run_loops(x: np.ndarray, k: int, slots: int, frames: bool) -> tuple[float, float]:
+    """(allreduce, bare loop) worker CPU microseconds per packet sent, same echo process."""
     from workers.api import allreduce
-    from workers.transport import FrameTransport
-    q: Any = mp.Queue()
-    stop = mp.Event()
-    proc = mp.Process(target=_echo, args=(q, stop), daemon=True)
+    from workers.transport import FrameTransport, Transport, UdpTransport
+    ctx = mp.get_context("spawn")
+    q, stop = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_echo, args=(q, stop, frames), daemon=True)
     proc.start()
-    port = q.get()
+    port = q.get(timeout=30)
     try:
+        job = JobConfig(1, 1, slots, k)
         local = wire.Endpoint.parse("02:00:00:00:00:01", "10.0.0.1")
         service = wire.Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254")
-        job = JobConfig(1, 1, slots)
-        with FrameTransport(("127.0.0.1", port), local, service, k=32) as t:
-            allreduce(x[:32 * 500], t, job)                    # warm-up
+        t: Transport
+        if frames:
+            t = FrameTransport(("127.0.0.1", port), local, service, k=k)
+        else:
+            t = UdpTransport(("127.0.0.1", port), bind=("127.0.0.1", 0))
+        try:
+            allreduce(x[:k * 500], t, job)                   # warm-up
             c0 = time.process_time()
             r = allreduce(x, t, job)
-            core = (r.stats.packets_sent, time.process_time() - c0)
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("127.0.0.1", 0))
-        frame = wire.FramePrefix.build(local, service, HEADER_BYTES + 128).data + \
-            wire.header_codec().pack(msg_type=1, job_id=1) + bytes(128)
-        dest = ("127.0.0.1", port)
-        n = core[0]
-        c0 = time.process_time()
-        for _ in range(min(slots, n)):
-            s.sendto(frame, dest)
-        for i in range(n):
-            s.recv(65536)
-            if i + slots < n:
-                s.sendto(frame, dest)
-        bare = (n, time.process_time() - c0)
-        s.close()
-        return core, bare
+            dt = time.process_time() - c0
+            assert check_result(r.tensor, reference([x], k)).ok
+            n = r.stats.packets_sent
+        finally:
+            t.close()
+        size = (wire.ETH_BYTES + wire.IPV4_BYTES + wire.UDP_BYTES if frames else 0) \
+            + HEADER_BYTES + 4 * k
+        bare = _bare_loop(port, size, slots, n)
+        return dt / n * 1e6, bare / n * 1e6
     finally:
         stop.set()
-        proc.join(2)
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+
+
+def _median(runs: list[tuple[int, float]]) -> float:
+    return statistics.median(dt / n * 1e6 for n, dt in runs)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--blocks", type=int, default=20000)
+    p.add_argument("--k", default="32,256", help="values per packet, comma-separated")
+    p.add_argument("--blocks", type=int, default=10000, help="packets of data per run")
     p.add_argument("--slots", type=int, default=256)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--loop", action="store_true", help="also the socket loop (see above)")
+    p.add_argument("--no-loop", action="store_true", help="skip the socket loops")
     a = p.parse_args()
-    x = np.random.default_rng(0).uniform(-1, 1, 32 * a.blocks).astype(np.float32)
-    bare = min((run_bare(x) for _ in range(a.repeat)), key=lambda r: r[1])
-    core = min((run_core(x, a.slots) for _ in range(a.repeat)), key=lambda r: r[1])
-    print(f"{a.blocks} blocks of 32, window {a.slots}, best of {a.repeat}")
-    for name, (n, dt) in (("bare pack/quantize/unpack/store", bare),
-                          ("WorkerCore send+receive", core)):
-        print(f"  {name:34s} {n / dt / 1e3:8.1f} k packets/s  {dt / n * 1e6:6.1f} us/packet  "
-              f"{dt / n / (bare[1] / bare[0]):5.2f}x the bare cost")
-
-    if a.loop:
-        runs = [run_loops(x, a.slots) for _ in range(a.repeat)]
-        core_us = sorted(c[1] / c[0] * 1e6 for c, _ in runs)[len(runs) // 2]
-        bare_us = sorted(b[1] / b[0] * 1e6 for _, b in runs)[len(runs) // 2]
-        print(f"  socket loop, median of {a.repeat}: allreduce() {core_us:6.1f} us CPU/packet | "
-              f"bare send/recv loop {bare_us:6.1f} us CPU/packet | ratio {core_us / bare_us:5.2f}")
+    print(f"{a.blocks} blocks per run, window {a.slots}, medians of {a.repeat} runs; load "
+          f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; CPU us per packet")
+    for k in (int(v) for v in a.k.split(",")):
+        x = np.random.default_rng(k).uniform(-1, 1, k * a.blocks).astype(np.float32)
+        run: Callable[[Callable[[], tuple[int, float]]], float] = \
+            lambda f: _median([f() for _ in range(a.repeat)])
+        bare = run(lambda: run_bare(x, k))
+        steps = run(lambda: run_steps(x, k, a.slots))
+        line = (f"K={k:3d} in-process: bare pack/quantize/unpack/store {bare:6.1f} | "
+                f"WorkerCore Step API {steps:6.1f} ({steps / bare:4.2f}x)")
+        if hasattr(WorkerCore, "start_frames"):   # (a tree before the frames API has none)
+            fast = run(lambda: run_frames(x, k, a.slots))
+            line += f" | frames API {fast:6.1f} ({fast / bare:4.2f}x)"
+        print(line, flush=True)
+        if a.no_loop:
+            continue
+        for frames in (True, False):
+            pairs = [run_loops(x, k, a.slots, frames) for _ in range(a.repeat)]
+            core_us = statistics.median(c for c, _ in pairs)
+            bare_us = statistics.median(b for _, b in pairs)
+            ratio = statistics.median(c / b for c, b in pairs)
+            name = "FrameTransport" if frames else "UdpTransport  "
+            print(f"K={k:3d} socket loop, {name}: allreduce() {core_us:6.1f} | bare send/recv "
+                  f"loop {bare_us:6.1f} | ratio {ratio:5.2f}", flush=True)
 
 
 if __name__ == "__main__":
