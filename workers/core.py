@@ -152,6 +152,11 @@ class WorkerCore:
         self._dups = self._stale = self._rejected = self._chunks = 0
         self._last_reject = ""
         self._ev: list[Event] | None = None   # events are recorded only for the Step API
+        # Which call of the frames API queued slot i last, and where in its list: a row must
+        # not change under a frame queued but not yet sent (see _keep).
+        self._call = 0
+        self._qcall = [0] * w
+        self._qpos = [0] * w
 
     # -- state machine -----------------------------------------------------------------------
 
@@ -194,7 +199,7 @@ class WorkerCore:
                     len(payload) != self._size:
                 self._reject(payload)
                 return self._step([])
-            out: list[int] = []
+            out = self._begin()
             self._take(memoryview(payload), now, out)
             if self._win.todo:
                 self._win.flush()
@@ -222,7 +227,7 @@ class WorkerCore:
             self._cur_round[i] = self._next_rounds[i]
             self._pending.append(i - self._w)   # ascending: already a heap
         self._active = self._w
-        out: list[int] = []
+        out = self._begin()
         self._pump(now, out)
         return out
 
@@ -231,7 +236,7 @@ class WorkerCore:
         anything else to `receive`): the slots whose `frames` to send now, in order.  The
         buffers may be reused as soon as this returns."""
         self._check("receive")
-        out: list[int] = []
+        out = self._begin()
         take = self._take
         for j in range(n):
             take(payloads[j], now, out)
@@ -250,7 +255,7 @@ class WorkerCore:
         if now >= self._deadline_at:
             self._fire(Trigger.NO_PROGRESS)
             self._timed_out(now)
-        out: list[int] = []
+        out = self._begin()
         if now < self._tmin:
             return out                   # no timer is due (_tmin is a lower bound)
         t = self._timing
@@ -269,7 +274,7 @@ class WorkerCore:
         for i in due.tolist():
             rto[i] = min(rto[i] * t.backoff, t.rto_max)
             timer[i] = now + rto[i]
-            out.append(self._retransmit(i, now, False))
+            self._retransmit(i, now, False, out)
         self._tmin = float(timer.min())
         return out
 
@@ -428,7 +433,7 @@ class WorkerCore:
         self._timer[j] = t
         if t < self._tmin:
             self._tmin = t
-        out.append(self._retransmit(j, now, True))
+        self._retransmit(j, now, True, out)
 
     def _loss_signal(self, now: float) -> None:
         """A loss was found (timeout or gap): halve cwnd, at most once per smoothed RTT (the
@@ -444,7 +449,9 @@ class WorkerCore:
         self._cwnd = self._ssthresh
         self._last_cut = now
 
-    def _retransmit(self, i: int, now: float, fast: bool) -> int:
+    def _retransmit(self, i: int, now: float, fast: bool, out: list[int]) -> None:
+        if self._qcall[i] == self._call:
+            self._keep(i, out)
         self._attempts[i] += 1   # Karn: no RTT sample from this slot use any more
         self._stamp(i, now)
         self._sent += 1
@@ -452,7 +459,7 @@ class WorkerCore:
         self._win.set_flag(i, _RETX)
         if self._ev is not None:
             self._ev.append(Retransmitted(i, self._cur_block[i], self._attempts[i], fast))
-        return i
+        self._queue(i, out)
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -464,7 +471,30 @@ class WorkerCore:
         if self._fr:
             self._unanswered.append(self._tx << _SLOT_BITS | i)
 
-    def _launch(self, i: int, block: int, now: float) -> int:
+    def _begin(self) -> list[int]:
+        """A new call of the frames API: the list of what it sends, copies of the last call
+        gone (the transport has sent them)."""
+        self._call += 1
+        if len(self.frames) > self._w:
+            self._win.unspill()
+        return []
+
+    def _queue(self, i: int, out: list[int]) -> None:
+        self._qcall[i] = self._call
+        self._qpos[i] = len(out)
+        out.append(i)
+
+    def _keep(self, i: int, out: list[int]) -> None:
+        """Slot i's row is about to change but this call already queued it (a retransmission,
+        then the result of that very use in the same batch): what was queued goes out as it
+        was, from a copy, so the wire sees what one call per packet would have sent."""
+        if self._win.todo:
+            self._win.flush()
+        out[self._qpos[i]] = self._win.spill(i)
+
+    def _launch(self, i: int, block: int, now: float, out: list[int]) -> None:
+        if self._qcall[i] == self._call:
+            self._keep(i, out)
         w = self._w
         self._cur_block[i] = block
         heapq.heappush(self._flying, block)
@@ -489,7 +519,7 @@ class WorkerCore:
         self._stamp(i, now)
         self._in_flight += 1
         self._sent += 1
-        return i
+        self._queue(i, out)
 
     def _pump(self, now: float, out: list[int]) -> None:
         """Launch pending blocks, lowest first, while the window allows.  A pending block
@@ -504,7 +534,7 @@ class WorkerCore:
             if self._in_flight >= self._cwnd and block > self._lowest_in_flight(block):
                 break
             heapq.heappop(pending)
-            out.append(self._launch(block % w, block, now))
+            self._launch(block % w, block, now, out)
 
     def _lowest_in_flight(self, default: int) -> int:
         """min(b for b in cur_block if b != _IDLE), or `default` when none is in flight;

@@ -92,6 +92,18 @@ class TxWindow:
         self.buf[at + self._flags] = 0
         self._launch.pack_into(self.buf, at + self._launch_at, exp, 0, round_, offset)
 
+    def spill(self, i: int) -> int:
+        """A copy of slot i's frame as it is now, appended to `frames` (and its packet to
+        `payloads`): its index there.  Rare (see WorkerCore._keep); `unspill` drops them."""
+        copy = memoryview(bytes(self.frames[i]))
+        self.frames.append(copy)
+        self.payloads.append(copy[self._prefix_len:])
+        return len(self.frames) - 1
+
+    def unspill(self) -> None:
+        del self.frames[self._w:]
+        del self.payloads[self._w:]
+
     def set_flag(self, i: int, flag: int) -> None:
         self.buf[i * self._stride + self._flags] |= flag
 
