@@ -16,6 +16,8 @@ to a bare loop over the same kind of socket keeping as many frames of the same s
 again after 0.2 s).  CPU time of this process only (the echo runs in its own), per packet:
 the ratio is the worker's cost over the floor any Python worker pays for its syscalls.
 Each figure is the median of --repeat runs; the load average is printed (the machine is shared).
+With NETSUM_TREE=DIR the script measures the workers/ of checkout DIR (benchmarks/worker_trees.py
+runs it so for two versions side by side).
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# NETSUM_TREE: measure the workers of another checkout with this script (worker_trees.py).
+sys.path.insert(0, os.environ.get("NETSUM_TREE") or str(Path(__file__).resolve().parents[1]))
 
 from netsum.tensors import check_result, reference  # noqa: E402
 from wireformat import HEADER_BYTES, MsgType  # noqa: E402
