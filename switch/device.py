@@ -42,7 +42,7 @@ class Device:
         self.drop_port = drop_port
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
-        self.stats = Stats()
+        self._stats = Stats()
         self.pipeline: Pipeline | None = None
         self.packet_in_handler: Callable[[bytes], None] | None = None
         #: digest_handler(learn_list_id, values): one call per digest generated in ingress,
@@ -61,6 +61,15 @@ class Device:
         #: it was raised, which frame), kept so that a run can fail with it: later ones are
         #: only counted in stats.internal_errors.
         self.first_error: str | None = None
+
+    @property
+    def stats(self) -> Stats:
+        """The device's statistics, including what the native backend counted so far."""
+        v1 = self._v1
+        if v1 is not None and v1.native is not None:
+            with self.lock:
+                v1.native.take_stats(self._stats)
+        return self._stats
 
     def set_logger(self, log: logging.Logger | None) -> None:
         """Enable bmv2-like logging (log_msg() output, per-packet lines in the port layer)."""
@@ -96,7 +105,7 @@ class Device:
         """Parse and validate a BMv2 JSON program; raises ConfigError; no side effect."""
         j = load_json(config)
         try:
-            return Pipeline(j)
+            return Pipeline(j, native=None)
         except ConfigError:
             raise
         except SwitchError as e:
@@ -114,10 +123,13 @@ class Device:
             if self._seed is not None:
                 pl.rng.seed(self._seed)
             pl.ns.names["DROP_PORT"] = self.drop_port
-            pl.ns.names["STATS"] = self.stats
+            old = self._v1
+            if old is not None and old.native is not None:
+                old.native.take_stats(self._stats)
+            pl.ns.names["STATS"] = self._stats
             self._bind_log(pl)
             self.pipeline = pl
-            self._v1 = V1Model(pl, self.stats, self.drop_port, self._trace(), self._on_digest)
+            self._v1 = V1Model(pl, self._stats, self.drop_port, self._trace(), self._on_digest)
             t0 = self.clock()
             self._v1.now_us = lambda: (self.clock() - t0) // 1000
             self._sync_queues()
@@ -174,7 +186,7 @@ class Device:
                 v1.dequeue(out)
             except Exception as exc:   # as in process(): a bug costs packets, not the switch
                 self._internal_error(exc, "dequeuing egress")
-            self.stats.tx_packets += len(out)
+            self._stats.tx_packets += len(out)
             self._sync_queues()
         return out
 
@@ -195,7 +207,7 @@ class Device:
         including frames for the CPU port.  Never raises on packet content."""
         out: list[tuple[int, bytes]] = []
         with self.lock:
-            st = self.stats
+            st = self._stats
             st.rx_packets += 1
             v1 = self._v1
             if v1 is None:
@@ -222,7 +234,7 @@ class Device:
         return out
 
     def _internal_error(self, exc: Exception, what: str) -> None:
-        self.stats.internal_errors += 1
+        self._stats.internal_errors += 1
         if self.first_error is None:
             where = traceback.extract_tb(exc.__traceback__)
             at = f" at {Path(where[-1].filename).name}:{where[-1].lineno}" if where else ""

@@ -81,7 +81,7 @@ class Pipeline:
     """One loaded program: the objects of the Device API plus the compiled packet code."""
 
     def __init__(self, j: dict[str, Any], inline_depth: int = INLINE_DEPTH,
-                 fuse: bool = True) -> None:
+                 fuse: bool = True, native: bool | None = False) -> None:
         self.json = j
         self.inline_depth = inline_depth     # 0 = one pipeline node per JSON node (reference)
         self.fuse = fuse                     # False = actions exactly as emitted (reference)
@@ -103,6 +103,10 @@ class Pipeline:
         self.egress_init: Any = None
         self.verify_checksums: Any = None
         self.update_checksums: Any = None
+        #: The native backend (switch/native): its runner once loaded, and why it is or
+        #: is not used ("native", "off", "declined: <reason>", "build failed: <reason>").
+        self.native: Any = None
+        self.native_status = "off"
         self.init_meta()
         self.layout: Layout = build_layout(j)
         self.std = self.init_standard_metadata()
@@ -111,6 +115,11 @@ class Pipeline:
         self.init_meter_arrays()
         self.init_calculations()
         self.lanes = self.init_lanes()
+        # Per-packet work only for what the program reads: timestamps cost a clock call.
+        used = json.dumps([j.get(k) for k in ("actions", "pipelines", "parsers", "calculations",
+                                              "checksums")])
+        self.uses_timestamps = "global_timestamp" in used
+        native_prog = self.plan_native(native)
         self.ns.names.update(DROP_PORT=511, STATS=None, RNG=self.rng, LOG_ON=False,
                              LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure,
                              ActionLoopLimit=ActionLoopLimit)
@@ -123,10 +132,8 @@ class Pipeline:
         # Multicast copies deparsed once and patched (switch/replicas.py); None = in full.
         self.replica_patch: ReplicaPatcher | None = \
             replica_patcher(j, self.layout, self._per_copy_slots()) if fuse else None
-        # Per-packet work only for what the program reads: timestamps cost a clock call.
-        used = json.dumps([j.get(k) for k in ("actions", "pipelines", "parsers", "calculations",
-                                              "checksums")])
-        self.uses_timestamps = "global_timestamp" in used
+        if native_prog is not None:
+            self.load_native(native_prog)
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:
@@ -237,6 +244,26 @@ class Pipeline:
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, ConfigError):
             # Malformed JSON: the init steps that follow report it with its path.
             return LanePlan()
+
+    def plan_native(self, native: bool | None) -> Any:
+        """Before the actions are compiled: generate the program's C, or decline (then the
+        reason is logged and kept in `native_status`).  Accepting moves registers and
+        counters into numpy storage, which the reference code is then compiled against."""
+        from switch import native as nat      # numpy-heavy; only when asked for
+        ok, why = nat.wanted(native)
+        if not ok:
+            self.native_status = why
+            return None
+        return nat.plan(self)
+
+    def load_native(self, prog: Any) -> None:
+        from switch import native as nat
+        try:
+            self.native = nat.NativeRunner(self, prog)
+            self.native_status = "native"
+        except nat.BuildError as e:
+            self.native_status = f"build failed: {e}"
+            nat.log.warning("native backend: %s", self.native_status)
 
     def _ctx(self, path: str, widths: tuple[int, ...] = ()) -> PrimCtx:
         return PrimCtx(self.layout, ExprCompiler(self.layout, path, widths), self.ns, self.std,

@@ -6,7 +6,7 @@ apart from multicast groups (PI maps them to groups 32768+id; nobody can observe
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from switch.entries import Replica
 from switch.errors import AlreadyExists, InvalidArgument, NotFound, OutOfRange
@@ -39,11 +39,17 @@ def _check_replicas(what: str, replicas: Iterable[Replica]) -> tuple[Replica, ..
 class PRE:
     """Multicast groups and clone sessions of one pipeline."""
 
-    __slots__ = ("_groups", "_sessions")
+    __slots__ = ("_groups", "_sessions", "on_change")
 
     def __init__(self) -> None:
         self._groups: dict[int, tuple[Replica, ...]] = {}
         self._sessions: dict[int, tuple[tuple[Replica, ...], int]] = {}
+        #: Called after every change of the multicast groups (the native backend keeps a copy).
+        self.on_change: Callable[[], None] | None = None
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     # -- multicast groups ------------------------------------------------------------------
     @staticmethod
@@ -59,6 +65,7 @@ class PRE:
         if mgid in self._groups:
             raise AlreadyExists(f"multicast group {mgid} already exists")
         self._groups[mgid] = reps
+        self._changed()
 
     def mc_group_modify(self, mgid: int, replicas: Iterable[Replica]) -> None:
         self._check_mgid(mgid)
@@ -66,12 +73,14 @@ class PRE:
         if mgid not in self._groups:
             raise NotFound(f"multicast group {mgid} does not exist")
         self._groups[mgid] = reps
+        self._changed()
 
     def mc_group_delete(self, mgid: int, replicas: Iterable[Replica] = ()) -> None:
         self._check_mgid(mgid)
         if mgid not in self._groups:
             raise NotFound(f"multicast group {mgid} does not exist")
         del self._groups[mgid]
+        self._changed()
 
     def mc_groups(self) -> dict[int, tuple[Replica, ...]]:
         return dict(self._groups)
@@ -118,6 +127,7 @@ class PRE:
     def reset(self) -> None:
         self._groups.clear()
         self._sessions.clear()
+        self._changed()
 
     # -- data plane ------------------------------------------------------------------------
     def mc_group(self, mgid: int) -> tuple[Replica, ...]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from switch.entries import CounterValue, MeterConfig
 from switch.errors import FailedPrecondition, InvalidArgument, OutOfRange
 
@@ -85,12 +87,18 @@ class CounterArray:
         self.bytes: list[int] = [0] * size
         self.table: Table | None = None
 
+    def use_arrays(self) -> None:
+        """Keep the cells in numpy uint64 arrays from now on (shared with the native backend;
+        generated code updates them in place, `read` returns Python ints)."""
+        self.packets = np.array(self.packets, dtype=np.uint64)  # type: ignore[assignment]
+        self.bytes = np.array(self.bytes, dtype=np.uint64)  # type: ignore[assignment]
+
     def read(self, index: int) -> CounterValue:
         if self.is_direct:
             raise FailedPrecondition(f"counter '{self.name}' is direct: read it through table "
                                      f"'{self.binding}' entries")
         _check_index("counter", self.name, index, self.size)
-        return CounterValue(self.packets[index], self.bytes[index])
+        return CounterValue(int(self.packets[index]), int(self.bytes[index]))
 
     def write(self, index: int, value: CounterValue) -> None:
         if self.is_direct:
@@ -104,7 +112,7 @@ class CounterArray:
 
     def reset(self) -> None:
         self.packets[:] = [0] * self.size
-        self.bytes[:] = [0] * self.size
+        self.bytes[:] = [0] * self.size   # (also right for numpy storage)
 
 
 class _Bucket:

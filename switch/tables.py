@@ -135,6 +135,13 @@ class Table:
             ActionCall("")
         self._default: ActionCall = self._initial_default
         self._default_rec: _Rec = _Rec(None, None, (), None)
+        #: Called with the table after every change of its entries or default action (the
+        #: native backend reloads its copy of the entries from this table on the next packet).
+        self.on_change: Callable[[Table], None] | None = None
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
 
     # -- wiring (pipeline build time) ------------------------------------------------------
     def link(self, next_by_action: dict[str, Any], hit_next: Any = None, miss_next: Any = None,
@@ -306,6 +313,7 @@ class Table:
         rec = self._make_rec(stored, info)
         self._by_ident[ident] = rec
         self._index(rec)
+        self._changed()
 
     def _find(self, key: tuple[Match, ...], priority: int) -> _Rec:
         key = self._check_key(key)
@@ -332,6 +340,7 @@ class Table:
         rec.next = self._next_for(entry.action.action, True)
         if self._meter is not None:
             rec.meter = new_bucket(entry.meter)
+        self._changed()
 
     def delete(self, key: tuple[Match, ...], priority: int = 0) -> None:
         if self.is_const:
@@ -340,6 +349,7 @@ class Table:
         assert rec.entry is not None
         del self._by_ident[(rec.entry.key, rec.entry.priority)]
         self._unindex(rec)
+        self._changed()
 
     def _materialize(self, rec: _Rec) -> TableEntry:
         e = rec.entry
@@ -392,6 +402,7 @@ class Table:
         self._default = call
         self._default_rec = _Rec(None, fn, tuple(call.params),
                                  self._next_for(call.action, False))
+        self._changed()
 
     def set_default(self, call: ActionCall) -> None:
         if self.default_is_const:
@@ -419,6 +430,7 @@ class Table:
                 del self._by_ident[ident]
                 self._unindex(rec)
         self._set_default_rec(self._initial_default)
+        self._changed()
 
     def relink(self) -> None:
         """Recompute next nodes of stored records (after `link`)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from switch.parser import ParserError
 from switch.pipeline import Pipeline
+from switch.primitives import ActionLoopLimit, AssertFailure
 from switch.queues import EgressQueues
 from switch.stats import Stats
 
@@ -78,6 +79,13 @@ class V1Model:
         #: to egress).  Set by the Device; `now_us` is its clock in µs since install.
         self.queues: EgressQueues | None = None
         self.now_us: Callable[[], int] = lambda: (time.monotonic_ns() - self.ts0) // 1000
+        #: The native backend's runner (switch/native), used for every packet while no
+        #: trace or log_msg output is wanted and no egress queue is rate-limited; both paths
+        #: share registers, counters, tables and groups, so either may take any packet.
+        self.native = pl.native
+        self.names = pl.ns.names
+        if self.native is not None:
+            self.native.set_misc(drop_port, digest)
 
     # -- trace logging (-L trace): only on this path, the fast loops stay untouched ---------
     def _traced(self, stage: str, node: Any, pkt: Packet) -> None:
@@ -143,6 +151,17 @@ class V1Model:
 
     # -- life cycle ------------------------------------------------------------------------
     def process(self, port: int, data: bytes, out: list[tuple[int, bytes]]) -> None:
+        nat = self.native
+        if nat is not None and self.trace is None and self.queues is None and \
+                not self.names["LOG_ON"]:
+            if nat.dirty:
+                nat.flush()
+            now = (time.monotonic_ns() - self.ts0) // 1000 if self.i_its is not None or \
+                self.i_ets is not None else 0
+            st = nat.process(nat.ctx, port, data, now, out)
+            if st:
+                raise AssertFailure("native") if st == 1 else ActionLoopLimit("native")
+            return
         self._ingress(port, data, NORMAL, [], out, 0)
 
     def _ingress(self, port: int, data: bytes, itype: int, keep: list[tuple[int, int]],
