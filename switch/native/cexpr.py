@@ -276,7 +276,7 @@ class CExpr:
             return self.field_ce(s.index, s.width, s.signed)
         if op in ("last_stack_index", "size_stack"):
             r = unwrap(right)
-            st = self.layout.stacks.get(r.get("value")) if isinstance(r, dict) and \
+            st = self.layout.stacks.get(str(r.get("value"))) if isinstance(r, dict) and \
                 r.get("type") == "header_stack" else None
             if st is None or not st.headers:
                 raise self.fail(f"{op} of {right!r}")

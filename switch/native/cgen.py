@@ -122,7 +122,7 @@ class Gen:
 
     def stack(self, cx: CExpr, node: Any) -> Any:
         n = unwrap(node)
-        st = self.layout.stacks.get(n.get("value")) if isinstance(n, dict) and \
+        st = self.layout.stacks.get(str(n.get("value"))) if isinstance(n, dict) and \
             n.get("type") == "header_stack" else None
         if st is None:
             raise cx.fail(f"header stack operand {node!r}")
@@ -237,10 +237,10 @@ class Gen:
             return [f"p->digest = {lid};"]
         if op == "truncate":
             need(1)
-            e = cx.compile(p[0])
-            if not e.unsigned:
+            n_ = cx.compile(p[0])
+            if not n_.unsigned:
                 raise cx.fail("truncate length that may be negative")
-            return [f"p->truncate = {e.code};"]
+            return [f"p->truncate = {n_.code};"]
         if op == "exit":
             return ["p->exited = 1;"]
         if op in ("assert", "assume"):
@@ -249,14 +249,14 @@ class Gen:
         if op in _BINOPS:
             need(3)
             dst, w, sg = self.dest(cx, p[0])
-            e = cx._arith(_BINOPS[op], cx.compile(p[1]), cx.compile(p[2]))
-            return [store(dst, w, sg, CE(e.code))]
+            r_ = cx._arith(_BINOPS[op], cx.compile(p[1]), cx.compile(p[2]))
+            return [store(dst, w, sg, CE(r_.code))]
         if op in ("add_to_field", "subtract_from_field"):
             need(2)
             dst, w, sg = self.dest(cx, p[0])
             cur = CE(dst)
-            e = cx._arith("+" if op == "add_to_field" else "-", cur, cx.compile(p[1]))
-            return [store(dst, w, sg, CE(e.code))]
+            r_ = cx._arith("+" if op == "add_to_field" else "-", cur, cx.compile(p[1]))
+            return [store(dst, w, sg, CE(r_.code))]
         if op in ("assign_header", "copy_header"):
             need(2)
             return self.header_copy(cx, cx.named_header(p[0]), cx.named_header(p[1]))
@@ -323,7 +323,7 @@ class Gen:
                 body.append(f"if (!{cx.cond(ps[0])}) goto L{targets[i]};")
             else:
                 body += self.prim(cx, str(op), ps)
-        body += [f"L{n}: ;" if n not in leaders or n == 0 else "", "return ST_OK;"]
+        body += [f"L{n}: ;", "return ST_OK;"]
         if n == 0:
             body = ["(void)c; (void)p; (void)P;", "return ST_OK;"]
         self.fns.append(f"static int {fname}(Ctx *c, Pkt *p, const u64 *P) {{\n" +

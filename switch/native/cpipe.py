@@ -92,7 +92,7 @@ class _Controls:
         ids = dict(zip(t.get("actions") or [], t.get("action_ids") or []))
         keys = t.get("key") or []
         np = max([self.params.get(ids[n], 0) for n in names] + [0])
-        info = TableInfo(t["name"], len(self.tables), _kind([k.get("match_type") for k in keys
+        info = TableInfo(t["name"], len(self.tables), _kind([str(k.get("match_type")) for k in keys
                                                               if isinstance(k, dict)]),
                          len(keys), np, tuple(names))
         self.tables[t["name"]] = info
