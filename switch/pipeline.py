@@ -104,7 +104,7 @@ class Pipeline:
         self.verify_checksums: Any = None
         self.update_checksums: Any = None
         #: The native backend (switch/native): its runner once loaded, and why it is or
-        #: is not used ("native", "off", "declined: <reason>", "build failed: <reason>").
+        #: is not used ("native", "building", "off", "declined: <reason>", "build failed: ...").
         self.native: Any = None
         self.native_status = "off"
         self.init_meta()
@@ -254,16 +254,19 @@ class Pipeline:
         if not ok:
             self.native_status = why
             return None
+        self._native_wait = nat.wait_for_build(native)
         return nat.plan(self)
 
     def load_native(self, prog: Any) -> None:
         from switch import native as nat
-        try:
-            self.native = nat.NativeRunner(self, prog)
-            self.native_status = "native"
-        except nat.BuildError as e:
-            self.native_status = f"build failed: {e}"
-            nat.log.warning("native backend: %s", self.native_status)
+        self._native_thread = nat.load(self, prog, self._native_wait)
+
+    def wait_native(self, timeout: float | None = None) -> str:
+        """Wait for a native build still running in the background; the final status."""
+        t = getattr(self, "_native_thread", None)
+        if t is not None:
+            t.join(timeout)
+        return self.native_status
 
     def _ctx(self, path: str, widths: tuple[int, ...] = ()) -> PrimCtx:
         return PrimCtx(self.layout, ExprCompiler(self.layout, path, widths), self.ns, self.std,

@@ -82,10 +82,17 @@ class V1Model:
         #: The native backend's runner (switch/native), used for every packet while no
         #: trace or log_msg output is wanted and no egress queue is rate-limited; both paths
         #: share registers, counters, tables and groups, so either may take any packet.
-        self.native = pl.native
+        #: Adopted from `pl.native` on the first packet after a background build finished.
+        self.native: Any = None
         self.names = pl.ns.names
-        if self.native is not None:
-            self.native.set_misc(drop_port, digest)
+        self._misc = (drop_port, digest)
+        self._adopt()
+
+    def _adopt(self) -> Any:
+        nat = self.native = self.pl.native
+        if nat is not None:
+            nat.set_misc(*self._misc)
+        return nat
 
     # -- trace logging (-L trace): only on this path, the fast loops stay untouched ---------
     def _traced(self, stage: str, node: Any, pkt: Packet) -> None:
@@ -152,12 +159,14 @@ class V1Model:
     # -- life cycle ------------------------------------------------------------------------
     def process(self, port: int, data: bytes, out: list[tuple[int, bytes]]) -> None:
         nat = self.native
+        if nat is None and self.pl.native is not None:
+            nat = self._adopt()
         if nat is not None and self.trace is None and self.queues is None and \
                 not self.names["LOG_ON"]:
             if nat.dirty:
                 nat.flush()
-            now = (time.monotonic_ns() - self.ts0) // 1000 if self.i_its is not None or \
-                self.i_ets is not None else 0
+            # the Python path's clock (the Device's), so timestamps agree across a switch-over
+            now = self.now_us() if self.i_its is not None or self.i_ets is not None else 0
             st = nat.process(nat.ctx, port, data, now, out)
             if st:
                 raise AssertFailure("native") if st == 1 else ActionLoopLimit("native")

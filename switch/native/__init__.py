@@ -8,22 +8,30 @@ keeps it in step with the control plane: the Python `Table` and `PRE` objects st
 source of truth; each change marks the runner dirty and the next packet reloads their
 entries into C first.  Selection: `NETSUM_NATIVE=0` never, `=1` always tried, unset: when a
 C compiler and CPython's headers are present.
+
+A module not yet in the cache is compiled in a background thread when the choice is
+automatic (`Pipeline(native=None)`, what `Device.build_pipeline` and so the daemon and
+P4Runtime use): compiling netsum.p4 at K=256 takes 5-30 s, longer than a P4Runtime client
+waits for SetForwardingPipelineConfig.  Until it is ready the Python path runs every packet;
+the switch-over happens between two packets, and since both paths share all state it is
+invisible.  `Pipeline(native=True)` and `NETSUM_NATIVE=1` build at load instead.
 """
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any
 
 import numpy as np
 
 from switch.entries import Range
-from switch.native.build import BuildError, available, build_module
+from switch.native.build import BuildError, available, build_module, is_built, module_name
 from switch.native.cexpr import Decline
 from switch.native.cgen import RegInfo
 from switch.native.cpipe import Program, TableInfo, generate
 
-__all__ = ["plan", "NativeRunner", "Decline", "wanted"]
+__all__ = ["plan", "load", "NativeRunner", "Decline", "wanted", "wait_for_build"]
 
 log = logging.getLogger("netsum.switch.native")
 _STATS = ("dropped", "parser_errors", "truncated", "checksum_errors", "register_oob",
@@ -42,6 +50,16 @@ def wanted(native: bool | None) -> tuple[bool, str]:
     return True, ""
 
 
+def wait_for_build(native: bool | None) -> bool:
+    """Build at load (True) or in the background when not cached (False)?"""
+    return native is True or os.environ.get("NETSUM_NATIVE", "").strip() == "1"
+
+
+def _decline(pl: Any, why: str) -> None:
+    pl.native_status = f"declined: {why}"
+    log.info("native backend: %s", pl.native_status)
+
+
 def plan(pl: Any) -> Program | None:
     """Generate the program's C or decline; on success the registers and counters of `pl`
     are numpy-backed from now on (the reference code is compiled against that storage)."""
@@ -50,18 +68,16 @@ def plan(pl: Any) -> Program | None:
         isz = r.values.dtype.itemsize if r.fused else 8
         regs[name] = RegInfo(k, r.size, r.bitwidth, isz)
     if any(c.is_direct for c in pl.counters.values()):
-        pl.native_status = "declined: direct counters"
-        log.info("native backend: %s", pl.native_status)
+        _decline(pl, "direct counters")
         return None
     ctrs = {name: (k, c.size) for k, (name, c) in enumerate(pl.counters.items())}
     try:
         prog = generate(pl.json, pl.layout, pl.std, regs, ctrs, pl.uses_timestamps)
     except Decline as e:
-        pl.native_status = f"declined: {e}"
-        log.info("native backend: %s", pl.native_status)
+        _decline(pl, str(e))
         return None
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError, StopIteration) as e:
-        pl.native_status = f"declined: malformed program ({type(e).__name__}: {e})"
+    except Exception as e:       # a shape the Python loader accepted but the generator not
+        _decline(pl, f"generator failed ({type(e).__name__}: {e})")
         return None
     for r in pl.registers.values():
         if not r.fused:
@@ -69,6 +85,33 @@ def plan(pl: Any) -> Program | None:
     for c in pl.counters.values():
         c.use_arrays()
     return prog
+
+
+def load(pl: Any, prog: Program, wait: bool) -> threading.Thread | None:
+    """Compile (or take from the cache) and start the runner: at once when cached or `wait`,
+    else in a background thread (returned), `pl.native_status` "building" meanwhile."""
+    if wait or is_built(prog.source):
+        _start(pl, prog)
+        return None
+    pl.native_status = "building"
+    t = threading.Thread(target=_start, args=(pl, prog), name="netsum-native-build", daemon=True)
+    t.start()
+    return t
+
+
+def _start(pl: Any, prog: Program) -> None:
+    try:
+        runner = NativeRunner(pl, prog)
+    except BuildError as e:
+        pl.native_status = f"build failed: {e}"
+        log.warning("native backend: %s", pl.native_status)
+    except Exception as e:       # never the switch's problem: the Python path stays
+        pl.native_status = f"build failed: {type(e).__name__}: {e}"
+        log.warning("native backend: %s", pl.native_status)
+    else:
+        pl.native = runner       # published last: the packet path adopts it from here on
+        pl.native_status = "native"
+        log.info("native backend: in use (%s)", module_name(prog.source))
 
 
 def _split(table: Any, value: int, k: int) -> int:

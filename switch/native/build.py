@@ -8,6 +8,7 @@ CPython's headers; without either the backend is not offered (`available()` says
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -17,13 +18,16 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["available", "build_module", "cache_dir", "BuildError", "CFLAGS"]
+__all__ = ["available", "build_module", "is_built", "module_name", "cache_dir", "BuildError",
+           "CFLAGS"]
 
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-fno-strict-aliasing", "-w")
 _LOADED: dict[str, ModuleType] = {}
+_BUILDING = threading.Lock()
 
 
 class BuildError(Exception):
@@ -48,38 +52,91 @@ def available() -> str | None:
 
 
 def cache_dir() -> Path:
+    """$NETSUM_NATIVE_CACHE, else ~/.cache/netsum/native (XDG_CACHE_HOME respected)."""
     d = os.environ.get("NETSUM_NATIVE_CACHE")
-    return Path(d) if d else Path.home() / ".cache" / "netsum" / "native"
+    if d:
+        return Path(d)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "netsum" / "native"
+
+
+def _writable_cache() -> Path:
+    """The cache directory, or a private temporary one when it cannot be created or written
+    (a user without a home directory still gets the backend, compiled once per process)."""
+    d = cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        if os.access(d, os.W_OK | os.X_OK):
+            return d
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="netsum-native-"))
+
+
+def module_name(source: str) -> str:
+    """The module's name: a hash of everything the compiled object depends on."""
+    key = hashlib.sha256("\0".join([source, compiler() or "", " ".join(CFLAGS), sys.version,
+                                    importlib.machinery.EXTENSION_SUFFIXES[0]])
+                         .encode()).hexdigest()[:24]
+    return f"nsw_{key}"
+
+
+def _cached(name: str) -> Path:
+    return cache_dir() / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+
+
+def is_built(source: str) -> bool:
+    """Loaded already or compiled in the cache: build_module returns without compiling."""
+    name = module_name(source)
+    return name in _LOADED or _cached(name).is_file()
 
 
 def build_module(source: str) -> ModuleType:
+    """The loaded module of `source`, compiled first unless cached.  Serialised in the
+    process (background builds of several pipelines): each module is loaded once."""
+    with _BUILDING:
+        return _build_module(source)
+
+
+def _build_module(source: str) -> ModuleType:
     cc = compiler()
     if cc is None:
         raise BuildError("no C compiler")
-    ext = importlib.machinery.EXTENSION_SUFFIXES[0]
-    key = hashlib.sha256("\0".join([source, cc, " ".join(CFLAGS), sys.version, ext])
-                         .encode()).hexdigest()[:24]
-    name = f"nsw_{key}"
+    name = module_name(source)
     if name in _LOADED:
         return _LOADED[name]
-    d = cache_dir()
-    so = d / f"{name}{ext}"
-    if not so.is_file():
-        d.mkdir(parents=True, exist_ok=True)
+    so = _cached(name)
+    try:
+        if not so.is_file():
+            so = _compile(cc, source, name, _writable_cache() / so.name)
+        loader = importlib.machinery.ExtensionFileLoader(name, str(so))
+        spec = importlib.util.spec_from_file_location(name, str(so), loader=loader)
+        assert spec is not None
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+    except (OSError, ImportError, subprocess.SubprocessError) as e:
+        raise BuildError(f"{type(e).__name__}: {e}") from e
+    _LOADED[name] = mod
+    return mod
+
+
+def _compile(cc: str, source: str, name: str, so: Path) -> Path:
+    """Compile into `so` unless another process did or does: several switches starting at
+    once on one program (a test run, a rig) wait for one compiler run instead of each
+    spending seconds of CPU on the same module."""
+    d = so.parent
+    with open(d / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if so.is_file():
+            return so
         with tempfile.TemporaryDirectory(dir=d) as tmp:
             c = Path(tmp) / f"{name}.c"
             c.write_text(f'#define MODNAME "{name}"\n#define MODINIT PyInit_{name}\n' + source)
             out = Path(tmp) / so.name
             cmd = [cc, *CFLAGS, f"-I{sysconfig.get_paths()['include']}", "-o", str(out), str(c)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 lines = (r.stderr or r.stdout).strip().splitlines()
                 raise BuildError("C compiler failed: " + " | ".join(lines[:6]))
             os.replace(out, so)          # atomic: concurrent builds of one program agree
-    loader = importlib.machinery.ExtensionFileLoader(name, str(so))
-    spec = importlib.util.spec_from_file_location(name, str(so), loader=loader)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    _LOADED[name] = mod
-    return mod
+    return so
