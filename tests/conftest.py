@@ -37,3 +37,19 @@ def privileged() -> None:
     reason = privileged_skip_reason()
     if reason:
         pytest.skip(reason)
+
+
+UNIT = ROOT / "tests" / "unit"
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_on_the_python_path(request: pytest.FixtureRequest,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests build hundreds of small programs through Device.build_pipeline, whose
+    automatic choice would compile each one's native module (switch/native) in the
+    background: the unit tier tests the Python path (the reference), and
+    test_switch_native asks for the native backend explicitly and compares the two.  The
+    end-to-end tiers keep the automatic choice (daemons, P4Runtime).  NETSUM_NATIVE set in
+    the environment (e.g. =1) overrides this."""
+    if "NETSUM_NATIVE" not in os.environ and UNIT in Path(str(request.node.path)).parents:
+        monkeypatch.setenv("NETSUM_NATIVE", "0")

@@ -287,6 +287,22 @@ def _program_files(fixtures: Path) -> list[Path]:
         sorted((tests / "golden" / "p4").glob("*.json"))
 
 
+def fixture_frames(rng: random.Random, seeds: list[bytes], n: int) -> list[bytes]:
+    """n frames from random `seeds`, two in three given a common ethertype (and IPv4's
+    version/IHL and protocol) so that parsers go deep."""
+    out = []
+    for k in range(n):
+        frame = bytearray(rng.choice(seeds))
+        if frame and k % 3:
+            frame[12:14] = rng.choice([b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x12\x34",
+                                       b"\x88\x47"])
+            if len(frame) > 23:
+                frame[14] = 0x45
+                frame[23] = rng.choice([6, 17, 1])
+        out.append(bytes(frame))
+    return out
+
+
 def test_fixture_programs_agree_with_unfused_reference(p4c_fixtures: Path) -> None:
     """Every hand-written, real-p4c and netsum-p4c program of the test suite (stacks, unions,
     lpm/ternary tables, checksums, clones, jumps inside actions), default actions only, under
@@ -298,15 +314,8 @@ def test_fixture_programs_agree_with_unfused_reference(p4c_fixtures: Path) -> No
     for path in files:
         ref, opt = _pair(json.loads(path.read_text()))
         assert ref.pipeline is not None and opt.pipeline is not None
-        for k in range(300):
-            frame = bytearray(rng.choice(seeds))
-            if frame and k % 3:               # common ethertypes / protocols, so parsers go deep
-                frame[12:14] = rng.choice([b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x12\x34",
-                                           b"\x88\x47"])
-                if len(frame) > 23:
-                    frame[14] = 0x45
-                    frame[23] = rng.choice([6, 17, 1])
+        for frame in fixture_frames(rng, seeds, 300):
             port = rng.randrange(1, 8)
-            assert ref.process(port, bytes(frame)) == opt.process(port, bytes(frame)), path.name
+            assert ref.process(port, frame) == opt.process(port, frame), path.name
         assert _state(ref.pipeline) == _state(opt.pipeline), path.name
         assert ref.stats.as_dict() == opt.stats.as_dict(), path.name
