@@ -3,6 +3,7 @@
     python benchmarks/allreduce.py [--elements N] [--workers 2,4,8] [--k 32,64,128,256]
                                    [--mode udp,netns] [--seconds S] [--repeat N] [--profile]
                                    [--png PATH] [--scaling 1,4,16,64,256]
+                                   [--switch-path native,python]
 
 Measured side by side in one run on the same cores:
   * goodput: tensor elements per second of one all-reduce (SwitchML's figure): N real
@@ -19,7 +20,9 @@ Each point is the median of --repeat runs.  --profile runs the switch daemon und
 the 4-worker case at the largest K and prints where its time goes.  --scaling MB,MB,... measures
 4 workers at the largest K for tensors of those sizes (MB of float32 per worker) and prints the
 switch daemon's peak RSS for each (no per-tensor cost may hide in the set-up: goodput should be
-flat above 4 MB).
+flat above 4 MB).  --switch-path: the switch daemon's packet path, native (switch/native, the
+default where it builds; its module is compiled before the first run) and/or python, each
+point measured for each path in turn.
 """
 from __future__ import annotations
 
@@ -237,6 +240,23 @@ def _median_run(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda r: r.goodput)[len(runs) // 2]
 
 
+def prepare_native(ks: list[int]) -> bool:
+    """Compile netsum.p4's native module for each K into the cache the daemon reads, so no
+    run starts on the Python path while the compiler works; False (with why) if not here."""
+    import json as _json
+
+    from netsum import build
+    from switch.pipeline import Pipeline
+    for k in ks:
+        t0 = time.monotonic()
+        pl = Pipeline(_json.loads(build.ensure_built(k)[0].read_bytes()), native=True)
+        if pl.native is None:
+            print(f"native backend unavailable at K={k}: {pl.native_status}", file=sys.stderr)
+            return False
+        print(f"native module for K={k} ready ({time.monotonic() - t0:.1f} s)")
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--elements", type=int, default=1 << 20, help="tensor elements (1M)")
@@ -248,7 +268,12 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--png", type=Path)
     ap.add_argument("--scaling", help="tensor sizes in MB per worker, e.g. 1,4,16,64,256")
+    ap.add_argument("--switch-path", default="native",
+                    help="native, python or both (native,python): the daemon's packet path")
     a = ap.parse_args()
+    paths = [x for x in a.switch_path.split(",") if x]
+    if not paths or any(x not in ("native", "python") for x in paths):
+        ap.error(f"--switch-path: native and/or python, got {a.switch_path!r}")
     ns = [int(x) for x in a.workers.split(",")]
     ks = [int(x) for x in a.k.split(",")]
     modes = [Mode(m) for m in a.mode.split(",")]
@@ -256,35 +281,43 @@ def main() -> int:
     print(f"all-reduce of {a.elements} float32 elements; ceiling from a bare recv->send loop "
           f"over UDP on 127.0.0.1 ({a.seconds:g} s per point); medians of {a.repeat} runs; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'mode':>5} {'workers':>7} {'K':>3} {'goodput':>12} {'per-worker':>12} {'retx':>6} "
-          f"{'bare fwd/s':>11} {'ceiling':>12} {'ratio':>6} {'cpu: switch':>11} "
+    if "native" in paths and not prepare_native([int(x) for x in a.k.split(",")]):
+        paths.remove("native")
+        if not paths:
+            return 1
+    print(f"{'path':>6} {'mode':>5} {'workers':>7} {'K':>3} {'goodput':>12} {'per-worker':>12} "
+          f"{'retx':>6} {'bare fwd/s':>11} {'ceiling':>12} {'ratio':>6} {'cpu: switch':>11} "
           f"{'workers':>7} {'us/pkt: switch':>14} {'worker':>6}  ok")
     with tempfile.TemporaryDirectory(prefix="netsum-bench-") as tmp:
         for mode in modes:
             for k in ks:
                 for n in ns:
                     fwd = bare_forwards(n, k, a.seconds)
-                    try:
-                        runs = [allreduce_run(Path(tmp) / f"{mode.value}n{n}k{k}r{i}", n, k,
-                                              a.elements, mode) for i in range(a.repeat)]
-                    except RigError as exc:
-                        print(f"error: {exc}", file=sys.stderr)
-                        return 1
-                    b = _median_run(runs)
-                    r = Row(n, k, b.goodput, b.mean, b.retx, all(x.ok for x in runs),
-                            b.switch_cpu, b.workers_cpu, b.wall, b.packets_in, fwd, fwd * k / n)
-                    rows.append(r)
-                    print(f"{mode.value:>5} {n:7d} {k:3d} {r.goodput / 1e6:9.3f} M/s "
-                          f"{r.mean_worker / 1e6:9.3f} M/s "
-                          f"{r.retx:6d} {fwd:11,.0f} {r.ceiling / 1e6:9.3f} M/s {r.ratio:6.2f} "
-                          f"{100 * r.switch_cpu / r.wall:9.0f} % "
-                          f"{100 * r.workers_cpu / r.wall:5.0f} %"
-                          f" {1e6 * r.switch_cpu / max(1, r.packets_in):14.1f}"
-                          f" {1e6 * r.workers_cpu / max(1, r.packets_in):6.1f}"
-                          f"  {'yes' if r.ok else 'NO'}", flush=True)
+                    for path in paths:
+                        # the daemon inherits the choice; =1 loads the module compiled above
+                        os.environ["NETSUM_NATIVE"] = "1" if path == "native" else "0"
+                        try:
+                            runs = [allreduce_run(Path(tmp) / f"{path}{mode.value}n{n}k{k}r{i}", n,
+                                                  k, a.elements, mode) for i in range(a.repeat)]
+                        except RigError as exc:
+                            print(f"error: {exc}", file=sys.stderr)
+                            return 1
+                        b = _median_run(runs)
+                        r = Row(n, k, b.goodput, b.mean, b.retx, all(x.ok for x in runs),
+                                b.switch_cpu, b.workers_cpu, b.wall, b.packets_in, fwd, fwd * k / n)
+                        rows.append(r)
+                        print(f"{path:>6} {mode.value:>5} {n:7d} {k:3d} {r.goodput / 1e6:9.3f} M/s "
+                              f"{r.mean_worker / 1e6:9.3f} M/s "
+                              f"{r.retx:6d} {fwd:11,.0f} {r.ceiling / 1e6:9.3f} M/s {r.ratio:6.2f} "
+                              f"{100 * r.switch_cpu / r.wall:9.0f} % "
+                              f"{100 * r.workers_cpu / r.wall:5.0f} %"
+                              f" {1e6 * r.switch_cpu / max(1, r.packets_in):14.1f}"
+                              f" {1e6 * r.workers_cpu / max(1, r.packets_in):6.1f}"
+                              f"  {'yes' if r.ok else 'NO'}", flush=True)
+        os.environ["NETSUM_NATIVE"] = "1" if paths[0] == "native" else "0"
         if a.scaling:
             k = max(ks)
-            print(f"\nscaling: 4 workers, K={k}, mode {modes[0].value}")
+            print(f"\nscaling: 4 workers, K={k}, mode {modes[0].value}, {paths[0]} switch path")
             print(f"{'MB/worker':>9} {'elements':>11} {'goodput':>12} {'switch RSS':>11}  ok")
             for mb in (float(x) for x in a.scaling.split(",")):
                 el = int(mb * 2**20 / 4)

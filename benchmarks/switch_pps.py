@@ -199,21 +199,22 @@ def router_frame() -> bytes:
                  IP(src="10.1.0.2", dst="10.0.0.5") / UDP(sport=1, dport=2) / (b"r" * 64))
 
 
-def netsum_traffic(k: int, workers: int,
-                   fuse: bool = True) -> tuple[Device, list[tuple[int, bytes]]] | None:
+def netsum_traffic(k: int, workers: int, fuse: bool = True, native: bool | None = None
+                   ) -> tuple[Device, list[tuple[int, bytes]]] | None:
     """netsum.p4 (built by netsum.build with netsum's compiler) configured with two jobs of
     `workers` members on the same 64 slots, and a round-robin stream of contributions, as
     workers send them: rounds 0 and 1 of every slot for job 3, then for job 4.  The stream can
     be replayed any number of times (here or through the daemon): each job finds the sets
     owned by the other, so its rounds 0 and 1 start fresh rounds again instead of being
-    duplicates of finished ones.  None when the program cannot be built here."""
+    duplicates of finished ones.  `native`: None = as the daemon chooses (the native backend
+    when it builds here), False = the Python path.  None when the program cannot be built."""
     sys.path.insert(0, str(ROOT / "tests"))
     try:
         from p4helpers import NetsumSwitch, netsum_config, netsum_frame, worker_host
         sw = NetsumSwitch(netsum_config(k))
-        if not fuse:            # the unoptimised reference: actions and nodes as emitted
+        if not fuse or native is not None:    # fuse=False: actions and nodes as emitted
             from switch.pipeline import Pipeline
-            sw.pipeline = Pipeline(json.loads(netsum_config(k)), fuse=False)
+            sw.pipeline = Pipeline(json.loads(netsum_config(k)), fuse=fuse, native=native)
             sw.device.install(sw.pipeline)
     except Exception as e:           # compiler missing or failing: fall back to the stand-in
         print(f"  (netsum.p4 unavailable: {type(e).__name__}: {str(e)[:120]})")
@@ -252,29 +253,36 @@ def inprocess_netsum(k: int, workers: int, seconds: float, profile: bool) -> flo
     return rate
 
 
-def netsum_optimised_vs_reference(k: int, workers: int, seconds: float
-                                  ) -> tuple[float, float] | None:
-    """Medians of alternating 0.25 s rounds: the loaded pipeline with its load-time rewrites
-    (register lanes, guard fusion, inline table lookups, replica patching) and the same
-    program with `fuse=False`.  Rates are contributions per second of this process's CPU
-    time: on a shared machine the wall clock mostly measures the other processes."""
+def netsum_side_by_side(k: int, workers: int, seconds: float) -> dict[str, float] | None:
+    """Medians of alternating 0.25 s rounds of three pipelines of the same program: the native
+    backend (switch/native, when it builds here), the Python path with its load-time rewrites
+    (register lanes, guard fusion, inline table lookups, replica patching) and the Python path
+    with `fuse=False`.  Rates are contributions per second of this process's CPU time: on a
+    shared machine the wall clock mostly measures the other processes."""
     runs = {}
-    for fuse in (True, False):
-        got = netsum_traffic(k, workers, fuse)
+    for name, fuse, native in (("native", True, True), ("python", True, False),
+                               ("fuse=False", False, False)):
+        got = netsum_traffic(k, workers, fuse, native)
         if got is None:
             return None
-        runs[fuse] = got
-    rates: dict[bool, list[float]] = {True: [], False: []}
-    t_end = time.perf_counter() + 2 * seconds
-    while time.perf_counter() < t_end or len(rates[False]) < 3:
-        for fuse, (dev, frames) in runs.items():
+        pl = got[0].pipeline
+        if native and (pl is None or pl.native is None):
+            print(f"  (native backend not used: {pl.native_status if pl else '-'})")
+            continue
+        runs[name] = got
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    t_end = time.perf_counter() + len(runs) * seconds
+    while time.perf_counter() < t_end or min(len(r) for r in rates.values()) < 3:
+        for name, (dev, frames) in runs.items():
             n, t0, c0 = 0, time.perf_counter(), time.process_time()
             while time.perf_counter() - t0 < 0.25:
                 for p, f in frames:
                     dev.process(p, f)
                 n += len(frames)
-            rates[fuse].append(n / max(1e-9, time.process_time() - c0))
-    return statistics.median(rates[True]), statistics.median(rates[False])
+            rates[name].append(n / max(1e-9, time.process_time() - c0))
+    for dev, _ in runs.values():
+        assert dev.stats.internal_errors == 0
+    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def make_device(kind: str, k: int, workers: int, json_path: Path | None) -> Device:
@@ -572,12 +580,15 @@ def main() -> int:
             f"aggregation ({'netsum.p4' if json_path else 'stand-in'}, K={k0})"
         print(f"  in-process  {label:34s} {pps:10,.0f} pkt/s in  ({outs} out per packet)")
     for k in args.k:
-        both = netsum_optimised_vs_reference(k, args.workers, args.seconds)
-        if both is not None:
-            print(f"  in-process  {f'netsum.p4 K={k}, optimised | fuse=False':34s} "
-                  f"{both[0]:10,.0f} | {both[1]:8,.0f} contributions per CPU-s | ratio "
-                  f"{both[0] / both[1]:5.2f} | {1e6 / both[0]:6.1f} | {1e6 / both[1]:6.1f} "
-                  f"us CPU per contribution")
+        got = netsum_side_by_side(k, args.workers, args.seconds)
+        if got is not None:
+            names = " | ".join(got)
+            rates = " | ".join(f"{v:,.0f}" for v in got.values())
+            us = " | ".join(f"{1e6 / v:.2f}" for v in got.values())
+            base = got["fuse=False"]
+            ratios = " | ".join(f"{v / base:.1f}" for v in got.values())
+            print(f"  in-process  netsum.p4 K={k} ({names}): {rates} contributions per CPU-s"
+                  f"; {us} us CPU per contribution; x{ratios} of fuse=False")
     if args.profile:
         if inprocess_netsum(args.k[-1], args.workers, args.seconds, True) is None:
             inprocess("agg", k0, args.workers, args.seconds, json_path, profile=True)
