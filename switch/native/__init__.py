@@ -33,7 +33,9 @@ from switch.native.cpipe import Program, TableInfo, generate
 
 __all__ = ["plan", "load", "NativeRunner", "Decline", "wanted", "wait_for_build"]
 
-log = logging.getLogger("netsum.switch.native")
+# Not under "netsum.switch": the daemon logs that to its console, whose first line must stay
+# the ready line (a module loaded from the cache is reported before it).
+log = logging.getLogger("netsum.native")
 _STATS = ("dropped", "parser_errors", "truncated", "checksum_errors", "register_oob",
           "counter_oob", "digests")
 U64 = (1 << 64) - 1
