@@ -239,7 +239,13 @@ class NetsumSwitch:
 
     # ---- data plane ----
     def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
-        return self.device.process(port, frame)
+        """The frames out; an exception on the packet path (which the Device turns into a drop
+        and stats.internal_errors) fails the test instead of passing for a refusal."""
+        before = self.device.stats.internal_errors
+        out = self.device.process(port, frame)
+        assert self.device.stats.internal_errors == before, \
+            f"internal error on the packet path: {self.device.first_error}"
+        return out
 
     def counter(self, name: str, index: int) -> int:
         """Packets counted by `NetsumIngress.<name>` or `NetsumEgress.<name>` at index."""

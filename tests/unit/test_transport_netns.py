@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import BIN, SwitchDaemon, built_netsum
+from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum
 from netsum.procs import ProcessGroup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +71,5 @@ def run_workers(hosts: list[Any], grpc: str, tmp_path: Path, json_path: Path,
     for w in workers:
         out, _ = w.communicate(timeout=120)
         assert w.returncode == 0 and out.count("check ok") == 2, out
+    # no exception on the packet path, no fault counter moved
+    assert_switch_clean(grpc)
