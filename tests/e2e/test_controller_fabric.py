@@ -105,6 +105,11 @@ def vec(seed: int) -> np.ndarray:
     return np.arange(K, dtype=np.int32) * seed - 1000 * seed
 
 
+#: Exponent proposals of the i-th worker of a round: distinct, the max not the first or last
+#: sent, so a result must carry max(exp) of every contribution, not one worker's.
+PROPOSALS = (128, 133, 126, 131)
+
+
 def test_single_switch_job_lifecycle_and_aggregation(netsum_program, switches, tmp_path) -> None:
     info, js = netsum_program
     topo_path = topology("single.yaml", switches, tmp_path)
@@ -225,7 +230,8 @@ def aggregate_through_tree(c: Controller, switches: dict[str, Sw], job: int, slo
     got: dict[str, list[bytes]] = {}
     for i, w in enumerate(workers):
         h = topo.host(w)
-        port, f = data_frame(topo, w, job, slot, vec(i + 1), round_=round_)
+        port, f = data_frame(topo, w, job, slot, vec(i + 1), exp=PROPOSALS[i],
+                             round_=round_)
         leaf = switches[h.switch]
         at_root: dict[int, list[tuple[int, bytes]]] = {}
         for out_port, frame in leaf.dev.process(port, f):
@@ -249,6 +255,7 @@ def aggregate_through_tree(c: Controller, switches: dict[str, Sw], job: int, slo
         parsed = wire.parse_frame(frames[0], K)
         assert parsed.dst.mac == h.mac.to_bytes(6, "big") and parsed.dst.port == h.udp_port
         assert parsed.packet.header.msg_type is MsgType.RESULT
+        assert parsed.packet.header.exp == max(PROPOSALS[:len(workers)]), where
         by_host[h.name] = parsed.packet.values
     return by_host
 
@@ -472,17 +479,17 @@ def test_tree_with_a_worker_on_the_root(netsum_program, switches, tmp_path) -> N
     topo = parse_topology(path.read_text())
     root, l1, l2 = (switches[n].dev for n in ("root", "leaf1", "leaf2"))
 
-    def up(leaf, host: str, value: np.ndarray) -> list[tuple[int, bytes]]:
-        port, f = data_frame(topo, host, 9, 4, value)
+    def up(leaf, host: str, value: np.ndarray, exp: int) -> list[tuple[int, bytes]]:
+        port, f = data_frame(topo, host, 9, 4, value, exp=exp)
         outs = leaf.process(port, f)
         assert [p for p, _ in outs] == [3]           # a leaf of one worker sends straight up
         return outs
 
-    (_, partial), = up(l1, "h1", vec(1))
+    (_, partial), = up(l1, "h1", vec(1), PROPOSALS[0])
     assert root.process(1, partial) == []
-    port, f = data_frame(topo, "h5", 9, 4, vec(5))
+    port, f = data_frame(topo, "h5", 9, 4, vec(5), exp=PROPOSALS[1])
     assert root.process(port, f) == []
-    (_, partial), = up(l2, "h3", vec(3))
+    (_, partial), = up(l2, "h3", vec(3), PROPOSALS[2])
     results = dict(root.process(2, partial))
     assert sorted(results) == [1, 2, 3]
     got = {"h5": results[3]}
@@ -493,6 +500,7 @@ def test_tree_with_a_worker_on_the_root(netsum_program, switches, tmp_path) -> N
         parsed = wire.parse_frame(frame, K)
         assert parsed.dst.ip == topo.host(host).ipv4.to_bytes(4, "big"), host
         assert np.array_equal(parsed.packet.values, want), host
+        assert parsed.packet.header.exp == max(PROPOSALS[:3]), host
 
 
 def test_stats_watch_rates_follow_live_traffic(netsum_program, switches, tmp_path) -> None:
