@@ -32,6 +32,11 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
     "exp=255": [("hdr.netsum.exp = meta.exp;", "hdr.netsum.exp = 8w255;")],
     # subtler: one exponent too high halves the precision of the next block
     "exp+1": [("hdr.netsum.exp = meta.exp;", "hdr.netsum.exp = meta.exp + 1;")],
+    # subtler still: one too high only where some worker proposed a block (EXP_ZERO stays), so
+    # the worker's own check (nonzero where no block follows) cannot see it: only a bound
+    # derived from the inputs does
+    "exp+1 nonzero": [("hdr.netsum.exp = meta.exp;",
+                       "hdr.netsum.exp = meta.exp == 0 ? meta.exp : meta.exp + 1;")],
     # a result of zeros
     "zeros": [("hdr.netsum.msg_type = MSG_RESULT;",
                "hdr.netsum.msg_type = MSG_RESULT;\n        NS_VALUES(NS_ZERO_VALUE)")],
