@@ -30,13 +30,11 @@ _ACTIONS = ("multicast_result", "reply_result")
 MUTANTS: dict[str, list[tuple[str, str]]] = {
     # the issue's: every result claims exponent 255, so every value dequantizes to ~0
     "exp=255": [("hdr.netsum.exp = meta.exp;", "hdr.netsum.exp = 8w255;")],
-    # subtler: one exponent too high halves the precision of the next block
-    "exp+1": [("hdr.netsum.exp = meta.exp;", "hdr.netsum.exp = meta.exp + 1;")],
-    # subtler still: one too high only where some worker proposed a block (EXP_ZERO stays), so
-    # the worker's own check (nonzero where no block follows) cannot see it: only a bound
-    # derived from the inputs does
-    "exp+1 nonzero": [("hdr.netsum.exp = meta.exp;",
-                       "hdr.netsum.exp = meta.exp == 0 ? meta.exp : meta.exp + 1;")],
+    # subtler: one exponent too high (halving the precision of the next block) only where some
+    # worker proposed a block (EXP_ZERO stays), so the worker's own check (nonzero where no
+    # block follows) cannot see it: only the exponents and bounds derived from the inputs do
+    "exp+1": [("hdr.netsum.exp = meta.exp;",
+               "hdr.netsum.exp = meta.exp == 0 ? meta.exp : meta.exp + 1;")],
     # a result of zeros
     "zeros": [("hdr.netsum.msg_type = MSG_RESULT;",
                "hdr.netsum.msg_type = MSG_RESULT;\n        NS_VALUES(NS_ZERO_VALUE)")],
