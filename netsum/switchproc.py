@@ -4,12 +4,15 @@ tests and the benchmarks.
 """
 from __future__ import annotations
 
+import random
 import re
 import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from netsum.procs import Child
+from wireformat import UDP_PORT
 
 __all__ = ["RigError", "SwitchReady", "parse_ready_line", "wait_switch_ready", "free_udp_ports",
            "free_tcp_ports"]
@@ -36,15 +39,54 @@ def free_tcp_ports(n: int) -> list[int]:
     return _free_ports(n, socket.SOCK_STREAM)
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999                      # Linux's default
+
+
+#: Where named UDP ports are picked: below the kernel's ephemeral range (see free_udp_ports),
+#: above the well-known and registered ports services tend to hold.
+_NAMED_LOW = 20000
+
+
 def free_udp_ports(n: int) -> list[int]:
-    """n distinct loopback UDP ports free right now (all held open together, so none repeats).
+    """n distinct loopback UDP ports free right now (all held open together, so none repeats),
+    outside the kernel's ephemeral range.
 
     For addresses that must be named before anything binds them: a UDP-tunnel port's fixed
     peer (a worker's address, the other end of a switch-to-switch link) goes on the switch's
-    command line before that peer exists.  A clash in the window before the bind fails loudly
-    (the switch or the worker cannot bind).  The switch's own side is asked for as `:0` and
-    read back from its ready line."""
-    return _free_ports(n, socket.SOCK_DGRAM)
+    command line before that peer exists.  A port the kernel handed out for `:0` and took back
+    is soon handed out again -- to the switch's own `:0` ports, to any other process -- and the
+    worker then cannot bind its address; ports below the ephemeral range are never handed out
+    for `:0`, so only another picker choosing the same random port can clash (and that fails
+    loudly: the switch or the worker cannot bind).  The switch's own side is asked for as `:0`
+    and read back from its ready line."""
+    low = _ephemeral_range()[0]
+    if low - _NAMED_LOW < 4 * n + 64:
+        return _free_ports(n, socket.SOCK_DGRAM)     # no room below the range: take the OS's
+    held: list[socket.socket] = []
+    try:
+        for port in random.sample(range(_NAMED_LOW, low), low - _NAMED_LOW):
+            if len(held) == n:
+                break
+            if port == UDP_PORT:                    # the service port workers bind in netns
+                continue
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+        if len(held) < n:
+            raise RigError(f"no {n} free UDP ports in {_NAMED_LOW}..{low - 1}")
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 # `netsum-switch: ready: device N; <N@IFACE ...|no ports>; <P4Runtime on ADDR|P4Runtime off>`
