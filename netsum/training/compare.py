@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -212,6 +213,10 @@ def summary_table(results: Sequence[VariantResult]) -> str:
     return "\n".join(lines)
 
 
+def _ms(seconds: float) -> float:
+    return 1e3 * seconds if math.isfinite(seconds) else 0.0
+
+
 def write_png(path: Path, results: Sequence[VariantResult]) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -235,14 +240,17 @@ def write_png(path: Path, results: Sequence[VariantResult]) -> None:
                     label=r.comm)
     a1.set(title="training loss (rank 0, running mean of 10)", xlabel="step",
            ylabel="cross-entropy")
-    a1.legend()
+    if a1.get_legend_handles_labels()[0]:
+        a1.legend()
     a2.set(title="test accuracy", xlabel="step", ylabel="%")
-    a2.legend()
-    names = [r.comm for r in results]
-    wall = [1e3 * r.mean("wall_s") for r in results]
+    if a2.get_legend_handles_labels()[0]:
+        a2.legend()
+    names = [r.comm if r.ok else f"{r.comm} (failed)" for r in results]
+    # A variant that failed has no step figures (NaN): its bar is empty, not the plot's limits.
+    wall = [_ms(r.mean("wall_s")) for r in results]
     traced = [r.mean("comm_s") > 0 for r in results]
-    exposed = [1e3 * r.mean("exposed_s") if t else 0.0 for r, t in zip(results, traced)]
-    hidden = [1e3 * r.mean("hidden_s") if t else 0.0 for r, t in zip(results, traced)]
+    exposed = [_ms(r.mean("exposed_s")) if t else 0.0 for r, t in zip(results, traced)]
+    hidden = [_ms(r.mean("hidden_s")) if t else 0.0 for r, t in zip(results, traced)]
     alone = [w - e - h if t else 0.0 for w, e, h, t in zip(wall, exposed, hidden, traced)]
     untraced = [0.0 if t else w for w, t in zip(wall, traced)]
     a3.bar(names, alone, color="tab:blue", label="compute, no communication running")
