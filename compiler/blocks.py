@@ -12,8 +12,8 @@ from .diagnostics import Diagnostics, unknown
 from .ir import ParamRef, TConst, TLoc
 from .layout import ROLES, Layout, storable
 from .resolve import ConstValue, Globals, const_eval, resolve_type
-from .scopes import Env, ExternInstance, Sym, SymKind
-from .types import Bits, ExternT, P4Type, show
+from .scopes import Env, ExternInstance, Sym, SymKind, ValueSet
+from .types import Bits, Bool, EnumT, ExternT, HeaderT, P4Type, StructT, show, width_of
 
 __all__ = ["BlockScope", "SubControl", "block_scope", "control_plane_name", "action_env",
            "global_externs",
@@ -64,6 +64,7 @@ class BlockScope:
     externs: list[ExternInstance] = field(default_factory=list)
     tables: list[A.TableDecl] = field(default_factory=list)
     actions: list[A.ActionDecl] = field(default_factory=list)
+    value_sets: list[ValueSet] = field(default_factory=list)
 
 
 def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnostics,
@@ -120,6 +121,12 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
                 elif tt is not None:
                     env.add(Sym(SymKind.VAR, n, lay.alloc_local(n, tt, d.pos,
                                                                 key=f"{prefix}/{n}")))
+            case A.Instantiation(type=A.TypeName(name="value_set")) if \
+                    isinstance(decl, A.ParserDecl):
+                vs = _value_set(d, prefix, g, diags, scope.rank + (index,))
+                if vs is not None:
+                    scope.value_sets.append(vs)
+                    env.add(Sym(SymKind.VALUE_SET, d.name, vs, vs.name))
             case A.Instantiation(type=A.TypeName(name=tn)) if tn in g.controls:
                 sub = SubControl(g.controls[tn], d, scope.rank + (index,))
                 env.add(Sym(SymKind.SUBCONTROL, d.name, sub, control_plane_name(prefix, d)))
@@ -140,6 +147,40 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
                 diags.error(st.pos, f"re-declaration of '{st.name}' in '{decl.name}'")
             env.add(Sym(SymKind.STATE, st.name, st))
     return scope
+
+
+def _value_set(d: A.Instantiation, block: str, g: Globals, diags: Diagnostics,
+               rank: tuple[int, ...]) -> ValueSet | None:
+    t = d.type
+    assert isinstance(t, A.TypeName)
+    et = resolve_type(t.args[0], g, diags) if len(t.args) == 1 else None
+    size = const_eval(d.args[0].value, g, diags) if len(d.args) == 1 and d.args[0].value \
+        is not None else None
+    if et is None or size is None:
+        if len(t.args) != 1 or len(d.args) != 1:
+            diags.error(d.pos, "value_set<T>(size) takes one type and one size")
+        return None
+    if not isinstance(size.value, int) or isinstance(size.value, bool) or \
+            not 0 < size.value < 2 ** 31:
+        # P4Info's ValueSet.size is an int32; a set needs room for at least one value
+        diags.error(d.args[0].pos, "value_set size must be a positive integer below 2^31")
+        return None
+    fields: list[tuple[str, int, str]] = []
+    if isinstance(et, StructT):
+        for fname, ft in et.fields:
+            if not isinstance(ft, (Bits, Bool, EnumT)):
+                diags.error(d.pos, f"unsupported construct: value_set field '{fname}' of type "
+                                   f"{show(ft)}")
+                return None
+            kind = annotation_arg(g.field_annotations.get((et.name, fname), ()), "match")
+            fields.append((fname, width_of(ft), kind.name if isinstance(kind, A.Name)
+                           else "exact"))
+    elif isinstance(et, (Bits, Bool, EnumT)):
+        fields.append(("", width_of(et), "exact"))
+    else:
+        diags.error(d.pos, f"unsupported construct: value_set of {show(et)}")
+        return None
+    return ValueSet(control_plane_name(block, d), tuple(fields), int(size.value), d, rank)
 
 
 def global_externs(g: Globals, diags: Diagnostics) -> list[ExternInstance]:
@@ -195,9 +236,16 @@ def _instance(d: A.Instantiation, block: str, g: Globals, diags: Diagnostics,
             return None
         args.append(cv)
     if tname == "register":
-        if not et.args or not isinstance(et.args[0], Bits):
-            diags.error(t.pos, "register needs an element type bit<W> or int<W>, e.g. "
-                               "register<bit<32>>(N)")
+        elem = et.args[0] if et.args else None
+        if isinstance(elem, EnumT) and elem.underlying is not None:
+            pass  # a serializable enum is stored as its underlying bits
+        elif isinstance(elem, (StructT, HeaderT)):
+            diags.error(t.pos, f"unsupported construct: a register of {show(elem)} (BMv2 "
+                               "registers hold bit strings)")
+            return None
+        elif not isinstance(elem, Bits):
+            diags.error(t.pos, "register needs an element type bit<W>, int<W> or a "
+                               "serializable enum, e.g. register<bit<32>>(N)")
             return None
     if tname in ("register", "counter", "meter"):
         size = args[0]

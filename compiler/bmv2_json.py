@@ -19,7 +19,8 @@ from .lower_control import ControlLowering, PipelineState
 from .lower_parser import lower_checksums, lower_deparser, lower_parser
 from .lower_table import TableLowering, annotation_strings, explicit_id
 from .model import ControllerHeaderModel
-from .model import ControlPlane, CounterModel, DigestModel, MeterModel, RegisterModel
+from .model import (ControlPlane, CounterModel, DigestModel, MeterModel, RegisterModel,
+                    ValueSetModel)
 from .resolve import Globals
 from .scopes import ExternInstance
 from .typecheck import Typer
@@ -60,6 +61,10 @@ class GenerateJson:
         counters, meters, registers = self._externs(scopes, tl, ctx, cp)
         self._controller_headers(g, lay, cp)
         cp.extern_functions = ctx.extern_functions
+        for vs in (scopes["parser"].value_sets if "parser" in scopes else []):
+            cp.value_sets.append(ValueSetModel(
+                vs.name, vs.fields, vs.size, annotation_strings(vs.decl.annotations),
+                explicit_id(vs.decl.annotations), vs.rank))
         for name, st in ctx.digests.items():
             cp.digests.append(DigestModel(name, tuple((n, width_of(t)) for n, t in st.fields)))
         doc: dict[str, Any] = {
@@ -82,7 +87,10 @@ class GenerateJson:
             "errors": [[e, i] for i, e in enumerate(g.errors)],
             "enums": [],
             "parsers": [parser] if parser else [],
-            "parse_vsets": [],
+            "parse_vsets": [
+                {"name": vs.name, "id": i, "compressed_bitwidth": sum(w for _, w, _ in vs.fields),
+                 "max_size": vs.size}
+                for i, vs in enumerate(scopes["parser"].value_sets if "parser" in scopes else [])],
             "deparsers": [deparser] if deparser else [],
             "meter_arrays": meters,
             "counter_arrays": counters,
@@ -226,12 +234,16 @@ class GenerateJson:
                                         binding if direct else None, strs, eid, inst.rank))
         elif inst.extern == "register":
             et = inst.type.args[0]
+            enum = ""
+            if isinstance(et, EnumT) and et.underlying is not None:
+                cp.add_enum(et)
+                enum, et = et.name, et.underlying
             assert isinstance(et, Bits)
             size = int(inst.args[0].value) if inst.args[0] else 0
             registers.append({"name": inst.name, "id": len(registers), "size": size,
                               "bitwidth": et.width})
             cp.registers.append(RegisterModel(inst.name, et.width, et.signed, size, strs, eid,
-                                              inst.rank))
+                                              inst.rank, enum))
 
     @staticmethod
     def _controller_headers(g: Globals, lay: Layout, cp: ControlPlane) -> None:

@@ -110,6 +110,18 @@ class InlineParsers:
         names = {st.name: self.fresh.new(f"{inst}_{st.name}") for st in sub.states}
         names["accept"] = cont
         for x in sub.locals:
+            if isinstance(x, A.Instantiation) and isinstance(x.type, A.TypeName) and \
+                    x.type.name == "value_set":
+                # One value set per application, named in P4Info under the instance
+                # (`Caller.inst.vs`, as p4c's inliner names it).
+                new = self.fresh.new(f"{inst}_{x.name}")
+                has_name = any(an.name == "name" for an in x.annotations)
+                annos = x.annotations if has_name else x.annotations + (A.Annotation(
+                    x.pos, "name", (A.StrLit(x.pos, f"{inst}.{x.name}"),),
+                    f'"{inst}.{x.name}"'),)
+                self.locals.append(dataclasses.replace(x, name=new, annotations=annos))
+                binding[x.name] = A.Name(x.pos, new)
+                continue
             if isinstance(x, A.Instantiation):
                 self.diags.error(x.pos, f"unsupported construct: instance '{x.name}' inside "
                                         f"sub-parser '{sub.name}'")

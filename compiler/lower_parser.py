@@ -17,7 +17,7 @@ from .ir import (FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TL
                  UnionStackNextRef, UnionStackRef)
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
-from .scopes import Env
+from .scopes import Env, SymKind, ValueSet
 from .types import (Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, StackT, VarbitT, show,
                     width_of)
 
@@ -224,6 +224,16 @@ def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,
         ks = case.keyset
         if isinstance(ks, A.Default):
             trans.append({"type": "default", "value": None, "mask": None, "next_state": nxt})
+            continue
+        vs = env.lookup(ks.name) if isinstance(ks, A.Name) else None
+        if vs is not None and vs.kind is SymKind.VALUE_SET:
+            assert isinstance(vs.value, ValueSet)
+            width = sum(w for _, w, _ in vs.value.fields)
+            if width != sum(widths):
+                ctx.diags.error(ks.pos, f"value set '{vs.name}' matches {width} bits; the "
+                                        f"select keys have {sum(widths)}")
+            trans.append({"type": "parse_vset", "value": vs.value.name, "mask": None,
+                          "next_state": nxt})
             continue
         elems = ks.items if isinstance(ks, A.ListExpr) else (ks,)
         if len(elems) != len(keys):

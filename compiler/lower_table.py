@@ -121,9 +121,12 @@ class TableLowering:
             pt = resolve_type(p.type, g, self.ctx.diags)
             if pt is None:
                 continue
-            if not isinstance(pt, (Bits, Bool)):
+            if isinstance(pt, EnumT) and pt.underlying is not None:
+                self.cp.add_enum(pt)  # action data of a serializable enum: its bits
+            elif not isinstance(pt, (Bits, Bool)):
                 self.err(p.pos, f"action parameter '{p.name}' has type {show(pt)}; control-plane"
-                                " parameters must be bit<W> or int<W>")
+                                " parameters must be bit<W>, int<W>, bool or a serializable "
+                                "enum")
                 continue
             pname = annotation_arg(p.annotations, "name")
             name = pname.value if isinstance(pname, A.StrLit) else p.name
@@ -440,6 +443,8 @@ class TableLowering:
             if not isinstance(te.type, (Bits, Bool, EnumT, ErrorT)):
                 self.err(ke.expr.pos, f"table key '{name}' has type {show(te.type)}")
                 continue
+            if isinstance(te.type, EnumT):
+                self.cp.add_enum(te.type)  # P4Info describes a serializable enum key's type
             mask: int | None = None
             base: TExpr = te
             if isinstance(te, TIsValid):

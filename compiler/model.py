@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["KeyModel", "ActionRefModel", "TableModel", "ActionModel", "CounterModel",
-           "MeterModel", "RegisterModel", "ControllerHeaderModel", "DigestModel", "ControlPlane"]
+           "MeterModel", "RegisterModel", "EnumModel", "ValueSetModel", "ControllerHeaderModel", "DigestModel", "ControlPlane"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,26 @@ class RegisterModel:
     annotations: tuple[str, ...]
     explicit_id: int | None = None
     order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
+    enum: str = ""               # a serializable enum element type, by name
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSetModel:
+    name: str
+    matches: tuple[tuple[str, int, str], ...]  # (field name or "", bitwidth, match kind)
+    size: int
+    annotations: tuple[str, ...]
+    explicit_id: int | None = None
+    order: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EnumModel:
+    """A serializable enum P4Info describes in type_info (name, width, members in order)."""
+
+    name: str
+    bitwidth: int
+    members: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +127,16 @@ class ControlPlane:
     controller_headers: list[ControllerHeaderModel] = field(default_factory=list)
     digests: list[DigestModel] = field(default_factory=list)
     extern_functions: bool = False  # some control calls an extern function
+    enums: dict[str, EnumModel] = field(default_factory=dict)
+    value_sets: list[ValueSetModel] = field(default_factory=list)
+
+    def add_enum(self, t: object) -> None:
+        """Record a serializable enum P4Info must describe (EnumT with an underlying type)."""
+        name = getattr(t, "name", "")
+        under = getattr(t, "underlying", None)
+        if under is not None and name not in self.enums:
+            self.enums[name] = EnumModel(name, under.width,
+                                         tuple(zip(t.members, t.values)))  # type: ignore
 
     def add_action(self, a: ActionModel) -> None:
         if all(x.name != a.name for x in self.actions):

@@ -66,9 +66,12 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
     rid = assign_ids(Prefix.REGISTER, [(r.name, r.explicit_id) for r in cp.registers], diags,
                      taken)
     did = assign_ids(Prefix.DIGEST, [(d.name, None) for d in cp.digests], diags, taken)
+    vid = assign_ids(Prefix.VALUE_SET, [(v.name, v.explicit_id) for v in cp.value_sets], diags,
+                     taken)
     hid = assign_ids(Prefix.CONTROLLER_HEADER,
                      [(h.type_name, None) for h in cp.controller_headers], diags, taken)
     alias = aliases([t.name for t in cp.tables] + [a.name for a in cp.actions]
+                    + [v.name for v in cp.value_sets]
                     + [c.name for c in cp.counters] + [m.name for m in cp.meters]
                     + [r.name for r in cp.registers] + [h.name for h in cp.controller_headers]
                     + [d.name for d in cp.digests])
@@ -151,11 +154,24 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
     for r in cp.registers:
         pr = info.registers.add()
         _preamble(pr.preamble, rid[r.name], r.name, alias[r.name], r.annotations)
-        if r.signed:
+        if r.enum:
+            pr.type_spec.serializable_enum.name = r.enum
+        elif r.signed:
             pr.type_spec.bitstring.int.bitwidth = r.bitwidth
         else:
             pr.type_spec.bitstring.bit.bitwidth = r.bitwidth
         pr.size = r.size
+    for v in cp.value_sets:
+        pv = info.value_sets.add()
+        _preamble(pv.preamble, vid[v.name], v.name, alias[v.name], v.annotations)
+        for i, (fname, width, kind) in enumerate(v.matches, 1):
+            mf = pv.match.add()
+            mf.id = i
+            if fname:
+                mf.name = fname
+            mf.bitwidth = width
+            mf.match_type = _MATCH.get(kind, p4info_pb2.MatchField.EXACT)
+        pv.size = v.size
     for d in cp.digests:
         pdg = info.digests.add()
         _preamble(pdg.preamble, did[d.name], d.name, alias[d.name], ())
@@ -165,6 +181,14 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             mem = st.members.add()
             mem.name = fname
             mem.type_spec.bitstring.bit.bitwidth = width
+    for name, em in cp.enums.items():
+        se = info.type_info.serializable_enums[name]
+        se.underlying_type.bitwidth = em.bitwidth
+        for mname, value in em.members:
+            mem = se.members.add()
+            mem.name = mname
+            mem.value = (value & ((1 << em.bitwidth) - 1)).to_bytes((em.bitwidth + 7) // 8,
+                                                                      "big")
     if _touches_type_info(cp):
         info.type_info.SetInParent()
     return info

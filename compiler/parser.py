@@ -12,7 +12,7 @@ from .ast import (ActionDecl, Annotation, Assign, Binary, Block, Call, CallStmt,
                   Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Name, Node,
                   PackageDecl, Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return,
                   Select, SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl,
-                  TableEntry, TableProperty, Typedef, VarDecl)
+                  TableEntry, TableProperty, TypeName, Typedef, VarDecl)
 from .diagnostics import Diagnostics
 from .lexer import Token, TokKind
 from .parse_expr import ExprParser, ParseError
@@ -343,8 +343,14 @@ class Parser(ExprParser):
             value = self.parse_expr()
             self.expect(";")
             return ConstDecl(name.pos, annos, name.text, typ, value)
-        if self.at("value_set"):
-            raise ParseError(t.pos, "unsupported construct: value_set")
+        if self.accept("value_set"):
+            # valueSetDeclaration: 'value_set' '<' type '>' '(' size ')' name ';'
+            targs = self._type_args()
+            args = self.parse_args()
+            name = self.ident()
+            self.expect(";")
+            return Instantiation(name.pos, annos, name.text, TypeName(t.pos, "value_set", targs),
+                                 args)
         typ = self.parse_type()
         if self.at("("):
             args = self.parse_args()

@@ -12,7 +12,7 @@ from . import ast as A
 from .resolve import ConstValue, Globals
 from .types import ExternT
 
-__all__ = ["SymKind", "Sym", "ExternInstance", "Env"]
+__all__ = ["SymKind", "Sym", "ExternInstance", "ValueSet", "Env"]
 
 
 class SymKind(enum.Enum):
@@ -27,6 +27,7 @@ class SymKind(enum.Enum):
     PACKET = "packet"
     SUBCONTROL = "control instance"
     EXPR = "function argument"  # an inlined function's parameter bound to a typed value
+    VALUE_SET = "value set"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,17 @@ class ExternInstance:
     decl: A.Instantiation
     block: str       # enclosing parser/control name
     rank: tuple[int, ...] = ()  # where p4c lists it in P4Info (see BlockScope.rank)
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSet:
+    """A parser value set: select cases the control plane fills (BMv2 parse_vsets)."""
+
+    name: str                        # control-plane name, e.g. "MyParser.pvs"
+    fields: tuple[tuple[str, int, str], ...]  # (name, bitwidth, match kind) per key
+    size: int
+    decl: A.Instantiation
+    rank: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,13 @@ SETUP: dict[str, Callable[[Device], None]] = {
     "local_init_table": lambda d: d.pipeline.tables["I.t1"].insert(
         TableEntry((Exact(0x1234),), ActionCall("I.fwd", (2,)))),
     "global_register": lambda d: d.pipeline.registers["gr"].write(0, 0x42),
+    # fwd(2, Kind_t.ODD) on IP frames: later frames see ODD in the register (hdr.eth.src = 1)
+    "ser_enum": lambda d: d.pipeline.tables["I.t"].insert(
+        TableEntry((Exact(0x0800),), ActionCall("I.fwd", (2, 0x1234)))),
 }
+
+#: Programs whose JSON netsum-switch does not load yet (both documents are refused alike).
+NOT_LOADED = {"value_set": "netsum-switch refuses parse_vsets at load"}
 
 
 def device(doc: dict[str, object], name: str) -> Device:
@@ -52,7 +58,9 @@ def device(doc: dict[str, object], name: str) -> Device:
     return d
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_LOADED[n]))
+    if n in NOT_LOADED else n for n in NAMES])
 def test_json_behaves_like_p4c(name: str) -> None:
     ours = device(compiler.compile_file(CONSTRUCTS / f"{name}.p4").bmv2_json, name)
     theirs = device(json.loads((CONSTRUCTS / f"{name}.json").read_text()), name)
