@@ -12,7 +12,7 @@ from typing import Any
 
 from .ir import (FieldRef, HeaderRef, ParamRef, StackFieldRef, StackRef, TBinary, TCast,
                  TConcat, TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TTernary,
-                 TUnary, TUnionValid, UnionRef, UnionStackRef)
+                 TLastIndex, TUnary, TUnionValid, UnionRef, UnionStackRef)
 from .types import Bits, Bool, EnumT, InfInt, width_of
 
 __all__ = ["Json", "hexstr", "field_json", "lower_expr", "as_param", "as_condition", "to_data",
@@ -100,6 +100,9 @@ def lower_expr(te: TExpr) -> Json:
             return wrap("d2b", None, {"type": "field", "value": [h, "$valid$"]})
         case TUnionValid(union=u):
             return wrap("valid_union", None, {"type": "header_union", "value": u})
+        case TLastIndex(stack=st, union=u):
+            return wrap("last_stack_index", None,
+                        {"type": "header_union_stack" if u else "header_stack", "value": st})
         case TUnary(op="!", operand=x):
             return wrap("not", None, lower_expr(x))
         case TUnary(op="-", operand=x):

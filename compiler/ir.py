@@ -12,7 +12,7 @@ from .diagnostics import Pos
 from .types import HeaderT, P4Type, StackT, StructT, UnionStackT, UnionT
 
 __all__ = ["Ref", "FieldRef", "HeaderRef", "StackRef", "StackLastRef", "StackFieldRef",
-           "StructRef", "UnionRef", "UnionStackRef", "UnionStackNextRef", "ParamRef", "TExpr", "TUnionValid",
+           "StructRef", "UnionRef", "UnionStackRef", "UnionStackNextRef", "ParamRef", "TExpr", "TUnionValid", "TLastIndex",
            "TConst", "TLoc", "TUnary", "TBinary", "TCast", "TSlice", "TConcat", "TTernary",
            "TIsValid", "TList", "TLookahead", "TString"]
 
@@ -167,6 +167,14 @@ class TTernary(TExpr):
 @dataclass(frozen=True, slots=True)
 class TIsValid(TExpr):
     header: str
+
+
+@dataclass(frozen=True, slots=True)
+class TLastIndex(TExpr):
+    """``hs.lastIndex`` in a parser: the index of the element extracted last."""
+
+    stack: str
+    union: bool = False  # a header union stack
 
 
 @dataclass(frozen=True, slots=True)

@@ -313,6 +313,8 @@ class BuildLayout:
                 hname = lay.header_names.new(fname)
                 lay.instances.append(HeaderInstance(hname, ft, False))
                 members.append((fname, TLoc(ft, pos, HeaderRef(hname, ft), hname)))
+            elif isinstance(ft, (StackT, UnionT, UnionStackT)):
+                members.append((fname, lay._storage(fname, ft, pos, fname, temp=False)))
             else:
                 diags.error(pos, f"unsupported construct: metadata field '{fname}' of type "
                                  f"{show(ft)}")

@@ -9,7 +9,8 @@ from __future__ import annotations
 from . import ast as A
 from .diagnostics import Diagnostics, NOPOS, Pos, unknown
 from .ir import (FieldRef, HeaderRef, StackFieldRef, StackLastRef, StackRef,
-                 StructRef, TBinary, TCast, TConcat, TUnionValid, UnionRef, UnionStackNextRef,
+                 StructRef, TBinary, TCast, TConcat, TLastIndex, TUnionValid, UnionRef,
+                 UnionStackNextRef,
                  UnionStackRef,
                  TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TString, TTernary,
                  TUnary)
@@ -400,6 +401,8 @@ class Typer:
             if isinstance(ref, UnionStackRef):
                 if m == "size":
                     return TConst(Bits(32), e.pos, ref.type.size)
+                if m == "lastIndex" and env.block in env.g.parsers:
+                    return TLastIndex(Bits(32), e.pos, ref.name, True)
                 if m == "next" and env.block in env.g.parsers:
                     return TLoc(ref.type.elem, e.pos, UnionStackNextRef(ref.name, ""), text)
                 self.err(e.pos, f"unsupported construct: header union stack member '{m}'")
@@ -452,6 +455,8 @@ class Typer:
                     return TLoc(ref.type.elem, e.pos, StackLastRef(ref.name, ref.type), text)
                 if m == "size":
                     return TConst(Bits(32), e.pos, ref.type.size)
+                if m == "lastIndex":
+                    return TLastIndex(Bits(32), e.pos, ref.name)
                 self.err(e.pos, f"unsupported construct: header stack member '{m}'")
                 return None
             if isinstance(ref, StackRef):
