@@ -18,6 +18,9 @@ from .types import (Bits, Bool, EnumT, ErrorT, ExternT, HeaderT, InfInt, P4Type,
 
 __all__ = ["Globals", "ResolveNames", "resolve_type", "const_eval", "ConstValue"]
 
+#: Largest header stack netsum-p4c lays out (p4c has no limit; real programs use a few).
+MAX_STACK_SIZE = 4096
+
 
 @dataclass(frozen=True, slots=True)
 class ConstValue:
@@ -219,6 +222,13 @@ def resolve_type(t: A.TypeExpr, g: Globals, diags: Diagnostics,
             et = resolve_type(e, g, diags, type_vars)
             cv = const_eval(s, g, diags)
             if et is None or cv is None:
+                return None
+            n = int(cv.value)
+            if not 0 < n <= MAX_STACK_SIZE:
+                # every element is a header instance of its own in the JSON (and in memory)
+                diags.error(s.pos, f"header stack size {n} is not supported (1 to "
+                                   f"{MAX_STACK_SIZE} elements)" if n > 0 else
+                            f"header stack size must be positive, got {n}")
                 return None
             if isinstance(et, UnionT):
                 return UnionStackT(et, int(cv.value))
