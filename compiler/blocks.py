@@ -20,7 +20,8 @@ __all__ = ["BlockScope", "SubControl", "block_scope", "control_plane_name", "act
            "annotation_arg",
            "KNOWN_EXTERN_OBJECTS"]
 
-KNOWN_EXTERN_OBJECTS = ("register", "counter", "direct_counter", "meter", "direct_meter")
+KNOWN_EXTERN_OBJECTS = ("register", "counter", "direct_counter", "meter", "direct_meter",
+                        "action_profile", "action_selector")
 
 
 def annotation_arg(annos: tuple[A.Annotation, ...], name: str) -> A.Expr | None:

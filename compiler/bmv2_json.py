@@ -17,6 +17,7 @@ from .layout import Layout, NameGen
 from .lower_action import LowerCtx
 from .lower_control import ControlLowering, PipelineState
 from .lower_parser import lower_checksums, lower_deparser, lower_parser
+from .lower_profile import PROFILE_EXTERNS
 from .lower_table import TableLowering, annotation_strings, explicit_id
 from .model import ControllerHeaderModel
 from .model import (ControlPlane, CounterModel, DigestModel, MeterModel, RegisterModel,
@@ -61,6 +62,7 @@ class GenerateJson:
         counters, meters, registers = self._externs(scopes, tl, ctx, cp)
         self._controller_headers(g, lay, cp)
         cp.extern_functions = ctx.extern_functions
+        cp.action_profiles = tl.profile_set().models(annotation_strings)
         for vs in (scopes["parser"].value_sets if "parser" in scopes else []):
             cp.value_sets.append(ValueSetModel(
                 vs.name, vs.fields, vs.size, annotation_strings(vs.decl.annotations),
@@ -232,6 +234,8 @@ class GenerateJson:
             meters.append(j)
             cp.meters.append(MeterModel(inst.name, (unit or "packets").upper(), j["size"],
                                         binding if direct else None, strs, eid, inst.rank))
+        elif inst.extern in PROFILE_EXTERNS:
+            tl.profile_set().instance(inst)  # in P4Info even when no table uses it
         elif inst.extern == "register":
             et = inst.type.args[0]
             enum = ""

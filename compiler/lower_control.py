@@ -124,7 +124,8 @@ class ControlLowering:
             self.ps.actions.append(act)
         self.tl.finish_ids(self.tables)
         return {"name": name, "id": pid, "init_table": frag.entry, "tables": self.tables,
-                "action_profiles": [], "conditionals": self.conds}
+                "action_profiles": self.tl.profile_set().take_pipeline(),
+                "conditionals": self.conds}
 
     def _applied_tables(self) -> list[A.TableDecl]:
         names: set[str] = set()

@@ -16,6 +16,7 @@ from .diagnostics import Pos, unknown
 from .exprjson import Json, hexstr
 from .ir import FieldRef, ParamRef, TBinary, TConst, TExpr, TIsValid, TLoc, TSlice
 from .lower_action import ActionLowering, LowerCtx
+from .lower_profile import Profiles
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
 from .resolve import const_eval, resolve_type
 from .scopes import Env, ExternInstance, SymKind
@@ -63,6 +64,14 @@ class TableLowering:
     last_local_names: dict[str, str] = field(default_factory=dict)
     # (temporary, value) pairs the last table's computed keys need, assigned before it runs.
     key_values: list[tuple[TLoc, TExpr]] = field(default_factory=list)
+    # The last table's `selector` keys: its action selector's hash input, in key order.
+    selector_inputs: list[Json] = field(default_factory=list)
+    profiles: Profiles | None = None  # made on first use (needs ctx)
+
+    def profile_set(self) -> Profiles:
+        if self.profiles is None:
+            self.profiles = Profiles(self.ctx.diags, self.ctx.g)
+        return self.profiles
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
@@ -244,9 +253,14 @@ class TableLowering:
         for p in t.properties:
             if p.name not in known:
                 self.err(p.pos, unknown("table property", p.name, known))
-            elif p.name == "implementation":
-                self.err(p.pos, "unsupported construct: table implementation (action profiles)")
         keys = self._keys(t, env)
+        impl_p = self._prop(t, "implementation")
+        profile = self.profile_set().bind(qname, impl_p, env, self.selector_inputs) \
+            if impl_p is not None else None
+        if impl_p is None and self.selector_inputs:
+            # p4c drops them too: the table is a plain one matching its other keys
+            self.ctx.diags.warning(t.pos, f"table '{t.name}' has 'selector' keys but no "
+                                          "action_selector implementation; they are ignored")
         acts = self._action_list(t, env)
         if self._prop(t, "actions") is None:
             self.err(t.pos, f"table '{t.name}' has no actions property")
@@ -346,6 +360,15 @@ class TableLowering:
                                               for i, v in enumerate(default_data)],
                               "action_entry_const": default_const},
         }
+        if profile is not None:
+            # An indirect table: action data comes from the profile's members and groups
+            # (p4c writes no default_entry for it).
+            del tj["default_entry"]
+            head = ("name", "id", "key", "match_type", "type")
+            tj = {**{k: tj[k] for k in head[:-1]},
+                  "type": "indirect_ws" if profile.selector else "indirect",
+                  "action_profile": profile.name,
+                  **{k: v for k, v in tj.items() if k not in head}}
         if entries_json is not None:
             tj["entries"] = entries_json
         if not has_annotation(t.annotations, "hidden"):
@@ -355,7 +378,7 @@ class TableLowering:
                 tuple(default_data), default_const, size, bool(entries_p and entries_p.is_const),
                 entries_p is not None and bool(entries_json), resources,
                 annotation_strings(t.annotations), explicit_id(t.annotations),
-                self._rank(t)))
+                self._rank(t), profile.name if profile is not None else ""))
         return tj
 
     def _data_hex(self, idx: int | None, i: int, v: int) -> str:
@@ -420,11 +443,15 @@ class TableLowering:
         p = self._prop(t, "key")
         out: list[_Key] = []
         self.key_values = []
+        self.selector_inputs = []
         if p is None:
             return out
         assert isinstance(p.value, tuple)   # the parser makes `key` a tuple of KeyElement
         for ke in p.value:
             assert isinstance(ke, A.KeyElement)
+            if ke.match_kind == "selector":
+                self._selector_key(ke, env)
+                continue
             if ke.match_kind not in _MATCH_KINDS:
                 self.err(ke.match_kind_pos, unknown("match kind", ke.match_kind, _MATCH_KINDS))
                 continue
@@ -474,6 +501,17 @@ class TableLowering:
             out.append(_Key(kj, KeyModel(name, width, ke.match_kind,
                                          annotation_strings(ke.annotations))))
         return out
+
+    def _selector_key(self, ke: A.KeyElement, env: Env) -> None:
+        """A ``selector`` key: one input of the action selector's hash, not a match field."""
+        te = self.ctx.typer.expr(ke.expr, env)
+        if te is None:
+            return
+        if not (isinstance(te, TLoc) and isinstance(te.ref, FieldRef)):
+            self.err(ke.expr.pos, f"unsupported construct: selector key "
+                                  f"'{expr_text(ke.expr)}' that is not a field")
+            return
+        self.selector_inputs.append({"type": "field", "value": [te.ref.header, te.ref.field]})
 
     def _entries(self, t: A.TableDecl, keys: list[_Key], env: Env) -> list[Json]:
         p = self._prop(t, "entries")

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["KeyModel", "ActionRefModel", "TableModel", "ActionModel", "CounterModel",
-           "MeterModel", "RegisterModel", "EnumModel", "ValueSetModel", "ControllerHeaderModel", "DigestModel", "ControlPlane"]
+           "MeterModel", "RegisterModel", "EnumModel", "ValueSetModel",
+           "ActionProfileModel", "ControllerHeaderModel", "DigestModel", "ControlPlane"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class TableModel:
     annotations: tuple[str, ...]
     explicit_id: int | None = None
     order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
+    implementation: str = ""  # its action profile / selector, by name
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,19 @@ class RegisterModel:
     explicit_id: int | None = None
     order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
     enum: str = ""               # a serializable enum element type, by name
+
+
+@dataclass(frozen=True, slots=True)
+class ActionProfileModel:
+    name: str
+    tables: tuple[str, ...]      # tables whose implementation it is
+    with_selector: bool
+    size: int
+    max_group_size: int          # 0: not given
+    semantics: str               # "", "sum_of_weights" or "sum_of_members"
+    max_member_weight: int
+    annotations: tuple[str, ...]
+    explicit_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +144,7 @@ class ControlPlane:
     extern_functions: bool = False  # some control calls an extern function
     enums: dict[str, EnumModel] = field(default_factory=dict)
     value_sets: list[ValueSetModel] = field(default_factory=list)
+    action_profiles: list[ActionProfileModel] = field(default_factory=list)
 
     def add_enum(self, t: object) -> None:
         """Record a serializable enum P4Info must describe (EnumT with an underlying type)."""

@@ -66,12 +66,14 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
     rid = assign_ids(Prefix.REGISTER, [(r.name, r.explicit_id) for r in cp.registers], diags,
                      taken)
     did = assign_ids(Prefix.DIGEST, [(d.name, None) for d in cp.digests], diags, taken)
+    apid = assign_ids(Prefix.ACTION_PROFILE, [(p.name, p.explicit_id)
+                                              for p in cp.action_profiles], diags, taken)
     vid = assign_ids(Prefix.VALUE_SET, [(v.name, v.explicit_id) for v in cp.value_sets], diags,
                      taken)
     hid = assign_ids(Prefix.CONTROLLER_HEADER,
                      [(h.type_name, None) for h in cp.controller_headers], diags, taken)
     alias = aliases([t.name for t in cp.tables] + [a.name for a in cp.actions]
-                    + [v.name for v in cp.value_sets]
+                    + [v.name for v in cp.value_sets] + [p.name for p in cp.action_profiles]
                     + [c.name for c in cp.counters] + [m.name for m in cp.meters]
                     + [r.name for r in cp.registers] + [h.name for h in cp.controller_headers]
                     + [d.name for d in cp.digests])
@@ -103,6 +105,8 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
                 arg.value = value.to_bytes(max((width + 7) // 8, 1), "big")
         for res in t.direct_resources:
             pt.direct_resource_ids.append(direct_ids[res])
+        if t.implementation:
+            pt.implementation_id = apid[t.implementation]
         pt.size = t.size
         if t.is_const:
             pt.is_const_table = True
@@ -161,6 +165,19 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
         else:
             pr.type_spec.bitstring.bit.bitwidth = r.bitwidth
         pr.size = r.size
+    for ap in cp.action_profiles:
+        pp = info.action_profiles.add()
+        _preamble(pp.preamble, apid[ap.name], ap.name, alias[ap.name], ap.annotations)
+        pp.table_ids.extend(tid[t] for t in ap.tables if t in tid)
+        pp.with_selector = ap.with_selector
+        pp.size = ap.size
+        pp.max_group_size = ap.max_group_size
+        if ap.semantics == "sum_of_weights":
+            pp.sum_of_weights.SetInParent()
+        elif ap.semantics == "sum_of_members":
+            pp.sum_of_members.SetInParent()
+            if ap.max_member_weight:
+                pp.sum_of_members.max_member_weight = ap.max_member_weight
     for v in cp.value_sets:
         pv = info.value_sets.add()
         _preamble(pv.preamble, vid[v.name], v.name, alias[v.name], v.annotations)
@@ -200,6 +217,7 @@ def _touches_type_info(cp: ControlPlane) -> bool:
     controller header, an extern instance, or an extern function called from a control
     (control-plane/p4RuntimeSerializer.cpp calls mutable_type_info() for each of those)."""
     return bool(cp.tables or cp.counters or cp.meters or cp.registers or cp.digests
+                or cp.action_profiles
                 or cp.controller_headers or cp.extern_functions
                 or any(a.params for a in cp.actions))
 

@@ -48,7 +48,8 @@ SETUP: dict[str, Callable[[Device], None]] = {
 }
 
 #: Programs whose JSON netsum-switch does not load yet (both documents are refused alike).
-NOT_LOADED = {"value_set": "netsum-switch refuses parse_vsets at load"}
+NOT_LOADED = {"value_set": "netsum-switch refuses parse_vsets at load",
+              "action_profile": "netsum-switch refuses action profiles at load"}
 
 
 def device(doc: dict[str, object], name: str) -> Device:
@@ -81,3 +82,20 @@ def test_the_comparison_catches_a_wrong_assignment() -> None:
     theirs = device(json.loads((CONSTRUCTS / "local_init_if.json").read_text()),
                     "local_init_if")
     assert [wrong.process(1, f) for f in FRAMES] != [theirs.process(1, f) for f in FRAMES]
+
+
+def test_action_profiles_in_json_as_p4c_writes_them() -> None:
+    """The switch cannot run action_profile's JSON yet, so its profile part is compared with
+    p4c's directly: the profiles (selector inputs in key order, hash algorithm, sizes) and
+    each table's type, profile, keys and the default entry an indirect table does not have."""
+    def shape(doc: dict[str, object]) -> tuple[object, object]:
+        pipe = doc["pipelines"][0]  # type: ignore[index]
+        profiles = [{k: v for k, v in p.items() if k != "source_info"}
+                    for p in pipe["action_profiles"]]
+        tables = {t["name"]: (t["type"], t.get("action_profile"), t["key"], t["max_size"],
+                              "default_entry" in t)
+                  for t in pipe["tables"] if not t["name"].startswith("tbl_")}
+        return profiles, tables
+    ours = compiler.compile_file(CONSTRUCTS / "action_profile.p4").bmv2_json
+    theirs = json.loads((CONSTRUCTS / "action_profile.json").read_text())
+    assert shape(ours) == shape(theirs)
