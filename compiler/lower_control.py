@@ -181,27 +181,15 @@ class ControlLowering:
 
     def _table_call(self, s: A.Stmt) -> bool:
         """A direct action call that becomes its own hidden table (p4c MoveActionsToTables):
-        its directional arguments are bound in the action, its directionless ones become the
-        table's default action data.  Calls with a run-time value for a directionless
-        parameter are inlined into the surrounding hidden action instead, since that value
-        cannot be action data."""
+        every argument is bound in the action it gets (directionless ones as ``in``: a
+        run-time value is read where the call is, as p4c's specialized copy reads it), so
+        that action has no action data."""
         if not (direct_action_call(s, self.action_names) and isinstance(s, A.CallStmt)):
             return False
         f = s.call.func
         assert isinstance(f, A.Name)
         sym = self.env.lookup(f.name, f.top_level)
-        decl = sym.value if sym is not None else None
-        if not isinstance(decl, A.ActionDecl):
-            return False
-        by_name = {a.name: a for a in s.call.args if a.name}
-        for i, p in enumerate(decl.params):
-            a = by_name.get(p.name) if by_name else \
-                (s.call.args[i] if i < len(s.call.args) else None)
-            if p.direction or a is None:
-                continue
-            if a.value is None or const_eval(a.value, self.ctx.g, Diagnostics()) is None:
-                return False
-        return True
+        return isinstance(sym.value if sym is not None else None, A.ActionDecl)
 
     # ------------------------------------------------------------ nodes
     def _new_node_name(self) -> int:
