@@ -96,6 +96,25 @@ def _int_value(text: str) -> tuple[int, int | None, bool]:
     return val, width, signed
 
 
+def _annotation_depth(tokens: list[Token]) -> int:
+    """How many parentheses of an annotation's body ``@name(...)`` are open at the end of
+    ``tokens`` (0: not inside one).  Only asked for at an unexpected character (rare), so
+    the backward scan (bounded: bodies are short) costs nothing on ordinary programs."""
+    depth = 0
+    for k in range(len(tokens) - 1, max(len(tokens) - 4096, 0) - 1, -1):
+        t = tokens[k]
+        if t.kind is not TokKind.OP:
+            continue
+        if t.text == ")":
+            depth -= 1
+        elif t.text == "(":
+            depth += 1
+            if depth > 0 and k >= 2 and tokens[k - 2].text == "@" and \
+                    tokens[k - 1].kind in (TokKind.IDENT, TokKind.KEYWORD):
+                return depth
+    return 0
+
+
 def tokenize(text: str, default_file: str, diags: Diagnostics) -> list[Token]:
     """Split preprocessed text into tokens; bad characters are reported and skipped."""
     tokens: list[Token] = []
@@ -122,7 +141,13 @@ def tokenize(text: str, default_file: str, diags: Diagnostics) -> list[Token]:
         m = _TOKEN_RE.match(text, i)
         if m is None:
             j = i + len(text[i:]) - len(text[i:].lstrip(" \t\r\f\v"))
-            diags.error(Pos(file, line, j - line_start + 1), f"unexpected character {text[j]!r}")
+            pos = Pos(file, line, j - line_start + 1)
+            if _annotation_depth(tokens) > 0:
+                # The body of an unstructured annotation is any token sequence (spec 18.1):
+                # p4c keeps such a character as a token of the body.
+                tokens.append(Token(TokKind.OP, text[j], pos))
+            else:
+                diags.error(pos, f"unexpected character {text[j]!r}")
             i = j + 1
             continue
         kind = m.lastgroup

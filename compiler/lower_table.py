@@ -252,7 +252,10 @@ class TableLowering:
                  "support_timeout", "implementation", "largest_priority_wins", "priority_delta")
         for p in t.properties:
             if p.name not in known:
-                self.err(p.pos, unknown("table property", p.name, known))
+                # P4 allows target-specific properties; p4c's BMv2 back end ignores the ones
+                # it does not know, with this warning
+                self.ctx.diags.warning(p.pos, unknown("table property", p.name, known)
+                                       + " (ignored)")
         keys = self._keys(t, env)
         impl_p = self._prop(t, "implementation")
         profile = self.profile_set().bind(qname, impl_p, env, self.selector_inputs) \

@@ -323,3 +323,35 @@ def test_value_set_in_json_and_p4info() -> None:
     assert (vs.preamble.name, vs.size) == ("P.pvs", 4)
     assert [(m.id, m.name, m.bitwidth, m.match_type) for m in vs.match] == [
         (1, "t", 16, 4), (2, "b", 8, 2)]   # TERNARY = 4, EXACT = 2 (p4info.proto)
+
+
+# ------------------------------------------- unknown table properties, free-form annotations
+
+def test_unknown_table_property_is_a_warning_and_free_form_annotation_bodies_lex() -> None:
+    """P4 lets targets define table properties (spec §14.2.1.6) and p4c's BMv2 back end
+    ignores the ones it does not know with a warning, so 'sise' (a typo) warns with the
+    suggestion instead of failing; an unstructured annotation's body is any token sequence
+    (§18.1), apostrophes included.  The table still behaves: its size stays 1024."""
+    src = ETH + """
+@note(It's free-form: don't lex this as a char literal)
+struct headers { eth_t eth; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition accept; }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action fwd(bit<9> port) { sm.egress_spec = port; }
+    table t { key = { hdr.eth.type : exact; } actions = { fwd; } default_action = fwd(2);
+              sise = 16; }
+    apply { t.apply(); }
+}
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); } }
+"""
+    res = compiler.compile_source("#include <core.p4>\n#include <v1model.p4>\n" + src + TAIL,
+                                  "prop.p4")
+    (w,) = [str(d) for d in res.warnings if "table property" in str(d)]
+    assert "unknown table property 'sise'. Did you mean 'size'? (ignored)" in w
+    assert res.bmv2_json["pipelines"][0]["tables"][0]["max_size"] == 1024
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    assert one(d, MACS + b"\x08\x00payload", port=2) == MACS + b"\x08\x00payload"
