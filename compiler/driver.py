@@ -28,6 +28,7 @@ from .layout import BuildLayout, Layout
 from .lexer import tokenize
 from .model import ControlPlane
 from .inline_functions import InlineFunctions
+from .parser_ifs import SplitParserIfs
 from .inline_parsers import InlineParsers
 from .move_decls import MoveDeclarations
 from .p4info import build_p4info, p4info_text
@@ -102,6 +103,11 @@ def _move_declarations(s: CompileState) -> None:
     s.program = MoveDeclarations().run(s.program, s.diags)
 
 
+def _parser_ifs(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = SplitParserIfs().run(s.program, s.diags)
+
+
 def _inline_parsers(s: CompileState) -> None:
     assert s.program is not None
     s.program = InlineParsers().run(s.program, s.diags)
@@ -158,6 +164,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     # action outside any control).  Every later pass relies on it.
     ("UniqueNames", _unique_names),
     ("MoveDeclarations", _move_declarations),
+    ("SplitParserIfs", _parser_ifs),  # an if in a parser state: a select on its condition
     ("InlineParsers", _inline_parsers),  # sub-parser applications become states
     ("HoistLookahead", _hoist_lookahead),  # lookaheads inside expressions read first
     ("InlineFunctions", _inline_functions),  # calls of functions with statements, in order

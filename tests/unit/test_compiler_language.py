@@ -355,3 +355,46 @@ control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); } }
     d = Device()
     d.install(Device.build_pipeline(res.bmv2_json))
     assert one(d, MACS + b"\x08\x00payload", port=2) == MACS + b"\x08\x00payload"
+
+
+# ---------------------------------------------------------------- if in a parser state (§12.5)
+
+PARSER_IF = ETH + """
+header b_t { bit<8> v; bit<8> w; }
+struct headers { eth_t eth; b_t b; }
+struct metadata { bit<8> m; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.eth);
+        meta.m = 1;
+        if (hdr.eth.type == 0x0800) {
+            pkt.extract(hdr.b);
+            if (hdr.b.v > 8) { meta.m = meta.m + 4; } else { meta.m = meta.m + 2; }
+            hdr.b.w = hdr.b.w + meta.m;
+        } else {
+            meta.m = 0x40;
+        }
+        meta.m = meta.m + 0x10;
+        transition accept;
+    }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; hdr.eth.src[7:0] = meta.m; }
+}
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.b); } }
+"""
+
+
+def test_if_in_a_parser_state() -> None:
+    """The branches run in order where the if stands: m = 1, then +4 (v > 8) or +2, copied
+    into w before the final +0x10; a non-IPv4 frame sets 0x40 (+0x10 = 0x50)."""
+    d = device(PARSER_IF)
+    src = MACS[6:11]
+    ip = MACS[:6] + src
+    # v = 9 > 8: m = 5, w = 3 + 5 = 8, m = 0x15
+    assert one(d, ip + b"\x00\x08\x00\x09\x03rest") == ip + b"\x15\x08\x00\x09\x08rest"
+    # v = 8: m = 3, w = 0xff + 3 = 2 (mod 256), m = 0x13
+    assert one(d, ip + b"\x00\x08\x00\x08\xffrest") == ip + b"\x13\x08\x00\x08\x02rest"
+    # not IPv4: b not extracted, m = 0x50
+    assert one(d, ip + b"\x00\x86\xddrest") == ip + b"\x50\x86\xddrest"
+
