@@ -25,7 +25,7 @@ from .model import (ControlPlane, CounterModel, DigestModel, MeterModel, Registe
 from .resolve import Globals
 from .scopes import ExternInstance
 from .typecheck import Typer
-from .types import Bits, EnumT, HeaderT, VarbitT, width_of
+from .types import Bits, Bool, EnumT, ErrorT, HeaderT, P4Type, VarbitT, width_of
 
 __all__ = ["GenerateJson"]
 
@@ -68,7 +68,8 @@ class GenerateJson:
                 vs.name, vs.fields, vs.size, annotation_strings(vs.decl.annotations),
                 explicit_id(vs.decl.annotations), vs.rank))
         for name, st in ctx.digests.items():
-            cp.digests.append(DigestModel(name, tuple((n, width_of(t)) for n, t in st.fields)))
+            cp.digests.append(DigestModel(name, tuple((n, width_of(t), self._spec(t, g, cp))
+                                                      for n, t in st.fields)))
         doc: dict[str, Any] = {
             "header_types": self._header_types(lay),
             "headers": self._headers(lay),
@@ -248,6 +249,23 @@ class GenerateJson:
                               "bitwidth": et.width})
             cp.registers.append(RegisterModel(inst.name, et.width, et.signed, size, strs, eid,
                                               inst.rank, enum))
+
+    @staticmethod
+    def _spec(t: P4Type, g: Globals, cp: ControlPlane) -> str:
+        """A digest member's P4Info type spec (DigestModel.fields), recording the enum and
+        error types P4Info's type_info must then describe."""
+        if isinstance(t, Bool):
+            return "bool"
+        if isinstance(t, ErrorT):
+            cp.errors = tuple(g.errors)
+            return "error"
+        if isinstance(t, EnumT):
+            if t.underlying is not None:
+                cp.add_enum(t)
+                return f"serializable_enum:{t.name}"
+            cp.plain_enums[t.name] = t.members
+            return f"enum:{t.name}"
+        return "int" if isinstance(t, Bits) and t.signed else "bit"
 
     @staticmethod
     def _controller_headers(g: Globals, lay: Layout, cp: ControlPlane) -> None:

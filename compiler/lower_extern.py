@@ -15,7 +15,7 @@ from .exprjson import Json, as_param, field_json, hexstr, to_data
 from .ir import FieldRef, HeaderRef, StructRef, TConst, TExpr, TList, TLoc, TString
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .scopes import Env, ExternInstance
-from .types import Bits, Bool, EnumT, StructT, show
+from .types import Bits, Bool, EnumT, ErrorT, StructT, show
 
 __all__ = ["ExternLowering", "HASH_ALGOS"]
 
@@ -201,7 +201,7 @@ class ExternLowering:
         elif isinstance(data, TLoc) and isinstance(data.ref, StructRef):
             items = [m for _, m in data.ref.members]
         for it in items:
-            if not isinstance(it.type, (Bits, Bool)):
+            if not isinstance(it.type, (Bits, Bool, ErrorT, EnumT)):
                 self.err(it.pos, f"unsupported construct: digest field of type {show(it.type)}")
                 return
         # Values that are not fields go through temporaries (BMv2 learn lists name fields).

@@ -129,7 +129,9 @@ class ControllerHeaderModel:
 @dataclass(frozen=True, slots=True)
 class DigestModel:
     name: str  # the data struct's type name (p4c names the digest after it)
-    fields: tuple[tuple[str, int], ...]
+    # (member name, bit width, P4Info type spec: "bit", "int", "bool", "error", "enum:NAME"
+    # or "serializable_enum:NAME")
+    fields: tuple[tuple[str, int, str], ...]
 
 
 @dataclass
@@ -145,6 +147,8 @@ class ControlPlane:
     enums: dict[str, EnumModel] = field(default_factory=dict)
     value_sets: list[ValueSetModel] = field(default_factory=list)
     action_profiles: list[ActionProfileModel] = field(default_factory=list)
+    plain_enums: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type_info.enums
+    errors: tuple[str, ...] = ()  # type_info.error, when some P4Info type uses error
 
     def add_enum(self, t: object) -> None:
         """Record a serializable enum P4Info must describe (EnumT with an underlying type)."""

@@ -194,10 +194,28 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
         _preamble(pdg.preamble, did[d.name], d.name, alias[d.name], ())
         pdg.type_spec.struct.name = d.name
         st = info.type_info.structs[d.name]
-        for fname, width in d.fields:
+        for fname, width, spec in d.fields:
             mem = st.members.add()
             mem.name = fname
-            mem.type_spec.bitstring.bit.bitwidth = width
+            kind, _, tname = spec.partition(":")
+            if kind == "bool":
+                mem.type_spec.bool.SetInParent()
+            elif kind == "error":
+                mem.type_spec.error.SetInParent()
+            elif kind == "enum":
+                mem.type_spec.enum.name = tname
+            elif kind == "serializable_enum":
+                mem.type_spec.serializable_enum.name = tname
+            elif kind == "int":
+                mem.type_spec.bitstring.int.bitwidth = width
+            else:
+                mem.type_spec.bitstring.bit.bitwidth = width
+    for ename, members in cp.plain_enums.items():
+        pe = info.type_info.enums[ename]
+        for mname in members:
+            pe.members.add().name = mname
+    if cp.errors:
+        info.type_info.error.members.extend(cp.errors)
     for name, em in cp.enums.items():
         se = info.type_info.serializable_enums[name]
         se.underlying_type.bitwidth = em.bitwidth

@@ -398,3 +398,49 @@ def test_if_in_a_parser_state() -> None:
     # not IPv4: b not extracted, m = 0x50
     assert one(d, ip + b"\x00\x86\xddrest") == ip + b"\x50\x86\xddrest"
 
+
+# ------------------------------------------------ digests of error and enum members (§16.x)
+
+DIGEST_TYPES = ETH + """
+enum Kind { IPv4, Other }
+enum bit<8> Code { foo = 28, bar = 17 }
+struct learn_t { bit<48> src; error e; Kind k; Code c; bool b; }
+struct headers { eth_t eth; }
+struct metadata { learn_t l; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition accept; }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        meta.l.src = hdr.eth.src;
+        meta.l.e = error.PacketTooShort;
+        meta.l.k = hdr.eth.type == 0x0800 ? Kind.IPv4 : Kind.Other;
+        meta.l.c = Code.bar;
+        meta.l.b = true;
+        digest<learn_t>(1, meta.l);
+    }
+}
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); } }
+"""
+
+
+def test_digest_of_error_and_enum_members() -> None:
+    """BMv2 carries an error as its index in the program's error list (core.p4 declares
+    NoError, PacketTooShort, ... in that order: 1), a plain enum as its member's position,
+    a serializable enum as its value; P4Info describes each member's type, as p4c does."""
+    res = compiler.compile_source("#include <core.p4>\n#include <v1model.p4>\n" + DIGEST_TYPES
+                                  + TAIL, "dg.p4")
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    got: list[tuple[int, ...]] = []
+    d.digest_handler = lambda lid, values: got.append(values)
+    one(d, MACS + b"\x86\xddpayload")
+    one(d, MACS + b"\x08\x00payload")
+    src = int.from_bytes(MACS[6:], "big")
+    assert got == [(src, 1, 1, 17, 1), (src, 1, 0, 17, 1)]
+    st = res.p4info.type_info.structs["learn_t"]
+    assert [m.type_spec.WhichOneof("type_spec") for m in st.members] == [
+        "bitstring", "error", "enum", "serializable_enum", "bool"]
+    assert [m.name for m in res.p4info.type_info.enums["Kind"].members] == ["IPv4", "Other"]
+    assert list(res.p4info.type_info.error.members)[:2] == ["NoError", "PacketTooShort"]
