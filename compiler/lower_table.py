@@ -154,10 +154,11 @@ class TableLowering:
         list entry binds (``a(meta.x)``): inlined with copy-in/copy-out against those
         arguments, its directionless parameters staying runtime data (p4c specializes the
         action per use the same way)."""
-        given = list(call.args) if call is not None else []
-        if call is not None and any(a.name for a in given):
-            by_name = {a.name: a for a in given}
-            given = [by_name[p.name] for p in decl.params if p.name in by_name]
+        given: list[A.Arg | None] = list(call.args) if call is not None else []
+        if call is not None and any(a.name for a in call.args):
+            # by name: one slot per parameter (None where the call leaves it out)
+            by_name = {a.name: a for a in call.args}
+            given = [by_name.get(p.name) for p in decl.params]
         args: list[TExpr | None] = []
         for i, p in enumerate(decl.params):
             if not p.direction and not bind_all:
@@ -166,6 +167,8 @@ class TableLowering:
                             else None)
                 continue
             a = given[i] if i < len(given) else None
+            if (a is None or a.value is None) and p.default is not None:
+                a = A.Arg(p.pos, p.name, p.default)  # an omitted argument takes its default
             if a is None or a.value is None:
                 self.err(call.pos if call is not None else decl.pos,
                          f"action '{decl.name}': its {p.direction} parameter '{p.name}' must be "

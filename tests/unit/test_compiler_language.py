@@ -444,3 +444,33 @@ def test_digest_of_error_and_enum_members() -> None:
         "bitstring", "error", "enum", "serializable_enum", "bool"]
     assert [m.name for m in res.p4info.type_info.enums["Kind"].members] == ["IPv4", "Other"]
     assert list(res.p4info.type_info.error.members)[:2] == ["NoError", "PacketTooShort"]
+
+
+# ------------------------------------------- default parameter values of actions (§6.8.2)
+
+ACTION_DEFAULTS = ETH + """
+header p_t { bit<8> a; bit<8> b; bit<8> c; }
+struct headers { eth_t eth; p_t p; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); pkt.extract(hdr.p); transition accept; }
+}
+action foo(out bit<8> x, in bit<8> y = 5) { x = y >> 2; }
+action three(inout bit<8> p, in bit<8> q = 0x10, in bit<8> r = 0x20) { p = p + q + r; }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        foo(hdr.p.a, hdr.p.a);
+        foo(hdr.p.b);
+        three(r = 1, p = hdr.p.c);
+    }
+}
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.p); } }
+"""
+
+
+def test_omitted_action_arguments_take_their_defaults() -> None:
+    """a = 0x40 >> 2 = 0x10; b = 5 >> 2 = 1 (y defaults to 5); three(r = 1, p = c) leaves
+    q out, so q = 0x10 and c = 3 + 0x10 + 1 = 0x14 (named arguments bind by name, §6.8.2)."""
+    d = device(ACTION_DEFAULTS)
+    assert one(d, MACS + b"\x08\x00\x40\x77\x03tail") == MACS + b"\x08\x00\x10\x01\x14tail"
