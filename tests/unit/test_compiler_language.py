@@ -308,8 +308,8 @@ control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); } }
 
 def test_value_set_in_json_and_p4info() -> None:
     """The BMv2 and P4Info shapes p4c 1.2.5.16 gives a value set (worked out from its output
-    for this program; netsum-switch does not load value sets yet, so only the compiler's side
-    is checked here)."""
+    for this program; the behaviour is checked against p4c's JSON in
+    test_compiler_constructs.py's value_set program)."""
     res = compiler.compile_source("#include <core.p4>\n#include <v1model.p4>\n" + PVS + TAIL,
                                   "vs.p4")
     doc = res.bmv2_json
