@@ -27,7 +27,7 @@ from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
 from .typecheck import expr_text
-from .unique_names import NameSource, identifiers
+from .unique_names import NameSource, identifiers, rebuild
 
 __all__ = ["InlineFunctions", "is_pure_expression"]
 
@@ -559,23 +559,14 @@ def _remove_returns(stmts: tuple[A.Stmt, ...], result: str | None, done: str | N
 
 def _substitute(stmts: tuple[A.Stmt, ...], names: dict[str, str]) -> tuple[A.Stmt, ...]:
     """The body with its parameters renamed to the variables holding their copies."""
-    def visit(n: Any) -> Any:
-        if isinstance(n, tuple):
-            return tuple(visit(i) for i in n)
-        if isinstance(n, A.Annotation) or not isinstance(n, A.Node):
+    def visit(n: A.Node) -> A.Node | None:
+        if isinstance(n, A.Annotation):
             return n
         if isinstance(n, A.Name) and not n.top_level and n.name in names:
             return A.Name(n.pos, names[n.name], False, n.orig or n.name)
-        changes = {}
-        for f in dataclasses.fields(n):
-            v = getattr(n, f.name)
-            if isinstance(v, (A.Node, tuple)):
-                nv = visit(v)
-                if nv is not v:
-                    changes[f.name] = nv
-        return dataclasses.replace(n, **changes) if changes else n
+        return None
 
-    return tuple(visit(s) for s in stmts)
+    return tuple(rebuild(s, visit) for s in stmts)
 
 
 def _apply_results(c: A.ControlDecl) -> bool:

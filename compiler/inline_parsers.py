@@ -20,7 +20,7 @@ from typing import Any
 from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
-from .unique_names import NameSource, identifiers
+from .unique_names import NameSource, identifiers, rebuild
 
 __all__ = ["InlineParsers"]
 
@@ -160,20 +160,13 @@ class InlineParsers:
 
 
 def _substitute_node(n: Any, binding: dict[str, A.Expr]) -> Any:
-    if isinstance(n, tuple):
-        return tuple(_substitute_node(i, binding) for i in n)
-    if isinstance(n, A.Annotation) or not isinstance(n, A.Node):
-        return n
-    if isinstance(n, A.Name) and not n.top_level and n.name in binding:
-        return binding[n.name]
-    changes = {}
-    for f in dataclasses.fields(n):
-        v = getattr(n, f.name)
-        if isinstance(v, (A.Node, tuple)):
-            nv = _substitute_node(v, binding)
-            if nv is not v:
-                changes[f.name] = nv
-    return dataclasses.replace(n, **changes) if changes else n
+    def visit(x: A.Node) -> A.Node | None:
+        if isinstance(x, A.Annotation):
+            return x
+        if isinstance(x, A.Name) and not x.top_level and x.name in binding:
+            return binding[x.name]
+        return None
+    return rebuild(n, visit)
 
 
 def _substitute(stmts: tuple[A.Stmt, ...], binding: dict[str, A.Expr]) -> tuple[A.Stmt, ...]:

@@ -20,7 +20,7 @@ from typing import Any
 from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
-from .unique_names import NameSource, identifiers
+from .unique_names import NameSource, identifiers, rebuild
 
 __all__ = ["ExpandStackIndex"]
 
@@ -149,23 +149,11 @@ class ExpandStackIndex:
 
 def _replace(s: A.Stmt, old: A.Index, new: A.Expr) -> A.Stmt:
     """s with the node ``old`` (by identity) replaced by ``new``."""
-    def visit(n: Any) -> Any:
+    def visit(n: A.Node) -> A.Node | None:
         if n is old:
             return new
-        if isinstance(n, tuple):
-            items = tuple(visit(i) for i in n)
-            return n if all(a is b for a, b in zip(items, n)) else items
-        if not isinstance(n, A.Node) or isinstance(n, A.Annotation):
-            return n
-        changes = {}
-        for f in dataclasses.fields(n):
-            v = getattr(n, f.name)
-            if isinstance(v, (A.Node, tuple)):
-                nv = visit(v)
-                if nv is not v:
-                    changes[f.name] = nv
-        return dataclasses.replace(n, **changes) if changes else n
+        return n if isinstance(n, A.Annotation) else None
 
-    out = visit(s)
+    out = rebuild(s, visit)
     assert isinstance(out, A.Stmt)
     return out

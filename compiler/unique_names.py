@@ -92,10 +92,11 @@ class _Scope:
     owner: str = ""                 # the parser/control, for messages at block level
 
 
-def _rebuild(node: Any, visit: Callable[[A.Node], A.Node | None]) -> Any:
-    """node with ``visit`` applied top-down; unchanged subtrees keep their identity."""
+def rebuild(node: Any, visit: Callable[[A.Node], A.Node | None]) -> Any:
+    """node with ``visit`` applied top-down (a node it returns replaces the subtree, None
+    descends); unchanged subtrees keep their identity."""
     if isinstance(node, tuple):
-        items = tuple(_rebuild(i, visit) for i in node)
+        items = tuple(rebuild(i, visit) for i in node)
         return node if all(a is b for a, b in zip(items, node)) else items
     if not isinstance(node, A.Node):
         return node
@@ -107,7 +108,7 @@ def _rebuild(node: Any, visit: Callable[[A.Node], A.Node | None]) -> Any:
         old = getattr(node, f)
         if old is None or isinstance(old, (str, int, bool)):
             continue
-        new = _rebuild(old, visit)
+        new = rebuild(old, visit)
         if new is not old:
             changes[f] = new
     return dataclasses.replace(node, **changes) if changes else node
@@ -162,7 +163,7 @@ class UniqueNames:
         return None
 
     def _x(self, node: Any) -> Any:
-        return _rebuild(node, self._visit)
+        return rebuild(node, self._visit)
 
     # ------------------------------------------------------------ declarations
     def _top(self, d: A.Node) -> A.Node:
