@@ -57,16 +57,17 @@ class StackFieldRef(Ref):
     field: str
 
 
+def _member(members: tuple[tuple[str, "TLoc"], ...], name: str) -> "TLoc | None":
+    return next((loc for n, loc in members if n == name), None)
+
+
 @dataclass(frozen=True, slots=True)
 class StructRef(Ref):
     type: StructT
     members: tuple[tuple[str, "TLoc"], ...]
 
     def member(self, name: str) -> "TLoc | None":
-        for n, loc in self.members:
-            if n == name:
-                return loc
-        return None
+        return _member(self.members, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +79,7 @@ class UnionRef(Ref):
     members: tuple[tuple[str, "TLoc"], ...]
 
     def member(self, name: str) -> "TLoc | None":
-        for n, loc in self.members:
-            if n == name:
-                return loc
-        return None
+        return _member(self.members, name)
 
 
 @dataclass(frozen=True, slots=True)
