@@ -39,8 +39,11 @@ from workers import quant, wire
 from workers.coretypes import (ALLOWED_CALLS, TRANSITIONS, AgreementError, AllreduceResult,
                                ChunkDone, CoreState, DuplicateResult, Event, Finished, JobConfig,
                                Rejected, Retransmitted, StaleResult, Stats, Step, Timing,
-                               Trigger)
-from workers.errors import ProtocolStateError, ResultError, WireError, WorkerTimeoutError
+                               Trigger, rejection)
+from workers.errors import ProtocolStateError, ResultError, WorkerTimeoutError
+from workers.recovery import IDLE as _IDLE
+from workers.recovery import SLOT_BITS as _SLOT_BITS
+from workers.recovery import LossRecovery
 from workers.window import TxWindow
 
 __all__ = [
@@ -49,20 +52,19 @@ __all__ = [
     "Finished", "Step", "Stats", "AllreduceResult", "WorkerCore", "AgreementError",
 ]
 
-_IDLE = -1 << 62  # cur_block value of a slot with nothing in flight
 _ROUND_SPAN = 1 << ROUND_BITS
 _ROUND_MASK = _ROUND_SPAN - 1
 # Plain ints for the per-packet checks (enum.Flag arithmetic costs microseconds a packet).
 _RESULT = int(MsgType.RESULT)
+# STATUS (the shift's shared decision; wireformat names it once the switch sends it).
+_STATUS = int(getattr(MsgType, "STATUS", 3))
 _RETX = int(Flags.RETX)
 _UNKNOWN_FLAGS = ~_RETX
-_SLOT_BITS = 16   # fast-retransmit queue entries are seq << 16 | slot (slots < 2^16)
-_SLOT_MASK = (1 << _SLOT_BITS) - 1
 # The fields receive reads, in this order, with one struct call.
 _READ = wire.field_reader(("msg_type", "flags", "job_id", "slot", "exp", "round", "offset"))
 
 
-class WorkerCore:
+class WorkerCore(LossRecovery):
     """One worker's side of one allreduce of one tensor.  `prefix`: bytes every frame in
     `frames` starts with (a transport's link-layer headers; see workers/window.py)."""
 
@@ -157,6 +159,8 @@ class WorkerCore:
         self._call = 0
         self._qcall = [0] * w
         self._qpos = [0] * w
+        #: STATUS frames of this job received (see on_status)
+        self.status_frames = 0
 
     # -- state machine -----------------------------------------------------------------------
 
@@ -258,24 +262,7 @@ class WorkerCore:
         out = self._begin()
         if now < self._tmin:
             return out                   # no timer is due (_tmin is a lower bound)
-        t = self._timing
-        timer = self._timer
-        due = np.flatnonzero(timer <= now)
-        if len(due) and self._adaptive:
-            self._loss_signal(now)
-            allowed = max(1, int(self._cwnd))
-            if len(due) > allowed:
-                # Oldest first; the rest wait an RTO more without counting as an attempt, so
-                # a cut window is not undone by a burst of retransmissions.
-                due = due[np.argsort(timer[due], kind="stable")]
-                timer[due[allowed:]] = now + self._base_rto
-                due = due[:allowed]
-        rto = self._rto
-        for i in due.tolist():
-            rto[i] = min(rto[i] * t.backoff, t.rto_max)
-            timer[i] = now + rto[i]
-            self._retransmit(i, now, False, out)
-        self._tmin = float(timer.min())
+        self._expire(now, out)
         return out
 
     def _timed_out(self, now: float) -> None:
@@ -301,7 +288,11 @@ class WorkerCore:
         """One result payload of the right length: accept it, or count why not."""
         msg_type, flags, job_id, i, exp, round_, offset = _READ(view)
         if msg_type != _RESULT or job_id != self._job_id or flags & _UNKNOWN_FLAGS:
-            self._reject(bytes(view))
+            if msg_type == _STATUS and job_id == self._job_id:
+                self.status_frames += 1
+                self.on_status(view)
+            else:
+                self._reject(bytes(view))
             return
         if i < self._w:
             block = self._cur_block[i]
@@ -318,20 +309,18 @@ class WorkerCore:
         if self._ev is not None:
             self._ev.append(StaleResult(i, round_, offset))
 
+    def on_status(self, payload: memoryview) -> None:
+        """A STATUS frame of this job (msg_type 3: the switch's report on a slot that is not
+        complete, to a member that sent DATA into it again; lane 0 of its values is the slot's
+        member bitmap, `count` the contributions so far).  Never a result and never an error:
+        counted in `status_frames`, and otherwise left to this hook (a subclass or the
+        bookkeeping of who is missing).  `payload` is a view of a receive buffer reused after
+        the call: copy what must be kept."""
+
     def _reject(self, payload: object) -> None:
         """The slow path: say precisely what is wrong with a packet that is not ours."""
         self._rejected += 1
-        try:
-            head = wire.decode_header(payload, self._k)  # type: ignore[arg-type]
-            reason = (f"not a result of job {self._job_id}: {head.msg_type.name} of job "
-                      f"{head.job_id}")
-        except WireError as exc:
-            reason = str(exc)
-            if isinstance(payload, (bytes, bytearray)) and len(payload) > HEADER_BYTES and \
-                    (len(payload) - HEADER_BYTES) % 4 == 0:
-                reason += (f" - {(len(payload) - HEADER_BYTES) // 4} values: is the P4 "
-                           f"program built for K={self._k}?")
-        self._last_reject = reason
+        self._last_reject = reason = rejection(payload, self._job_id, self._k)
         if self._ev is not None:
             self._ev.append(Rejected(reason))
 
@@ -368,7 +357,16 @@ class WorkerCore:
             if self._ev is not None:
                 self._ev.append(ChunkDone(block, block * self._k, rtt))
         if self._attempts[i] == 0:
-            self._sample_rtt(rtt)
+            # RFC 6298: SRTT/RTTVAR with alpha 1/8, beta 1/4; RTO = SRTT + 4 RTTVAR, clamped.
+            srtt = self._srtt
+            if srtt is None:
+                srtt, self._rttvar = rtt, rtt / 2
+            else:
+                self._rttvar += (abs(srtt - rtt) - self._rttvar) / 4
+                srtt += (rtt - srtt) / 8
+            self._srtt = srtt
+            t = self._timing
+            self._base_rto = min(max(srtt + 4 * self._rttvar, t.rto_min), t.rto_max)
             if rtt < self._min_rtt:
                 self._min_rtt = rtt
         self._results += 1
@@ -400,76 +398,7 @@ class WorkerCore:
         if self._running:
             self._pump(now, out)
 
-    def _gap_check(self, seq: int, rtt: float, now: float, out: list[int]) -> None:
-        """An accepted result of transmission `seq`, `rtt` after it was sent: if the oldest
-        unanswered transmission is older, one more result has passed it.  It is sent again
-        once `fast_retransmit` results have passed it and it has waited longer than the
-        passing one's round trip plus a quarter of the least round trip seen (RACK's
-        reordering window, RFC 8985): uses sent in one burst come back in any order, and
-        that alone must not look like a loss.  The count restarts when the oldest changes,
-        which only delays the next detection; the timer still covers what this misses."""
-        q, cur, seqs = self._unanswered, self._cur_block, self._seq
-        while q:
-            e = q[0]
-            s, j = e >> _SLOT_BITS, e & _SLOT_MASK
-            if cur[j] != _IDLE and seqs[j] == s:
-                break
-            q.popleft()
-        else:
-            return
-        if s > seq:
-            return
-        if s != self._gap_seq:
-            self._gap_seq, self._gap = s, 0
-        self._gap += 1
-        if self._gap < self._fr or now - self._tx_at[j] < rtt + self._min_rtt / 4:
-            return
-        q.popleft()
-        self._fast += 1
-        if self._adaptive:
-            self._loss_signal(now)
-        # Not a timeout: the slot's RTO keeps its value (no backoff), restarted from now.
-        t = now + self._rto[j]
-        self._timer[j] = t
-        if t < self._tmin:
-            self._tmin = t
-        self._retransmit(j, now, True, out)
-
-    def _loss_signal(self, now: float) -> None:
-        """A loss was found (timeout or gap): halve cwnd, at most once per smoothed RTT (the
-        losses of one burst are all found within about an RTT), never below `window_min`.
-        Random loss and a switch's overflowing socket buffer look alike to a worker (tried:
-        a standing-queue test on the RTT misses the overflow, whose first samples are already
-        queued), so every loss episode cuts, as in TCP; what keeps random loss cheap is the
-        floor: with `window_min` (16) uses in flight, enough later results come back for fast
-        retransmit to find the next loss, where a window of 2 left every loss to the timer."""
-        if now - self._last_cut < (self._srtt or self._base_rto):
-            return
-        self._ssthresh = max(self._cwnd / 2, float(min(self._timing.window_min, self._w)))
-        self._cwnd = self._ssthresh
-        self._last_cut = now
-
-    def _retransmit(self, i: int, now: float, fast: bool, out: list[int]) -> None:
-        if self._qcall[i] == self._call:
-            self._keep(i, out)
-        self._attempts[i] += 1   # Karn: no RTT sample from this slot use any more
-        self._stamp(i, now)
-        self._sent += 1
-        self._retx += 1
-        self._win.set_flag(i, _RETX)
-        if self._ev is not None:
-            self._ev.append(Retransmitted(i, self._cur_block[i], self._attempts[i], fast))
-        self._queue(i, out)
-
     # -- sending -----------------------------------------------------------------------------
-
-    def _stamp(self, i: int, now: float) -> None:
-        """Give slot i's transmission (first or again) the next sequence number."""
-        self._tx_at[i] = now
-        self._tx += 1
-        self._seq[i] = self._tx
-        if self._fr:
-            self._unanswered.append(self._tx << _SLOT_BITS | i)
 
     def _begin(self) -> list[int]:
         """A new call of the frames API: the list of what it sends, copies of the last call
@@ -479,11 +408,6 @@ class WorkerCore:
             self._win.unspill()
         return []
 
-    def _queue(self, i: int, out: list[int]) -> None:
-        self._qcall[i] = self._call
-        self._qpos[i] = len(out)
-        out.append(i)
-
     def _keep(self, i: int, out: list[int]) -> None:
         """Slot i's row is about to change but this call already queued it (a retransmission,
         then the result of that very use in the same batch): what was queued goes out as it
@@ -492,49 +416,67 @@ class WorkerCore:
             self._win.flush()
         out[self._qpos[i]] = self._win.spill(i)
 
-    def _launch(self, i: int, block: int, now: float, out: list[int]) -> None:
-        if self._qcall[i] == self._call:
-            self._keep(i, out)
-        w = self._w
-        self._cur_block[i] = block
-        heapq.heappush(self._flying, block)
-        ahead = block + w
-        # A bootstrap use (block < 0) is tagged with the offset of the block it proposes for.
-        offset = (block if block >= 0 else ahead) * self._k
-        self._want_offset[i] = offset
-        self._win.launch(i, self._proposals[ahead] if ahead < self._nb else EXP_ZERO,
-                         self._cur_round[i], offset)
-        if block >= 0:
-            self._win.todo.append(block)
-        else:
-            self._boot += 1          # its values are zeros, as the row is from allocation
-        self._first_sent[i] = now
-        self._attempts[i] = 0
-        rto = self._base_rto
-        self._rto[i] = rto
-        t = now + rto
-        self._timer[i] = t
-        if t < self._tmin:
-            self._tmin = t
-        self._stamp(i, now)
-        self._in_flight += 1
-        self._sent += 1
-        self._queue(i, out)
-
     def _pump(self, now: float, out: list[int]) -> None:
         """Launch pending blocks, lowest first, while the window allows.  A pending block
         below every block in flight is launched even into a full window: otherwise workers
         whose windows filled in different orders could each wait for a block the other holds
         back.  With it, the lowest block not yet done everywhere can always be sent by every
-        worker, so the job always progresses (docs/protocol.md, "Window")."""
+        worker, so the job always progresses (docs/protocol.md, "Window").
+
+        A launch: the slot's row gets the use's header words (its values are quantized by
+        the window's flush at the end of the call), its timer, its transmission's sequence
+        number (`_stamp`) and its place in `out` (`_queue`), written out here once per
+        packet rather than through those helpers (the hot path's Python calls are most of
+        its cost)."""
         pending = self._pending
-        w = self._w
+        if not pending:
+            return
+        w, nb, k = self._w, self._nb, self._k
+        win, todo, props = self._win, self._win.todo, self._proposals
+        cur, want, first, attempts = self._cur_block, self._want_offset, self._first_sent, \
+            self._attempts
+        rto, timer, seq, tx_at = self._rto, self._timer, self._seq, self._tx_at
+        qcall, qpos, call = self._qcall, self._qpos, self._call
+        flying, rounds = self._flying, self._cur_round
+        fr, unanswered = self._fr, self._unanswered
+        base = self._base_rto
+        t = now + base
         while pending:
             block = pending[0]
             if self._in_flight >= self._cwnd and block > self._lowest_in_flight(block):
                 break
             heapq.heappop(pending)
-            self._launch(block % w, block, now, out)
+            i = block % w
+            if qcall[i] == call:
+                self._keep(i, out)
+            cur[i] = block
+            heapq.heappush(flying, block)
+            ahead = block + w
+            # A bootstrap use (block < 0) is tagged with the offset of the block it proposes
+            # for.
+            offset = (block if block >= 0 else ahead) * k
+            want[i] = offset
+            win.launch(i, props[ahead] if ahead < nb else EXP_ZERO, rounds[i], offset)
+            if block >= 0:
+                todo.append(block)
+            else:
+                self._boot += 1      # its values are zeros, as the row is from allocation
+            first[i] = now
+            attempts[i] = 0
+            rto[i] = base
+            timer[i] = t
+            if t < self._tmin:
+                self._tmin = t
+            tx_at[i] = now
+            self._tx += 1
+            seq[i] = self._tx
+            if fr:
+                unanswered.append(self._tx << _SLOT_BITS | i)
+            self._in_flight += 1
+            self._sent += 1
+            qcall[i] = call
+            qpos[i] = len(out)
+            out.append(i)
 
     def _lowest_in_flight(self, default: int) -> int:
         """min(b for b in cur_block if b != _IDLE), or `default` when none is in flight;
@@ -546,16 +488,6 @@ class WorkerCore:
                 return b
             heapq.heappop(flying)
         return default
-
-    def _sample_rtt(self, rtt: float) -> None:
-        # RFC 6298: SRTT/RTTVAR with alpha 1/8, beta 1/4; RTO = SRTT + 4 RTTVAR, clamped.
-        if self._srtt is None:
-            self._srtt, self._rttvar = rtt, rtt / 2
-        else:
-            self._rttvar += (abs(self._srtt - rtt) - self._rttvar) / 4
-            self._srtt += (rtt - self._srtt) / 8
-        t = self._timing
-        self._base_rto = min(max(self._srtt + 4 * self._rttvar, t.rto_min), t.rto_max)
 
     # -- results -----------------------------------------------------------------------------
 

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wireformat import K_DEFAULT, MAX_SLOTS, MAX_WORKERS
+from wireformat import HEADER_BYTES, K_DEFAULT, MAX_SLOTS, MAX_WORKERS
 from workers import wire
-from workers.errors import ResultError
+from workers.errors import ResultError, WireError
 
 __all__ = [
     "JobConfig", "Timing", "CoreState", "Trigger", "TRANSITIONS", "ALLOWED_CALLS",
     "Event", "ChunkDone", "Retransmitted", "DuplicateResult", "StaleResult", "Rejected",
-    "Finished", "Step", "Stats", "AllreduceResult", "AgreementError",
+    "Finished", "Step", "Stats", "AllreduceResult", "AgreementError", "rejection",
 ]
 
 
@@ -196,3 +196,17 @@ class AllreduceResult:
     # can say about its own result.  A check of the switch must not use it (a switch that
     # returns too high an exponent widens it): derive bounds from the inputs instead.
     bound: np.ndarray = field(compare=False, repr=False)
+
+
+def rejection(payload: object, job_id: int, k: int) -> str:
+    """Why a received packet is not a result of job `job_id` (what a worker reports)."""
+    try:
+        head = wire.decode_header(payload, k)  # type: ignore[arg-type]
+        return f"not a result of job {job_id}: {head.msg_type.name} of job {head.job_id}"
+    except WireError as exc:
+        reason = str(exc)
+        if isinstance(payload, (bytes, bytearray)) and len(payload) > HEADER_BYTES and \
+                (len(payload) - HEADER_BYTES) % 4 == 0:
+            reason += (f" - {(len(payload) - HEADER_BYTES) // 4} values: is the P4 program "
+                       f"built for K={k}?")
+        return reason

@@ -393,3 +393,56 @@ def test_timeout_names_the_last_rejection() -> None:
     assert "is the P4 program built for K=32?" in step.events[0].reason  # type: ignore[union-attr]
     with pytest.raises(WorkerTimeoutError, match=r"1 packets rejected, last: .*64 values"):
         core.tick(FAST.progress_deadline + 1)
+
+
+def test_status_frames_are_neither_results_nor_rejections() -> None:
+    """STATUS frames of this job for the very use in flight (the switch echoes the DATA's
+    job, slot, round and offset, lane 0 the bitmap) come between the results: the sums are
+    those of the inputs, nothing is rejected, each STATUS is counted and handed to the hook;
+    a STATUS of another job is rejected as any other job's packet."""
+    k, job = 32, JobConfig(7, 1, 4, 32)
+    x = np.arange(1, 12 * k + 1, dtype=np.float32)
+    seen: list[tuple[int, int]] = []
+
+    class Core(WorkerCore):
+        def on_status(self, payload: memoryview) -> None:
+            at = wire.field_offset("slot")
+            seen.append((int.from_bytes(payload[at:at + 2], "big"),
+                         int.from_bytes(payload[HEADER_BYTES:HEADER_BYTES + 4], "big")))
+
+    core = Core(x, job, Timing(progress_deadline=5.0))
+    size = core.packet_bytes
+    rx = [memoryview(bytearray(size)) for _ in range(16)]
+    todo = list(core.start_frames(0.0))
+    statuses = others = 0
+    now = 0.0
+    while todo:
+        now += 1e-4
+        batch: list[bytes] = []
+        for i in todo:
+            data = bytes(core.frames[i])
+            result = bytearray(data)
+            result[0], result[7] = MsgType.RESULT, 1
+            status = bytearray(data)
+            status[0], status[7] = 3, 0
+            status[HEADER_BYTES:HEADER_BYTES + 4] = (1).to_bytes(4, "big")   # bitmap: rank 0
+            foreign = bytearray(status)
+            foreign[2:4] = (8).to_bytes(2, "big")                            # job 8
+            batch += [bytes(status), bytes(result)]
+            statuses += 1
+            if others < 2:
+                batch.append(bytes(foreign))
+                others += 1
+        todo = []
+        for at in range(0, len(batch), len(rx)):
+            part = batch[at:at + len(rx)]
+            for j, p in enumerate(part):
+                rx[j][:] = p
+            todo += core.receive_frames(rx, len(part), now)
+    assert core.state is CoreState.DONE
+    assert core.status_frames == statuses and len(seen) == statuses
+    assert all(bitmap == 1 for _, bitmap in seen)
+    st = core.stats()
+    assert st.rejected == 2 and st.duplicates == 0 and st.stale == 0
+    # One worker: the sum is its own tensor, exactly (quantized with the max exponent).
+    np.testing.assert_allclose(core.result().tensor, x, rtol=2 ** -20)
