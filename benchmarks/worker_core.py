@@ -159,8 +159,22 @@ def _bare_loop(port: int, size: int, window: int, packets: int) -> float:
     return dt
 
 
-def run_loops(x: np.ndarray, k: int, slots: int, frames: bool) -> tuple[float, float]:
-    """(allreduce, bare loop) worker CPU microseconds per packet sent, same echo process."""
+def _syscalls(batched: bool) -> str | None:
+    """Switch the transports' system calls (workers/mmsg.py) for sockets opened from now on:
+    the name of the path in use, None when the tree measured has no batched path."""
+    try:
+        from workers import mmsg
+    except ImportError:
+        return None
+    mmsg.enable(batched)
+    why = mmsg.unavailable_reason()
+    return "recvmmsg/sendmmsg" if why is None else f"recv_into/sendto ({why})"
+
+
+def run_loops(x: np.ndarray, k: int, slots: int, frames: bool,
+              paths: tuple[bool, ...] = (True,)) -> tuple[list[float], float]:
+    """([allreduce per path of `paths` (batched syscalls or not)], bare loop) worker CPU
+    microseconds per packet sent, same echo process."""
     from workers.api import allreduce
     from workers.transport import FrameTransport, Transport, UdpTransport
     ctx = mp.get_context("spawn")
@@ -172,24 +186,30 @@ def run_loops(x: np.ndarray, k: int, slots: int, frames: bool) -> tuple[float, f
         job = JobConfig(1, 1, slots, k)
         local = wire.Endpoint.parse("02:00:00:00:00:01", "10.0.0.1")
         service = wire.Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254")
-        t: Transport
-        if frames:
-            t = FrameTransport(("127.0.0.1", port), local, service, k=k)
-        else:
-            t = UdpTransport(("127.0.0.1", port), bind=("127.0.0.1", 0))
-        try:
-            allreduce(x[:k * 500], t, job)                   # warm-up
-            c0 = time.process_time()
-            r = allreduce(x, t, job)
-            dt = time.process_time() - c0
-            assert check_result(r.tensor, reference([x], k)).ok
-            n = r.stats.packets_sent
-        finally:
-            t.close()
+        per: list[float] = []
+        n = 1
+        for batched in paths:
+            _syscalls(batched)
+            t: Transport
+            if frames:
+                t = FrameTransport(("127.0.0.1", port), local, service, k=k)
+            else:
+                t = UdpTransport(("127.0.0.1", port), bind=("127.0.0.1", 0))
+            try:
+                allreduce(x[:k * 500], t, job)                   # warm-up
+                c0 = time.process_time()
+                r = allreduce(x, t, job)
+                dt = time.process_time() - c0
+                assert check_result(r.tensor, reference([x], k)).ok
+                n = r.stats.packets_sent
+            finally:
+                t.close()
+            per.append(dt / n * 1e6)
+        _syscalls(True)
         size = (wire.ETH_BYTES + wire.IPV4_BYTES + wire.UDP_BYTES if frames else 0) \
             + HEADER_BYTES + 4 * k
         bare = _bare_loop(port, size, slots, n)
-        return dt / n * 1e6, bare / n * 1e6
+        return per, bare / n * 1e6
     finally:
         stop.set()
         proc.join(5)
@@ -225,14 +245,30 @@ def main() -> None:
         print(line, flush=True)
         if a.no_loop:
             continue
+        default = _syscalls(True)
+        # Both system-call paths where the tree has the batched one (alternating which runs
+        # first in each repeat), the default path's line first (benchmarks/worker_trees.py
+        # reads it).
+        both = default is not None and default.startswith("recvmmsg")
         for frames in (True, False):
-            pairs = [run_loops(x, k, a.slots, frames) for _ in range(a.repeat)]
-            core_us = statistics.median(c for c, _ in pairs)
-            bare_us = statistics.median(b for _, b in pairs)
-            ratio = statistics.median(c / b for c, b in pairs)
+            runs = []
+            for r in range(a.repeat):
+                order = ((True, False) if r % 2 == 0 else (False, True)) if both else (True,)
+                per, bare_us = run_loops(x, k, a.slots, frames, order)
+                runs.append((dict(zip(order, per)), bare_us))
+            core_us = statistics.median(p[True] for p, _ in runs)
+            bare_us = statistics.median(b for _, b in runs)
+            ratio = statistics.median(p[True] / b for p, b in runs)
             name = "FrameTransport" if frames else "UdpTransport  "
             print(f"K={k:3d} socket loop, {name}: allreduce() {core_us:6.1f} | bare send/recv "
-                  f"loop {bare_us:6.1f} | ratio {ratio:5.2f}", flush=True)
+                  f"loop {bare_us:6.1f} | ratio {ratio:5.2f} | {default or 'recv_into/sendto'}",
+                  flush=True)
+            if both:
+                old_us = statistics.median(p[False] for p, _ in runs)
+                gain = statistics.median(p[False] / p[True] for p, _ in runs)
+                print(f"K={k:3d} socket loop, {name}: recv_into/sendto (NETSUM_MMSG=0) "
+                      f"{old_us:6.1f} | recvmmsg/sendmmsg {core_us:6.1f} | old / new "
+                      f"{gain:5.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -154,7 +154,7 @@ def _check(a: argparse.Namespace, res: AllreduceResult | HostResult) -> bool:
 
 
 def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | None,
-            late: float = 0.0) -> str:
+            late: float = 0.0, syscalls: str | None = None) -> str:
     st = res.stats
     p50, p99 = st.latency_percentiles()
     rate = res.tensor.size / st.elapsed if st.elapsed > 0 else float("inf")
@@ -162,7 +162,8 @@ def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | Non
                elements_per_s=rate, packets_sent=st.packets_sent,
                retransmissions=st.retransmissions, duplicates=st.duplicates, stale=st.stale,
                rejected=st.rejected, chunk_latency_p50_ms=p50 * 1e3,
-               chunk_latency_p99_ms=p99 * 1e3, start_late_s=late, check=ok)
+               chunk_latency_p99_ms=p99 * 1e3, start_late_s=late, check=ok,
+               syscalls=syscalls)   # the transport's datagram calls (workers/mmsg.py)
     if a.json:
         return json.dumps(row)
     check = "" if ok is None else ("  check ok" if ok else "  CHECK FAILED")
@@ -202,7 +203,8 @@ def run(a: argparse.Namespace) -> int:
         for it in range(a.iterations):
             res = worker.allreduce(tensor)
             ok = _check(a, res) if a.check else None
-            print(_report(a, it, res, ok, late), flush=True)
+            print(_report(a, it, res, ok, late, getattr(transport, "syscalls", None)),
+                  flush=True)
             if ok is False:
                 status = 1
         if a.output is not None:

@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import Protocol, runtime_checkable
 
 from wireformat import HEADER_BYTES, K_DEFAULT, UDP_PORT
-from workers import wire
+from workers import mmsg, wire
 from workers.errors import TransportError, WireError
 
 __all__ = ["Transport", "BatchTransport", "TransportCounters", "UdpTransport", "FrameTransport",
@@ -61,7 +61,7 @@ class BatchTransport(Transport, Protocol):
     rx_payloads: list[memoryview]
     rx_other: list[bytes]
 
-    def send_frames(self, frames: Sequence[memoryview], slots: Iterable[int]) -> None: ...
+    def send_frames(self, frames: Sequence[memoryview], slots: Sequence[int]) -> None: ...
 
     def receive_into(self, timeout: float, size: int) -> int: ...
 
@@ -113,6 +113,8 @@ class _Socket:
             raise TransportError(f"cannot bind UDP {bind[0]}:{bind[1]}: {exc.strerror}") \
                 from None
         self._sock.setblocking(False)
+        self._mmsg: mmsg.MmsgSocket | None = None
+        self._mmsg_rows: list[memoryview] | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -136,8 +138,35 @@ class _Socket:
             raise TransportError(f"sending to {dest[0]}:{dest[1]}: {exc.strerror}") from None
         self.counters.sent += 1
 
-    def send_rows(self, rows: Sequence[memoryview], slots: Iterable[int],
+    def attach_rows(self, rows: list[memoryview]) -> None:
+        """The receive rows `recv_rows` will be given: with recvmmsg/sendmmsg available
+        (workers/mmsg.py), their addresses are set up once for the batched calls."""
+        self._mmsg = mmsg.MmsgSocket.create(self._sock, rows, _DRAIN)
+        self._mmsg_rows = rows if self._mmsg is not None else None
+
+    @property
+    def syscalls(self) -> str:
+        """Which system calls move the hot path's datagrams, and why not the batched ones."""
+        if self._mmsg is not None:
+            return "recvmmsg/sendmmsg"
+        why = mmsg.unavailable_reason()
+        return "recv_into/sendto" + (f" ({why})" if why else "")
+
+    def send_rows(self, rows: Sequence[memoryview], slots: Sequence[int],
                   dest: tuple[str, int]) -> None:
+        mm = self._mmsg
+        if mm is not None:
+            at, sent, count = 0, 0, len(slots)
+            while at < count:
+                got = mm.send(rows, slots, at, dest)
+                if got:
+                    at += got
+                    sent += got
+                else:       # a copy, or the kernel took none: alone, waiting or counting
+                    self.sendto(rows[slots[at]], dest)
+                    at += 1
+            self.counters.sent += sent
+            return
         sendto = self._sock.sendto
         sent = 0
         for i in slots:
@@ -153,6 +182,8 @@ class _Socket:
         """Datagrams into rows[0], rows[1], ... (at most _DRAIN read): `check(row, length)`
         says whether row `row` now holds a packet to deliver (it keeps the row) or not (the
         next datagram overwrites it).  Waits up to `timeout` only when nothing is queued."""
+        if self._mmsg is not None and rows is self._mmsg_rows:
+            return self._recv_batch(rows, timeout, check)
         recv_into, n, got, waited = self._sock.recv_into, 0, 0, timeout <= 0
         while got < _DRAIN and n < len(rows):
             try:
@@ -172,6 +203,33 @@ class _Socket:
             if check(n, length):
                 n += 1
         self.counters.received += got
+        return n
+
+    def _recv_batch(self, rows: list[memoryview], timeout: float,
+                    check: Callable[[int, int], bool]) -> int:
+        """recv_rows with one recvmmsg per batch: datagram j lands in row j; a row `check`
+        declines is filled by moving the later rows down (rare: foreign or bad datagrams)."""
+        assert self._mmsg is not None
+        waited = timeout <= 0
+        while True:
+            try:
+                lengths = self._mmsg.recv(len(rows))
+            except ConnectionRefusedError:
+                continue  # an earlier datagram's ICMP unreachable; nothing to read
+            except OSError as exc:
+                raise TransportError(f"receiving: {exc.strerror}") from None
+            if lengths or waited:
+                break
+            waited = True
+            if not select.select([self._sock], [], [], timeout)[0]:
+                break
+        n = 0
+        for j, length in enumerate(lengths):
+            if n != j:
+                rows[n][:] = rows[j]
+            if check(n, length):
+                n += 1
+        self.counters.received += len(lengths)
         return n
 
     def recv_many(self, timeout: float) -> list[bytes]:
@@ -230,6 +288,11 @@ class UdpTransport:
     def counters(self) -> TransportCounters:
         return self._sock.counters
 
+    @property
+    def syscalls(self) -> str:
+        """The hot path's system calls (batched where available; why not, otherwise)."""
+        return self._sock.syscalls
+
     def send(self, payloads: Iterable[bytes]) -> None:
         for p in payloads:
             self._sock.sendto(p, self.service)
@@ -237,7 +300,7 @@ class UdpTransport:
     def receive(self, timeout: float) -> list[bytes]:
         return self._sock.recv_many(timeout)
 
-    def send_frames(self, frames: Sequence[memoryview], slots: Iterable[int]) -> None:
+    def send_frames(self, frames: Sequence[memoryview], slots: Sequence[int]) -> None:
         self._sock.send_rows(frames, slots, self.service)
 
     def receive_into(self, timeout: float, size: int) -> int:
@@ -246,6 +309,7 @@ class UdpTransport:
         if self._rx is None or self._rx.size != size:
             self._rx = _Rows(_DRAIN, 0, size)
             self.rx_payloads = self._rx.payloads
+            self._sock.attach_rows(self._rx.rows)
         rows, other = self._rx.rows, self.rx_other
 
         def check(j: int, length: int) -> bool:
@@ -289,6 +353,7 @@ class FrameTransport:
         self._frame = len(self._prefix) + self._size
         self._rx = _Rows(_DRAIN, len(self._prefix), self._size)
         self.rx_payloads = self._rx.payloads
+        self._sock.attach_rows(self._rx.rows)
         self.rx_other: list[bytes] = []
         # The first bytes of a frame, up to and with the netsum flags, decide every check of
         # wire.netsum_payload for a frame of the one valid length: one that passed them
@@ -306,12 +371,17 @@ class FrameTransport:
     def counters(self) -> TransportCounters:
         return self._sock.counters
 
+    @property
+    def syscalls(self) -> str:
+        """The hot path's system calls (batched where available; why not, otherwise)."""
+        return self._sock.syscalls
+
     def send(self, payloads: Iterable[bytes]) -> None:
         prefix = self._prefix
         for p in payloads:
             self._sock.sendto(prefix + p, self.switch_port)
 
-    def send_frames(self, frames: Sequence[memoryview], slots: Iterable[int]) -> None:
+    def send_frames(self, frames: Sequence[memoryview], slots: Sequence[int]) -> None:
         """Frames that start with `frame_prefix` (the core's rows), as they are."""
         self._sock.send_rows(frames, slots, self.switch_port)
 
