@@ -3,7 +3,7 @@
     python benchmarks/allreduce.py [--elements N] [--workers 2,4,8] [--k 32,64,128,256]
                                    [--mode udp,netns] [--seconds S] [--repeat N] [--profile]
                                    [--png PATH] [--scaling 1,4,16,64,256]
-                                   [--switch-path native,python]
+                                   [--switch-path native,python] [--switch-io c,python]
 
 Measured side by side in one run on the same cores:
   * goodput: tensor elements per second of one all-reduce (SwitchML's figure): N real
@@ -22,7 +22,9 @@ the 4-worker case at the largest K and prints where its time goes.  --scaling MB
 switch daemon's peak RSS for each (no per-tensor cost may hide in the set-up: goodput should be
 flat above 4 MB).  --switch-path: the switch daemon's packet path, native (switch/native, the
 default where it builds; its module is compiled before the first run) and/or python, each
-point measured for each path in turn.
+point measured for each path in turn.  --switch-io: the daemon's port loop with the native
+path, c (switch/native/io.py: recvmmsg/sendmmsg around the native pipeline, the default) and/or
+python (NETSUM_NATIVE_IO=0), also measured in turn for each point.
 """
 from __future__ import annotations
 
@@ -254,6 +256,9 @@ def prepare_native(ks: list[int]) -> bool:
             print(f"native backend unavailable at K={k}: {pl.native_status}", file=sys.stderr)
             return False
         print(f"native module for K={k} ready ({time.monotonic() - t0:.1f} s)")
+    from switch.native import io as nio
+    from switch.native.build import IO_CFLAGS, build_module
+    build_module(nio.source(), IO_CFLAGS, "nsio")       # the C port loop, into the cache too
     return True
 
 
@@ -270,10 +275,15 @@ def main() -> int:
     ap.add_argument("--scaling", help="tensor sizes in MB per worker, e.g. 1,4,16,64,256")
     ap.add_argument("--switch-path", default="native",
                     help="native, python or both (native,python): the daemon's packet path")
+    ap.add_argument("--switch-io", default="c",
+                    help="c, python or both (c,python): the daemon's port loop (native path)")
     a = ap.parse_args()
     paths = [x for x in a.switch_path.split(",") if x]
     if not paths or any(x not in ("native", "python") for x in paths):
         ap.error(f"--switch-path: native and/or python, got {a.switch_path!r}")
+    ios = [x for x in a.switch_io.split(",") if x]
+    if not ios or any(x not in ("c", "python") for x in ios):
+        ap.error(f"--switch-io: c and/or python, got {a.switch_io!r}")
     ns = [int(x) for x in a.workers.split(",")]
     ks = [int(x) for x in a.k.split(",")]
     modes = [Mode(m) for m in a.mode.split(",")]
@@ -285,7 +295,10 @@ def main() -> int:
         paths.remove("native")
         if not paths:
             return 1
-    print(f"{'path':>6} {'mode':>5} {'workers':>7} {'K':>3} {'goodput':>12} {'per-worker':>12} "
+    # (label, NETSUM_NATIVE, NETSUM_NATIVE_IO) per measured variant of the switch daemon
+    variants = [(f"{p}/{io}" if p == "native" else p, p == "native", io == "c")
+                for p in paths for io in (ios if p == "native" else ["python"])]
+    print(f"{'path':>9} {'mode':>5} {'workers':>7} {'K':>3} {'goodput':>12} {'per-worker':>12} "
           f"{'retx':>6} {'bare fwd/s':>11} {'ceiling':>12} {'ratio':>6} {'cpu: switch':>11} "
           f"{'workers':>7} {'us/pkt: switch':>14} {'worker':>6}  ok")
     with tempfile.TemporaryDirectory(prefix="netsum-bench-") as tmp:
@@ -293,11 +306,13 @@ def main() -> int:
             for k in ks:
                 for n in ns:
                     fwd = bare_forwards(n, k, a.seconds)
-                    for path in paths:
+                    for path, native, cio in variants:
                         # the daemon inherits the choice; =1 loads the module compiled above
-                        os.environ["NETSUM_NATIVE"] = "1" if path == "native" else "0"
+                        os.environ["NETSUM_NATIVE"] = "1" if native else "0"
+                        os.environ["NETSUM_NATIVE_IO"] = "1" if cio else "0"
+                        tag = path.replace("/", "")
                         try:
-                            runs = [allreduce_run(Path(tmp) / f"{path}{mode.value}n{n}k{k}r{i}", n,
+                            runs = [allreduce_run(Path(tmp) / f"{tag}{mode.value}n{n}k{k}r{i}", n,
                                                   k, a.elements, mode) for i in range(a.repeat)]
                         except RigError as exc:
                             print(f"error: {exc}", file=sys.stderr)
@@ -306,7 +321,7 @@ def main() -> int:
                         r = Row(n, k, b.goodput, b.mean, b.retx, all(x.ok for x in runs),
                                 b.switch_cpu, b.workers_cpu, b.wall, b.packets_in, fwd, fwd * k / n)
                         rows.append(r)
-                        print(f"{path:>6} {mode.value:>5} {n:7d} {k:3d} {r.goodput / 1e6:9.3f} M/s "
+                        print(f"{path:>9} {mode.value:>5} {n:7d} {k:3d} {r.goodput / 1e6:9.3f} M/s "
                               f"{r.mean_worker / 1e6:9.3f} M/s "
                               f"{r.retx:6d} {fwd:11,.0f} {r.ceiling / 1e6:9.3f} M/s {r.ratio:6.2f} "
                               f"{100 * r.switch_cpu / r.wall:9.0f} % "
@@ -314,10 +329,11 @@ def main() -> int:
                               f" {1e6 * r.switch_cpu / max(1, r.packets_in):14.1f}"
                               f" {1e6 * r.workers_cpu / max(1, r.packets_in):6.1f}"
                               f"  {'yes' if r.ok else 'NO'}", flush=True)
-        os.environ["NETSUM_NATIVE"] = "1" if paths[0] == "native" else "0"
+        os.environ["NETSUM_NATIVE"] = "1" if variants[0][1] else "0"
+        os.environ["NETSUM_NATIVE_IO"] = "1" if variants[0][2] else "0"
         if a.scaling:
             k = max(ks)
-            print(f"\nscaling: 4 workers, K={k}, mode {modes[0].value}, {paths[0]} switch path")
+            print(f"\nscaling: 4 workers, K={k}, mode {modes[0].value}, {variants[0][0]} switch")
             print(f"{'MB/worker':>9} {'elements':>11} {'goodput':>12} {'switch RSS':>11}  ok")
             for mb in (float(x) for x in a.scaling.split(",")):
                 el = int(mb * 2**20 / 4)

@@ -2,6 +2,7 @@
 
     python benchmarks/switch_pps.py [--seconds S] [--k 32,256] [--workers 4] [--profile]
                                     [--json path/to/netsum.json] [--no-udp] [--veth]
+                                    [--rounds N]
 
 Measured side by side in one run (ratios are what to compare across machines):
   (a) the simple IPv4 router (tests/switch_json/router.json, one lpm entry),
@@ -14,19 +15,21 @@ Measured side by side in one run (ratios are what to compare across machines):
 Paths: in-process `Device.process`; the daemon's port loop over UDP on 127.0.0.1 (switch in a
 child process, same PortSet/Device code as `netsum-switch`), next to a bare recv->send loop
 over the same sockets; over veth with AF_PACKET when run as root with --veth.
+netsum.p4 through the daemon runs its native pipeline once with the C port loop
+(switch/native/io.py: recvmmsg/sendmmsg) and once with the Python loop, alternately, --rounds
+times each: contributions/s and the switch process's CPU µs per contribution, side by side.
 --profile prints a cProfile of the in-process aggregation run.
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
-import json
+import gc
 import multiprocessing as mp
 import os
 import pstats
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -36,197 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from switch.device import Device                                   # noqa: E402
-from switch.entries import ActionCall, Lpm, Replica, TableEntry  # noqa: E402
+from pps_traffic import agg_frame, make_device, netsum_traffic, router_frame  # noqa: E402
 from wireformat import K_SUPPORTED                                # noqa: E402
-
-ROUTER_JSON = ROOT / "tests" / "switch_json" / "router.json"
-STD_FIELDS = [["ingress_port", 9, False], ["egress_spec", 9, False], ["egress_port", 9, False],
-              ["instance_type", 32, False], ["packet_length", 32, False],
-              ["enq_timestamp", 32, False], ["enq_qdepth", 19, False],
-              ["deq_timedelta", 32, False], ["deq_qdepth", 19, False],
-              ["ingress_global_timestamp", 48, False], ["egress_global_timestamp", 48, False],
-              ["mcast_grp", 16, False], ["egress_rid", 16, False], ["checksum_error", 1, False],
-              ["parser_error", 32, False], ["priority", 3, False], ["_padding", 3, False]]
-AGG_PORT = 0x6E73
-
-
-# -- the stand-in aggregation program ---------------------------------------------------------
-def _f(h: str, f: str) -> dict[str, Any]:
-    return {"type": "field", "value": [h, f]}
-
-
-def _hx(v: int) -> dict[str, Any]:
-    return {"type": "hexstr", "value": hex(v)}
-
-
-def _ex(op: str, left: Any, right: Any) -> dict[str, Any]:
-    return {"type": "expression", "value": {"op": op, "left": left, "right": right}}
-
-
-def _assign(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
-    return {"op": "assign", "parameters": [dst, src]}
-
-
-def standin_json(k: int) -> dict[str, Any]:
-    """Same per-packet shape as netsum.p4: Ethernet/IPv4/UDP/16-byte header/K x bit<32>; exact
-    job and member tables; one action with K register RMWs plus bitmap and count registers;
-    multicast with an egress table on egress_rid; IPv4 checksum update."""
-    r = json.loads(ROUTER_JSON.read_text())
-    r["header_types"][0]["fields"] = [["idx", 32, False], ["acc", 32, False],
-                                      ["bm", 32, False], ["cnt", 8, False],
-                                      ["worker_bit", 32, False]]
-    r["header_types"] += [
-        {"name": "udp_t", "id": 4, "fields": [["sport", 16, False], ["dport", 16, False],
-                                              ["len", 16, False], ["csum", 16, False]]},
-        {"name": "ns_t", "id": 5, "fields": [["msg_type", 8, False], ["flags", 8, False],
-                                             ["job_id", 16, False], ["slot", 16, False],
-                                             ["exp", 8, False], ["count", 8, False],
-                                             ["round", 32, False], ["offset", 32, False]]},
-        {"name": "vals_t", "id": 6, "fields": [[f"v{i}", 32, False] for i in range(k)]},
-    ]
-    r["headers"] += [
-        {"name": "udp", "id": 4, "header_type": "udp_t", "metadata": False},
-        {"name": "ns", "id": 5, "header_type": "ns_t", "metadata": False},
-        {"name": "vals", "id": 6, "header_type": "vals_t", "metadata": False},
-    ]
-    states = r["parsers"][0]["parse_states"]
-    states[1]["transition_key"] = [_f("ipv4", "protocol")]
-    states[1]["transitions"] = [{"type": "hexstr", "value": "0x11", "mask": None,
-                                 "next_state": "parse_udp"},
-                                {"type": "default", "value": None, "mask": None,
-                                 "next_state": None}]
-    states += [
-        {"name": "parse_udp", "id": 2,
-         "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "udp"}]}],
-         "transition_key": [_f("udp", "dport")],
-         "transitions": [{"type": "hexstr", "value": hex(AGG_PORT), "mask": None,
-                          "next_state": "parse_ns"},
-                         {"type": "default", "value": None, "mask": None, "next_state": None}]},
-        {"name": "parse_ns", "id": 3,
-         "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "ns"}]},
-                        {"op": "extract", "parameters": [{"type": "regular", "value": "vals"}]}],
-         "transition_key": [], "transitions": [{"type": "default", "value": None, "mask": None,
-                                                "next_state": None}]},
-    ]
-    r["deparsers"][0]["order"] = ["ethernet", "ipv4", "udp", "ns", "vals"]
-    size = 4096
-    r["register_arrays"] = [{"name": f"r{i}", "id": i, "size": size, "bitwidth": 32}
-                            for i in range(k)]
-    r["register_arrays"] += [{"name": "bitmap", "id": k, "size": size, "bitwidth": 32},
-                             {"name": "contrib", "id": k + 1, "size": size, "bitwidth": 8}]
-    reg = lambda n: {"type": "register_array", "value": n}  # noqa: E731
-    idx = _f("scalars", "idx")
-    prims = [_assign(idx, _ex("&", _ex("|", _ex("<<", _f("ns", "slot"), _hx(1)),
-                                       _ex("&", _f("ns", "round"), _hx(1))), _hx(0xFFFFFFFF))),
-             {"op": "register_read", "parameters": [_f("scalars", "bm"), reg("bitmap"), idx]},
-             {"op": "register_write", "parameters": [reg("bitmap"), idx,
-                                                     _ex("|", _f("scalars", "bm"),
-                                                         _f("scalars", "worker_bit"))]},
-             {"op": "register_read", "parameters": [_f("scalars", "cnt"), reg("contrib"), idx]},
-             _assign(_f("scalars", "cnt"), _ex("&", _ex("+", _f("scalars", "cnt"), _hx(1)),
-                                               _hx(0xFF))),
-             {"op": "register_write", "parameters": [reg("contrib"), idx, _f("scalars", "cnt")]}]
-    for i in range(k):
-        v = _f("vals", f"v{i}")
-        prims += [{"op": "register_read", "parameters": [_f("scalars", "acc"), reg(f"r{i}"),
-                                                          idx]},
-                  _assign(v, _ex("&", _ex("+", _f("scalars", "acc"), v), _hx(0xFFFFFFFF))),
-                  {"op": "register_write", "parameters": [reg(f"r{i}"), idx, v]}]
-    prims.append(_assign(_f("standard_metadata", "mcast_grp"), _hx(1)))
-    r["actions"] = [
-        {"name": "NoAction", "id": 0, "runtime_data": [], "primitives": []},
-        {"name": "drop", "id": 1, "runtime_data": [], "primitives": [
-            {"op": "mark_to_drop", "parameters": [{"type": "header",
-                                                   "value": "standard_metadata"}]}]},
-        {"name": "set_member", "id": 2, "runtime_data": [{"name": "bit", "bitwidth": 32}],
-         "primitives": [_assign(_f("scalars", "worker_bit"),
-                                {"type": "runtime_data", "value": 0})]},
-        {"name": "aggregate", "id": 3, "runtime_data": [], "primitives": prims},
-        {"name": "rewrite", "id": 4, "runtime_data": [{"name": "mac", "bitwidth": 48},
-                                                      {"name": "ip", "bitwidth": 32}],
-         "primitives": [_assign(_f("ethernet", "dstAddr"), {"type": "runtime_data", "value": 0}),
-                        _assign(_f("ipv4", "dstAddr"), {"type": "runtime_data", "value": 1}),
-                        _assign(_f("udp", "csum"), _hx(0))]},
-    ]
-
-    def tbl(name: str, tid: int, key: list[Any], actions: list[tuple[str, int]], nxt: Any,
-            default: tuple[int, list[str]]) -> dict[str, Any]:
-        return {"name": name, "id": tid, "key": key, "match_type": "exact", "type": "simple",
-                "max_size": 1024, "with_counters": False, "support_timeout": False,
-                "direct_meters": None, "action_ids": [a[1] for a in actions],
-                "actions": [a[0] for a in actions], "base_default_next": nxt,
-                "next_tables": {a[0]: nxt for a in actions},
-                "default_entry": {"action_id": default[0], "action_const": False,
-                                  "action_data": default[1], "action_entry_const": False}}
-    r["pipelines"][0] = {
-        "name": "ingress", "id": 0, "init_table": "node_0", "action_profiles": [],
-        "tables": [
-            tbl("member", 0, [{"match_type": "exact", "name": "src", "target": ["ipv4",
-                                                                                "srcAddr"],
-                               "mask": None}], [("set_member", 2), ("drop", 1)], "job",
-                (2, ["0x1"])),
-            tbl("job", 1, [{"match_type": "exact", "name": "job", "target": ["ns", "job_id"],
-                            "mask": None}], [("aggregate", 3), ("drop", 1)], None, (3, [])),
-        ],
-        "conditionals": [{"name": "node_0", "id": 0, "expression": _ex(
-            "d2b", None, _f("ns", "$valid$")), "true_next": "member", "false_next": None}]}
-    r["pipelines"][1] = {
-        "name": "egress", "id": 1, "init_table": "replica", "action_profiles": [],
-        "conditionals": [],
-        "tables": [tbl("replica", 2, [{"match_type": "exact", "name": "rid",
-                                       "target": ["standard_metadata", "egress_rid"],
-                                       "mask": None}],
-                       [("rewrite", 4), ("NoAction", 0)], None,
-                       (4, ["0x020000000001", "0x0a000001"]))]}
-    return r
-
-
-def agg_frame(k: int, src: str = "10.0.0.2") -> bytes:
-    from scapy.layers.inet import IP, UDP
-    from scapy.layers.l2 import Ether
-    hdr = struct.pack(">BBHHBBI", 1, 0, 7, 5, 0, 0, 0)
-    vals = struct.pack(f">{k}I", *range(k))
-    return bytes(Ether(dst="02:00:00:00:00:fe", src="02:00:00:00:00:02") /
-                 IP(src=src, dst="10.0.0.254") / UDP(sport=AGG_PORT, dport=AGG_PORT) /
-                 (hdr + vals))
-
-
-def router_frame() -> bytes:
-    from scapy.layers.inet import IP, UDP
-    from scapy.layers.l2 import Ether
-    return bytes(Ether(dst="02:00:00:00:00:fe", src="02:00:00:00:00:02") /
-                 IP(src="10.1.0.2", dst="10.0.0.5") / UDP(sport=1, dport=2) / (b"r" * 64))
-
-
-def netsum_traffic(k: int, workers: int, fuse: bool = True, native: bool | None = None
-                   ) -> tuple[Device, list[tuple[int, bytes]]] | None:
-    """netsum.p4 (built by netsum.build with netsum's compiler) configured with two jobs of
-    `workers` members on the same 64 slots, and a round-robin stream of contributions, as
-    workers send them: rounds 0 and 1 of every slot for job 3, then for job 4.  The stream can
-    be replayed any number of times (here or through the daemon): each job finds the sets
-    owned by the other, so its rounds 0 and 1 start fresh rounds again instead of being
-    duplicates of finished ones.  `native`: None = as the daemon chooses (the native backend
-    when it builds here), False = the Python path.  None when the program cannot be built."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    try:
-        from p4helpers import NetsumSwitch, netsum_config, netsum_frame, worker_host
-        sw = NetsumSwitch(netsum_config(k))
-        if not fuse or native is not None:    # fuse=False: actions and nodes as emitted
-            from switch.pipeline import Pipeline
-            sw.pipeline = Pipeline(json.loads(netsum_config(k)), fuse=fuse, native=native)
-            sw.device.install(sw.pipeline)
-    except Exception as e:           # compiler missing or failing: fall back to the stand-in
-        print(f"  (netsum.p4 unavailable: {type(e).__name__}: {str(e)[:120]})")
-        return None
-    hosts = [worker_host(i) for i in range(workers)]
-    slots = 64
-    for job in (3, 4):
-        sw.add_job(job, hosts, num_slots=slots)
-    frames = [(h.port, netsum_frame(h, job_id=job, slot=r % slots, round=r // slots,
-                                    values=list(range(k)), exp=130))
-              for job in (3, 4) for r in range(2 * slots) for h in hosts]
-    return sw.device, frames
 
 
 def inprocess_netsum(k: int, workers: int, seconds: float, profile: bool) -> float | None:
@@ -285,21 +99,6 @@ def netsum_side_by_side(k: int, workers: int, seconds: float) -> dict[str, float
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
-def make_device(kind: str, k: int, workers: int, json_path: Path | None) -> Device:
-    dev = Device()
-    if kind == "router":
-        dev.install(Device.build_pipeline(ROUTER_JSON.read_bytes()))
-        dev.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(  # type: ignore[union-attr]
-            (Lpm(0x0A000000, 8),), ActionCall("MyIngress.ipv4_forward", (0x0200000000AA, 2))))
-        return dev
-    cfg: Any = json_path.read_bytes() if json_path else standin_json(k)
-    dev.install(Device.build_pipeline(cfg))
-    if json_path is None:
-        dev.pipeline.pre.mc_group_insert(  # type: ignore[union-attr]
-            1, [Replica(p, p) for p in range(1, workers + 1)])
-    return dev
-
-
 # -- measurements -----------------------------------------------------------------------------
 def inprocess(kind: str, k: int, workers: int, seconds: float, json_path: Path | None,
               profile: bool = False) -> tuple[float, int]:
@@ -330,6 +129,7 @@ def _switch_proc(kind: str, k: int, workers: int, ports: list[tuple[int, int, in
     specs = [parse_port_spec(f"{n}@udp:127.0.0.1:{a},127.0.0.1:{b}") for n, a, b in ports]
     ps = PortSet(specs, dev)
     ps.open()
+    gc.collect()        # run() collects once more: a large forked heap takes a while
     ready.set()
     try:
         ps.run(lambda: False)
@@ -359,16 +159,26 @@ def over_udp(target: Any, args: tuple[Any, ...], in_port: int, sinks: list[socke
         tx.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def over_link(target: Any, args: tuple[Any, ...], send: Any, sinks: list[socket.socket],
-              frame: bytes, seconds: float, outputs_per_input: float | None = None) -> float:
+              frame: bytes, seconds: float, outputs_per_input: float | None = None,
+              cpu: dict[str, float] | None = None) -> float:
     """Send `frame` at a paced rate that keeps the target (run in a child process) busy;
     count what comes back on the sink sockets (pps of forwarded input frames).  By default
-    every input comes out once on each sink."""
+    every input comes out once on each sink.  `cpu` gets the target's CPU seconds per
+    forwarded input ("per_input")."""
     ctx = mp.get_context("fork")
     ready = ctx.Event()
     proc = ctx.Process(target=target, args=args + (ready,), daemon=True)
     proc.start()
     ready.wait(10)
+    assert proc.pid is not None
+    cpu0 = cpu_seconds(proc.pid)
     for s in sinks:
         s.setblocking(False)
     received = 0
@@ -404,6 +214,8 @@ def over_link(target: Any, args: tuple[Any, ...], send: Any, sinks: list[socket.
                 sent = int(received / n_out)
                 last_progress = now
     elapsed = time.perf_counter() - t0
+    if cpu is not None:
+        cpu["per_input"] = (cpu_seconds(proc.pid) - cpu0) / max(1.0, received / n_out)
     proc.kill()
     proc.join()
     return received / n_out / elapsed
@@ -442,12 +254,13 @@ def udp_runs(kind: str, k: int, workers: int, seconds: float,
 def _netsum_switch_proc(k: int, workers: int, ports: list[tuple[int, int, int]],
                         ready: Any) -> None:
     from switch.ports import PortSet, parse_port_spec
-    got = netsum_traffic(k, workers)
+    got = netsum_traffic(k, workers, native=True)
     assert got is not None
     dev = got[0]
     ps = PortSet([parse_port_spec(f"{n}@udp:127.0.0.1:{a},127.0.0.1:{b}") for n, a, b in ports],
                  dev)
     ps.open()
+    gc.collect()        # run() collects once more: a large forked heap takes a while
     ready.set()
     try:
         ps.run(lambda: False)
@@ -455,11 +268,14 @@ def _netsum_switch_proc(k: int, workers: int, ports: list[tuple[int, int, int]],
         ps.close()
 
 
-def udp_netsum_run(k: int, workers: int, seconds: float) -> float | None:
-    """netsum.p4 through the daemon's UDP ports: each worker's contributions enter on its own
-    port; every completed slot multicasts the result to all workers (one frame per input on
-    average).  Returns contributions per second."""
-    got = netsum_traffic(k, workers)
+def udp_netsum_run(k: int, workers: int, seconds: float, io: str
+                   ) -> tuple[float, float, str] | None:
+    """netsum.p4 (native pipeline) through the daemon's UDP ports with the C or the Python
+    port loop (`io`): each worker's contributions enter on its own port; every completed slot
+    multicasts the result to all workers (one frame per input on average).  Returns
+    (contributions per second, the switch process's CPU µs per contribution, the loop the
+    switch reported)."""
+    got = netsum_traffic(k, workers, native=True)
     if got is None:
         return None
     frames = got[1]
@@ -480,11 +296,16 @@ def udp_netsum_run(k: int, workers: int, seconds: float) -> float | None:
     def send(_frame: bytes) -> None:
         port, f = frames[pos[0] % len(frames)]
         pos[0] += 1
-        tx.sendto(f, port_addr[port])
+        # from the port's peer: the switch drops datagrams from any other address
+        sinks[port - 1].sendto(f, port_addr[port])
+    cpu: dict[str, float] = {}
+    os.environ["NETSUM_NATIVE_IO"] = "1" if io == "c" else "0"    # the forked switch reads it
     try:
-        return over_link(_netsum_switch_proc, (k, workers, specs), send, sinks, b"", seconds,
-                         outputs_per_input=1.0)
+        rate = over_link(_netsum_switch_proc, (k, workers, specs), send, sinks, b"", seconds,
+                         outputs_per_input=1.0, cpu=cpu)
+        return rate, 1e6 * cpu["per_input"], io
     finally:
+        os.environ.pop("NETSUM_NATIVE_IO", None)
         tx.close()
         for sk in sinks:
             sk.close()
@@ -496,6 +317,7 @@ def _veth_switch_proc(kind: str, k: int, workers: int, ifaces: list[tuple[int, s
     dev = make_device(kind, k, workers, None)
     ps = PortSet([parse_port_spec(f"{n}@{i}") for n, i in ifaces], dev)
     ps.open()
+    gc.collect()        # run() collects once more: a large forked heap takes a while
     ready.set()
     try:
         ps.run(lambda: False)
@@ -567,6 +389,8 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--no-udp", action="store_true")
     ap.add_argument("--veth", action="store_true", help="also over veth pairs (root)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs per port loop for netsum.p4 through the daemon (medians)")
     args = ap.parse_args()
     json_path = args.json
     k0 = args.k[0]
@@ -600,10 +424,22 @@ def main() -> int:
             print(f"  udp ports   {label:34s} {sw:10,.0f} pkt/s in  | bare recv->send loop "
                   f"{bare:10,.0f} pkt/s | ratio {sw / bare:5.2f}")
         for k in args.k:
-            rate = udp_netsum_run(k, args.workers, args.seconds)
-            if rate is not None:
-                print(f"  udp ports   {f'netsum.p4 K={k}, job of {args.workers}':34s} "
-                      f"{rate:10,.0f} contributions/s in (results multicast to all)")
+            # C and Python port loop alternately, medians of --rounds runs each
+            got: dict[str, list[tuple[float, float]]] = {"c": [], "python": []}
+            for _ in range(args.rounds):
+                for io in got:
+                    r = udp_netsum_run(k, args.workers, args.seconds, io)
+                    if r is not None:
+                        got[io].append(r[:2])
+            if not got["c"] or not got["python"]:
+                continue
+            med = {io: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+                   for io, v in got.items()}
+            print(f"  udp ports   {f'netsum.p4 K={k}, job of {args.workers}':34s} "
+                  f"C loop {med['c'][0]:9,.0f} | Python loop {med['python'][0]:9,.0f} "
+                  f"contributions/s (x{med['c'][0] / med['python'][0]:.2f}); switch CPU "
+                  f"{med['c'][1]:.2f} | {med['python'][1]:.2f} us per contribution "
+                  f"(x{med['python'][1] / med['c'][1]:.2f} less)", flush=True)
     if args.veth:
         if os.geteuid() != 0:
             print("  veth: skipped (needs root)")

@@ -61,14 +61,22 @@ class Device:
         #: it was raised, which frame), kept so that a run can fail with it: later ones are
         #: only counted in stats.internal_errors.
         self.first_error: str | None = None
+        #: Counters kept elsewhere on the packet path (the C port loop, switch/native/io.py):
+        #: each is called with the lock held to fold them into the statistics when read.
+        self.stat_sources: list[Callable[[Stats], None]] = []
+        #: Which port loop serves the packets and why (set by the port layer; GetStats).
+        self.io_status = "python"
 
     @property
     def stats(self) -> Stats:
         """The device's statistics, including what the native backend counted so far."""
         v1 = self._v1
-        if v1 is not None and v1.native is not None:
+        if (v1 is not None and v1.native is not None) or self.stat_sources:
             with self.lock:
-                v1.native.take_stats(self._stats)
+                if v1 is not None and v1.native is not None:
+                    v1.native.take_stats(self._stats)
+                for fold in self.stat_sources:
+                    fold(self._stats)
         return self._stats
 
     def set_logger(self, log: logging.Logger | None) -> None:

@@ -5,14 +5,17 @@
 command line: each datagram is one whole Ethernet frame; output goes to the peer, and a
 datagram from any other address is dropped and counted (`stats.udp_foreign`), so no other
 local process can feed a port or take over its output.  (`,` is accepted for `=`.)
-One thread runs one selector over all sockets and calls `Device.receive` per frame; the device
-calls back `PortSet.transmit` for outputs.
+One thread runs the port loop.  The C loop (switch/native/io.py: recvmmsg/sendmmsg around
+the native pipeline) serves the ports whenever it can do exactly what the Python loop does;
+otherwise one selector over all sockets calls `Device.receive` per frame and the device calls
+back `PortSet.transmit` for outputs.  `io_status` says which loop runs and why.
 """
 from __future__ import annotations
 
 import enum
 import gc
 import logging
+import os
 import selectors
 import socket
 import struct
@@ -20,8 +23,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from switch.device import MAX_FRAME, Device
+from switch.native import io as nio
 from switch.pcap import PcapWriter
 
 __all__ = ["PortKind", "PortSpec", "parse_port_spec", "PortSet"]
@@ -135,6 +140,9 @@ class PortSet:
         self.ports: dict[int, _Port] = {}
         self._senders: dict[int, Callable[[bytes], None]] = {}
         self.sel = selectors.DefaultSelector()
+        #: The C port loop (switch/native/io.py), None when this port set cannot use it.
+        self.fast: Any = None
+        self._io_why = "python: ports not opened"
 
     def open(self) -> None:
         try:
@@ -151,6 +159,33 @@ class PortSet:
             self.close()
             raise
         self.device.transmit = self.transmit
+        self._attach_fast()
+
+    def _attach_fast(self) -> None:
+        """Use the C port loop when it does exactly what this loop would."""
+        ok, why = nio.wanted()
+        if ok and self.pcap_dir is not None:
+            ok, why = False, "pcap files (--pcap) are written by the Python loop"
+        if ok and self.log is not None:
+            ok, why = False, "per-packet debug logging is on"
+        if ok:
+            try:
+                self.fast = nio.NativeIO(self.device, [
+                    (p.spec.number, p.sock, nio.KIND_UDP if p.spec.kind is PortKind.UDP
+                     else nio.KIND_LINUX, p.peer) for p in self.ports.values()])
+            except ValueError as e:
+                ok, why = False, str(e)
+        if not ok:
+            self._io_why = f"python: {why}"
+            self.device.io_status = self._io_why
+            nio.log.info("port loop: %s", self._io_why)
+            return
+        self.fast.load(wait=os.environ.get(nio.ENV, "").strip() == "1")
+
+    @property
+    def io_status(self) -> str:
+        """`c: ...` while the C port loop serves the ports, else `python: <why>`."""
+        return self.fast.status if self.fast is not None else self._io_why
 
     def describe(self) -> str:
         """`N@IFACE ...` for the opened ports, as the ready line shows them: a UDP port asked
@@ -184,12 +219,14 @@ class PortSet:
             sock.setblocking(False)
             return sock
         try:
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+            # Protocol 0 until bound: a socket opened for ETH_P_ALL hears every interface of
+            # the host until bind() narrows it, and those frames would reach the program.
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         except (OSError, AttributeError) as e:
             raise OSError(getattr(e, "errno", None), f"port {spec.number}: cannot open a raw "
                           f"socket for '{spec.iface}' ({e}); needs root/CAP_NET_RAW") from None
         try:
-            sock.bind((spec.iface, 0))
+            sock.bind((spec.iface, _ETH_P_ALL))           # CPython applies htons here
             ifindex = socket.if_nametoindex(spec.iface)
             sock.setsockopt(_SOL_PACKET, _PACKET_ADD_MEMBERSHIP,
                             struct.pack("iHH8s", ifindex, _PACKET_MR_PROMISC, 0, b""))
@@ -308,7 +345,15 @@ class PortSet:
         gc.collect()
         gc.freeze()
         dev = self.device
+        fast = self.fast
+        retry_at = 0.0
         while not should_stop():
+            if fast is not None and fast.ready:
+                if time.monotonic() >= retry_at:
+                    if fast.run() != nio.GATE_CLOSED:
+                        continue
+                    retry_at = time.monotonic() + nio.RETRY      # the Python loop serves a while
+                poll = min(poll, nio.RETRY)
             # Queued packets (a port with a rate) leave on time: wake for the next departure.
             due = dev.next_deadline()
             for key, _ev in sel.select(poll if due is None else min(poll, due)):
@@ -324,6 +369,9 @@ class PortSet:
                         p.pcap_out.flush()
 
     def close(self) -> None:
+        if self.fast is not None:
+            self.fast.close()
+            self.fast = None
         if self.device.transmit == self.transmit:
             self.device.transmit = None
         for p in self.ports.values():

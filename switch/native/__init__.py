@@ -130,6 +130,8 @@ class NativeRunner:
         self.mod = build_module(prog.source)
         self.ctx = self.mod.new()
         self.process = self.mod.process
+        #: the C port loop's entry into this context (switch/native/io.py, nsio.h)
+        self.pipe = self.mod.pipe(self.ctx)
         self.pl = pl
         self.prog = prog
         for name, r in pl.registers.items():

@@ -23,9 +23,13 @@ from pathlib import Path
 from types import ModuleType
 
 __all__ = ["available", "build_module", "is_built", "module_name", "cache_dir", "BuildError",
-           "CFLAGS"]
+           "CFLAGS", "IO_CFLAGS"]
 
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-fno-strict-aliasing", "-w")
+#: The hand-written, program-independent port loop (ioloop.c) is held to -Wall -Wextra
+#: (tests/unit/test_switch_ioloop.py compiles it with -Werror); the generated pipelines are
+#: built with -w since their code is machine-written.
+IO_CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-Wall", "-Wextra")
 _LOADED: dict[str, ModuleType] = {}
 _BUILDING = threading.Lock()
 
@@ -73,42 +77,43 @@ def _writable_cache() -> Path:
     return Path(tempfile.mkdtemp(prefix="netsum-native-"))
 
 
-def module_name(source: str) -> str:
+def module_name(source: str, flags: tuple[str, ...] = CFLAGS, prefix: str = "nsw") -> str:
     """The module's name: a hash of everything the compiled object depends on."""
-    key = hashlib.sha256("\0".join([source, compiler() or "", " ".join(CFLAGS), sys.version,
+    key = hashlib.sha256("\0".join([source, compiler() or "", " ".join(flags), sys.version,
                                     importlib.machinery.EXTENSION_SUFFIXES[0]])
                          .encode()).hexdigest()[:24]
-    return f"nsw_{key}"
+    return f"{prefix}_{key}"
 
 
 def _cached(name: str) -> Path:
     return cache_dir() / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
 
 
-def is_built(source: str) -> bool:
+def is_built(source: str, flags: tuple[str, ...] = CFLAGS, prefix: str = "nsw") -> bool:
     """Loaded already or compiled in the cache: build_module returns without compiling."""
-    name = module_name(source)
+    name = module_name(source, flags, prefix)
     return name in _LOADED or _cached(name).is_file()
 
 
-def build_module(source: str) -> ModuleType:
+def build_module(source: str, flags: tuple[str, ...] = CFLAGS,
+                 prefix: str = "nsw") -> ModuleType:
     """The loaded module of `source`, compiled first unless cached.  Serialised in the
     process (background builds of several pipelines): each module is loaded once."""
     with _BUILDING:
-        return _build_module(source)
+        return _build_module(source, flags, prefix)
 
 
-def _build_module(source: str) -> ModuleType:
+def _build_module(source: str, flags: tuple[str, ...], prefix: str) -> ModuleType:
     cc = compiler()
     if cc is None:
         raise BuildError("no C compiler")
-    name = module_name(source)
+    name = module_name(source, flags, prefix)
     if name in _LOADED:
         return _LOADED[name]
     so = _cached(name)
     try:
         if not so.is_file():
-            so = _compile(cc, source, name, _writable_cache() / so.name)
+            so = _compile(cc, source, name, _writable_cache() / so.name, flags)
         loader = importlib.machinery.ExtensionFileLoader(name, str(so))
         spec = importlib.util.spec_from_file_location(name, str(so), loader=loader)
         assert spec is not None
@@ -120,7 +125,7 @@ def _build_module(source: str) -> ModuleType:
     return mod
 
 
-def _compile(cc: str, source: str, name: str, so: Path) -> Path:
+def _compile(cc: str, source: str, name: str, so: Path, flags: tuple[str, ...]) -> Path:
     """Compile into `so` unless another process did or does: several switches starting at
     once on one program (a test run, a rig) wait for one compiler run instead of each
     spending seconds of CPU on the same module."""
@@ -133,7 +138,7 @@ def _compile(cc: str, source: str, name: str, so: Path) -> Path:
             c = Path(tmp) / f"{name}.c"
             c.write_text(f'#define MODNAME "{name}"\n#define MODINIT PyInit_{name}\n' + source)
             out = Path(tmp) / so.name
-            cmd = [cc, *CFLAGS, f"-I{sysconfig.get_paths()['include']}", "-o", str(out), str(c)]
+            cmd = [cc, *flags, f"-I{sysconfig.get_paths()['include']}", "-o", str(out), str(c)]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 lines = (r.stderr or r.stdout).strip().splitlines()

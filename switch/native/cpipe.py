@@ -242,6 +242,7 @@ static int egress(Ctx *c, Pkt *p, u64 port, u64 rid, u64 now, PyObject *out) {{
     Py_ssize_t n = deparse(p, c->obuf);
     if (p->off < p->len) {{ memcpy(c->obuf + n, p->data + p->off, (size_t)(p->len - p->off)); n += p->len - p->off; }}
     if (p->truncate && (u64)n > p->truncate) n = (Py_ssize_t)p->truncate;
+    if (c->sink) return c->sink->emit(c->sink, port, c->obuf, n) ? ST_PYERR : ST_OK;
     PyObject *fr = PyBytes_FromStringAndSize((const char *)c->obuf, n);
     if (!fr) return ST_PYERR;
     PyObject *t = Py_BuildValue("(KN)", (unsigned long long)port, fr);
@@ -333,7 +334,8 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
             f"#define MAXP {maxp}\n#define HDR_MAX {max(hdr_max, scratch) + 64}\n")
     rt = resources.files("switch.native")
     src = "".join([
-        head, rt.joinpath("runtime.c").read_text(),
+        head, "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n",
+        rt.joinpath("nsio.h").read_text(), rt.joinpath("runtime.c").read_text(),
         f"static const u64 TEMPLATE[NSLOTS] = {{{tmpl}}};\n",
         "\n".join(g.globals), "\n",
         "static int ctl_ingress(Ctx *c, Pkt *p);\nstatic int ctl_egress(Ctx *c, Pkt *p);\n",

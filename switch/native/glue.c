@@ -191,6 +191,36 @@ static PyObject *m_process(PyObject *self, PyObject *const *args, Py_ssize_t n) 
     return PyLong_FromLong(st);
 }
 
+/* The C port loop's entry (nsio.h): one frame, outputs to `sink` instead of a list. */
+static int io_process(void *vc, uint64_t port, const uint8_t *data, Py_ssize_t len,
+                      uint64_t now, NsSink *sink) {
+    Ctx *c = (Ctx *)vc;
+    c->sink = sink;
+    int st = process_pkt(c, port, data, len, now, NULL);
+    c->sink = NULL;
+    return st;
+}
+
+static void pipe_free(PyObject *cap) {
+    PyMem_Free(PyCapsule_GetPointer(cap, "netsum.native.pipe"));
+    Py_XDECREF((PyObject *)PyCapsule_GetContext(cap));
+}
+
+/* pipe(ctx) -> capsule "netsum.native.pipe" holding an NsPipe; it keeps ctx alive. */
+static PyObject *m_pipe(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    if (n != 1) { PyErr_SetString(PyExc_TypeError, "pipe(ctx)"); return NULL; }
+    Ctx *c = get_ctx(args[0]);
+    if (!c) return NULL;
+    NsPipe *p = (NsPipe *)PyMem_Malloc(sizeof(NsPipe));
+    if (!p) return PyErr_NoMemory();
+    p->abi = NS_ABI; p->ctx = c; p->process = io_process;
+    PyObject *cap = PyCapsule_New(p, "netsum.native.pipe", pipe_free);
+    if (!cap) { PyMem_Free(p); return NULL; }
+    Py_INCREF(args[0]);
+    if (PyCapsule_SetContext(cap, args[0]) < 0) { Py_DECREF(args[0]); Py_DECREF(cap); return NULL; }
+    return cap;
+}
+
 static PyObject *m_take_stats(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     if (n != 1) { PyErr_SetString(PyExc_TypeError, "take_stats(ctx)"); return NULL; }
     Ctx *c = get_ctx(args[0]);
@@ -209,6 +239,7 @@ static PyMethodDef methods[] = {
     {"mc_load", (PyCFunction)(void (*)(void))m_mc_load, METH_FASTCALL, "load multicast groups"},
     {"set_misc", (PyCFunction)(void (*)(void))m_set_misc, METH_FASTCALL, "drop port, callbacks"},
     {"process", (PyCFunction)(void (*)(void))m_process, METH_FASTCALL, "run one packet"},
+    {"pipe", (PyCFunction)(void (*)(void))m_pipe, METH_FASTCALL, "the C port loop's entry"},
     {"take_stats", (PyCFunction)(void (*)(void))m_take_stats, METH_FASTCALL, "stats since last call"},
     {NULL, NULL, 0, NULL}
 };

@@ -201,6 +201,7 @@ typedef struct {
     u64 drop_port;
     PyObject *randint, *getrandbits, *digest;   /* callbacks into the shared Python objects */
     u8 *obuf;                                    /* deparse scratch: headers + max payload */
+    NsSink *sink;        /* set while the C port loop runs a frame: outputs go there (nsio.h) */
 } Ctx;
 
 typedef struct {

@@ -6,11 +6,14 @@ bodies (no generated code on either side):
     SetQueueDepth {"device_id": N, "packets": P, "port": PORT | null}  -> {"queues": ...}
     SetQueueRate  {"device_id": N, "pps": R, "port": PORT | null}      -> {"queues": ...}
     GetQueues     {"device_id": N}                                     -> {"queues": ...}
-    GetStats      {"device_id": N}      -> {"stats": {name: count}, "first_error": str | null}
+    GetStats      {"device_id": N}      -> {"stats": {name: count}, "first_error": str | null,
+                                            "native": str | null, "io_loop": str}
 
 GetStats is the device's data-plane statistics (switch/stats.py: internal errors, parser
 errors, datagrams refused on UDP-tunnel ports, ...) and the first internal error's message,
 which P4Runtime has no place for; runs read them to fail on what should never happen.
+`native` is the pipeline's native_status, `io_loop` which port loop runs and why
+(switch/native/io.py).
 
 `port` null means every port; rate 0 means not limited.  `queues` reports
 {"depth": {"*": 64, "3": 16}, "rate": {"3": 100}}.  Like bmv2's Thrift server it has no access
@@ -75,7 +78,10 @@ def queue_handler(device: Any) -> grpc.GenericRpcHandler:
     def stats(request: Any, context: Any) -> Any:
         if not isinstance(request, dict) or request.get("device_id", 0) != device.device_id:
             context.abort(grpc.StatusCode.NOT_FOUND, "no such device here")
-        return {"stats": device.stats.as_dict(), "first_error": device.first_error}
+        pl = device.pipeline
+        return {"stats": device.stats.as_dict(), "first_error": device.first_error,
+                "native": pl.native_status if pl is not None else None,
+                "io_loop": device.io_status}
 
     methods = {
         "SetQueueDepth": call(lambda r: device.set_queue_depth(number(r, "packets"), port(r))),
