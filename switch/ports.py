@@ -349,8 +349,10 @@ class PortSet:
         retry_at = 0.0
         while not should_stop():
             if fast is not None and fast.ready:
-                if time.monotonic() >= retry_at:
-                    if fast.run() != nio.GATE_CLOSED:
+                # The C loop never services egress queues: while a queued packet waits (a port
+                # with a rate) the Python loop runs, also when no frame arrives to close the gate.
+                if time.monotonic() >= retry_at and dev.next_deadline() is None:
+                    if fast.run() != nio.GATE_CLOSED and dev.next_deadline() is None:
                         continue
                     retry_at = time.monotonic() + nio.RETRY      # the Python loop serves a while
                 poll = min(poll, nio.RETRY)
