@@ -1,12 +1,14 @@
 """The P4 build: compiles every program under p4/ into build/p4/ and keeps the golden copies.
 
 Owns the mapping from P4 sources to build outputs (`netsum.p4` once per supported K:
-`netsum.json` for the default K, `netsum_k<K>.json` for the others, each with `.p4info.txtpb`),
-the staleness rule used by `ensure_built` (outputs older than the source, anything else under p4/,
-or the compiler itself are rebuilt), and the golden copies in tests/golden/p4/ that pin the
-compiler's output for these programs.  Golden copies of netsum.p4 are kept for K in `GOLDEN_K`
-only: the larger builds differ from them by nothing but more of the same X-macro lanes (1.3 MB
-of JSON at K=256), which tests/unit/test_build.py checks lane by lane instead.
+`netsum.json` for the default K (wireformat.K_DEFAULT), `netsum_k<K>.json` for the others, each
+with `.p4info.txtpb`), the staleness rule used by `ensure_built` (outputs older than the source,
+anything else under p4/, the compiler itself or the wire format, which says what the default K
+is, are rebuilt), and the golden copies in tests/golden/p4/ that pin the compiler's output for
+these programs.  Golden copies of netsum.p4 are kept for K in `GOLDEN_K` only, always named
+`netsum_k<K>` (whatever the default K is): the larger builds differ from them by nothing but
+more of the same X-macro lanes (1.3 MB of JSON at K=256), which tests/unit/test_build.py checks
+lane by lane instead.
 
     python -m netsum.build                  # netsum's compiler (what `make p4` runs)
     python -m netsum.build --p4c            # real p4c-bm2-ss, when it is on PATH
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import wireformat
 from netsum.paths import P4_BUILD_DIR, P4_DIR, ROOT
 from wireformat import K_DEFAULT, K_SUPPORTED
 
@@ -101,9 +104,17 @@ def target_for(k: int, p4_dir: Path = P4_DIR) -> Target:
 
 
 def golden_targets(p4_dir: Path = P4_DIR) -> list[Target]:
-    """The targets whose outputs tests/golden/p4/ pins."""
-    return [t for t in targets(p4_dir) if t.source.name != NETSUM_SOURCE
-            or dict(t.defines).get("NETSUM_K") in {str(k) for k in GOLDEN_K}]
+    """The targets whose outputs tests/golden/p4/ pins, netsum.p4's named by their K (not by
+    which K is the default: changing the default renames no golden copy)."""
+    result: list[Target] = []
+    for t in targets(p4_dir):
+        if t.source.name != NETSUM_SOURCE:
+            result.append(t)
+            continue
+        k = int(dict(t.defines)["NETSUM_K"])
+        if k in GOLDEN_K:
+            result.append(Target(t.source, f"netsum_k{k}", t.defines))
+    return result
 
 
 def _display_name(source: Path) -> str:
@@ -219,8 +230,11 @@ def build_all(out_dir: Path = P4_BUILD_DIR, backend: Backend = Backend.NETSUM,
 
 
 def _inputs(target: Target) -> list[Path]:
-    """Files whose change makes the outputs stale: everything under p4/ and the compiler."""
+    """Files whose change makes the outputs stale: everything under p4/, the compiler and the
+    wire format (its K_DEFAULT decides which K `netsum.json` holds: a changed default must not
+    leave the old K's build under the default's name)."""
     files = [p for p in target.source.parent.rglob("*") if p.is_file()]
+    files.append(Path(wireformat.__file__))
     compiler_dir = ROOT / "compiler"
     if compiler_dir.is_dir():
         files += [p for p in compiler_dir.rglob("*") if p.suffix in (".py", ".p4")]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import wireformat
 from netsum import build
 from netsum.paths import P4_DIR, ROOT
 from wireformat import K_DEFAULT, K_SUPPORTED
@@ -121,6 +122,13 @@ def test_ensure_built_rebuilds_only_when_sources_are_newer(tmp_path: Path) -> No
     assert json_path.stat().st_mtime != future
 
 
+def test_the_wire_format_is_an_input_of_every_netsum_build() -> None:
+    # netsum.json is the build of wireformat.K_DEFAULT: a changed default must rebuild it
+    # (checked on the list of inputs: touching the module would rebuild everyone's build/p4).
+    for k in K_SUPPORTED:
+        assert Path(wireformat.__file__) in build._inputs(build.target_for(k))
+
+
 def test_compile_errors_name_file_and_line(tmp_path: Path) -> None:
     p4 = tmp_path / "p4"
     p4.mkdir()
@@ -169,9 +177,11 @@ def test_cli_rejects_update_golden_with_p4c() -> None:
 
 
 def test_golden_mismatch_names_every_differing_file(tmp_path: Path) -> None:
-    (tmp_path / "netsum.json").write_text("{}")
+    (tmp_path / "netsum_k32.json").write_text("{}")
     names = {n for t in build.golden_targets() for n in (t.json_name(), t.p4info_name())}
-    assert "netsum.json" in names and "netsum_k256.json" not in names
+    # named by K, never by which K is the default (build/p4/netsum.json)
+    assert {"netsum_k32.json", "netsum_k64.json"} <= names
+    assert "netsum.json" not in names and "netsum_k256.json" not in names
     assert set(build.golden_mismatches(golden_dir=tmp_path)) == names
     written = build.update_golden(golden_dir=tmp_path)
     assert {p.name for p in written} == names
