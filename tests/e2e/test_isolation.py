@@ -30,10 +30,12 @@ from helpers import assert_switch_clean, switch_stats
 from netsum.rig import Mode, Rig, RigConfig
 from netsum.tensors import synthetic_inputs
 from rogue import NetnsRogue, UdpRogue, captured_data, is_netsum, with_field
+from wireformat import K_DEFAULT
 
+K = K_DEFAULT
 SLOTS = 32
-ELEMENTS = 3000          # 94 blocks: 94 + 32 bootstrap uses per worker
-USES = -(-ELEMENTS // 32) + SLOTS
+ELEMENTS = 3000 * K // 32   # 94 blocks at every K: 94 + 32 bootstrap uses per worker
+USES = -(-ELEMENTS // K) + SLOTS
 
 
 def rogue_at(rig: Rig, host: str, work: Path) -> UdpRogue | NetnsRogue:
@@ -58,7 +60,7 @@ def refusals(rig: Rig, job_id: int) -> dict[str, int]:
 def test_hosts_outside_a_job_change_and_see_nothing(mode: Mode, tmp_path: Path) -> None:
     if mode is Mode.NETNS and privileged_skip_reason():
         pytest.skip(privileged_skip_reason() or "")
-    cfg = RigConfig(tmp_path / "rig", workers=4, mode=mode, bystanders=1, pcap=True,
+    cfg = RigConfig(tmp_path / "rig", workers=4, k=K, mode=mode, bystanders=1, pcap=True,
                     slots=SLOTS, timeout=30)
     with Rig(cfg) as rig:
         ja = rig.start_job(synthetic_inputs(2, (ELEMENTS,), seed=1), ranks=(0, 1))

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, checkout_env
+from wireformat import K_DEFAULT
 
 #: The tests the issue names: a two-level tree and the daemon with 10 % drops each way.
 VICTIMS = ("tests/e2e/test_allreduce_tree.py::test_allreduce_through_a_tree[multi-packet]",
@@ -69,13 +70,17 @@ def test_mutant_fails_the_end_to_end_tests(name: str, tmp_path: Path) -> None:
     source.write_text(mutate(original, MUTANTS[name]))
     assert source.read_text() != original
     env = dict(checkout_env(), NETSUM_P4_DIR=str(p4))
-    # Built here first: a mutant that does not compile would fail the victims for the wrong
-    # reason.
+    # Built here first, at every K the victims run (the tree test at the default K, the
+    # transport test at K=32): a mutant that does not compile would fail the victims for the
+    # wrong reason.
+    ks = sorted({32, K_DEFAULT})
     build = subprocess.run([sys.executable, "-c", "from netsum.build import ensure_built; "
-                            "print(ensure_built(32)[0])"], env=env, cwd=ROOT,
+                            f"[print(ensure_built(k)[0]) for k in {ks}]"], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
-    assert build.stdout.strip().startswith(str(tmp_path)), build.stdout   # the mutant's build
+    built = build.stdout.split()
+    assert len(built) == len(ks) and all(p.startswith(str(tmp_path)) for p in built), \
+        build.stdout                                                      # the mutant's builds
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "-o", "addopts=", "--timeout", "240", *VICTIMS], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=900)

@@ -28,10 +28,13 @@ from controller.topology import load_topology  # noqa: E402
 from netsum.rig import Mode, Rig, RigConfig  # noqa: E402
 from netsum.training.compare import (TrainOptions, VariantResult, run_training,  # noqa: E402
                                      start_ranks, wait_ranks)
+from wireformat import K_DEFAULT  # noqa: E402
 
 pytestmark = pytest.mark.slow
 STEPS = 200
-K = 32
+#: The blocks the bound is computed over: the K the run uses (RigConfig's and register()'s
+#: default).
+K = K_DEFAULT
 
 
 @pytest.fixture(scope="module")
