@@ -116,7 +116,7 @@ def _workers(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from netsum.cli import parse_size
-    from wireformat import K_SUPPORTED
+    from wireformat import K_DEFAULT, K_SUPPORTED
     p = argparse.ArgumentParser(
         prog=PROG, description="Sweep all-reduce algorithms under Mininet: INA through the P4 "
         "switch vs ring (and parameter server) between the hosts, on the same links.")
@@ -130,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--loss", type=_list(_loss, "--loss"), default=[0.0],
                    help="drop probability per worker link and direction, e.g. 0,0.01,0.05")
     p.add_argument("--k", type=_list(_choice([str(k) for k in K_SUPPORTED]), "--k"),
-                   default=["32"], help=f"values per packet ({', '.join(map(str, K_SUPPORTED))})")
+                   default=[str(K_DEFAULT)], help=f"values per packet "
+                   f"({', '.join(map(str, K_SUPPORTED))}; default {K_DEFAULT})")
     p.add_argument("--topo", type=_list(_choice(TOPOS), "--topo"), default=["single"],
                    help="single (one switch) and/or tree (a root and 2 leaf switches)")
     p.add_argument("--target", type=_list(_choice(("embedded", "bmv2")), "--target"),

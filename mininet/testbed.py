@@ -33,6 +33,8 @@ from typing import IO, Any
 import numpy as np
 import yaml
 
+from wireformat import K_DEFAULT
+
 __all__ = ["NetSpec", "Run", "Testbed", "TestbedError", "HostProcs", "ring_order",
            "root_interfaces"]
 
@@ -48,7 +50,7 @@ class NetSpec:
     workers: int
     topo: str = "single"          # single | tree (2 leaves)
     bw: float | None = None       # Mb/s on every link; None: unshaped
-    k: int = 32
+    k: int = K_DEFAULT
     target: str = "embedded"      # embedded | bmv2
     slots: int = 256
     seed: int = 0

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from helpers import built_netsum
+from wireformat import K_DEFAULT
 
 ROOT = Path(__file__).resolve().parents[2]
 MN_DIR = ROOT / "mininet"
@@ -44,7 +45,7 @@ def tb() -> Iterator[Any]:
         problem = mnenv.environment_problem()
         if problem:
             pytest.skip(problem)
-        built_netsum(32)
+        built_netsum(K_DEFAULT)                 # the testbed's default K
         import testbed  # type: ignore[import-not-found, unused-ignore]
         yield testbed
     finally:
@@ -105,8 +106,8 @@ def test_star_of_4_ina_and_ring(tb: Any, tmp_path: Path) -> None:
     assert _host_tx(ina) >= 4 * tensor
     assert 4 * 1.5 * tensor <= _host_tx(ring) <= 4 * 1.5 * tensor * 1.15
     (row,) = ina.p4
-    blocks = -(-30_000 // 32)
-    assert row["data_in"] - row["retx"] == 4 * (blocks + min(256, blocks))
+    blocks = -(-30_000 // spec.k)
+    assert row["data_in"] - row["retx"] == 4 * (blocks + min(spec.slots, blocks))
     assert ring.p4 == [] and len(ring.telemetry.samples) >= 2
     assert _leftovers(("s1",), str(tmp_path)) == (set(), [])
 
@@ -114,7 +115,8 @@ def test_star_of_4_ina_and_ring(tb: Any, tmp_path: Path) -> None:
 def test_tree_2x2_root_sees_one_contribution_per_leaf(tb: Any, tmp_path: Path) -> None:
     spec = tb.NetSpec(4, "tree", bw=50.0)
     ina, ring = _ina_and_ring(tb, spec, tmp_path)
-    uses = -(-30_000 // 32) + min(256, -(-30_000 // 32))
+    blocks = -(-30_000 // spec.k)
+    uses = blocks + min(spec.slots, blocks)
     roles = {r["switch"]: r for r in ina.p4}
     root = roles["root"]
     assert root["data_in"] - root["retx"] == 2 * uses        # one per leaf, not one per worker
@@ -161,7 +163,8 @@ def test_ctrl_c_stops_everything(tb: Any, tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if list((out / "net-single-n4-bw5-k32-embedded" / "logs").glob("run*-h*.log")):
+            logs = out / f"net-single-n4-bw5-k{K_DEFAULT}-embedded" / "logs"
+            if list(logs.glob("run*-h*.log")):
                 break
             time.sleep(0.2)
         time.sleep(2.0)                         # workers running, the link busy
@@ -188,7 +191,8 @@ def test_killed_sweep_leaves_nothing(tb: Any, tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if list((out / "net-tree-n4-bw5-k32-embedded" / "logs").glob("run*-h*.log")):
+            logs = out / f"net-tree-n4-bw5-k{K_DEFAULT}-embedded" / "logs"
+            if list(logs.glob("run*-h*.log")):
                 break
             time.sleep(0.2)
         time.sleep(2.0)                         # workers running, the links busy
