@@ -3,7 +3,7 @@ variant of the worker core, measured side by side in one run on the same switch.
 
     python benchmarks/loss.py [--size ELEMENTS] [--loss 0,0.01,0.02,0.05,0.1]
                               [--variants before,fixed,fast,fast-fixed] [--repeat N]
-                              [--quick] [--png PATH]
+                              [--k K] [--quick] [--png PATH]
 
 4 real netsum-worker processes through one netsum-switch daemon configured by the controller
 (netsum.rig, frames over UDP on 127.0.0.1).  Loss is the P4 program's drop simulator, set by
@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from netsum.rig import Mode, Rig, RigConfig, RigError  # noqa: E402
 from netsum.tensors import synthetic_inputs  # noqa: E402
 from workers import quant  # noqa: E402
+from wireformat import K_DEFAULT, K_SUPPORTED  # noqa: E402
 
 WORKERS = 4
 SLOTS = 256
@@ -92,7 +93,8 @@ def run_point(rig: Rig, loss: float, variant: str, elements: int, repeat: int,
     return Point(loss, variant, mid[0], mid[1], mid[2], all(x[3] for x in runs))
 
 
-def write_png(points: list[Point], variants: list[str], path: Path, elements: int) -> None:
+def write_png(points: list[Point], variants: list[str], path: Path, elements: int,
+              k: int) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -105,7 +107,7 @@ def write_png(points: list[Point], variants: list[str], path: Path, elements: in
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    ax.set_title(f"all-reduce of {elements} elements, {WORKERS} workers, K=32, under loss")
+    ax.set_title(f"all-reduce of {elements} elements, {WORKERS} workers, K={k}, under loss")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -125,6 +127,8 @@ def main() -> int:
     ap.add_argument("--loss", default="0,0.01,0.02,0.05,0.1")
     ap.add_argument("--variants", default="before,fixed,fast,fast-fixed")
     ap.add_argument("--repeat", type=int, default=1, help="runs per point (the median is shown)")
+    ap.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED,
+                    help=f"values per packet (default {K_DEFAULT})")
     ap.add_argument("--quick", action="store_true", help="64Ki elements, loss 0 and 5%% only")
     ap.add_argument("--timeout", type=float, default=30.0, help="worker no-progress deadline")
     ap.add_argument("--png", type=Path, default=ROOT / "results" / "bench" / "loss.png")
@@ -144,14 +148,15 @@ def main() -> int:
         print(f"loss.py: error: {exc}", file=sys.stderr)
         return 2
     elements = 1 << 16 if a.quick else a.size
-    uses = WORKERS * (quant.num_blocks(elements, 32) + min(SLOTS, quant.num_blocks(elements, 32)))
-    print(f"all-reduce of {elements} elements, {WORKERS} workers, K=32, {SLOTS} slots, embedded "
+    blocks = quant.num_blocks(elements, a.k)
+    uses = WORKERS * (blocks + min(SLOTS, blocks))
+    print(f"all-reduce of {elements} elements, {WORKERS} workers, K={a.k}, {SLOTS} slots, embedded "
           f"switch (frames over UDP); loss per worker port and direction")
     print(f"{'loss':>5} {'variant':<11} {'goodput':>12} {'time':>8} {'retx':>7} {'per use':>8} "
           f"{'vs before':>9}  ok")
     points: list[Point] = []
     with tempfile.TemporaryDirectory(prefix="netsum-loss-") as tmp:
-        cfg = RigConfig(Path(tmp), workers=WORKERS, k=32, mode=Mode.UDP, slots=SLOTS,
+        cfg = RigConfig(Path(tmp), workers=WORKERS, k=a.k, mode=Mode.UDP, slots=SLOTS,
                         timeout=a.timeout)
         try:
             with Rig(cfg) as rig:
@@ -173,7 +178,7 @@ def main() -> int:
         sel = [p.goodput for p in points if p.variant == v]
         print(f"{v:<11} geometric-mean goodput over the loss rates: "
               f"{statistics.geometric_mean(sel) / 1e6:.4f} M/s")
-    write_png(points, variants, a.png, elements)
+    write_png(points, variants, a.png, elements, a.k)
     print(f"wrote {a.png}")
     return 0 if all(p.ok for p in points) else 1
 
