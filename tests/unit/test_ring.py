@@ -26,6 +26,11 @@ from workers.ps import HostServer
 from workers.ring import HostJob, HostResult, HostRing
 from workers.ringplan import (HEADER, Header, Hello, Kind, RingWireError, pieces, receives,
                               recv_segment, segments, send_segment, steps)
+from wireformat import K_DEFAULT
+
+#: The K of the rings under test (HostJob's default) and so of the fake neighbours below: a
+#: neighbour that says another K is refused at HELLO.
+K = K_DEFAULT
 
 # -- the schedule, simulated ------------------------------------------------------------------
 
@@ -234,7 +239,7 @@ def _fake_left(peers: tuple[Peer, ...], me: int, n: int, script: Callable[[socke
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.02)
-        hello = Hello("ring", left, n, 32, 1).encode()
+        hello = Hello("ring", left, n, K, 1).encode()
         s.sendall(Header(Kind.HELLO, 1, 0, 0, 0, len(hello)).encode() + hello)
         s.recv(HEADER + len(hello), socket.MSG_WAITALL)     # the answer: nothing left unread
         script(s)
@@ -254,7 +259,7 @@ def _fake_right(peers: tuple[Peer, ...], me: int, n: int) -> socket.socket:
     def run() -> None:
         s, _ = ls.accept()
         s.recv(HEADER + 16)
-        hello = Hello("ring", right, n, 32, 1).encode()
+        hello = Hello("ring", right, n, K, 1).encode()
         s.sendall(Header(Kind.HELLO, 1, 0, 0, 0, len(hello)).encode() + hello)
         while s.recv(65536):
             pass
@@ -266,7 +271,7 @@ def _begin_and_exponents(s: socket.socket, length: int, n: int, me: int) -> None
     """What rank me's left neighbour sends in call 1 up to the values: BEGIN and every
     exponent piece rank me expects (exponent 140 everywhere)."""
     s.sendall(Header(Kind.BEGIN, 1, 1, 0, length, 0).encode())
-    for g, p in receives(me, n, quant.num_blocks(length, 32), 16384):
+    for g, p in receives(me, n, quant.num_blocks(length, K), 16384):
         s.sendall(Header(Kind.EXPONENTS, 1, 1, g, p.first_block, p.blocks).encode()
                   + bytes([140]) * p.blocks)
 
@@ -290,15 +295,15 @@ def test_peer_closing_mid_stream_is_named() -> None:
 
 
 def test_values_beyond_the_contributions_are_refused() -> None:
-    n, length = 2, 64
+    n, length = 2, 2 * K                  # one block per rank
     peers = _peers(n)
 
     def script(s: socket.socket) -> None:
         _begin_and_exponents(s, length, n, 0)
-        nb = quant.num_blocks(length, 32)
+        nb = quant.num_blocks(length, K)
         lo, hi = segments(nb, n)[send_segment(1, 0, n)]
         # One contribution is at most 2^s = 2^29 for n = 2; send 2^30.
-        vals = struct.pack(f">{(hi - lo) * 32}i", *([1 << 30] * ((hi - lo) * 32)))
+        vals = struct.pack(f">{(hi - lo) * K}i", *([1 << 30] * ((hi - lo) * K)))
         s.sendall(Header(Kind.VALUES, 1, 1, 0, lo, hi - lo).encode() + vals)
         time.sleep(2)
     right = _fake_right(peers, 0, n)
