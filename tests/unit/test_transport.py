@@ -25,14 +25,17 @@ from workers.transport import parse_hostport
 TIMING = Timing(rto_initial=0.02, rto_min=0.005, rto_max=0.2, progress_deadline=3.0)
 LOCAL = Endpoint.parse("02:00:00:00:00:01", "10.0.0.1", 40001)
 SERVICE = Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254")
+#: The K of every job here, given explicitly (not the default): the sizes below are counted in
+#: blocks of 32 (94 chunks, 5 blocks on 4 slots) and the echo peer answers at this K.
+K = 32
 
 
 def to_result(payload: bytes) -> bytes:
     """A one-worker job's switch: the sum is the contribution itself."""
-    h = wire.decode_header(payload, 32)
+    h = wire.decode_header(payload, K)
     head = wire.Header(msg_type=MsgType.RESULT, flags=wire.Flags.NONE, job_id=h.job_id,
                        slot=h.slot, exp=h.exp, count=1, round=h.round, offset=h.offset)
-    return wire.encode(head, None, 32)[:HEADER_BYTES] + payload[HEADER_BYTES:]
+    return wire.encode(head, None, K)[:HEADER_BYTES] + payload[HEADER_BYTES:]
 
 
 class Peer:
@@ -79,17 +82,17 @@ def lossy_echo() -> Iterator[Peer]:
 
 def test_udp_allreduce_with_loss(lossy_echo: Peer) -> None:
     x = synthetic(1, 0, 3000)
-    job = JobConfig(job_id=3, num_workers=1, num_slots=16)
+    job = JobConfig(job_id=3, num_workers=1, num_slots=16, k=K)
     with UdpTransport(lossy_echo.address, bind=("127.0.0.1", 0)) as t:
         res = allreduce(x, t, job, timing=TIMING)
         assert t.counters.sent == res.stats.packets_sent
-    assert_sum_of_inputs([res], [x])
+    assert_sum_of_inputs([res], [x], K)
     assert res.stats.retransmissions > 0 and res.stats.duplicates > 0
     assert res.stats.chunks == 94
 
 
 def test_worker_threads_rounds_across_calls(lossy_echo: Peer) -> None:
-    job = JobConfig(job_id=3, num_workers=1, num_slots=4)
+    job = JobConfig(job_id=3, num_workers=1, num_slots=4, k=K)
     with UdpTransport(lossy_echo.address, bind=("127.0.0.1", 0)) as t:
         w = Worker(t, job, TIMING)
         first = w.allreduce(np.ones(160, np.float32))   # 5 blocks on 4 slots
@@ -124,21 +127,21 @@ def test_frame_transport_allreduce() -> None:
     peer = Peer(frame_peer_handle)
     try:
         x = synthetic(2, 0, 1000)
-        with FrameTransport(peer.address, LOCAL, SERVICE) as t:
-            res = allreduce(x, t, JobConfig(job_id=9, num_workers=1, num_slots=8),
+        with FrameTransport(peer.address, LOCAL, SERVICE, k=K) as t:
+            res = allreduce(x, t, JobConfig(job_id=9, num_workers=1, num_slots=8, k=K),
                             timing=TIMING)
             assert t.counters.malformed == 1 and t.counters.foreign == 2
             assert "truncated" in t.counters.last_error
     finally:
         peer.close()
-    assert_sum_of_inputs([res], [x])
+    assert_sum_of_inputs([res], [x], K)
 
 
 def test_silent_service_times_out_and_worker_refuses_more() -> None:
     peer = Peer(lambda data, i: [])
     try:
         with UdpTransport(peer.address, bind=("127.0.0.1", 0)) as t:
-            w = Worker(t, JobConfig(1, 2, 4),
+            w = Worker(t, JobConfig(1, 2, 4, K),
                        Timing(rto_initial=0.01, rto_min=0.005, progress_deadline=0.3))
             with pytest.raises(WorkerTimeoutError, match="no result for 0.3"):
                 w.allreduce(np.ones(100, np.float32))
@@ -151,7 +154,7 @@ def test_silent_service_times_out_and_worker_refuses_more() -> None:
 
 def test_bad_tensor_does_not_break_worker(lossy_echo: Peer) -> None:
     with UdpTransport(lossy_echo.address, bind=("127.0.0.1", 0)) as t:
-        w = Worker(t, JobConfig(3, 1, 4), TIMING)
+        w = Worker(t, JobConfig(3, 1, 4, K), TIMING)
         with pytest.raises(Exception, match="offset 2"):
             w.allreduce(np.array([1, 2, np.nan], np.float32))
         assert lossy_echo.count == 0  # nothing was sent
@@ -180,7 +183,8 @@ def test_parse_hostport(text: str, default: int | None, expect: object) -> None:
 def test_cli_udp_check(lossy_echo: Peer, capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     out = tmp_path / "sum.npy"
     host, port = lossy_echo.address
-    code = main(["--job", "3", "--workers", "1", "--slots", "8", "--udp", f"{host}:{port}",
+    code = main(["--job", "3", "--workers", "1", "--slots", "8", "--k", str(K),
+                 "--udp", f"{host}:{port}",
                  "--bind", "127.0.0.1:0", "--size", "500", "--rank", "0", "--check",
                  "--iterations", "2", "--rto", "0.02", "--output", str(out)])
     text = capsys.readouterr().out
@@ -240,7 +244,8 @@ def test_cli_input_file_keeps_shape(lossy_echo: Peer, tmp_path, capsys) -> None:
     grad = np.linspace(-3, 3, 120).reshape(10, 12)          # float64 is accepted
     np.save(src, grad)
     host, port = lossy_echo.address
-    code = main(["--job", "3", "--workers", "1", "--slots", "4", "--udp", f"{host}:{port}",
+    code = main(["--job", "3", "--workers", "1", "--slots", "4", "--k", str(K),
+                 "--udp", f"{host}:{port}",
                  "--bind", "127.0.0.1:0", "--input", str(src), "--output", str(dst),
                  "--json", "--rto", "0.02"])
     assert code == 0, capsys.readouterr()
