@@ -16,10 +16,13 @@ from workers.core import (ALLOWED_CALLS, TRANSITIONS, AgreementError, ChunkDone,
 from workers.errors import (NonFiniteError, ProtocolStateError, QuantError, ResultError,
                             WorkerTimeoutError)
 
+#: The K of every job here, given explicitly (not the default): the hand-made packets and
+#: the sizes (4 blocks on 2 slots, 0/16 chunks) are counted in blocks of 32.
+K = 32
 FAST = Timing(rto_initial=0.005, rto_min=0.002, rto_max=0.1, progress_deadline=2.0)
 
 
-def make_net(seed: int, n: int, slots: int, k: int = 32, loss: float = 0.0, dup: float = 0.0,
+def make_net(seed: int, n: int, slots: int, k: int = K, loss: float = 0.0, dup: float = 0.0,
              reorder: float = 0.0, job_id: int = 5) -> Network:
     rng = np.random.default_rng(seed)
     switch = OracleSwitch(k=k, members={job_id: list(range(n))}, num_slots={job_id: slots})
@@ -39,7 +42,7 @@ def inputs(seed: int, n: int, length: int) -> list[np.ndarray]:
     return out
 
 
-def check_exact(results: list, xs: list[np.ndarray], k: int = 32) -> None:
+def check_exact(results: list, xs: list[np.ndarray], k: int = K) -> None:
     """Within the bound the inputs give (agreed exponents = max of every worker's proposal),
     never the one the results carry; and the exponents the workers agreed are those."""
     ref = reference(xs, k)
@@ -97,7 +100,7 @@ def test_repeated_calls_continue_the_rounds() -> None:
     each call starts its slots one round past where the previous one left them."""
     n, slots = 3, 8
     net = make_net(1, n, slots, loss=0.1, dup=0.05, reorder=0.1)
-    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=K)
     rounds: dict[int, tuple[int, ...] | None] = {i: None for i in range(n)}
     expect = [0] * slots
     for call, length in enumerate([100, 1000, 33, 257]):
@@ -106,7 +109,7 @@ def test_repeated_calls_continue_the_rounds() -> None:
         net.run(cores)
         results = [cores[i].result() for i in range(n)]
         check_exact(results, xs)
-        nb = -(-length // 32)
+        nb = -(-length // K)
         w = min(slots, nb)
         for i in range(w):   # the bootstrap, then blocks i, i + w, ...
             expect[i] += 1 + len(range(i, nb, w))
@@ -121,10 +124,10 @@ def test_new_registration_needs_a_new_epoch() -> None:
     with the precision of the new data (exponents agreed from the new tensors)."""
     n, slots = 3, 4
     net = make_net(21, n, slots, loss=0.05, reorder=0.1)
-    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
-    big = [x * 1e4 for x in inputs(1, n, 32 * slots * 3)]
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=K)
+    big = [x * 1e4 for x in inputs(1, n, K * slots * 3)]
     net.run({i: WorkerCore(big[i], job, FAST) for i in range(n)})
-    small = [x * 1e-4 for x in inputs(2, n, 32 * slots * 2)]
+    small = [x * 1e-4 for x in inputs(2, n, K * slots * 2)]
     with pytest.raises(WorkerTimeoutError):
         net.run({i: WorkerCore(small[i], job, FAST) for i in range(n)})
     net.switch.new_epoch(5)
@@ -135,7 +138,7 @@ def test_new_registration_needs_a_new_epoch() -> None:
 
 
 def test_silent_peer_times_out_with_a_clear_error() -> None:
-    job = JobConfig(job_id=5, num_workers=3, num_slots=4)
+    job = JobConfig(job_id=5, num_workers=3, num_slots=4, k=K)
     net = make_net(2, 3, 4)
     cores = {i: WorkerCore(np.ones(500, np.float32), job, FAST) for i in range(2)}  # 3rd absent
     with pytest.raises(WorkerTimeoutError, match=r"job 5: no result for 2\.\d\ds .* 0/16 chunks "
@@ -154,7 +157,7 @@ def test_silent_peer_times_out_with_a_clear_error() -> None:
 
 def test_timeout_after_partial_progress() -> None:
     """Progress resets the deadline; a switch that dies midway still ends in a clear error."""
-    job = JobConfig(job_id=5, num_workers=2, num_slots=4)
+    job = JobConfig(job_id=5, num_workers=2, num_slots=4, k=K)
     net = make_net(3, 2, 4)
 
     class DyingSwitch(OracleSwitch):
@@ -162,35 +165,35 @@ def test_timeout_after_partial_progress() -> None:
             self.budget = getattr(self, "budget", 40) - 1
             return super().process(src, payload) if self.budget >= 0 else []
 
-    net.switch = DyingSwitch(k=32, members={5: [0, 1]}, num_slots={5: 4})
+    net.switch = DyingSwitch(k=K, members={5: [0, 1]}, num_slots={5: 4})
     cores = {i: WorkerCore(np.ones(5000, np.float32), job, FAST) for i in range(2)}
     with pytest.raises(WorkerTimeoutError, match=r"chunks done"):
         net.run(cores)
-    assert 0 < max(c.stats(net.now).chunks for c in cores.values()) < 157
+    assert 0 < max(c.stats(net.now).chunks for c in cores.values()) < -(-5000 // K)
 
 
 def one_core(length: int = 100, slots: int = 2) -> tuple[WorkerCore, list[bytes]]:
-    core = WorkerCore(np.ones(length, np.float32), JobConfig(5, 1, slots), FAST)
+    core = WorkerCore(np.ones(length, np.float32), JobConfig(5, 1, slots, K), FAST)
     return core, list(core.start(0.0).send)
 
 
 def result_for(data: bytes, exp: int | None = None, **over: int) -> bytes:
-    pkt = wire.decode(data, 32)
+    pkt = wire.decode(data, K)
     h = pkt.header
     fields = dict(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=h.job_id, round=h.round,
                   slot=h.slot, exp=h.exp if exp is None else exp, count=1, offset=h.offset)
     fields.update(over)
-    return wire.encode(wire.Header(**fields), pkt.values, 32)  # type: ignore[arg-type]
+    return wire.encode(wire.Header(**fields), pkt.values, K)  # type: ignore[arg-type]
 
 
 def test_single_worker_by_hand_events() -> None:
     core, boot = one_core(length=100, slots=2)  # 4 blocks on 2 slots
-    assert [wire.decode(b, 32).header.offset for b in boot] == [0, 32]
-    assert all(not wire.decode(b, 32).values.any() for b in boot)
+    assert [wire.decode(b, K).header.offset for b in boot] == [0, K]
+    assert all(not wire.decode(b, K).values.any() for b in boot)
     step = core.receive(result_for(boot[0]), 0.001)
     assert step.events == () and len(step.send) == 1        # bootstrap: no chunk yet
     data0 = step.send[0]
-    h0 = wire.decode(data0, 32).header
+    h0 = wire.decode(data0, K).header
     assert (h0.slot, h0.round, h0.set, h0.offset) == (0, 1, 1, 0)   # the next round
     assert h0.exp == 127                                    # proposal for block 2 (ones)
     step = core.receive(result_for(data0), 0.003)
@@ -257,7 +260,7 @@ def test_state_table_is_consistent() -> None:
         core.start(0.0)
     with pytest.raises(ProtocolStateError, match="result"):
         core.result()
-    fresh = WorkerCore(np.ones(3, np.float32), JobConfig(1, 1, 1))
+    fresh = WorkerCore(np.ones(3, np.float32), JobConfig(1, 1, 1, K))
     for call in ("receive", "tick"):
         assert CoreState.IDLE not in ALLOWED_CALLS[call]
     with pytest.raises(ProtocolStateError):
@@ -265,7 +268,7 @@ def test_state_table_is_consistent() -> None:
 
 
 def test_output_keeps_input_shape() -> None:
-    core = WorkerCore(np.ones((3, 5), np.float32), JobConfig(5, 1, 1), FAST)
+    core = WorkerCore(np.ones((3, 5), np.float32), JobConfig(5, 1, 1, K), FAST)
     pending = list(core.start(0.0).send)
     while pending:
         pending += core.receive(result_for(pending.pop(0)), 0.0).send
@@ -279,7 +282,7 @@ def test_output_keeps_input_shape() -> None:
 ])
 def test_bad_tensor(tensor: np.ndarray, exc: type, match: str) -> None:
     with pytest.raises(exc, match=match):
-        WorkerCore(tensor, JobConfig(5, 2, 4))
+        WorkerCore(tensor, JobConfig(5, 2, 4, K))
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -298,11 +301,11 @@ def test_bad_job(kwargs: dict, match: str) -> None:
 
 def test_bad_rounds_and_timing() -> None:
     with pytest.raises(ValueError, match="one per slot"):
-        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4), rounds=(0, 1))
+        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4, K), rounds=(0, 1))
     with pytest.raises(ValueError, match="one per slot"):
-        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2), rounds=(0, -1))
+        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2, K), rounds=(0, -1))
     with pytest.raises(ValueError, match="one per slot"):
-        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2), rounds=(0, 1 << 32))
+        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2, K), rounds=(0, 1 << 32))
     with pytest.raises(ValueError, match="rto_min"):
         Timing(rto_initial=0.001, rto_min=0.01)
     with pytest.raises(TypeError, match="JobConfig"):
@@ -316,7 +319,7 @@ def congested_run(adaptive: bool) -> tuple[list, Network]:
     net = make_net(11, n, slots)
     net.switch_rate, net.queue_limit = 20_000.0, 64
     xs = inputs(11, n, 12_000)
-    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=K)
     timing = Timing(rto_initial=0.02, rto_min=0.002, rto_max=0.5, adaptive=adaptive)
     cores = {i: WorkerCore(xs[i], job, timing) for i in range(n)}
     net.run(cores)
@@ -337,7 +340,7 @@ def test_adaptive_window_backs_off_under_congestion() -> None:
 
 def test_timing_must_be_timing() -> None:
     with pytest.raises(TypeError, match="Timing"):
-        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4), 0.05)  # type: ignore[arg-type]
+        WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 4, K), 0.05)  # type: ignore[arg-type]
 
 
 def test_rounds_wrap_modulo_2_32() -> None:
@@ -345,8 +348,8 @@ def test_rounds_wrap_modulo_2_32() -> None:
     2^32, so 0 is newer than 2^32 - 1)."""
     n, slots = 2, 2
     net = make_net(5, n, slots)
-    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
-    xs = inputs(3, n, 32 * slots * 2)
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=K)
+    xs = inputs(3, n, K * slots * 2)
     start = ((1 << 32) - 2, (1 << 32) - 1)
     cores = {i: WorkerCore(xs[i], job, FAST, start) for i in range(n)}
     net.switch.state.clear()
@@ -366,11 +369,11 @@ def test_nonzero_bootstrap_result_is_a_broken_switch() -> None:
     """Every bootstrap carries zeros: a nonzero sum means the switch added something that was
     not sent for this round."""
     core, boot = one_core()
-    pkt = wire.decode(boot[0], 32)
+    pkt = wire.decode(boot[0], K)
     bad = wire.encode(wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=5,
                                   slot=pkt.header.slot, exp=pkt.header.exp, count=1,
                                   round=pkt.header.round, offset=pkt.header.offset),
-                      np.eye(1, 32, 3, dtype=np.int32)[0], 32)
+                      np.eye(1, K, 3, dtype=np.int32)[0], K)
     with pytest.raises(ResultError, match="bootstrap result .* is not zero"):
         core.receive(bad, 0.001)
 
@@ -380,7 +383,7 @@ def test_exponent_where_nothing_follows_must_be_zero() -> None:
     exponent is EXP_ZERO; anything else is a switch that does not compute max(exp)."""
     core, boot = one_core(length=64, slots=2)      # 2 blocks on 2 slots
     data = core.receive(result_for(boot[0]), 0.001).send[0]
-    assert wire.decode(data, 32).header.exp == 0
+    assert wire.decode(data, K).header.exp == 0
     with pytest.raises(AgreementError, match="every worker proposed 0"):
         core.receive(result_for(data, exp=128), 0.002)
 
@@ -388,9 +391,9 @@ def test_exponent_where_nothing_follows_must_be_zero() -> None:
 def test_timeout_names_the_last_rejection() -> None:
     """A switch built for another K answers with packets of the wrong size: the timeout says so."""
     core, boot = one_core()
-    k64 = wire.encode(wire.decode(result_for(boot[0]), 32).header, np.zeros(64, np.int32), 64)
+    k64 = wire.encode(wire.decode(result_for(boot[0]), K).header, np.zeros(64, np.int32), 64)
     step = core.receive(k64, 0.001)
-    assert "is the P4 program built for K=32?" in step.events[0].reason  # type: ignore[union-attr]
+    assert f"is the P4 program built for K={K}?" in step.events[0].reason  # type: ignore[union-attr]
     with pytest.raises(WorkerTimeoutError, match=r"1 packets rejected, last: .*64 values"):
         core.tick(FAST.progress_deadline + 1)
 
