@@ -9,14 +9,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from netsum.tensors import check_result, reference
+from wireformat import K_DEFAULT
 
 __all__ = ["assert_sum_of_inputs"]
 
 
 def assert_sum_of_inputs(results: Sequence[object], inputs: Sequence[np.ndarray],
-                         k: int = 32) -> None:
+                         k: int = K_DEFAULT) -> None:
     """`results` are AllreduceResults (or float32 tensors) of one call of every worker (or
-    some of them); all must equal each other bit for bit and be correct for `inputs`."""
+    some of them); all must equal each other bit for bit and be correct for `inputs` in blocks
+    of `k` (the default: JobConfig's, the K of a job that does not say)."""
     ref = reference(inputs, k)
     tensors = [getattr(r, "tensor", r) for r in results]
     for i, (r, t) in enumerate(zip(results, tensors)):

@@ -18,6 +18,8 @@ from netsum.procs import ProcessGroup
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_MAC, SERVICE_IP = "02:00:00:00:00:fe", "10.0.0.254"
+#: The switch build and the workers' K, explicitly (not the default).
+K = 32
 
 
 @pytest.fixture
@@ -34,7 +36,7 @@ def lab(privileged: None) -> Iterator[object]:
 @pytest.mark.privileged
 @pytest.mark.slow
 def test_kernel_udp_workers_through_netsum_switch(lab, tmp_path: Path) -> None:  # type: ignore
-    p4info, json_path = built_netsum(32)
+    p4info, json_path = built_netsum(K)
     hosts = [lab.add_host(i, f"02:00:00:00:00:0{i}", f"10.0.0.{i}",
                           arp={SERVICE_IP: SERVICE_MAC}) for i in (1, 2)]
     with ProcessGroup(tmp_path / "logs") as procs:
@@ -63,7 +65,8 @@ def run_workers(hosts: list[Any], grpc: str, tmp_path: Path, json_path: Path,
     workers = []
     for rank, h in enumerate(hosts):
         cmd = [str(BIN / "netsum-worker"), "--job", "1", "--workers", "2", "--slots", "64",
-               "--udp", SERVICE_IP, "--bind", h.ipv4, "--size", "20000", "--seed", "5",
+               "--k", str(K), "--udp", SERVICE_IP, "--bind", h.ipv4, "--size", "20000",
+               "--seed", "5",
                "--rank", str(rank), "--check", "--iterations", "2", "--timeout", "20"]
         workers.append(subprocess.Popen(h.exec_argv(cmd), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True,

@@ -22,6 +22,9 @@ from workers.core import AllreduceResult
 
 SERVICE_MAC, SERVICE_IP = "02:00:00:00:00:fe", "10.0.0.254"
 DROP = 6554   # of 65536: ~10%
+#: The switch build and the workers' K, explicitly (not the default): 5000 elements are 157
+#: blocks on a 32-slot window; tests/e2e/test_mutants.py runs this test at K=32.
+K = 32
 
 
 def ctl(topo: Path, p4info: Path, *args: str) -> str:
@@ -35,7 +38,7 @@ def ctl(topo: Path, p4info: Path, *args: str) -> str:
 
 @pytest.mark.slow
 def test_frames_through_netsum_switch_with_10_percent_drops(tmp_path: Path) -> None:
-    p4info, json_path = built_netsum(32)
+    p4info, json_path = built_netsum(K)
     procs = ProcessGroup(tmp_path / "logs")
     binds = free_udp_ports(2)          # each worker's address: its switch port's fixed peer
     daemon = SwitchDaemon(procs, [f"{n}@udp:127.0.0.1:0=127.0.0.1:{b}"
@@ -70,7 +73,7 @@ def run_with_drops(topo: Path, hosts: list[tuple[str, str]], grpc: str, udp: lis
     rng = np.random.default_rng(5)
     xs = [(rng.standard_normal((50, 100)) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
           for _ in hosts]
-    job = JobConfig(job_id=3, num_workers=2, num_slots=32)
+    job = JobConfig(job_id=3, num_workers=2, num_slots=32, k=K)
     timing = Timing(rto_initial=0.05, rto_min=0.01, progress_deadline=30.0)
     results: dict[int, list[AllreduceResult]] = {}
     errors: list[BaseException] = []
@@ -80,7 +83,7 @@ def run_with_drops(topo: Path, hosts: list[tuple[str, str]], grpc: str, udp: lis
         service = Endpoint.parse(SERVICE_MAC, SERVICE_IP)
         try:
             with FrameTransport(("127.0.0.1", udp[rank]), Endpoint.parse(mac, ip),
-                                service, bind=("127.0.0.1", binds[rank])) as t:
+                                service, bind=("127.0.0.1", binds[rank]), k=K) as t:
                 w = Worker(t, job, timing)
                 results[rank] = [w.allreduce(xs[rank] * c) for c in (1, 3)]
         except BaseException as exc:  # reported by the main thread
@@ -95,7 +98,7 @@ def run_with_drops(topo: Path, hosts: list[tuple[str, str]], grpc: str, udp: lis
     for call, c in enumerate((1, 3)):
         # The inputs were xs * c rounded to float32; sum exactly what was sent.
         assert results[0][call].tensor.shape == (50, 100)
-        assert_sum_of_inputs([results[rank][call] for rank in (0, 1)], [x * c for x in xs])
+        assert_sum_of_inputs([results[rank][call] for rank in (0, 1)], [x * c for x in xs], K)
     assert sum(r.stats.retransmissions for rs in results.values() for r in rs) > 0
     for counter in ("NetsumIngress.sim_drops_in", "NetsumEgress.sim_drops_out"):
         rows = json.loads(ctl(topo, p4info, "--json", "counter_read", counter))

@@ -12,22 +12,25 @@ from wireformat import Flags, MsgType
 from workers import wire
 from workers.core import JobConfig, Retransmitted, Timing, WorkerCore
 
+#: The K of every job here, given explicitly (not the default): the sizes are counted in
+#: blocks of 32 (32 blocks on 8 slots; 16Ki elements on a 256-slot window).
+K = 32
 FAST = Timing(rto_initial=0.005, rto_min=0.002, rto_max=0.1, progress_deadline=2.0)
 
 
 def result_for(data: bytes) -> bytes:
-    pkt = wire.decode(data, 32)
+    pkt = wire.decode(data, K)
     h = pkt.header
     head = wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=h.job_id, round=h.round,
                        slot=h.slot, exp=h.exp, count=1, offset=h.offset)
-    return wire.encode(head, pkt.values, 32)
+    return wire.encode(head, pkt.values, K)
 
 
 def lose_first(timing: Timing) -> tuple[WorkerCore, list[bytes], list[bytes]]:
     """One worker, 8 slots, 32 blocks, window open: every bootstrap goes out at t=0.  The
     first one is lost; the other 7 are answered at 1 ms, their next uses at 2 ms.  Returns
     the core, what it sent at 1 ms and what at 2 ms."""
-    core = WorkerCore(np.ones(32 * 32, np.float32), JobConfig(5, 1, 8), timing)
+    core = WorkerCore(np.ones(32 * K, np.float32), JobConfig(5, 1, 8, K), timing)
     boot = list(core.start(0.0).send)
     assert len(boot) == 8
     at_1ms: list[bytes] = []
@@ -35,13 +38,13 @@ def lose_first(timing: Timing) -> tuple[WorkerCore, list[bytes], list[bytes]]:
         at_1ms += core.receive(result_for(pkt), 0.001).send
     at_2ms: list[bytes] = []
     for pkt in list(at_1ms):
-        if wire.decode(pkt, 32).header.slot != 0:
+        if wire.decode(pkt, K).header.slot != 0:
             at_2ms += core.receive(result_for(pkt), 0.002).send
     return core, at_1ms, at_2ms
 
 
 def retx_of_slot0(sent: list[bytes]) -> list[bytes]:
-    return [p for p in sent if p[1] & Flags.RETX and wire.decode(p, 32).header.slot == 0]
+    return [p for p in sent if p[1] & Flags.RETX and wire.decode(p, K).header.slot == 0]
 
 
 def test_a_gap_resends_the_oldest_before_its_timer() -> None:
@@ -52,7 +55,7 @@ def test_a_gap_resends_the_oldest_before_its_timer() -> None:
     # 5 ms timer, it goes again, flagged, once.
     again = retx_of_slot0(at_2ms)
     assert len(again) == 1
-    assert wire.decode(again[0], 32).header.offset == 0     # the bootstrap of block 0
+    assert wire.decode(again[0], K).header.offset == 0     # the bootstrap of block 0
     st = core.stats()
     assert st.retransmissions == st.fast_retransmissions == 1
     # Its timer restarts from now without backoff; nothing is due before it.
@@ -72,7 +75,7 @@ def test_without_fast_retransmit_the_loss_waits_for_the_timer() -> None:
 
 
 def test_fast_retransmit_event_says_fast() -> None:
-    core = WorkerCore(np.ones(32 * 32, np.float32), JobConfig(5, 1, 8), FAST)
+    core = WorkerCore(np.ones(32 * K, np.float32), JobConfig(5, 1, 8, K), FAST)
     boot = list(core.start(0.0).send)
     nxt: list[bytes] = []
     for pkt in boot[1:]:
@@ -96,14 +99,14 @@ def lossy_job(loss: float, timing: Timing, seed: int = 3) -> tuple[float, int]:
     retransmissions.  Checks every sum exactly."""
     n, slots = 4, 256
     rng = np.random.default_rng(seed)
-    switch = OracleSwitch(k=32, members={5: list(range(n))}, num_slots={5: slots})
+    switch = OracleSwitch(k=K, members={5: list(range(n))}, num_slots={5: slots})
     net = Network(switch, LossyLink(rng, loss=loss, fifo=True), LossyLink(rng, loss=loss))
     xs = [np.random.default_rng([seed, r]).standard_normal(16_384).astype(np.float32)
           for r in range(n)]
-    job = JobConfig(5, n, slots)
+    job = JobConfig(5, n, slots, K)
     cores = {i: WorkerCore(xs[i], job, timing) for i in range(n)}
     net.run(cores)
-    assert_sum_of_inputs([c.result() for c in cores.values()], xs)
+    assert_sum_of_inputs([c.result() for c in cores.values()], xs, K)
     return (max(c.stats().elapsed for c in cores.values()),
             sum(c.stats().retransmissions for c in cores.values()))
 
