@@ -150,13 +150,11 @@ def _bare_proc(port_in: int, peer: int, ready: Any) -> None:
 
 
 def over_udp(target: Any, args: tuple[Any, ...], in_port: int, sinks: list[socket.socket],
-             frame: bytes, seconds: float) -> float:
-    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        return over_link(target, args, lambda f: tx.sendto(f, ("127.0.0.1", in_port)), sinks,
-                         frame, seconds)
-    finally:
-        tx.close()
+             frame: bytes, seconds: float, tx: socket.socket) -> float:
+    """over_link with frames sent from `tx` (the switch takes a port's frames only from its
+    peer's address)."""
+    return over_link(target, args, lambda f: tx.sendto(f, ("127.0.0.1", in_port)), sinks,
+                     frame, seconds)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -241,12 +239,16 @@ def udp_runs(kind: str, k: int, workers: int, seconds: float,
             port_specs[0] = (1, in_sw, sink_p)
         else:
             port_specs.append((num, sw_p, sink_p))
+    # port 1's peer sends: the router's in_src, or the aggregation's sink of port 1
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if kind == "router":
+        tx.bind(("127.0.0.1", in_src))
     sw = over_udp(_switch_proc, (kind, k, workers, port_specs,
                                  str(json_path) if json_path else None), in_sw, sinks, frame,
-                  seconds)
+                  seconds, tx if kind == "router" else sinks[0])
     bare = over_udp(_bare_proc, (in_sw, sinks[0].getsockname()[1]), in_sw, sinks[:1], frame,
-                    seconds)
-    for s in sinks:
+                    seconds, tx)
+    for s in [*sinks, tx]:
         s.close()
     return sw, bare
 

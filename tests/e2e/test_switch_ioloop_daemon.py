@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(build.available() is not None,
                                 reason=f"native backend not buildable: {build.available()}")
 
 
+@pytest.mark.slow
 def test_the_daemon_switches_to_the_c_loop_and_answers_throughout(
         p4c_fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(nio.ENV, raising=False)

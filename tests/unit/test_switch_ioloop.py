@@ -79,6 +79,7 @@ def _netsum_run(k: int, io: str, seed: int) -> tuple[Any, ...]:
     return out, sw.device.stats.as_dict(), _regs(sw.device), status
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [32, 256])
 def test_netsum_p4_through_both_loops_gives_the_same_frames_and_counters(k: int) -> None:
     c = _netsum_run(k, "c", k)
