@@ -44,6 +44,7 @@ JOB_COUNTERS: tuple[tuple[str, str], ...] = (
     ("retx", "NetsumIngress.retransmissions"),
     ("results_out", "NetsumEgress.results_out"),
     ("partials_up", "NetsumEgress.partials_up"),
+    ("status_out", "NetsumEgress.status_out"),
     ("drop_non_member", "NetsumIngress.drop_non_member"),
     ("drop_bad_slot", "NetsumIngress.drop_bad_slot"),
     ("drop_unknown_job", "NetsumIngress.drop_unknown_job"),

@@ -46,13 +46,14 @@ def dequantized(agreed: np.ndarray, sums: np.ndarray, workers: int) -> np.ndarra
 
 @dataclass
 class ResultCheck:
-    """Call with every netsum RESULT frame a switch sends (slot `slot` of round r >= 1 holds
+    """Call with every netsum RESULT (or STATUS) frame a switch sends (slot `slot` of round r >= 1 holds
     block slot + (r - 1) * slots; round 0 is the bootstrap use, all zeros); `bad` lists the
     wrong ones, `checked` counts them by kind."""
     sums: np.ndarray
     slots: int
     k: int
-    checked: dict[str, int] = field(default_factory=lambda: {"bootstrap": 0, "data": 0})
+    checked: dict[str, int] = field(default_factory=lambda: {"bootstrap": 0, "data": 0,
+                                                             "status": 0})
     bad: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -63,6 +64,15 @@ class ResultCheck:
         msg, _f, _job, slot, _e, _c, rnd, off = struct.unpack_from("!BBHHBBII", frame,
                                                                    _NETSUM_AT)
         values = frame[_NETSUM_AT + 16:]
+        if msg == 3:
+            # A STATUS (a member re-sent DATA for a slot still missing contributions): no
+            # sums, but value[0] is the bitmap of the `count` members that contributed.
+            bitmap = int.from_bytes(values[:4], "big")
+            self.checked["status"] += 1
+            if not 0 < _c == bin(bitmap).count("1"):
+                self.bad.append(f"slot {slot} round {rnd}: STATUS count {_c} but bitmap "
+                                f"{bitmap:#b}")
+            return
         if msg != 2:
             self.bad.append(f"not a RESULT: msg_type {msg}")
             return

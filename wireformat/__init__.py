@@ -47,6 +47,8 @@ ROUND_BITS = 32
 class MsgType(enum.IntEnum):
     DATA = 1      # worker (or leaf switch) -> switch: a contribution for (job, slot, round)
     RESULT = 2    # switch -> worker (or root -> leaf): the aggregate for (job, slot, round)
+    STATUS = 3    # switch -> a member that re-sent DATA for a slot still missing contributions:
+                  # count/exp so far, value[0] = the slot's member bitmap (never a result)
 
 
 class Flags(enum.IntFlag):
@@ -69,7 +71,7 @@ HEADER_FIELDS: tuple[Field, ...] = (
     Field("job_id", 16, "aggregation job, assigned by the controller"),
     Field("slot", 16, "slot index within the job's slot range"),
     Field("exp", 8, "biased block exponent proposal; the switch returns the max over contributors"),
-    Field("count", 8, "in results: number of contributions aggregated; 0 in data"),
+    Field("count", 8, "in results (and STATUS): number of contributions aggregated; 0 in data"),
     Field("round", 32, "the slot's use number within the job registration (0 = its first "
                        "use); the shadow set is round & 1"),
     Field("offset", 32, "element offset of this chunk in the tensor"),

@@ -130,14 +130,19 @@ def test_exponent_is_max_over_contributors(exps: list[int], expected: int) -> No
     assert {parse_frame(f).header["exp"] for _, f in out} == {expected}
 
 
-def test_duplicate_before_completion_is_dropped_and_not_added() -> None:
+def test_duplicate_before_completion_is_not_added() -> None:
+    """Answered with a STATUS to the sender alone (tests/unit/test_netsum_p4_status.py), never
+    added."""
     sw, hosts = make_switch(3)
     vecs = [[i + 1] * K_DEFAULT for i in range(3)]
     assert sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, values=vecs[0])) == []
     # the retransmission carries different values: they must not be added
-    assert sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, values=[1000] * K_DEFAULT,
-                                   flags=Flags.RETX)) == []
-    assert sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, values=vecs[0])) == []
+    status = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, values=[1000] * K_DEFAULT,
+                                     flags=Flags.RETX))
+    again = sw.send(1, netsum_frame(hosts[0], job_id=JOB, slot=0, values=vecs[0]))
+    for out in (status, again):
+        assert [port for port, _ in out] == [1]
+        assert parse_frame(out[0][1]).header["msg_type"] == MsgType.STATUS
     assert sw.counter("retransmissions", JOB) == 2
     assert sw.register("contributions", 0) == 1
     assert sw.send(2, netsum_frame(hosts[1], job_id=JOB, slot=0, values=vecs[1])) == []

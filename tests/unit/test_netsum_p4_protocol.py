@@ -51,10 +51,18 @@ def test_header_is_whole_bytes_and_sized_as_protocol() -> None:
     ("NETSUM_UDP_PORT", 16, protocol.UDP_PORT),
     ("MSG_DATA", 8, int(protocol.MsgType.DATA)),
     ("MSG_RESULT", 8, int(protocol.MsgType.RESULT)),
+    ("MSG_STATUS", 8, int(protocol.MsgType.STATUS)),
     ("FLAG_RETX", 8, int(protocol.Flags.RETX)),
 ])
 def test_constants_match_protocol(name: str, width: int, value: int) -> None:
     assert _const(_source(), name) == (width, value)
+
+
+def test_every_message_type_is_a_p4_constant() -> None:
+    """A message type added to wireformat needs its MSG_ constant in the program (and back)."""
+    declared = {m.group(1): int(m.group(2), 0) for m in re.finditer(
+        r"\bconst\s+bit\s*<\s*8\s*>\s*MSG_(\w+)\s*=\s*(\w+)\s*;", _source())}
+    assert declared == {m.name: int(m) for m in protocol.MsgType}
 
 
 def test_default_k_matches_protocol() -> None:

@@ -186,7 +186,7 @@ def test_random_loss_duplication_and_reordering(seed: int) -> None:
     workers = [Worker(w, h) for w, h in enumerate(hosts)]
     pool: list[tuple[str, int, bytes]] = []      # ("up", worker, frame) / ("down", worker, ..)
     sent: list[tuple[int, bytes]] = []           # every DATA ever sent, for replays
-    results = stale_before = 0
+    results = stale_before = statuses = 0
 
     def emit(w: Worker, slot: int, retx: bool = False) -> None:
         frame = data(w.host, w.index, w.round[slot], slot, retx)
@@ -219,6 +219,14 @@ def test_random_loss_duplication_and_reordering(seed: int) -> None:
         if way == "up":
             for port, out in sw.send(hosts[w_i].port, frame):
                 p = parse_frame(out)
+                if p.header["msg_type"] == MsgType.STATUS:
+                    # a duplicate for a round still missing someone: the sender alone learns
+                    # who contributed (its own bit among them); no sums, never accepted
+                    bitmap = p.values[0] & 0xFFFFFFFF
+                    assert port == hosts[w_i].port and bitmap >> w_i & 1 and bitmap < 1 << n
+                    assert p.header["count"] == bin(bitmap).count("1") < n
+                    statuses += 1
+                    continue
                 assert p.header["msg_type"] == MsgType.RESULT
                 r = p.header["round"]
                 assert p.values == expected(n, r), f"wrong sum for round {r}"
@@ -239,3 +247,4 @@ def test_random_loss_duplication_and_reordering(seed: int) -> None:
     assert results >= n * slots * rounds
     assert sw.counter("drop_stale", JOB) > stale_before      # late copies met newer rounds
     assert sw.counter("retransmissions", JOB) > 0
+    assert statuses == sw.counter("status_out", JOB) > 0

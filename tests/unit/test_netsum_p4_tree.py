@@ -193,14 +193,18 @@ def test_result_from_a_non_uplink_port_is_a_bad_type_at_a_leaf() -> None:
     assert t.leaves[0].register("done", 16 * 2) == 0
 
 
-def test_resent_partial_for_an_incomplete_root_slot_is_dropped() -> None:
+def test_resent_partial_for_an_incomplete_root_slot_is_not_added() -> None:
     t = make_tree()
     send_from_worker(t, 0, 0, job_id=JOB, slot=2, values=vec(1), exp=3)
     up = send_from_worker(t, 0, 1, job_id=JOB, slot=2, values=vec(2), exp=3)
     assert t.root.send(1, up[0][1]) == []
-    # leaf 1 is slow; a worker of leaf 0 retransmits, the leaf re-sends, the root waits
+    # leaf 1 is slow; a worker of leaf 0 retransmits, the leaf re-sends, the root waits: it
+    # answers leaf 0 alone with a STATUS, which leaf 0 drops
     again = send_from_worker(t, 0, 0, job_id=JOB, slot=2, values=vec(1), exp=3, flags=Flags.RETX)
-    assert t.root.send(1, again[0][1]) == []
+    status = t.root.send(1, again[0][1])
+    assert [port for port, _ in status] == [1]
+    assert parse_frame(status[0][1]).header["msg_type"] == MsgType.STATUS
+    assert t.leaves[0].send(UP_PORT, status[0][1]) == []
     assert t.root.counter("retransmissions", JOB) == 1
     assert t.root.register("contributions", 2 * 2) == 1     # not added twice
     send_from_worker(t, 1, 0, job_id=JOB, slot=2, values=vec(3), exp=3)
