@@ -95,7 +95,7 @@ class OracleSwitch:
             self.duplicates += 1
             if cur.done:
                 return [(src, self._result(h, cur))]
-            return []
+            return [(src, self._status(h, cur, pkt.values))]
         self.contributions += 1
         if age != 0:
             cur.round, cur.bitmap = h.round, bit
@@ -118,6 +118,15 @@ class OracleSwitch:
     def new_epoch(self, job: int) -> None:
         """What the controller does when it registers `job` again: its sets hold nothing."""
         self.epochs[job] = self.epochs.get(job, 0) + 1
+
+    def _status(self, h: wire.Header, s: SlotSet, values: np.ndarray) -> bytes:
+        """netsum.p4's reply_status: count and exp so far, the bitmap in every value (value[0]
+        is the one to read)."""
+        head = wire.Header(msg_type=MsgType.STATUS, flags=Flags.NONE, job_id=h.job_id,
+                           slot=h.slot, exp=s.exp, count=s.count, round=h.round,
+                           offset=h.offset)
+        out = np.full(self.k, np.array([s.bitmap], dtype=np.uint32).view(np.int32)[0])
+        return wire.encode(head, out, self.k)
 
     def _result(self, h: wire.Header, s: SlotSet) -> bytes:
         head = wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=h.job_id,

@@ -44,6 +44,7 @@ from workers.errors import ProtocolStateError, ResultError, WorkerTimeoutError
 from workers.recovery import IDLE as _IDLE
 from workers.recovery import SLOT_BITS as _SLOT_BITS
 from workers.recovery import LossRecovery
+from workers.status import StatusBook
 from workers.window import TxWindow
 
 __all__ = [
@@ -56,8 +57,7 @@ _ROUND_SPAN = 1 << ROUND_BITS
 _ROUND_MASK = _ROUND_SPAN - 1
 # Plain ints for the per-packet checks (enum.Flag arithmetic costs microseconds a packet).
 _RESULT = int(MsgType.RESULT)
-# STATUS (the shift's shared decision; wireformat names it once the switch sends it).
-_STATUS = int(getattr(MsgType, "STATUS", 3))
+_STATUS = int(MsgType.STATUS)
 _RETX = int(Flags.RETX)
 _UNKNOWN_FLAGS = ~_RETX
 # The fields receive reads, in this order, with one struct call.
@@ -161,6 +161,8 @@ class WorkerCore(LossRecovery):
         self._qpos = [0] * w
         #: STATUS frames of this job received (see on_status)
         self.status_frames = 0
+        self.status = StatusBook(job.num_workers)     # what they said (workers/status.py)
+        self._status_at = 0.0
 
     # -- state machine -----------------------------------------------------------------------
 
@@ -267,8 +269,9 @@ class WorkerCore(LossRecovery):
 
     def _timed_out(self, now: float) -> None:
         waiting = [i for i in range(self._w) if self._cur_block[i] != _IDLE]
+        who = self.status.explain(self._job_id, [(i, self._cur_round[i]) for i in waiting], now)
         raise WorkerTimeoutError(
-            f"job {self._job_id}: no result for {now - self._progress:.2f}s (deadline "
+            f"{who}; no result for {now - self._progress:.2f}s (deadline "
             f"{self._timing.progress_deadline:g}s); {self._chunks}/{self._nb} chunks done, "
             f"{len(waiting)} slots waiting (first: {waiting[:8]}); is every one of the "
             f"{self._job.num_workers} workers running and the switch configured for this job?"
@@ -290,6 +293,7 @@ class WorkerCore(LossRecovery):
         if msg_type != _RESULT or job_id != self._job_id or flags & _UNKNOWN_FLAGS:
             if msg_type == _STATUS and job_id == self._job_id:
                 self.status_frames += 1
+                self._status_at = now
                 self.on_status(view)
             else:
                 self._reject(bytes(view))
@@ -315,7 +319,9 @@ class WorkerCore(LossRecovery):
         member bitmap, `count` the contributions so far).  Never a result and never an error:
         counted in `status_frames`, and otherwise left to this hook (a subclass or the
         bookkeeping of who is missing).  `payload` is a view of a receive buffer reused after
-        the call: copy what must be kept."""
+        the call: copy what must be kept.  By default the bitmap goes to `status`, which the
+        deadline error asks who is missing."""
+        self.status.note(payload, self._status_at)
 
     def _reject(self, payload: object) -> None:
         """The slow path: say precisely what is wrong with a packet that is not ours."""

@@ -80,9 +80,8 @@ def test_large_k_builds_repeat_the_lanes_of_the_golden_build(k: int) -> None:
     lane_actions = 0
     for name, (texts, per_lane) in small.items():
         big_texts, big_lanes = large[name]
-        if sorted(per_lane) != list(range(32)):
-            # No lanes, or named lanes only (reply_status writes v000 alone): the same at every K.
-            assert big_texts == texts and big_lanes == per_lane, name
+        if not per_lane:
+            assert big_texts == texts, name
             continue
         lane_actions += 1
         assert sorted(big_lanes) == list(range(k)), name

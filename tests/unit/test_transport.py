@@ -230,7 +230,9 @@ def test_cli_timeout_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     finally:
         peer.close()
     err = capsys.readouterr().err
-    assert code == 1 and err.startswith("netsum-worker: error: job 1: no result for 0.2")
+    assert code == 1 and err.startswith("netsum-worker: error: job 1: no STATUS from the switch "
+                                        "for any of the 2 waiting slots")
+    assert "; no result for 0.2" in err
     assert err.count("\n") == 1
 
 
