@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--k", type=int, choices=K_SUPPORTED, default=K_DEFAULT)
         if name == "run":
             sp.add_argument("--interval", type=float, default=1.0, metavar="S")
+            sp.add_argument("--stuck-after", type=float, default=30.0, metavar="S",
+                            help="reclaim a job whose retransmissions keep arriving with no "
+                                 "RESULT going out for S seconds (default 30; 0: never)")
             sp.add_argument("--attach", action="store_true",
                             help="take over switches that already run the pipeline (a "
                                  "controller restarted): adopt their tables, groups and jobs "
@@ -172,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     action(jg, "delete", "remove a job everywhere").add_argument("job_id", type=int)
     action(jg, "reset", "zero a job's counters and re-assert its entries").add_argument(
         "job_id", type=int)
+    ap = action(jg, "fail", "a job's worker died: name who is missing and reclaim the job's "
+                "slots (entries, group, slots freed; new epoch)")
+    ap.add_argument("job_id", type=int)
+    ap.add_argument("--rank", type=int, metavar="R", help="the rank that failed, as reported")
 
     sp = verb("stats", "per-job counters on every switch of --topo")
     sp.add_argument("--watch", type=float, metavar="S", help="refresh every S seconds")

@@ -34,6 +34,8 @@ class TableEntry:
     # Read-only information from the switch; not part of an entry's identity.
     counter: tuple[int, int] | None = field(default=None, compare=False)
     is_const: bool = field(default=False, compare=False)
+    #: The controller's opaque cookie (spec §9.1 `metadata`): kept by the switch, read back.
+    metadata: bytes = field(default=b"", compare=False)
 
     def identity(self) -> tuple[object, ...]:
         """What names the entry on the switch (spec §9.1: match + priority)."""
@@ -46,6 +48,8 @@ class TableEntry:
         te.table_id = t.id
         te.priority = self.priority
         te.is_default_action = self.is_default
+        if self.metadata:
+            te.metadata = self.metadata
         for name, m in self.match:
             kf = schema.key_field(t, name)
             if values.is_dont_care(m, kf.bitwidth):
@@ -96,7 +100,7 @@ class TableEntry:
         if te.HasField("counter_data"):
             counter = (te.counter_data.packet_count, te.counter_data.byte_count)
         return cls(t.name, tuple(match), action, params, te.priority, te.is_default_action,
-                   counter, te.is_const)
+                   counter, te.is_const, te.metadata)
 
 
 def _encode_match(fm: p4runtime_pb2.FieldMatch, m: Match, width: int) -> None:

@@ -11,7 +11,7 @@ answer FAILED_PRECONDITION), and what `adopt` rebuilds from the switches when a 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -191,11 +191,17 @@ class Controller:
         self.jobs[spec.id] = job
         return job
 
-    def delete_job(self, job_id: int) -> Job:
+    def delete_job(self, job_id: int, record: bytes | None = None) -> Job:
+        """Remove the job's entries and group everywhere and free its slots.  With `record` (a
+        reclaim, controller/watchdog.py) the same transaction also moves the job to its next
+        epoch, so packets still in flight for it are stale, and the epoch entry, which outlives
+        the job, keeps `record` as its metadata: what `job list` shows of reclaimed jobs."""
         job = self._job(job_id)
         changes: dict[str, list[_Step]] = {
             p.switch: [(ops.DELETE, e, e) for e in reversed(p.entries)] +
-            [(ops.DELETE, p.group, p.group)] for p in job.plans}
+            [(ops.DELETE, p.group, p.group)] +
+            (self._epoch_steps(p.switch, job_id, record) if record is not None else [])
+            for p in job.plans}
         self._transact(changes)
         for p in job.plans:
             self.allocators[p.switch].release(job_id)
@@ -217,7 +223,7 @@ class Controller:
             ops.write_batch_cells(self.clients[p.switch], schema, cells)
         return job
 
-    def _epoch_steps(self, switch: str, job_id: int) -> list[_Step]:
+    def _epoch_steps(self, switch: str, job_id: int, record: bytes = b"") -> list[_Step]:
         """Move `job_id` to its next epoch on `switch` (when the program has epochs).  The
         epoch entry outlives the job on purpose: a later job with the same id must not reuse
         the epoch of the rounds this one leaves in the registers."""
@@ -227,7 +233,8 @@ class Controller:
         key = P.entry(schema, P.EPOCH, {"job_id": job_id}, "set_epoch", {"epoch": 0})
         prev = self.ledgers[switch].entries.get(key.identity())
         epoch = P.next_epoch(prev.params[0] if prev is not None else 0)
-        new = P.entry(schema, P.EPOCH, {"job_id": job_id}, "set_epoch", {"epoch": epoch})
+        new = replace(P.entry(schema, P.EPOCH, {"job_id": job_id}, "set_epoch",
+                              {"epoch": epoch}), metadata=record)
         return [(ops.INSERT if prev is None else ops.MODIFY, new, prev)]
 
     def _job(self, job_id: int) -> Job:

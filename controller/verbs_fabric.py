@@ -15,9 +15,10 @@ from controller.fabric import Controller
 from controller.jobs import plan_drop
 from controller.session import Ctx, ctx_program, ctx_topology, open_controller, open_switch
 from controller.topology import JobSpec
+from controller.watchdog import Watchdog, reclaim, reclaimed_jobs
 
 __all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_delete",
-           "cmd_job_reset", "cmd_stats", "cmd_dropsim_set", "cmd_topo_show"]
+           "cmd_job_reset", "cmd_job_fail", "cmd_stats", "cmd_dropsim_set", "cmd_topo_show"]
 
 
 # -- topology-wide: setup, jobs, stats, drop simulator ----------------------------------------
@@ -76,7 +77,12 @@ def cmd_job_list(ctx: Ctx) -> int:
         rows = _job_rows(ctl)
         free = [{"switch": n, "free_slots": al.free, "pool": al.size}
                 for n, al in ctl.allocators.items()]
-    ctx.emit({"jobs": rows, "slots": free}, render.table(rows) + "\n\n" + render.table(free))
+        gone = reclaimed_jobs(ctl)
+    text = render.table(rows) + "\n\n" + render.table(free)
+    if gone:
+        text += "\n\nreclaimed (slots freed; the record stays until the job id is created " \
+                "again)\n" + render.table(gone)
+    ctx.emit({"jobs": rows, "slots": free, "reclaimed": gone}, text)
     return 0
 
 
@@ -84,6 +90,18 @@ def cmd_job_delete(ctx: Ctx) -> int:
     with open_controller(ctx) as ctl:
         ctl.delete_job(ctx.args.job_id)
     ctx.emit({"deleted": ctx.args.job_id}, f"job {ctx.args.job_id} deleted")
+    return 0
+
+
+def cmd_job_fail(ctx: Ctx) -> int:
+    """A launcher (or a worker) reports a job's failure: reclaim it now rather than after the
+    watchdog's timeout."""
+    a = ctx.args
+    why = "reported failed" + (f" (rank {a.rank})" if a.rank is not None else "")
+    with open_controller(ctx) as ctl:
+        r = reclaim(ctl, a.job_id, why)
+    ctx.emit({"reclaimed": r.job_id, "slots": dict(r.slots), "why": r.why,
+              "missing": r.missing}, r.line())
     return 0
 
 
@@ -191,12 +209,31 @@ def cmd_run(ctx: Ctx) -> int:
             ctx.out.write(f"restored {name} ({why})\n")
             ctx.out.flush()
 
+        dog = Watchdog(ctl, a.stuck_after) if a.stuck_after > 0 else None
         try:
             while True:
                 time.sleep(a.interval)
                 ctl.check(report)
+                if dog is not None:
+                    _watch(ctx, dog)
         except KeyboardInterrupt:
             return 0
+
+
+def _watch(ctx: Ctx, dog: Watchdog) -> None:
+    """One look at the jobs' counters; reclaims are logged.  A switch that is away or being
+    restored is skipped (check() deals with it); the next interval looks again."""
+    try:
+        done = dog.poll()
+    except (SwitchUnreachable, PipelineMissing):
+        return
+    except ControllerError as exc:
+        ctx.out.write(f"watchdog: {exc.message} (will look again)\n")
+        ctx.out.flush()
+        return
+    for r in done:
+        ctx.out.write(r.line() + "\n")
+        ctx.out.flush()
 
 
 def cmd_topo_show(ctx: Ctx) -> int:

@@ -96,9 +96,10 @@ class HostileSwitch:
             Host(bytes.fromhex(_mac(r).replace(":", "")), socket.inet_aton(_ip(r)))
             for r in range(self.n)))
 
-    def start(self, watch: bool = False) -> None:
+    def start(self, watch: bool = False, stuck_after: float | None = None) -> None:
         """Start the switch and set it up: with `watch`, by a `netsum-ctl run` that stays
-        (and restores the switch when it restarts), else by one `netsum-ctl setup`."""
+        (and restores the switch when it restarts, and reclaims a job stuck for `stuck_after`
+        seconds), else by one `netsum-ctl setup`."""
         ready = self.daemon.start()
         self.switch_ports = [ready.udp_ports[i + 1] for i in range(self.n + 1)]
         hosts = [{"name": f"h{r + 1}", "mac": _mac(r), "ipv4": _ip(r), "switch": "s1",
@@ -111,20 +112,22 @@ class HostileSwitch:
             "jobs": [{"id": JOB, "workers": [f"h{r + 1}" for r in range(self.n)],
                       "slots": self.slots}]}))
         if watch:
-            self.run_controller()
+            self.run_controller(stuck_after=stuck_after)
         else:
             self.ctl("setup", str(self.json_path))
         self.rogue = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.rogue.bind(("127.0.0.1", self.peers[self.n]))
         self.rogue.setblocking(False)
 
-    def run_controller(self, attach: bool = False, timeout: float = 60.0) -> float:
+    def run_controller(self, attach: bool = False, timeout: float = 60.0,
+                       stuck_after: float | None = None) -> float:
         """Start `netsum-ctl run [--attach]`; seconds until it says it is running."""
         started = time.monotonic()
+        stuck = ["--stuck-after", str(stuck_after)] if stuck_after is not None else []
         self.controller = self.procs.start("ctl", [
             str(BIN / "netsum-ctl"), "--timeout", "30", "--topo", str(self.topo), "--p4info",
             str(self.p4info), "run", *(["--attach"] if attach else []), "--interval", "0.2",
-            str(self.json_path)])
+            *stuck, str(self.json_path)])
         self.wait_controller("controller running", timeout)
         return time.monotonic() - started
 
@@ -171,11 +174,12 @@ class HostileSwitch:
 
     def run_job(self, blocks: int, seed: int, impair: Impairment = Impairment(),
                 fuzz: Sequence[Fuzzed] = (), worker_timeout: float = 60.0,
-                on_tick: Callable[[], None] | None = None) -> JobRun:
+                on_tick: Callable[[], None] | None = None, reset: bool = True) -> JobRun:
         """One all-reduce of `blocks` blocks per worker; `fuzz` is injected spread over the
         job, a share of it after each datagram a worker sends (so all of it arrives while the
-        job runs, whatever the machine's speed)."""
-        if self.jobs_run:
+        job runs, whatever the machine's speed).  A job after the first is a new registration
+        (`job reset`), unless `reset` is false (the caller registered it)."""
+        if self.jobs_run and reset:
             self.ctl("job", "reset", str(JOB))
         self.jobs_run += 1
         xs = synthetic_inputs(self.n, (blocks * self.k,), seed=seed)

@@ -551,3 +551,36 @@ def test_stats_watch_rates_follow_live_traffic(netsum_program, switches, tmp_pat
             grew += 1
             assert delta / 20.0 <= now["data_in/s"] <= delta / interval, (delta, now)
     assert grew >= 2                     # the rates followed the bursts over several samples
+
+
+def test_job_fail_names_the_missing_rank_and_reclaims(netsum_program, switches,
+                                                      tmp_path) -> None:
+    """`job fail`: h1 of job 2 (h1, h2) contributed to slot 7, h2 never did; the controller
+    reads the slot registers, names rank 1 (h2), removes the job and frees its slots; the
+    record stays in `job list`; late DATA of the job changes nothing; the job created again
+    gets the same slots."""
+    info, js = netsum_program
+    topo_path = topology("single.yaml", switches, tmp_path)
+    ok(topo_path, "setup", "--p4info", str(info), str(js))
+    topo = parse_topology(topo_path.read_text())
+    dev = switches["s1"].dev
+    port, f = data_frame(topo, "h1", 2, 7, vec(1))
+    assert dev.process(port, f) == []
+    status = dev.process(port, f)                     # h1 asks again: a STATUS, bitmap 0b01
+    assert [p for p, _ in status] == [port]
+    got = wire.parse_frame(status[0][1], K).packet
+    assert got.header.msg_type is MsgType.STATUS and int(got.values[0]) == 0b01
+    out = json.loads(ok(topo_path, "job", "fail", "2", "--rank", "1", "--json"))
+    assert out["why"] == "reported failed (rank 1)" and out["slots"] == {"s1": "512..767"}
+    assert "rank 1 (h2) in 1 of 1 incomplete sets" in out["missing"], out
+    jobs = json.loads(ok(topo_path, "job", "list", "--json"))
+    assert [j["job"] for j in jobs["jobs"]] == [1]
+    assert jobs["slots"][0]["free_slots"] == 512
+    assert [(r["job"], r["epoch"]) for r in jobs["reclaimed"]] == [(2, 2)]
+    assert "rank 1 (h2)" in jobs["reclaimed"][0]["record"]
+    assert dev.process(port, f) == []                 # the job's entries are gone
+    rc, _, err = ctl(topo_path, "job", "fail", "2")
+    assert rc == 1 and "no job 2 to reclaim (jobs: 1)" in err
+    created = json.loads(ok(topo_path, "job", "create", "2", "--json"))
+    assert [r["slots"] for r in created] == ["512..767"]
+    assert json.loads(ok(topo_path, "job", "list", "--json"))["reclaimed"] == []
