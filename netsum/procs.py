@@ -1,16 +1,37 @@
 """Child processes of a run (switches, workers), each in its own process group, all stopped on
-exit, on error and on SIGINT/SIGTERM: nothing a run starts is left running."""
+exit, on error and on SIGINT/SIGTERM: nothing a run starts is left running.  Children started
+from the main thread also die when the starting process dies without cleaning up (SIGKILL, e.g.
+of a test run): Linux's parent-death signal, set by setpriv before it execs the command (the
+child's pid is the command's).  Not from other threads: the signal follows the thread that
+forked, which may end long before the process."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 __all__ = ["Child", "ProcessGroup"]
+
+#: util-linux's setpriv (Debian: essential) sets the parent-death signal and execs the command:
+#: the one safe place for it.  A preexec function in Python would run in the forked child of a
+#: multi-threaded process, where it can deadlock or abort (seen: an RLock in _after_fork).
+_SETPRIV = shutil.which("setpriv")
+
+
+def _dies_with_parent(argv: list[str]) -> list[str]:
+    """`argv` run so that it gets SIGKILL when this process dies; unchanged off Linux, without
+    setpriv, or off the main thread (the signal follows the forking thread)."""
+    if _SETPRIV is None or not sys.platform.startswith("linux") or \
+            threading.current_thread() is not threading.main_thread():
+        return argv
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
 
 
 @dataclass
@@ -44,8 +65,9 @@ class ProcessGroup:
             fh = open(log_path, "wb")
             self._logs.append(fh)
             out = fh
-        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env={**os.environ, **(env or {})}, start_new_session=True)
+        popen = subprocess.Popen(_dies_with_parent(argv), stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                                 start_new_session=True)
         child = Child(name, popen, log_path)
         self.children.append(child)
         return child
