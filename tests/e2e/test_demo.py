@@ -153,8 +153,10 @@ def test_bmv2_target_missing_tools_is_one_line(tmp_path: Path) -> None:
 def test_ctrl_c_stops_everything(tmp_path: Path, mode: str) -> None:
     if mode == "netns" and netns_available():
         pytest.skip(str(netns_available()))
+    # 20M elements: long enough (seconds even with the C port loop) that the job is still
+    # running when the test looks for its processes; it is interrupted long before the end.
     proc = subprocess.Popen([NETSUM, "demo", "--mode", mode, "--workers", "2", "--size",
-                             "2000000e", "--out", str(tmp_path)], stdout=subprocess.PIPE,
+                             "20000000e", "--out", str(tmp_path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
@@ -170,8 +172,14 @@ def test_ctrl_c_stops_everything(tmp_path: Path, mode: str) -> None:
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            # a failed check above: interrupt as a user would, so the demo still removes its
+            # switch and namespaces; kill only if that does not end it
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
     assert not processes_mentioning(str(tmp_path))
     with pytest.raises(ProcessLookupError):
