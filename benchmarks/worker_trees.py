@@ -39,7 +39,8 @@ _CORE = re.compile(r"^K=\s*\d+ in-process: bare [^|]*?([\d.]+) \| WorkerCore Ste
                    r"[^|]*(?:\| frames API\s+([\d.]+))?")
 _LOOP = re.compile(r"^K=\s*\d+ socket loop, (\w+)\s*: allreduce\(\)\s+([\d.]+) \| bare send/recv "
                    r"loop\s+([\d.]+)")
-_ALL = re.compile(r"^\s*udp\s+(\d+)\s+(\d+)\s+([\d.]+) M/s\s+([\d.]+) M/s\s+(\d+)\s+([\d,]+)\s+"
+# allreduce.py's rows; trees since the native switch path lead with the path's name
+_ALL = re.compile(r"^\s*(?:native\s+|python\s+)?udp\s+(\d+)\s+(\d+)\s+([\d.]+) M/s\s+([\d.]+) M/s\s+(\d+)\s+([\d,]+)\s+"
                   r"([\d.]+) M/s\s+([\d.]+)\s+(\d+) %\s+(\d+) %\s+([\d.]+)\s+([\d.]+)\s+(\w+)")
 
 

@@ -42,6 +42,9 @@ class _MMsgHdr(ctypes.Structure):
     _fields_ = [("msg_hdr", _MsgHdr), ("msg_len", ctypes.c_uint)]
 
 
+_MMSG_SIZE = ctypes.sizeof(_MMsgHdr)
+
+
 def _load(wanted: bool) -> tuple[object, object] | str:
     """(recvmmsg, sendmmsg) of the C library, or why they cannot be used."""
     if not wanted:
@@ -134,19 +137,23 @@ class MmsgSocket:
             return None
         return cls(sock, rows, batch, _CALLS)
 
-    def recv(self, limit: int) -> list[int]:
-        """Datagrams into rows 0, 1, ... (at most `limit`): their lengths (a datagram longer
-        than its row is cut at the row; its length is the datagram's own).  [] when none is
-        queued; OSError for a socket error (ECONNREFUSED: an earlier datagram's ICMP)."""
-        m = self._recv(self._fd, self._rx_ptr, min(limit, self._rows),  # type: ignore[operator]
-                       _MSG_DONTWAIT | _MSG_TRUNC, None)
+    def recv(self, start: int, limit: int) -> list[int]:
+        """Datagrams into rows start, start + 1, ... (at most `limit`): their lengths (a
+        datagram longer than its row is cut at the row; its length is the datagram's own).
+        [] when none is queued; OSError for a socket error (ECONNREFUSED: an earlier
+        datagram's ICMP)."""
+        count = min(limit, self._rows - start)
+        if count <= 0:
+            return []
+        m = self._recv(self._fd, self._rx_ptr + start * _MMSG_SIZE,  # type: ignore[operator]
+                       count, _MSG_DONTWAIT | _MSG_TRUNC, None)
         if m < 0:
             err = ctypes.get_errno()
             if err in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR):
                 return []
             raise OSError(err, os.strerror(err))
         rx = self._rx
-        return [rx[j].msg_len for j in range(m)]
+        return [rx[j].msg_len for j in range(start, start + m)]
 
     def _point(self, frames: Sequence[memoryview]) -> None:
         self._frames = frames
