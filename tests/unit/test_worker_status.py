@@ -14,12 +14,15 @@ from workers.core import CoreState, JobConfig, Timing, WorkerCore
 from workers.errors import WorkerTimeoutError
 from workers.status import StatusBook
 
+#: The K of every job here, given explicitly (not the default): the oracle switch and the
+#: hand-made STATUS frames are at K=32.
+K = 32
 FAST = Timing(rto_initial=0.005, rto_min=0.002, rto_max=0.1, progress_deadline=2.0)
 
 
 def network(n: int, slots: int, seed: int = 4) -> Network:
     rng = np.random.default_rng(seed)
-    switch = OracleSwitch(k=32, members={5: list(range(n))}, num_slots={5: slots})
+    switch = OracleSwitch(k=K, members={5: list(range(n))}, num_slots={5: slots})
     return Network(switch, LossyLink(rng), LossyLink(rng))
 
 
@@ -29,7 +32,7 @@ def test_the_deadline_error_names_the_silent_rank(silent: int) -> None:
     switch last sent (the three others' bits)."""
     n, slots = 4, 8
     net = network(n, slots)
-    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=K)
     cores = {i: WorkerCore(np.ones(2000, np.float32), job, FAST) for i in range(n) if i != silent}
     with pytest.raises(WorkerTimeoutError) as info:
         net.run(cores)
@@ -50,8 +53,8 @@ def test_without_any_status_the_error_says_so() -> None:
         def process(self, src: int, payload: bytes) -> list[tuple[int, bytes]]:
             return []
 
-    net.switch = Silent(k=32, members={5: [0, 1]}, num_slots={5: slots})
-    job = JobConfig(job_id=5, num_workers=n, num_slots=slots)
+    net.switch = Silent(k=K, members={5: [0, 1]}, num_slots={5: slots})
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=K)
     cores = {i: WorkerCore(np.ones(500, np.float32), job, FAST) for i in range(n)}
     with pytest.raises(WorkerTimeoutError, match=r"job 5: no STATUS from the switch for any of "
                        r"the 4 waiting slots \(the switch unreachable, or not configured for "
@@ -63,14 +66,14 @@ def test_without_any_status_the_error_says_so() -> None:
 def status_payload(slot: int, round_: int, bitmap: int, job: int = 5) -> bytes:
     head = wire.Header(msg_type=MsgType.STATUS, flags=Flags.NONE, job_id=job, slot=slot, exp=0,
                        count=bin(bitmap).count("1"), round=round_, offset=0)
-    values = np.zeros(32, np.int32)
+    values = np.zeros(K, np.int32)
     values[0] = np.array([bitmap], np.uint32).view(np.int32)[0]
-    return wire.encode(head, values, 32)
+    return wire.encode(head, values, K)
 
 
 def test_a_status_for_another_round_or_job_names_nobody() -> None:
     """Only a STATUS for the round a slot waits for counts; another job's is a rejection."""
-    job = JobConfig(job_id=5, num_workers=3, num_slots=2)
+    job = JobConfig(job_id=5, num_workers=3, num_slots=2, k=K)
     core = WorkerCore(np.ones(100, np.float32), job, FAST)
     core.start(0.0)
     core.receive(status_payload(0, 7, 0b001), 0.1)          # a round it does not wait for
