@@ -225,8 +225,9 @@ def test_cli_timeout_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     peer = Peer(lambda data, i: [])
     try:
         host, port = peer.address
-        code = main(["--job", "1", "--workers", "2", "--slots", "2", "--udp", f"{host}:{port}",
-                     "--bind", "127.0.0.1:0", "--size", "50", "--timeout", "0.2"])
+        code = main(["--job", "1", "--workers", "2", "--slots", "2", "--k", str(K),
+                     "--udp", f"{host}:{port}", "--bind", "127.0.0.1:0", "--size", "50",
+                     "--timeout", "0.2"])
     finally:
         peer.close()
     err = capsys.readouterr().err
