@@ -26,7 +26,7 @@ __all__ = [
 UDP_PORT = 0x6E73  # 28275
 
 #: Values (int32) per packet.  Fixed per build of the P4 program (-DNETSUM_K=...).
-K_DEFAULT = 32
+K_DEFAULT = 256
 K_SUPPORTED = (32, 64, 128, 256)
 
 #: Exponents travel biased: field value = e + EXP_BIAS, clamped to 1..255.  0 means "no data
