@@ -8,7 +8,9 @@
 Measured side by side in one run on the same cores:
   * goodput: tensor elements per second of one all-reduce (SwitchML's figure): N real
     netsum-worker processes through a netsum-switch daemon configured by the controller
-    (netsum.rig), elements / the slowest worker's allreduce time (process start-up excluded);
+    (netsum.rig), elements / the slowest worker's allreduce time (process start-up excluded;
+    with --start together, the default, all workers begin at one instant, so the first one's
+    time does not include waiting for the others' start-up);
   * ceiling: a bare recv->send Python loop (one process, the frames of the same size over the
     same kind of UDP sockets on 127.0.0.1) reflecting N closed-loop senders' frames.  A
     completed slot costs the switch n frames in and n out, which the bare loop does as n
@@ -164,11 +166,20 @@ def peak_rss(pid: int) -> int | None:
     return None
 
 
+#: With --start together, every worker waits for the same wall-clock instant (netsum-worker
+#: --start-at) this long after the rig starts them: enough for all of them to import and read
+#: their inputs on 2 busy cores (a worker that misses it starts at once, as with --start asap).
+START_LEAD_S = 3.0
+
+
 def allreduce_run(work: Path, workers: int, k: int, elements: int, mode: Mode,
-                  profile: Path | None = None) -> Run:
+                  profile: Path | None = None, together: bool = True) -> Run:
     cfg = RigConfig(work, workers=workers, k=k, mode=mode, slots=256, timeout=20,
                     switch_profile=profile)
     inputs = synthetic_inputs(workers, (elements,), seed=k + workers)
+    # Started one by one, the first worker's all-reduce also waits for the last one's start-up
+    # (0.1-0.2 s here): a fixed cost per call that is the launcher's, not the data path's.
+    start = ["--start-at", f"{time.time() + START_LEAD_S:.3f}"] if together else []
     with Rig(cfg) as rig:
         assert rig.switch is not None
         sw_pid = rig.switch.popen.pid
@@ -184,7 +195,7 @@ def allreduce_run(work: Path, workers: int, k: int, elements: int, mode: Mode,
             last[-1] = (cpu_seconds(sw_pid) or sw0) - sw0
             last[-2] = float(peak_rss(sw_pid) or last.get(-2, 0))
 
-        out = rig.start_job(inputs).wait(on_tick=sample, tick=0.1)
+        out = rig.start_job(inputs, worker_args=start).wait(on_tick=sample, tick=0.1)
     slowest = max(w.elapsed_s for w in out.workers)
     mean = sum(w.goodput for w in out.workers) / workers
     retx = sum(w.retransmissions for w in out.workers)
@@ -277,7 +288,12 @@ def main() -> int:
                     help="native, python or both (native,python): the daemon's packet path")
     ap.add_argument("--switch-io", default="c",
                     help="c, python or both (c,python): the daemon's port loop (native path)")
+    ap.add_argument("--start", choices=("together", "asap"), default="together",
+                    help="together: the workers begin their all-reduce at one instant (the "
+                         "goodput of the data path); asap: each as soon as it has started "
+                         "(the first one's time then includes the others' start-up)")
     a = ap.parse_args()
+    together = a.start == "together"
     paths = [x for x in a.switch_path.split(",") if x]
     if not paths or any(x not in ("native", "python") for x in paths):
         ap.error(f"--switch-path: native and/or python, got {a.switch_path!r}")
@@ -290,7 +306,7 @@ def main() -> int:
     rows: list[Row] = []
     print(f"all-reduce of {a.elements} float32 elements; ceiling from a bare recv->send loop "
           f"over UDP on 127.0.0.1 ({a.seconds:g} s per point); medians of {a.repeat} runs; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          f"workers start {a.start}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if "native" in paths and not prepare_native([int(x) for x in a.k.split(",")]):
         paths.remove("native")
         if not paths:
@@ -313,7 +329,8 @@ def main() -> int:
                         tag = path.replace("/", "")
                         try:
                             runs = [allreduce_run(Path(tmp) / f"{tag}{mode.value}n{n}k{k}r{i}", n,
-                                                  k, a.elements, mode) for i in range(a.repeat)]
+                                                  k, a.elements, mode, together=together)
+                                    for i in range(a.repeat)]
                         except RigError as exc:
                             print(f"error: {exc}", file=sys.stderr)
                             return 1
@@ -337,12 +354,14 @@ def main() -> int:
             print(f"{'MB/worker':>9} {'elements':>11} {'goodput':>12} {'switch RSS':>11}  ok")
             for mb in (float(x) for x in a.scaling.split(",")):
                 el = int(mb * 2**20 / 4)
-                sr = allreduce_run(Path(tmp) / f"scale{mb:g}", 4, k, el, modes[0])
+                sr = allreduce_run(Path(tmp) / f"scale{mb:g}", 4, k, el, modes[0],
+                                   together=together)
                 print(f"{mb:9g} {el:11d} {sr.goodput / 1e6:9.3f} M/s "
                       f"{sr.switch_rss / 2**20:8.0f} MB  {'yes' if sr.ok else 'NO'}", flush=True)
         if a.profile:
             prof = Path(tmp) / "switch.prof"
-            allreduce_run(Path(tmp) / "profiled", 4, max(ks), a.elements, modes[0], profile=prof)
+            allreduce_run(Path(tmp) / "profiled", 4, max(ks), a.elements, modes[0], profile=prof,
+                          together=together)
             print_profile(prof)
     if a.png:
         write_png(rows, a.png)
