@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,15 @@ def _unit_tier_on_the_python_path(request: pytest.FixtureRequest,
     the environment (e.g. =1) overrides this."""
     if "NETSUM_NATIVE" not in os.environ and UNIT in Path(str(request.node.path)).parents:
         monkeypatch.setenv("NETSUM_NATIVE", "0")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the processes the tests start, however the suite itself was started.
+
+    A suite run in the background of a non-interactive shell (`make test &` in a script)
+    inherits SIGINT ignored, and an ignored disposition survives exec: the demo, sweep and
+    controller the Ctrl-C tests interrupt would then never see the signal and run to the end.
+    A Python handler is reset to the default across exec, so every child starts as from a
+    terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
