@@ -22,10 +22,10 @@ Each point is the median of --repeat runs.  --profile runs the switch daemon und
 the 4-worker case at the largest K and prints where its time goes.  --scaling MB,MB,... measures
 4 workers at the largest K for tensors of those sizes (MB of float32 per worker) and prints the
 switch daemon's peak RSS for each (no per-tensor cost may hide in the set-up: goodput should be
-flat above 4 MB).  --switch-path: the switch daemon's packet path, native (switch/native, the
+flat above 4 MB).  --switch-path: the switch daemon's packet path, native (netsum/switch/native, the
 default where it builds; its module is compiled before the first run) and/or python, each
 point measured for each path in turn.  --switch-io: the daemon's port loop with the native
-path, c (switch/native/io.py: recvmmsg/sendmmsg around the native pipeline, the default) and/or
+path, c (netsum/switch/native/io.py: recvmmsg/sendmmsg around the native pipeline, the default) and/or
 python (NETSUM_NATIVE_IO=0), also measured in turn for each point.
 """
 from __future__ import annotations
@@ -43,11 +43,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from netsum.rig import Mode, Rig, RigConfig, RigError, RunningJob  # noqa: E402
-from netsum.tensors import synthetic_inputs  # noqa: E402
-from wireformat import K_SUPPORTED, packet_bytes  # noqa: E402
+from netsum.rig import Mode, Rig, RigConfig, RigError, RunningJob
+from netsum.tensors import synthetic_inputs
+from netsum.wire import K_SUPPORTED, packet_bytes
 
 WINDOW = 64   # frames in flight per bare-loop sender (like a worker's window)
 
@@ -259,7 +258,7 @@ def prepare_native(ks: list[int]) -> bool:
     import json as _json
 
     from netsum import build
-    from switch.pipeline import Pipeline
+    from netsum.switch.pipeline import Pipeline
     for k in ks:
         t0 = time.monotonic()
         pl = Pipeline(_json.loads(build.ensure_built(k)[0].read_bytes()), native=True)
@@ -267,8 +266,8 @@ def prepare_native(ks: list[int]) -> bool:
             print(f"native backend unavailable at K={k}: {pl.native_status}", file=sys.stderr)
             return False
         print(f"native module for K={k} ready ({time.monotonic() - t0:.1f} s)")
-    from switch.native import io as nio
-    from switch.native.build import IO_CFLAGS, build_module
+    from netsum.switch.native import io as nio
+    from netsum.switch.native.build import IO_CFLAGS, build_module
     build_module(nio.source(), IO_CFLAGS, "nsio")       # the C port loop, into the cache too
     return True
 

@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from compiler.driver import PIPELINE, CompileState  # noqa: E402
-from wireformat import K_SUPPORTED  # noqa: E402
+from netsum.p4c.driver import PIPELINE, CompileState
+from netsum.wire import K_SUPPORTED
 
 GOAL_S = 2.0
 

@@ -35,12 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from netsum.rig import Mode, Rig, RigConfig, RigError  # noqa: E402
-from netsum.tensors import synthetic_inputs  # noqa: E402
-from workers import quant  # noqa: E402
-from wireformat import K_DEFAULT, K_SUPPORTED  # noqa: E402
+from netsum.rig import Mode, Rig, RigConfig, RigError
+from netsum.tensors import synthetic_inputs
+from netsum.workers import quant
+from netsum.wire import K_DEFAULT, K_SUPPORTED
 
 WORKERS = 4
 SLOTS = 256

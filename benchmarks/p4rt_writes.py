@@ -25,10 +25,10 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-from switch.device import Device
-from switch.p4rt import P4RuntimeServer
-from switch.p4rt.rawclient import RawClient
-from switch.p4rt.service import DeviceService
+from netsum.switch.device import Device
+from netsum.switch.p4rt import P4RuntimeServer
+from netsum.switch.p4rt.rawclient import RawClient
+from netsum.switch.p4rt.service import DeviceService
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "p4c"

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from switch.device import Device                                   # noqa: E402
-from switch.entries import ActionCall, Lpm, Replica, TableEntry  # noqa: E402
+from netsum.switch.device import Device                                   # noqa: E402
+from netsum.switch.entries import ActionCall, Lpm, Replica, TableEntry  # noqa: E402
 
 __all__ = ["ROUTER_JSON", "standin_json", "agg_frame", "router_frame", "netsum_traffic",
            "make_device"]
@@ -191,7 +190,7 @@ def netsum_traffic(k: int, workers: int, fuse: bool = True, native: bool | None 
         from p4helpers import NetsumSwitch, netsum_config, netsum_frame, worker_host
         sw = NetsumSwitch(netsum_config(k))
         if not fuse or native is not None:    # fuse=False: actions and nodes as emitted
-            from switch.pipeline import Pipeline
+            from netsum.switch.pipeline import Pipeline
             sw.pipeline = Pipeline(json.loads(netsum_config(k)), fuse=fuse, native=native)
             sw.device.install(sw.pipeline)
     except Exception as e:           # compiler missing or failing: fall back to the stand-in

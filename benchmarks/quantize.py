@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from workers import batch, quant, wire
-from wireformat import K_DEFAULT, K_SUPPORTED
+from netsum.workers import batch, quant, wire
+from netsum.wire import K_DEFAULT, K_SUPPORTED
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:

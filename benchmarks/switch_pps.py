@@ -16,7 +16,7 @@ Paths: in-process `Device.process`; the daemon's port loop over UDP on 127.0.0.1
 child process, same PortSet/Device code as `netsum-switch`), next to a bare recv->send loop
 over the same sockets; over veth with AF_PACKET when run as root with --veth.
 netsum.p4 through the daemon runs its native pipeline once with the C port loop
-(switch/native/io.py: recvmmsg/sendmmsg) and once with the Python loop, alternately, --rounds
+(netsum/switch/native/io.py: recvmmsg/sendmmsg) and once with the Python loop, alternately, --rounds
 times each: contributions/s and the switch process's CPU µs per contribution, side by side.
 --profile prints a cProfile of the in-process aggregation run.
 """
@@ -31,16 +31,14 @@ import pstats
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from pps_traffic import agg_frame, make_device, netsum_traffic, router_frame  # noqa: E402
-from wireformat import K_SUPPORTED                                # noqa: E402
+from pps_traffic import agg_frame, make_device, netsum_traffic, router_frame
+from netsum.wire import K_SUPPORTED
 
 
 def inprocess_netsum(k: int, workers: int, seconds: float, profile: bool) -> float | None:
@@ -69,7 +67,7 @@ def inprocess_netsum(k: int, workers: int, seconds: float, profile: bool) -> flo
 
 def netsum_side_by_side(k: int, workers: int, seconds: float) -> dict[str, float] | None:
     """Medians of alternating 0.25 s rounds of three pipelines of the same program: the native
-    backend (switch/native, when it builds here), the Python path with its load-time rewrites
+    backend (netsum/switch/native, when it builds here), the Python path with its load-time rewrites
     (register lanes, guard fusion, inline table lookups, replica patching) and the Python path
     with `fuse=False`.  Rates are contributions per second of this process's CPU time: on a
     shared machine the wall clock mostly measures the other processes."""
@@ -124,7 +122,7 @@ def inprocess(kind: str, k: int, workers: int, seconds: float, json_path: Path |
 
 def _switch_proc(kind: str, k: int, workers: int, ports: list[tuple[int, int, int]],
                  json_path: str | None, ready: Any) -> None:
-    from switch.ports import PortSet, parse_port_spec
+    from netsum.switch.ports import PortSet, parse_port_spec
     dev = make_device(kind, k, workers, Path(json_path) if json_path else None)
     specs = [parse_port_spec(f"{n}@udp:127.0.0.1:{a},127.0.0.1:{b}") for n, a, b in ports]
     ps = PortSet(specs, dev)
@@ -255,7 +253,7 @@ def udp_runs(kind: str, k: int, workers: int, seconds: float,
 
 def _netsum_switch_proc(k: int, workers: int, ports: list[tuple[int, int, int]],
                         ready: Any) -> None:
-    from switch.ports import PortSet, parse_port_spec
+    from netsum.switch.ports import PortSet, parse_port_spec
     got = netsum_traffic(k, workers, native=True)
     assert got is not None
     dev = got[0]
@@ -315,7 +313,7 @@ def udp_netsum_run(k: int, workers: int, seconds: float, io: str
 
 def _veth_switch_proc(kind: str, k: int, workers: int, ifaces: list[tuple[int, str]],
                       ready: Any) -> None:
-    from switch.ports import PortSet, parse_port_spec
+    from netsum.switch.ports import PortSet, parse_port_spec
     dev = make_device(kind, k, workers, None)
     ps = PortSet([parse_port_spec(f"{n}@{i}") for n, i in ifaces], dev)
     ps.open()

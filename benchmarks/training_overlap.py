@@ -119,7 +119,6 @@ def main() -> int:
     if args.rank or "RANK" in os.environ:
         return rank_main(args)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from netsum.rig import Rig, RigConfig
     from netsum.training.compare import TrainOptions, start_ranks, wait_ranks
 

@@ -16,8 +16,9 @@ to a bare loop over the same kind of socket keeping as many frames of the same s
 again after 0.2 s).  CPU time of this process only (the echo runs in its own), per packet:
 the ratio is the worker's cost over the floor any Python worker pays for its syscalls.
 Each figure is the median of --repeat runs; the load average is printed (the machine is shared).
-With NETSUM_TREE=DIR the script measures the workers/ of checkout DIR (benchmarks/worker_trees.py
-runs it so for two versions side by side).
+With PYTHONPATH=DIR the script measures the workers of checkout DIR, whose `netsum` package
+then comes before the installed one (benchmarks/worker_trees.py runs it so for two versions side
+by side; both must have the netsum.* layout).
 """
 from __future__ import annotations
 
@@ -26,22 +27,18 @@ import multiprocessing as mp
 import os
 import socket
 import statistics
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-# NETSUM_TREE: measure the workers of another checkout with this script (worker_trees.py).
-sys.path.insert(0, os.environ.get("NETSUM_TREE") or str(Path(__file__).resolve().parents[1]))
 
-from netsum.tensors import check_result, reference  # noqa: E402
-from wireformat import HEADER_BYTES, MsgType  # noqa: E402
-from workers import quant, wire  # noqa: E402
-from workers.core import JobConfig, Timing, WorkerCore  # noqa: E402
+from netsum.tensors import check_result, reference
+from netsum.wire import HEADER_BYTES, MsgType
+from netsum.workers import quant, wire
+from netsum.workers.core import JobConfig, Timing, WorkerCore
 
 # Byte offsets from the unit table (not wire.field_offset: this script also measures trees
 # from before it, see the docstring of benchmarks/switch_trees.py for the method).
@@ -163,7 +160,7 @@ def _syscalls(batched: bool) -> str | None:
     """Switch the transports' system calls (workers/mmsg.py) for sockets opened from now on:
     the name of the path in use, None when the tree measured has no batched path."""
     try:
-        from workers import mmsg
+        from netsum.workers import mmsg
     except ImportError:
         return None
     mmsg.enable(batched)
@@ -175,8 +172,8 @@ def run_loops(x: np.ndarray, k: int, slots: int, frames: bool,
               paths: tuple[bool, ...] = (True,)) -> tuple[list[float], float]:
     """([allreduce per path of `paths` (batched syscalls or not)], bare loop) worker CPU
     microseconds per packet sent, same echo process."""
-    from workers.api import allreduce
-    from workers.transport import FrameTransport, Transport, UdpTransport
+    from netsum.workers.api import allreduce
+    from netsum.workers.transport import FrameTransport, Transport, UdpTransport
     ctx = mp.get_context("spawn")
     q, stop = ctx.Queue(), ctx.Event()
     proc = ctx.Process(target=_echo, args=(q, stop, frames), daemon=True)

@@ -8,7 +8,7 @@ benchmarks/switch_trees.py does); AFTER defaults to this checkout.  Compare a co
 parent (or main with a branch on it) so that only the workers differ.  Each round measures both,
 BEFORE first in odd rounds and AFTER first in even ones (the second of a pair is favoured on a
 loaded machine):
-  * this checkout's `benchmarks/worker_core.py` run on each version's workers (NETSUM_TREE):
+  * this checkout's `benchmarks/worker_core.py` run on each version's workers (PYTHONPATH):
     one worker's allreduce() CPU per packet over a FrameTransport and a UdpTransport against
     an echo process, next to a bare send/recv loop over the same sockets, and the in-process
     core against an in-process echo;
@@ -31,9 +31,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from switch_trees import tree  # noqa: E402
+from switch_trees import tree
 
 _CORE = re.compile(r"^K=\s*\d+ in-process: bare [^|]*?([\d.]+) \| WorkerCore Step API\s+([\d.]+)"
                    r"[^|]*(?:\| frames API\s+([\d.]+))?")
@@ -57,7 +56,7 @@ def measure(where: Path, a: argparse.Namespace) -> dict[str, float]:
     got: dict[str, float] = {}
     out = _run([sys.executable, str(ROOT / "benchmarks" / "worker_core.py"), "--k", str(a.k),
                 "--blocks", str(a.blocks), "--repeat", "1"], where,
-               {"NETSUM_TREE": str(where), "PYTHONPATH": str(where)})
+               {"PYTHONPATH": str(where)})
     for line in out.splitlines():
         if m := _CORE.match(line):
             got["in-process: Step API"] = float(m.group(2))

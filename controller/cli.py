@@ -14,10 +14,10 @@ import os
 import sys
 from typing import NoReturn, Sequence, TextIO
 
-from controller.commands import COMMANDS, Ctx
-from controller.errors import ControllerError
-from controller.session import ProgramBuild
-from wireformat import K_DEFAULT, K_SUPPORTED
+from netsum.controller.commands import COMMANDS, Ctx
+from netsum.controller.errors import ControllerError
+from netsum.controller.session import ProgramBuild
+from netsum.wire import K_DEFAULT, K_SUPPORTED
 
 __all__ = ["main", "build_parser"]
 

@@ -28,7 +28,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 from p4runtime_sh.p4runtime import P4RuntimeClient
 
-from controller.errors import (NotPrimary, P4RuntimeError, PipelineMissing, SwitchUnreachable,
+from netsum.controller.errors import (NotPrimary, P4RuntimeError, PipelineMissing, SwitchUnreachable,
                                UpdateFailure)
 
 __all__ = ["Endpoint", "SwitchClient"]

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from controller.session import Ctx
-from controller.verbs_fabric import (cmd_dropsim_set, cmd_job_create, cmd_job_delete,
+from netsum.controller.session import Ctx
+from netsum.controller.verbs_fabric import (cmd_dropsim_set, cmd_job_create, cmd_job_delete,
                                      cmd_job_fail, cmd_job_list, cmd_job_reset, cmd_run,
                                      cmd_setup, cmd_stats, cmd_topo_show)
-from controller.verbs_switch import (cmd_counter_read, cmd_counter_reset, cmd_mc_dump,
+from netsum.controller.verbs_switch import (cmd_counter_read, cmd_counter_reset, cmd_mc_dump,
                                      cmd_mc_mgrp_create, cmd_mc_mgrp_destroy,
                                      cmd_mc_node_associate, cmd_mc_node_dissociate,
                                      cmd_pipeline_push, cmd_pipeline_show,

@@ -12,10 +12,10 @@ from typing import Union, overload
 
 from p4.v1 import p4runtime_pb2
 
-from controller import values
-from controller.errors import LiteralError, SchemaLookupError
-from controller.schema import Schema, TableInfo
-from controller.values import Exact, Lpm, Match, Optional, Range, Ternary
+from netsum.controller import values
+from netsum.controller.errors import LiteralError, SchemaLookupError
+from netsum.controller.schema import Schema, TableInfo
+from netsum.controller.values import Exact, Lpm, Match, Optional, Range, Ternary
 
 __all__ = ["TableEntry", "MulticastGroup", "CounterCell", "Entity", "update",
            "table_wildcard", "counter_wildcard", "groups_wildcard", "parse_table_entry"]

@@ -17,17 +17,17 @@ from typing import Callable, Iterable, Sequence
 
 from p4.config.v1 import p4info_pb2
 
-from controller import ops
-from controller import program as P
-from controller.client import Endpoint, SwitchClient
-from controller.entities import CounterCell, MulticastGroup, TableEntry
-from controller.errors import (ControllerError, JobError, NotPrimary, PipelineMissing,
+from netsum.controller import ops
+from netsum.controller import program as P
+from netsum.controller.client import Endpoint, SwitchClient
+from netsum.controller.entities import CounterCell, MulticastGroup, TableEntry
+from netsum.controller.errors import (ControllerError, JobError, NotPrimary, PipelineMissing,
                                SwitchUnreachable)
-from controller.jobs import JobPlan, place_job, plan_drop, plan_forwarding, plan_job
-from controller.schema import Schema, load_p4info
-from controller.slots import SlotAllocator, SlotRange
-from controller.topology import JobSpec, Role, Topology
-from controller.values import Exact
+from netsum.controller.jobs import JobPlan, place_job, plan_drop, plan_forwarding, plan_job
+from netsum.controller.schema import Schema, load_p4info
+from netsum.controller.slots import SlotAllocator, SlotRange
+from netsum.controller.topology import JobSpec, Role, Topology
+from netsum.controller.values import Exact
 
 __all__ = ["Program", "Job", "SwitchLedger", "Controller", "load_program"]
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from controller import program as P
-from controller.entities import MulticastGroup, TableEntry
-from controller.errors import JobError
-from controller.schema import Schema
-from controller.slots import SlotRange
-from controller.topology import Host, JobSpec, Role, Switch, Topology
-from wireformat import MAX_WORKERS, UDP_PORT
+from netsum.controller import program as P
+from netsum.controller.entities import MulticastGroup, TableEntry
+from netsum.controller.errors import JobError
+from netsum.controller.schema import Schema
+from netsum.controller.slots import SlotRange
+from netsum.controller.topology import Host, JobSpec, Role, Switch, Topology
+from netsum.wire import MAX_WORKERS, UDP_PORT
 
 __all__ = ["Contributor", "Placement", "JobPlan", "place_job", "plan_job", "member_entry",
            "plan_forwarding", "plan_drop", "next_hop_ports"]

@@ -8,11 +8,11 @@ from typing import Sequence
 
 from p4.v1 import p4runtime_pb2
 
-from controller.client import SwitchClient
-from controller.entities import (CounterCell, MulticastGroup, TableEntry, counter_wildcard,
+from netsum.controller.client import SwitchClient
+from netsum.controller.entities import (CounterCell, MulticastGroup, TableEntry, counter_wildcard,
                                  groups_wildcard, table_wildcard, update)
-from controller.errors import ControllerError, JobError, P4RuntimeError
-from controller.schema import Schema
+from netsum.controller.errors import ControllerError, JobError, P4RuntimeError
+from netsum.controller.schema import Schema
 
 __all__ = ["INSERT", "MODIFY", "DELETE", "read_entries", "read_default", "read_groups",
            "read_group", "read_counter", "reset_counter", "clear_table", "write_batch",

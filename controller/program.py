@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from controller.entities import TableEntry
-from controller.errors import JobError, LiteralError
-from controller.schema import Schema
-from controller.values import Exact
+from netsum.controller.entities import TableEntry
+from netsum.controller.errors import JobError, LiteralError
+from netsum.controller.schema import Schema
+from netsum.controller.values import Exact
 
 __all__ = [
     "DMAC", "ARP", "JOB", "MEMBER", "EPOCH", "REPLICA", "RESULT_PORT", "DROP_SIM_IN",

@@ -14,8 +14,8 @@ from typing import Any
 
 import grpc
 
-from controller.client import Endpoint
-from controller.errors import ControllerError, SwitchUnreachable
+from netsum.controller.client import Endpoint
+from netsum.controller.errors import ControllerError, SwitchUnreachable
 
 __all__ = ["set_queue_depth", "set_queue_rate", "get_queues", "get_stats"]
 
@@ -64,5 +64,5 @@ def get_queues(endpoint: Endpoint, timeout: float = 5.0) -> dict[str, Any]:
 
 def get_stats(endpoint: Endpoint, timeout: float = 5.0) -> dict[str, Any]:
     """{"stats": {name: count}, "first_error": str | None} of the embedded switch (its
-    switch/stats.py counters and the first internal error's message)."""
+    netsum/switch/stats.py counters and the first internal error's message)."""
     return _call(endpoint, "GetStats", {}, timeout)

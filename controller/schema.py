@@ -11,10 +11,10 @@ from typing import TypeVar
 
 from p4.config.v1 import p4info_pb2
 
-import p4schema
-from p4schema import (ActionInfo, MatchField, NameIndex, P4Schema, Param, ResourceInfo,
+from netsum import schema as p4schema
+from netsum.schema import (ActionInfo, MatchField, NameIndex, P4Schema, Param, ResourceInfo,
                       TableInfo, UnknownName, suggest)
-from controller.errors import ControllerError, SchemaLookupError
+from netsum.controller.errors import ControllerError, SchemaLookupError
 
 __all__ = ["Schema", "TableInfo", "MatchField", "ActionInfo", "Param", "ResourceInfo",
            "load_p4info", "suggest"]

@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from controller import render
-from controller.client import Endpoint, SwitchClient
-from controller.errors import ControllerError
-from controller.fabric import Controller, Program, load_program
-from controller.schema import Schema, load_p4info
-from controller.topology import Topology, load_topology
+from netsum.controller import render
+from netsum.controller.client import Endpoint, SwitchClient
+from netsum.controller.errors import ControllerError
+from netsum.controller.fabric import Controller, Program, load_program
+from netsum.controller.schema import Schema, load_p4info
+from netsum.controller.topology import Topology, load_topology
 
 __all__ = ["Ctx", "ProgramBuild", "ctx_topology", "ctx_endpoint", "open_switch", "ctx_program",
            "open_controller"]

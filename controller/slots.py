@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.errors import AllocationError
+from netsum.controller.errors import AllocationError
 
 __all__ = ["SlotRange", "SlotAllocator"]
 

@@ -20,8 +20,8 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from controller.errors import TopologyError
-from wireformat import MAX_SLOTS, MAX_WORKERS, UDP_PORT
+from netsum.controller.errors import TopologyError
+from netsum.wire import MAX_SLOTS, MAX_WORKERS, UDP_PORT
 
 __all__ = ["Role", "Service", "Switch", "Host", "Link", "JobSpec", "Topology", "load_topology",
            "parse_topology"]

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Union
 
-from controller.errors import LiteralError
-from p4schema import MatchKind
+from netsum.controller.errors import LiteralError
+from netsum.schema import MatchKind
 
 __all__ = [
     "MatchKind", "Exact", "Lpm", "Ternary", "Range", "Optional", "Match",

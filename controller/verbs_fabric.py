@@ -7,15 +7,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from controller import ops, render
-from controller import program as P
-from controller.errors import (ControllerError, JobError, LiteralError, PipelineMissing,
+from netsum.controller import ops, render
+from netsum.controller import program as P
+from netsum.controller.errors import (ControllerError, JobError, LiteralError, PipelineMissing,
                                SwitchUnreachable)
-from controller.fabric import Controller
-from controller.jobs import plan_drop
-from controller.session import Ctx, ctx_program, ctx_topology, open_controller, open_switch
-from controller.topology import JobSpec
-from controller.watchdog import Watchdog, reclaim, reclaimed_jobs
+from netsum.controller.fabric import Controller
+from netsum.controller.jobs import plan_drop
+from netsum.controller.session import Ctx, ctx_program, ctx_topology, open_controller, open_switch
+from netsum.controller.topology import JobSpec
+from netsum.controller.watchdog import Watchdog, reclaim, reclaimed_jobs
 
 __all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_delete",
            "cmd_job_reset", "cmd_job_fail", "cmd_stats", "cmd_dropsim_set", "cmd_topo_show"]
@@ -239,7 +239,7 @@ def _watch(ctx: Ctx, dog: Watchdog) -> None:
 def cmd_topo_show(ctx: Ctx) -> int:
     """Validate the topology file and show what the controller would install where; no switch
     is contacted."""
-    from controller.jobs import place_job
+    from netsum.controller.jobs import place_job
     topo = ctx_topology(ctx)
     if topo is None:
         raise ControllerError("`topo show` needs a topology file: --topo FILE")

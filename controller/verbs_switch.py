@@ -8,12 +8,12 @@ import os
 import sys
 from typing import Any
 
-from controller import entities, ops, queues, render, values
-from controller.client import SwitchClient
-from controller.entities import MulticastGroup, TableEntry
-from controller.errors import LiteralError
-from controller.schema import Schema
-from controller.session import Ctx, ctx_endpoint, ctx_program, open_controller, open_switch
+from netsum.controller import entities, ops, queues, render, values
+from netsum.controller.client import SwitchClient
+from netsum.controller.entities import MulticastGroup, TableEntry
+from netsum.controller.errors import LiteralError
+from netsum.controller.schema import Schema
+from netsum.controller.session import Ctx, ctx_endpoint, ctx_program, open_controller, open_switch
 
 __all__ = [
     "cmd_table_add", "cmd_table_modify", "cmd_table_delete", "cmd_table_set_default",

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
-from controller import program as P
-from controller.errors import ControllerError
-from controller.entities import TableEntry
-from controller.fabric import Controller, Job
-from controller.values import Exact
+from netsum.controller import program as P
+from netsum.controller.errors import ControllerError
+from netsum.controller.entities import TableEntry
+from netsum.controller.fabric import Controller, Job
+from netsum.controller.values import Exact
 
 __all__ = ["Reclaim", "Watchdog", "missing_members", "reclaim", "reclaimed_jobs"]
 

@@ -31,16 +31,14 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))          # netsum_mn, mnenv (this folder is not a package)
-if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))         # the netsum packages, when not installed in this Python
-
-import mnenv  # noqa: E402
-import mnguard  # noqa: E402
-from testbed import HostProcs, root_interfaces  # noqa: E402
-from wireformat import K_DEFAULT, K_SUPPORTED  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+try:
+    from netsum.experiments import mnenv, mnguard
+    from netsum.experiments.testbed import HostProcs, root_interfaces
+    from netsum.wire import K_DEFAULT, K_SUPPORTED
+except ImportError as _exc:  # e.g. Debian's python3: it sees Mininet but not the project
+    sys.exit(f"allreduce_experiment: error: cannot import {_exc.name or _exc} with {sys.executable}: run "
+             f"it with the project's Python, e.g. sudo {ROOT / '.venv/bin/python'} {__file__}")
 
 __all__ = ["Options", "ExperimentError", "run", "main"]
 
@@ -87,8 +85,8 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
     if problem:
         raise ExperimentError(problem)
 
-    from controller.errors import ControllerError, TopologyError
-    from controller.topology import load_topology
+    from netsum.controller.errors import ControllerError, TopologyError
+    from netsum.controller.topology import load_topology
     try:
         topology = load_topology(opts.topo)
     except TopologyError as exc:
@@ -107,12 +105,12 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    import netsum_mn as M
+    from netsum.experiments import mnswitch as M
     from netsum.demo import format_table, write_png
     from netsum.jobrun import RunningJob
     from netsum.rig import job_counters
     from netsum.tensors import reference, synthetic_inputs
-    from workers import quant
+    from netsum.workers import quant
 
     opts.out.mkdir(parents=True, exist_ok=True)
     log_dir = opts.out / "logs"
@@ -319,11 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        parser = build_parser()
-    except ImportError as exc:
-        print(mnenv.wrong_python(PROG, __file__, exc), file=sys.stderr)
-        return 1
+    parser = build_parser()
     args = parser.parse_args(argv)
     opts = Options(topo=args.topo, job=args.job, elements=args.size, k=args.k, loss=args.loss,
                    bw=args.bw, out=args.out, timeout=args.timeout, seed=args.seed,

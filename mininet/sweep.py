@@ -5,13 +5,13 @@ hosts and links, with telemetry, a CSV and plots.
     sudo .venv/bin/python mininet/sweep.py --workers 2,4,8 --size 4MB --bw 20 \\
         --algo ina,ring --reps 3 --out results/sweep
 
-Each network (topology x workers x link rate x K x target) is built once (mininet/testbed.py)
+Each network (topology x workers x link rate x K x target) is built once (netsum/experiments/testbed.py)
 and every point on it (tensor size x loss) is run `--reps` times, the algorithms of a
 repetition one after the other, so that they are measured side by side on a shared machine.
-Outputs in --out: results.csv (one row per run and algorithm, netsum.sweep.FIELDS),
+Outputs in --out: results.csv (one row per run and algorithm, netsum.experiments.points.FIELDS),
 summary.csv (median, min and max of time and goodput per point and algorithm),
 telemetry.csv.gz (interface and P4 counters over time, long format), latency_quantiles.csv, the
-PNGs of netsum.expplots, sweep.json (the command, the machine, its load) and logs/.
+PNGs of netsum.experiments.plots, sweep.json (the command, the machine, its load) and logs/.
 
 Invariant: everything a network started is stopped (Testbed.close in a finally) before the
 next is built; Ctrl-C and SIGTERM take that path, then the results so far are written.
@@ -36,13 +36,12 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))          # testbed, netsum_mn, mnenv (not a package)
-if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))
-
-import mnenv  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+try:
+    from netsum.experiments import mnenv
+except ImportError as _exc:  # e.g. Debian's python3: it sees Mininet but not the project
+    sys.exit(f"sweep: error: cannot import {_exc.name or _exc} with {sys.executable}: run "
+             f"it with the project's Python, e.g. sudo {ROOT / '.venv/bin/python'} {__file__}")
 
 PROG = "sweep"
 #: INA workers' timing on shaped links: Linux TCP's RTO floor (TCP_RTO_MIN, 200 ms) instead of
@@ -116,7 +115,7 @@ def _workers(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from netsum.cli import parse_size
-    from wireformat import K_DEFAULT, K_SUPPORTED
+    from netsum.wire import K_DEFAULT, K_SUPPORTED
     p = argparse.ArgumentParser(
         prog=PROG, description="Sweep all-reduce algorithms under Mininet: INA through the P4 "
         "switch vs ring (and parameter server) between the hosts, on the same links.")
@@ -164,10 +163,10 @@ def _say(out: IO[str], text: str) -> None:
 
 def run_sweep(a: argparse.Namespace, got: Collected, out: IO[str]) -> bool:
     """Run every point; True when every result was correct."""
-    import testbed as T
+    from netsum.experiments import testbed as T
 
-    from netsum.expplots import latency_quantile_rows
-    from netsum.sweep import expand, row_of
+    from netsum.experiments.plots import latency_quantile_rows
+    from netsum.experiments.points import expand, row_of
     from netsum.tensors import synthetic_inputs
 
     points = expand(a.workers, a.size, a.bw, a.loss, [int(k) for k in a.k], a.topo, a.target)
@@ -203,7 +202,7 @@ def run_sweep(a: argparse.Namespace, got: Collected, out: IO[str]) -> bool:
 
 
 def _progress(done: int, total: int, r: dict[str, object]) -> str:
-    from netsum.sweep import size_text
+    from netsum.experiments.points import size_text
     ok = "ok" if r["ok"] else f"FAILED: {r['error']}"
     return (f"  [{done}/{total}] {r['topo']} n={r['workers']} {size_text(r['size_bytes'])} "
             f"loss={r['loss']:g} {r['algo']:<4} rep {r['rep']}: {r['time_s']:.2f} s "
@@ -215,7 +214,7 @@ def _progress(done: int, total: int, r: dict[str, object]) -> str:
 def _keep_plots(got: Collected, run: Any, row: dict[str, object], run_id: str,
                 quantile_rows: Callable[..., list[dict[str, object]]]) -> None:
     """Latency quantiles of the first repetition of each point (the CDF plot)."""
-    from netsum.sweep import size_text
+    from netsum.experiments.points import size_text
     if row["rep"] != 0:
         return
     lat = [x for arr in run.latencies for x in arr.tolist()]
@@ -226,8 +225,8 @@ def _keep_plots(got: Collected, run: Any, row: dict[str, object], run_id: str,
 
 def write_outputs(a: argparse.Namespace, got: Collected, started: float,
                   load_start: tuple[float, float, float], out: IO[str]) -> list[Path]:
-    from netsum import expplots
-    from netsum.sweep import FIELDS, summarize, write_csv
+    from netsum.experiments import plots as expplots
+    from netsum.experiments.points import FIELDS, summarize, write_csv
     a.out.mkdir(parents=True, exist_ok=True)
     write_csv(a.out / "results.csv", got.rows)
     summary = []
@@ -244,7 +243,7 @@ def write_outputs(a: argparse.Namespace, got: Collected, started: float,
         w.writerows(got.telemetry)
     write_csv(a.out / "latency_quantiles.csv", got.quantiles, ("label", "algo", "q",
                                                                 "latency_ms"))
-    from netsum.expplots import TELEMETRY_COLUMNS
+    from netsum.experiments.plots import TELEMETRY_COLUMNS
     pngs = expplots.write_from(a.out, got.rows, got.quantiles,
                                [dict(zip(TELEMETRY_COLUMNS, t)) for t in got.telemetry])
     meta = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -261,7 +260,7 @@ def write_outputs(a: argparse.Namespace, got: Collected, started: float,
 
 
 def _table(summary: list[dict[str, object]]) -> str:
-    from netsum.sweep import size_text
+    from netsum.experiments.points import size_text
     lines = [f"{'topo':<7}{'n':>3} {'size':>8} {'loss':>6} {'algo':<5} {'time s (min-max)':>22}"
              f" {'goodput Mb/s':>13}"]
     good = {tuple(r[k] for k in ("topo", "workers", "elements", "loss", "algo", "bw_mbps",
@@ -295,11 +294,7 @@ def _table(summary: list[dict[str, object]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        parser = build_parser()
-    except ImportError as exc:
-        print(mnenv.wrong_python(PROG, __file__, exc), file=sys.stderr)
-        return 1
+    parser = build_parser()
     a = parser.parse_args(argv)
     if a.reps < 1:
         parser.error("--reps must be at least 1")
@@ -318,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(got.rows)} runs done", file=sys.stderr)
         status = 130
     except Exception as exc:  # noqa: BLE001 - one line at the edge
-        import testbed as T
+        from netsum.experiments import testbed as T
         if not isinstance(exc, (T.TestbedError, SweepError, OSError)):
             raise
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import wireformat
-from netsum.paths import P4_BUILD_DIR, P4_DIR, ROOT
-from wireformat import K_DEFAULT, K_SUPPORTED
+from netsum import wire as wireformat
+from netsum.paths import CHECKOUT, P4_BUILD_DIR, P4_DIR
+from netsum.wire import K_DEFAULT, K_SUPPORTED
 
 __all__ = [
     "Backend", "BuildError", "Target", "Outputs", "GOLDEN_DIR", "GOLDEN_K", "targets",
@@ -42,7 +42,7 @@ __all__ = [
     "update_golden", "main",
 ]
 
-GOLDEN_DIR = ROOT / "tests" / "golden" / "p4"
+GOLDEN_DIR = (CHECKOUT or Path.cwd()) / "tests" / "golden" / "p4"
 #: The aggregation program, built once per K in wireformat.K_SUPPORTED.
 NETSUM_SOURCE = "netsum.p4"
 P4C_BINARY = "p4c-bm2-ss"
@@ -117,9 +117,14 @@ def golden_targets(p4_dir: Path = P4_DIR) -> list[Target]:
     return result
 
 
+def _base() -> Path:
+    """What source names are shown relative to: the checkout, else the working directory."""
+    return CHECKOUT or Path.cwd()
+
+
 def _display_name(source: Path) -> str:
     try:
-        return source.resolve().relative_to(ROOT).as_posix()
+        return source.resolve().relative_to(_base().resolve()).as_posix()
     except ValueError:
         return str(source)
 
@@ -147,7 +152,7 @@ def _netsum_compiler() -> tuple[Any, type[Exception]]:
     """compiler.compile_source and compiler.CompileError (docs/architecture.md)."""
     # Imported late so that `--p4c` and the CLI's error path work without netsum's compiler.
     try:
-        import compiler
+        from netsum import p4c as compiler
     except Exception as exc:  # noqa: BLE001 - a broken install is reported, not a traceback
         raise BuildError(f"netsum's compiler is not importable: "
                          f"{type(exc).__name__}: {exc}") from exc
@@ -180,7 +185,7 @@ def _compile_p4c(target: Target) -> Outputs:
         argv = [exe, "--arch", "v1model", *[f"-D{k}={v}" for k, v in target.defines],
                 "-o", str(out_json), "--p4runtime-files", str(out_info),
                 _display_name(target.source)]
-        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+        proc = subprocess.run(argv, cwd=_base(), capture_output=True, text=True)
         if proc.returncode != 0:
             raise BuildError(f"{' '.join(argv)} failed:\n{proc.stderr.strip()}")
         return Outputs(out_json.read_text(), out_info.read_text())
@@ -235,9 +240,8 @@ def _inputs(target: Target) -> list[Path]:
     leave the old K's build under the default's name)."""
     files = [p for p in target.source.parent.rglob("*") if p.is_file()]
     files.append(Path(wireformat.__file__))
-    compiler_dir = ROOT / "compiler"
-    if compiler_dir.is_dir():
-        files += [p for p in compiler_dir.rglob("*") if p.suffix in (".py", ".p4")]
+    compiler_dir = Path(__file__).resolve().parent / "p4c"
+    files += [p for p in compiler_dir.rglob("*") if p.suffix in (".py", ".p4")]
     return files
 
 

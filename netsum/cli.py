@@ -18,7 +18,7 @@ from types import FrameType
 from netsum import __version__
 from netsum.netns import netns_available
 from netsum.rig import BMV2_TOOLS, Mode, RigError, Target
-from wireformat import K_DEFAULT, K_SUPPORTED
+from netsum.wire import K_DEFAULT, K_SUPPORTED
 
 __all__ = ["main", "build_parser", "parse_size"]
 

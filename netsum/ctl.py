@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from controller import cli
-from controller.errors import ControllerError
+from netsum.controller import cli
+from netsum.controller.errors import ControllerError
 
 __all__ = ["main", "build_netsum"]
 

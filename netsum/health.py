@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controller import program as P
-from controller.client import Endpoint
-from controller.errors import ControllerError
-from controller.queues import get_stats
+from netsum.controller import program as P
+from netsum.controller.client import Endpoint
+from netsum.controller.errors import ControllerError
+from netsum.controller.queues import get_stats
 
 __all__ = ["SHOULD_BE_ZERO", "SwitchHealth", "read_switch", "job_refusals", "problems", "summary"]
 
-#: Device statistics (switch/stats.py) that count faults, never ordinary traffic.
+#: Device statistics (netsum/switch/stats.py) that count faults, never ordinary traffic.
 SHOULD_BE_ZERO: tuple[str, ...] = (
     "internal_errors", "udp_foreign", "register_oob", "counter_oob", "assert_failures",
     "loop_limit", "recirc_loops", "tx_errors",

@@ -55,7 +55,7 @@ class JobOutcome:
     # checked, for display.
     problems: tuple[str, ...] = ()
     health: str = ""
-    # Why the job ran on the host ring fallback (workers.ring) instead of the switch: the
+    # Why the job ran on the host ring fallback (netsum.workers.ring) instead of the switch: the
     # controller's refusal ("" for a job that ran where it was asked to).
     fallback: str = ""
 

@@ -5,7 +5,7 @@ addressing plan is netsum.rigtopo's): build the P4 program for K, write a topolo
 the switch (`netsum-switch`, or real `simple_switch_grpc` for `Target.BMV2`) on UDP-tunnel ports
 (`Mode.UDP`, no privileges) or on veth pairs into network namespaces (`Mode.NETNS`, root) --
 or, with `leaves`, a two-level SHARP-style tree of switch daemons joined by UDP links -- push
-pipeline, forwarding and the drop simulator through `controller.fabric.Controller`, then run
+pipeline, forwarding and the drop simulator through `netsum.controller.fabric.Controller`, then run
 jobs: each job gets a fresh id and a fresh slot range (or, asked to, runs again under its id
 after a reset: a new epoch), its workers are real `netsum-worker` processes reading their
 tensors from .npy files and writing the sums back, and the rig checks every sum against the
@@ -38,10 +38,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from controller.client import Endpoint
-from controller.errors import AllocationError, ControllerError
-from controller.fabric import Controller, load_program
-from controller.topology import JobSpec, load_topology
+from netsum.controller.client import Endpoint
+from netsum.controller.errors import AllocationError, ControllerError
+from netsum.controller.fabric import Controller, load_program
+from netsum.controller.topology import JobSpec, load_topology
 from netsum import health
 from netsum.jobrun import JobOutcome, RunningJob, WorkerOutcome
 from netsum.netns import NetnsError, NetnsLab, netns_available
@@ -50,11 +50,11 @@ from netsum.rigtopo import SUBNET_PREFIX, HostPlan, plan_layout, topology_doc
 from netsum.switchproc import (RigError, SwitchReady, free_tcp_ports, free_udp_ports,
                                parse_ready_line, wait_switch_ready)
 from netsum.tensors import Reference, reference
-from wireformat import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
-from workers import quant
-from workers.errors import WorkerError
-from workers.hostcli import ALGORITHMS
-from workers.hostnet import DEFAULT_PORT as HOST_PORT
+from netsum.wire import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
+from netsum.workers import quant
+from netsum.workers.errors import WorkerError
+from netsum.workers.hostcli import ALGORITHMS
+from netsum.workers.hostnet import DEFAULT_PORT as HOST_PORT
 
 __all__ = ["Mode", "Target", "RigConfig", "RigError", "WorkerOutcome", "JobOutcome",
            "RunningJob", "Rig", "missing_bmv2_tools", "job_counters", "SwitchReady",
@@ -321,7 +321,7 @@ class Rig:
         head = [str(self._bin / "netsum-switch")]
         if self.config.switch_profile is not None:
             head = [sys.executable, "-m", "cProfile", "-o", str(self.config.switch_profile),
-                    "-m", "switch"]
+                    "-m", "netsum.switch"]
         pcap: list[str] = []
         if self.config.pcap:
             where = self.work_dir / "pcap" / name
@@ -388,7 +388,7 @@ class Rig:
         """Start one all-reduce of `inputs` (one tensor per worker, any float32 shape).
         `worker_args` go on every worker's `netsum-worker` command line (e.g. timing options).
         `algo`: "ina" through the switch; "ring" or "ps", the host baselines over TCP between
-        the workers (workers.ring, workers.ps) on the same hosts, with no switch job: in mode
+        the workers (netsum.workers.ring, workers.ps) on the same hosts, with no switch job: in mode
         netns their traffic crosses the switch as plain L2 forwarding, in mode udp (no
         namespaces) it goes straight over loopback.
         `ranks`: the workers of this job (default all; jobs on disjoint ranks may run at once).
@@ -436,12 +436,12 @@ class Rig:
                 self.job_ranks[job_id] = ranks
         except AllocationError as exc:
             # Another job holds the slots this one needs: the same all-reduce on the hosts
-            # (workers.ring: same quantization, same integer sums, same check), as ATP does.
+            # (netsum.workers.ring: same quantization, same integer sums, same check), as ATP does.
             if ranks != tuple(range(cfg.workers)):
                 raise RigError(f"controller: job {self._next_job}: {exc}") from None
             reason = f"no switch slots: {exc.message}"
             self.say(f"job {self._next_job}: {reason}; running it as a host ring all-reduce "
-                     "(workers.ring) instead")
+                     "(netsum.workers.ring) instead")
             job = self._start_host_job(inputs, ref, blocks, "ring", worker_args)
             job.fallback = reason
             return job
@@ -559,7 +559,7 @@ class Rig:
 
     def pcap_in(self, name: str) -> Path:
         """The pcap file of what host `name`'s switch port received (RigConfig.pcap)."""
-        from switch.ports import parse_port_spec
+        from netsum.switch.ports import parse_port_spec
 
         h = self.host(name)
         spec = parse_port_spec(self.port_specs[name])

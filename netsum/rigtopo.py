@@ -1,6 +1,6 @@
 """The rig's network layout: which switches, which host on which switch port, which links.
 
-Owns the addressing plan of a run and the topology file it becomes (controller.topology's
+Owns the addressing plan of a run and the topology file it becomes (netsum.controller.topology's
 format, docs/controller.md): one switch `s1` with the workers on ports 1..N, or a two-level
 tree (SHARP style) with the workers dealt round-robin over `leaves` leaf switches, each leaf's
 uplink on its last port, and the root's downlinks on ports 1..leaves.  `bystanders` are further
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wireformat import UDP_PORT
+from netsum.wire import UDP_PORT
 
 __all__ = ["SwitchPlan", "HostPlan", "Layout", "plan_layout", "topology_doc", "SINGLE_SERVICE"]
 
@@ -34,7 +34,7 @@ class HostPlan:
 @dataclass(frozen=True, slots=True)
 class SwitchPlan:
     name: str
-    role: str                          # single | leaf | root (controller.topology.Role)
+    role: str                          # single | leaf | root (netsum.controller.topology.Role)
     parent: str | None
     service_mac: str
     service_ip: str
@@ -98,7 +98,7 @@ def plan_layout(workers: int, leaves: int = 0, bystanders: int = 0) -> Layout:
 
 
 def topology_doc(layout: Layout, grpc_addrs: dict[str, str], pool_slots: int) -> dict[str, object]:
-    """The topology file (controller.topology's format) for `layout`; no jobs (the rig
+    """The topology file (netsum.controller.topology's format) for `layout`; no jobs (the rig
     creates them one by one)."""
     links = []
     for s in layout.switches:

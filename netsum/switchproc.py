@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netsum.procs import Child
-from wireformat import UDP_PORT
+from netsum.wire import UDP_PORT
 
 __all__ = ["RigError", "SwitchReady", "parse_ready_line", "wait_switch_ready", "free_udp_ports",
            "free_tcp_ports"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers import quant
+from netsum.workers import quant
 
 __all__ = ["synthetic_inputs", "Reference", "reference", "Verdict", "check_result"]
 

@@ -26,7 +26,7 @@ for src in tests/p4programs/*.p4; do
     fi
 done
 cp p4/netsum.p4 "$out/netsum/netsum.p4"
-for k in $(.venv/bin/python -c 'from wireformat import K_SUPPORTED; print(*K_SUPPORTED)'); do
+for k in $(.venv/bin/python -c 'from netsum.wire import K_SUPPORTED; print(*K_SUPPORTED)'); do
     (cd "$out/netsum" && "$p4c" --arch v1model -DNETSUM_K="$k" -o "netsum_k$k.json" \
         --p4runtime-files "netsum_k$k.p4info.txtpb" netsum.p4) || { echo "p4c rejects netsum.p4 at K=$k" >&2; status=1; }
 done

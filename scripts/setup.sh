@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# gcc + python3-dev: the switch's native backend (switch/native) compiles generated C against
+# gcc + python3-dev: the switch's native backend (netsum/switch/native) compiles generated C against
 # CPython's headers; without them the switch runs its Python path.
 APT_PKGS=(mininet iproute2 ethtool iputils-ping tcpdump bridge-utils cpp gcc python3-dev)
 PY=${PYTHON:-python3}

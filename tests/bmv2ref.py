@@ -1,7 +1,7 @@
 """A small BMv2 JSON interpreter, written from the JSON format (bmv2 docs/JSON_format.md) and
 v1model's packet life cycle, as an independent reference for the switch's generated code.
 
-It shares nothing with switch/: no expression compiler, no code generation, no layout.  It
+It shares nothing with netsum/switch/: no expression compiler, no code generation, no layout.  It
 walks the JSON per packet, keeps headers as dicts of Python ints, evaluates expressions
 recursively with unbounded integers and truncates on writes, as bmv2 does.  It covers the
 subset netsum.p4 and the switch's randomised test programs use: regular extracts, `set`,
@@ -11,7 +11,7 @@ checksum update, the deparser.  Anything else raises NotImplementedError, so a t
 pass by skipping what it does not know.
 
 Control-plane state comes in as data: `Reference.from_device` copies table entries, default
-actions and multicast groups out of a configured `switch.device.Device` through its
+actions and multicast groups out of a configured `netsum.switch.device.Device` through its
 control-plane API (what a P4Runtime client would read back), not through the packet path.
 """
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Reference:
 
     @classmethod
     def from_device(cls, j: dict[str, Any], dev: Any, seed: int | None = None) -> Reference:
-        from switch.entries import Exact   # the control plane's value type, read as data
+        from netsum.switch.entries import Exact   # the control plane's value type, read as data
         ref = cls(j, seed=seed)
         pl = dev.pipeline
         for name, t in pl.tables.items():

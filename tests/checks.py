@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from netsum.tensors import check_result, reference
-from wireformat import K_DEFAULT
+from netsum.wire import K_DEFAULT
 
 __all__ = ["assert_sum_of_inputs"]
 

@@ -47,7 +47,7 @@ UNIT = ROOT / "tests" / "unit"
 def _unit_tier_on_the_python_path(request: pytest.FixtureRequest,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Unit tests build hundreds of small programs through Device.build_pipeline, whose
-    automatic choice would compile each one's native module (switch/native) in the
+    automatic choice would compile each one's native module (netsum/switch/native) in the
     background: the unit tier tests the Python path (the reference), and
     test_switch_native asks for the native backend explicitly and compares the two.  The
     end-to-end tiers keep the automatic choice (daemons, P4Runtime).  NETSUM_NATIVE set in

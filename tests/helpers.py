@@ -22,8 +22,8 @@ import pytest
 
 from netsum.procs import Child, ProcessGroup
 from netsum.rig import Rig, RigConfig, RigError, SwitchReady, free_udp_ports, wait_switch_ready
-from switch.device import Device
-from switch.p4rt import P4RuntimeServer
+from netsum.switch.device import Device
+from netsum.switch.p4rt import P4RuntimeServer
 
 __all__ = ["BIN", "ROOT", "free_port", "free_udp_ports", "built_netsum", "embedded_server",
            "SwitchDaemon", "switch_cmd", "checkout_env", "switch_module", "started_rigs",
@@ -44,7 +44,7 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 def built_netsum(k: int) -> tuple[Path, Path]:
     """(p4info, json) of p4/netsum.p4 for K=k, built by netsum.build if stale; a build failure
     fails the test with the compiler's message."""
-    build = pytest.importorskip("netsum.build")
+    from netsum import build
     try:
         json_path, info_path = build.ensure_built(k=k)
     except build.BuildError as exc:
@@ -66,7 +66,7 @@ def embedded_server(device_id: int) -> Iterator[tuple[Device, P4RuntimeServer]]:
 
 def switch_cmd(*args: str) -> list[str]:
     """`python -m switch ARGS`: run with `checkout_env()`, the checkout's switch package."""
-    return [sys.executable, "-m", "switch", *args]
+    return [sys.executable, "-m", "netsum.switch", *args]
 
 
 def checkout_env() -> dict[str, str]:
@@ -107,8 +107,8 @@ def started_rigs(counts: Sequence[int], work_dir: Callable[[int], Path],
 
 def switch_stats(grpc_addr: str) -> dict[str, Any]:
     """{"stats": {...}, "first_error": ...} of a running netsum-switch (GetStats)."""
-    from controller.client import Endpoint
-    from controller.queues import get_stats
+    from netsum.controller.client import Endpoint
+    from netsum.controller.queues import get_stats
 
     return get_stats(Endpoint(grpc_addr, 0), timeout=10.0)
 

@@ -23,9 +23,9 @@ from typing import Protocol
 
 import numpy as np
 
-from wireformat import Flags, MsgType
-from workers import wire
-from workers.core import CoreState, Step, WorkerCore
+from netsum.wire import Flags, MsgType
+from netsum.workers import wire
+from netsum.workers.core import CoreState, Step, WorkerCore
 
 __all__ = ["Fabric", "OracleSwitch", "LossyLink", "Network", "SlotSet"]
 

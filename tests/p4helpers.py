@@ -3,7 +3,7 @@
 Owns: building and dissecting netsum frames with scapy (the header is packed from
 `wireformat.HEADER_FIELDS`, independently of the workers' wire code, so a test built on
 these helpers checks the P4 program against the protocol definition and not against itself),
-and `NetsumSwitch`, a thin wrapper over `switch.device.Device` that installs netsum.p4's table
+and `NetsumSwitch`, a thin wrapper over `netsum.switch.device.Device` that installs netsum.p4's table
 entries by their P4Info names (p4/README.md).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from wireformat import HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, UDP_PORT, MsgType
+from netsum.wire import HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, UDP_PORT, MsgType
 
 __all__ = [
     "netsum_config", "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host", "pack_header", "unpack_header",
@@ -151,7 +151,7 @@ def parse_frame(frame: bytes, k: int = K_DEFAULT) -> Parsed:
 
 
 class NetsumSwitch:
-    """netsum.p4 loaded into an embedded `switch.device.Device`, configured by table name."""
+    """netsum.p4 loaded into an embedded `netsum.switch.device.Device`, configured by table name."""
 
     ING = "NetsumIngress"
     EGR = "NetsumEgress"
@@ -159,7 +159,7 @@ class NetsumSwitch:
     def __init__(self, config: bytes, device_id: int = 0) -> None:
         """`config`: the BMv2 JSON bytes (e.g. of `netsum.build.ensure_built(k)[0]`)."""
         # Imported here: tests that only build frames do not need the switch package.
-        from switch.device import Device
+        from netsum.switch.device import Device
 
         self.device = Device(device_id=device_id)
         self.pipeline = Device.build_pipeline(config)
@@ -167,21 +167,21 @@ class NetsumSwitch:
 
     # ---- control plane ----
     def insert(self, table: str, key: Iterable[Any], action: str, params: Sequence[int] = ()) -> None:
-        from switch.entries import ActionCall, TableEntry
+        from netsum.switch.entries import ActionCall, TableEntry
 
         self.pipeline.tables[table].insert(
             TableEntry(key=tuple(key), action=ActionCall(action, tuple(params))))
 
     def add_job_root(self, job_id: int, slot_base: int, num_slots: int, num_workers: int,
                      mgid: int) -> None:
-        from switch.entries import Exact
+        from netsum.switch.entries import Exact
 
         self.insert(f"{self.ING}.job", [Exact(job_id)], f"{self.ING}.job_root",
                     [slot_base, num_slots, num_workers, mgid])
 
     def add_job_leaf(self, job_id: int, slot_base: int, num_slots: int, num_workers: int,
                      mgid: int, up_port: int, leaf: Host, up: Host) -> None:
-        from switch.entries import Exact
+        from netsum.switch.entries import Exact
 
         self.insert(f"{self.ING}.job", [Exact(job_id)], f"{self.ING}.job_leaf",
                     [slot_base, num_slots, num_workers, mgid, up_port, mac_int(leaf.mac),
@@ -189,7 +189,7 @@ class NetsumSwitch:
 
     def add_member(self, job_id: int, host: Host, index: int) -> None:
         """Membership as the controller installs it: (job, the host's port, IPv4, MAC)."""
-        from switch.entries import Exact
+        from netsum.switch.entries import Exact
 
         self.insert(f"{self.ING}.member", [Exact(job_id), Exact(host.port), Exact(ip_int(host.ip)),
                                            Exact(mac_int(host.mac))],
@@ -197,7 +197,7 @@ class NetsumSwitch:
 
     def allow_results(self, job_id: int, ports: Iterable[int]) -> None:
         """`result_port` entries: the job's RESULTs may leave on these ports (its members')."""
-        from switch.entries import Exact
+        from netsum.switch.entries import Exact
 
         for port in sorted(set(ports)):
             self.insert(f"{self.EGR}.result_port", [Exact(job_id), Exact(port)],
@@ -205,7 +205,7 @@ class NetsumSwitch:
 
     def add_result_group(self, mgid: int, hosts: Sequence[Host], rid_base: int) -> None:
         """Multicast group + one replica rewrite per host (rid = rid_base + position)."""
-        from switch.entries import Exact, Replica
+        from netsum.switch.entries import Exact, Replica
 
         self.pipeline.pre.mc_group_insert(
             mgid, [Replica(h.port, rid_base + i) for i, h in enumerate(hosts)])
@@ -226,12 +226,12 @@ class NetsumSwitch:
     def set_epoch(self, job_id: int, epoch: int) -> None:
         """What a controller does when it re-installs a job id: rounds left by the earlier run
         in the job's slots then count as empty."""
-        from switch.entries import Exact
+        from netsum.switch.entries import Exact
 
         self.insert(f"{self.ING}.job_epoch", [Exact(job_id)], f"{self.ING}.set_epoch", [epoch])
 
     def set_drop_rate(self, port: int, threshold: int, egress: bool = False) -> None:
-        from switch.entries import Exact
+        from netsum.switch.entries import Exact
 
         ctl, suffix = (self.EGR, "out") if egress else (self.ING, "in")
         self.insert(f"{ctl}.drop_sim_{suffix}", [Exact(port)], f"{ctl}.set_drop_{suffix}",

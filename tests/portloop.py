@@ -1,7 +1,7 @@
 """A PortSet served by its own thread, for the differential tests of the port loops.
 
-`LoopedPorts` opens a `switch.ports.PortSet` on one device with the C port loop
-(switch/native/io.py) or the Python loop, runs `PortSet.run` in a thread and plays frames into
+`LoopedPorts` opens a `netsum.switch.ports.PortSet` on one device with the C port loop
+(netsum/switch/native/io.py) or the Python loop, runs `PortSet.run` in a thread and plays frames into
 its ports from the ports' peers (UDP on 127.0.0.1) or from interfaces (AF_PACKET on veths the
 caller made), or from a foreign socket; it waits after each burst until the switch has taken
 every frame, so two runs of one sequence see the same interleaving of ports, and collects what
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from switch.device import Device
-from switch.ports import PortSet, parse_port_spec
+from netsum.switch.device import Device
+from netsum.switch.ports import PortSet, parse_port_spec
 
 __all__ = ["LoopedPorts", "looped", "sent_out", "ENV"]
 

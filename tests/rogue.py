@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from wireformat import UDP_PORT, MsgType
+from netsum.wire import UDP_PORT, MsgType
 
 __all__ = ["captured_data", "with_field", "is_netsum", "UdpRogue", "NetnsRogue"]
 

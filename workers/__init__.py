@@ -1,21 +1,21 @@
 """netsum workers: the wire protocol, block floating point quantization, the sans-I/O worker
 core, transports and the allreduce API.
 
-    from workers import allreduce, JobConfig, UdpTransport
+    from netsum.workers import allreduce, JobConfig, UdpTransport
     with UdpTransport(service=("10.0.0.254", UDP_PORT)) as t:
         result = allreduce(grad, t, JobConfig(job_id=1, num_workers=4, num_slots=256))
     result.tensor, result.stats
 """
 from __future__ import annotations
 
-from wireformat import K_DEFAULT, MAX_WORKERS, UDP_PORT
-from workers.api import Worker, allreduce
-from workers.core import AllreduceResult, JobConfig, Stats, Timing, WorkerCore
-from workers.errors import (NonFiniteError, ProtocolStateError, QuantError, ResultError,
+from netsum.wire import K_DEFAULT, MAX_WORKERS, UDP_PORT
+from netsum.workers.api import Worker, allreduce
+from netsum.workers.core import AllreduceResult, JobConfig, Stats, Timing, WorkerCore
+from netsum.workers.errors import (NonFiniteError, ProtocolStateError, QuantError, ResultError,
                             SumOverflowError, TransportError, WireError, WorkerError,
                             WorkerTimeoutError)
-from workers.transport import FrameTransport, Transport, UdpTransport
-from workers.wire import Endpoint
+from netsum.workers.transport import FrameTransport, Transport, UdpTransport
+from netsum.workers.wire import Endpoint
 
 __all__ = [
     "allreduce", "Worker", "AllreduceResult", "JobConfig", "Stats", "Timing", "WorkerCore",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from workers.core import AllreduceResult, CoreState, Event, JobConfig, Timing, WorkerCore
-from workers.errors import ProtocolStateError, QuantError, SumOverflowError, WorkerError
-from workers.transport import BatchTransport, Transport
+from netsum.workers.core import AllreduceResult, CoreState, Event, JobConfig, Timing, WorkerCore
+from netsum.workers.errors import ProtocolStateError, QuantError, SumOverflowError, WorkerError
+from netsum.workers.transport import BatchTransport, Transport
 
 __all__ = ["allreduce", "Worker"]
 

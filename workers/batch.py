@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from wireformat import EXP_ZERO, MAX_SLOTS, ROUND_BITS, MsgType
-from workers import quant, wire
-from workers.errors import QuantError
+from netsum.wire import EXP_ZERO, MAX_SLOTS, ROUND_BITS, MsgType
+from netsum.workers import quant, wire
+from netsum.workers.errors import QuantError
 
 __all__ = ["encode_tensor"]
 

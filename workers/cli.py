@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from wireformat import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
-from workers import hostcli, quant, wire
-from workers.api import Worker
-from workers.core import AllreduceResult, JobConfig, Timing
-from workers.errors import WorkerError
-from workers.ring import HostResult
-from workers.transport import FrameTransport, Transport, UdpTransport, parse_hostport
+from netsum.wire import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
+from netsum.workers import hostcli, quant, wire
+from netsum.workers.api import Worker
+from netsum.workers.core import AllreduceResult, JobConfig, Timing
+from netsum.workers.errors import WorkerError
+from netsum.workers.ring import HostResult
+from netsum.workers.transport import FrameTransport, Transport, UdpTransport, parse_hostport
 
 __all__ = ["main", "build_parser", "synthetic"]
 

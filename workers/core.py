@@ -16,7 +16,7 @@ round each slot takes next is returned (`next_rounds`) for the next call.
 Two faces over one implementation:
 * `start/receive/tick` take and return bytes and events (`Step`): tests, the oracle, several
   cores over one socket (netsum.training.lanes);
-* `start_frames/receive_frames/tick_frames` are the hot path of `workers.allreduce`: results
+* `start_frames/receive_frames/tick_frames` are the hot path of `netsum.workers.allreduce`: results
   are read in place from a batch of receive buffers (memoryviews), and what to send is a list of
   slot numbers whose packets sit ready in `frames` (workers/window.py: one buffer per window,
   the transport's frame prefix included).  No per-packet Python object is made: no bytes, no
@@ -34,18 +34,18 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from wireformat import EXP_ZERO, HEADER_BYTES, ROUND_BITS, Flags, MsgType
-from workers import quant, wire
-from workers.coretypes import (ALLOWED_CALLS, TRANSITIONS, AgreementError, AllreduceResult,
+from netsum.wire import EXP_ZERO, HEADER_BYTES, ROUND_BITS, Flags, MsgType
+from netsum.workers import quant, wire
+from netsum.workers.coretypes import (ALLOWED_CALLS, TRANSITIONS, AgreementError, AllreduceResult,
                                ChunkDone, CoreState, DuplicateResult, Event, Finished, JobConfig,
                                Rejected, Retransmitted, StaleResult, Stats, Step, Timing,
                                Trigger, rejection)
-from workers.errors import ProtocolStateError, ResultError, WorkerTimeoutError
-from workers.recovery import IDLE as _IDLE
-from workers.recovery import SLOT_BITS as _SLOT_BITS
-from workers.recovery import LossRecovery
-from workers.status import StatusBook
-from workers.window import TxWindow
+from netsum.workers.errors import ProtocolStateError, ResultError, WorkerTimeoutError
+from netsum.workers.recovery import IDLE as _IDLE
+from netsum.workers.recovery import SLOT_BITS as _SLOT_BITS
+from netsum.workers.recovery import LossRecovery
+from netsum.workers.status import StatusBook
+from netsum.workers.window import TxWindow
 
 __all__ = [
     "JobConfig", "Timing", "CoreState", "Trigger", "TRANSITIONS", "ALLOWED_CALLS",

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wireformat import HEADER_BYTES, K_DEFAULT, MAX_SLOTS, MAX_WORKERS
-from workers import wire
-from workers.errors import ResultError, WireError
+from netsum.wire import HEADER_BYTES, K_DEFAULT, MAX_SLOTS, MAX_WORKERS
+from netsum.workers import wire
+from netsum.workers.errors import ResultError, WireError
 
 __all__ = [
     "JobConfig", "Timing", "CoreState", "Trigger", "TRANSITIONS", "ALLOWED_CALLS",

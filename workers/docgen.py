@@ -1,5 +1,5 @@
 """Generated parts of docs/protocol.md and docs/quantization.md: the header byte diagram, the
-field and constant tables, and the scale-shift table, all rendered from wireformat/ and
+field and constant tables, and the scale-shift table, all rendered from netsum/wire/ and
 workers/quant.py.  A test compares the docs with these renderings, so the docs cannot drift from
 the code.  `python -m workers.docgen` rewrites the generated blocks in place.
 """
@@ -10,9 +10,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import wireformat as protocol
-from wireformat import HEADER_FIELDS, MsgType
-from workers import quant
+from netsum import wire as protocol
+from netsum.wire import HEADER_FIELDS, MsgType
+from netsum.workers import quant
 
 __all__ = ["byte_diagram", "field_table", "constants_table", "scale_table", "BLOCKS",
            "render_into", "main"]

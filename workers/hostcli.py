@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.hostnet import parse_peers
-from workers.ps import HostServer
-from workers.ring import PIECE_BYTES, HostAllreduce, HostJob, HostResult, HostRing
+from netsum.workers.hostnet import parse_peers
+from netsum.workers.ps import HostServer
+from netsum.workers.ring import PIECE_BYTES, HostAllreduce, HostJob, HostResult, HostRing
 
 __all__ = ["add_arguments", "host_job", "run_host", "report", "wait_until", "ALGORITHMS"]
 

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from workers.errors import TransportError, WorkerError
-from workers.ringplan import HEADER, HELLO, Header, Hello, Kind, RingWireError
+from netsum.workers.errors import TransportError, WorkerError
+from netsum.workers.ringplan import HEADER, HELLO, Header, Hello, Kind, RingWireError
 
 __all__ = ["Peer", "PeerError", "TcpCounters", "tcp_counters", "listen", "connect_peer",
            "await_hello", "accept_peer", "recv_exact", "parse_peers", "DEFAULT_PORT"]

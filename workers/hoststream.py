@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.errors import WorkerTimeoutError
-from workers.hostnet import Peer, PeerError
-from workers.ringplan import HEADER, Header, Kind, Piece, RingWireError
+from netsum.workers.errors import WorkerTimeoutError
+from netsum.workers.hostnet import Peer, PeerError
+from netsum.workers.ringplan import HEADER, Header, Kind, Piece, RingWireError
 
 __all__ = ["Link", "Inbound", "PassCounters", "pump", "message"]
 

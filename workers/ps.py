@@ -1,7 +1,7 @@
 """Parameter-server all-reduce over TCP: rank 0 sums every rank's tensor and sends the sum back.
 
 The simplest host baseline: rank 0's link carries (n-1) tensors in each direction, so it is n-1
-times slower than the switch on the same links (the ring spreads that load, see workers.ring).
+times slower than the switch on the same links (the ring spreads that load, see netsum.workers.ring).
 Same payload, exponent agreement and result as the ring and the switch; the same statistics.
 
 Owns: rank 0 accepting the n-1 other ranks (each HELLO says which) and summing piece by piece
@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from workers import quant
-from workers.errors import ProtocolStateError
-from workers.hostnet import accept_peer, await_hello, connect_peer, listen
-from workers.hoststream import Inbound, Link, PassCounters, message, pump
-from workers.ring import HostAllreduce, HostJob, PassResult, wire_format
-from workers.ringplan import Header, Kind, Piece, pieces
+from netsum.workers import quant
+from netsum.workers.errors import ProtocolStateError
+from netsum.workers.hostnet import accept_peer, await_hello, connect_peer, listen
+from netsum.workers.hoststream import Inbound, Link, PassCounters, message, pump
+from netsum.workers.ring import HostAllreduce, HostJob, PassResult, wire_format
+from netsum.workers.ringplan import Header, Kind, Piece, pieces
 
 __all__ = ["HostServer"]
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from wireformat import EXP_BIAS, EXP_ZERO, MAX_WORKERS
-from workers.errors import NonFiniteError, QuantError, SumOverflowError
+from netsum.wire import EXP_BIAS, EXP_ZERO, MAX_WORKERS
+from netsum.workers.errors import NonFiniteError, QuantError, SumOverflowError
 
 __all__ = [
     "EXP_MIN", "EXP_MAX", "INT32_MAX", "as_tensor", "num_blocks", "scale_shift",

@@ -11,9 +11,9 @@ from collections import deque
 
 import numpy as np
 
-from wireformat import Flags
-from workers.coretypes import Event, Retransmitted, Timing
-from workers.window import TxWindow
+from netsum.wire import Flags
+from netsum.workers.coretypes import Event, Retransmitted, Timing
+from netsum.workers.window import TxWindow
 
 __all__ = ["LossRecovery", "IDLE", "SLOT_BITS", "SLOT_MASK"]
 

@@ -7,12 +7,12 @@ and the host fallback for a job that gets no switch slots.
     # or, once: ring_allreduce(grad, job)
 
 Owns: the connections to the two ring neighbours (kept across calls), the exponent agreement
-and the integer sum as two passes of the same bandwidth-optimal ring (workers.ringplan has the
+and the integer sum as two passes of the same bandwidth-optimal ring (netsum.workers.ringplan has the
 schedule), the event loop that streams pieces to the right while reading from the left, and
 the statistics.
 
 Same payload, chunking and result as the switch: block floating point with K values per block
-(workers.quant); the agreed exponent of a block is the max of every rank's proposal (pass 1:
+(netsum.workers.quant); the agreed exponent of a block is the max of every rank's proposal (pass 1:
 uint8 per block, max-reduced), the values are quantized with it and summed as int32 (pass 2),
 then dequantized.  Integer sums are exact and the agreed exponents are the ones the switch
 computes, so the result equals the switch's bit for bit, within the same documented bound.
@@ -33,13 +33,13 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from workers import quant
-from workers.errors import ProtocolStateError
-from workers.hostnet import (Peer, PeerError, TcpCounters, accept_peer, await_hello,
+from netsum.workers import quant
+from netsum.workers.errors import ProtocolStateError
+from netsum.workers.hostnet import (Peer, PeerError, TcpCounters, accept_peer, await_hello,
                              connect_peer, listen, parse_peers, tcp_counters)
-from workers.hoststream import Inbound, Link, PassCounters, message, pump
-from wireformat import K_DEFAULT, K_SUPPORTED, MAX_WORKERS
-from workers.ringplan import (Header, Hello, Kind, Piece, pieces, receives, segments,
+from netsum.workers.hoststream import Inbound, Link, PassCounters, message, pump
+from netsum.wire import K_DEFAULT, K_SUPPORTED, MAX_WORKERS
+from netsum.workers.ringplan import (Header, Hello, Kind, Piece, pieces, receives, segments,
                               send_segment, steps)
 
 __all__ = ["HostJob", "HostStats", "HostResult", "HostAllreduce", "HostRing", "PassResult",
@@ -286,7 +286,7 @@ class HostRing(HostAllreduce):
 
     def _pass(self, acc: np.ndarray, kind: Kind, length: int, end: float | None) -> PassResult:
         """One pass of the ring over `acc` (nb x width), in place: max of the exponents or sum
-        of the values, on every rank (the schedule is workers.ringplan's)."""
+        of the values, on every rank (the schedule is netsum.workers.ringplan's)."""
         j = self.job
         n, r = j.workers, j.rank
         res = PassResult(PassCounters())

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wireformat import HEADER_BYTES
-from workers import wire
+from netsum.wire import HEADER_BYTES
+from netsum.workers import wire
 
 __all__ = ["StatusBook"]
 

@@ -11,7 +11,7 @@
 Both keep one socket open and send prebuilt bytes (the frame prefix is computed once).  Both
 are non-blocking; `receive(timeout)` waits up to `timeout` and drains what is queued.
 
-The hot path of `workers.allreduce` (`BatchTransport`) moves no bytes objects: `send_frames`
+The hot path of `netsum.workers.allreduce` (`BatchTransport`) moves no bytes objects: `send_frames`
 sends the worker core's frames in place (memoryviews of its one buffer per window, which
 carry `frame_prefix`), and `receive_into` drains the socket with `recv_into` into preallocated
 rows, checks each frame by comparing its first bytes with the last header block that passed
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from wireformat import HEADER_BYTES, K_DEFAULT, UDP_PORT
-from workers import mmsg, wire
-from workers.errors import TransportError, WireError
+from netsum.wire import HEADER_BYTES, K_DEFAULT, UDP_PORT
+from netsum.workers import mmsg, wire
+from netsum.workers.errors import TransportError, WireError
 
 __all__ = ["Transport", "BatchTransport", "TransportCounters", "UdpTransport", "FrameTransport",
            "parse_hostport"]

@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 
-from wireformat import EXP_BIAS, EXP_ZERO, HEADER_BYTES, MsgType
-from workers import quant, wire
+from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, MsgType
+from netsum.workers import quant, wire
 
 __all__ = ["TxWindow"]
 

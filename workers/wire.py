@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-import wireformat as protocol
-from wireformat import (HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT, Flags, MsgType,
+from netsum import wire as protocol
+from netsum.wire import (HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT, Flags, MsgType,
                         round_set)
-from workers.errors import WireError
+from netsum.workers.errors import WireError
 
 __all__ = [
     "Unit", "header_units", "header_dtype", "packet_dtype", "Header", "Packet", "check_k",

@@ -63,7 +63,7 @@ def compile_netsum(prog: Program, out: Path, timeout: float = 300.0) -> tuple[Pa
     out.mkdir(parents=True, exist_ok=True)
     info = out / f"{prog.name}.p4info.txtpb"
     json_path = out / f"{prog.name}.json"
-    argv = [sys.executable, "-m", "compiler", str(prog.source.resolve()), "-o", str(out.resolve()),
+    argv = [sys.executable, "-m", "netsum.p4c", str(prog.source.resolve()), "-o", str(out.resolve()),
             "--p4runtime-files", str(info.resolve())]
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,

@@ -108,7 +108,7 @@ class NetsumSwitch:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
             self.socks[p] = s
             specs += ["-i", f"{p}@udp:127.0.0.1:0,127.0.0.1:{s.getsockname()[1]}"]
-        argv = [sys.executable, "-m", "switch", "--no-p4", "--device-id", str(self.device_id),
+        argv = [sys.executable, "-m", "netsum.switch", "--no-p4", "--device-id", str(self.device_id),
                 "--seed", "1", *specs, "--", "--grpc-server-addr", "127.0.0.1:0"]
         self.child = self.procs.start("switch", argv)
         try:

@@ -30,7 +30,7 @@ from netsum.training.hook import torch_future
 from netsum.training.lanes import LaneEngine, LaneResult
 from netsum.training.register import (RegistrationError, StoreRendezvous, TrainingJob, env_int,
                                       open_transport, register, unregister)
-from workers import Timing
+from netsum.workers import Timing
 
 __all__ = ["ProcessGroupNetsum", "BACKEND", "FutureWork", "create"]
 

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netsum.paths import ROOT
+from netsum.paths import CHECKOUT
 from netsum.procs import Child
 from netsum.rig import Mode, Rig, RigConfig, RigError
 
 __all__ = ["TrainOptions", "VariantResult", "run_training", "start_ranks", "wait_ranks",
            "write_csv", "write_png", "EXAMPLE", "summary_table"]
 
-EXAMPLE = ROOT / "examples" / "train_digits.py"
+EXAMPLE = (CHECKOUT or Path.cwd()) / "examples" / "train_digits.py"
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ import torch.distributed as dist
 from netsum.training.lanes import LaneEngine, LaneResult
 from netsum.training.register import (RegistrationError, TrainingJob, env_int, open_transport,
                                       register, unregister)
-from workers import Timing
+from netsum.workers import Timing
 
 __all__ = ["NetsumHookState", "netsum_hook", "BucketTrace", "ObjectRendezvous",
            "timed_allreduce_hook", "GlooHookState", "torch_future"]

@@ -5,7 +5,7 @@ own job id and slot range, registered by netsum.training.register).  Every rank'
 one transport: all results come back to the rank's one address (membership and multicast
 replicas are per host).  One driver thread runs a sans-I/O `workers.WorkerCore` per busy lane
 over that transport, handing each received payload to the core whose job id it carries -- the
-loop of `workers.allreduce`, for several cores at once.  (A thread per lane behind a receiver
+loop of `netsum.workers.allreduce`, for several cores at once.  (A thread per lane behind a receiver
 thread was tried first: the hand-offs between threads cost more than the packets, 80-120 ms
 for four 1000-float tensors against 35 ms for the same four one after the other.)
 
@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workers import JobConfig, Timing, WorkerCore
-from workers.core import CoreState, Stats
-from workers.errors import QuantError, SumOverflowError, WorkerError
-from wireformat import HEADER_FIELDS
-from workers.transport import Transport
+from netsum.workers import JobConfig, Timing, WorkerCore
+from netsum.workers.core import CoreState, Stats
+from netsum.workers.errors import QuantError, SumOverflowError, WorkerError
+from netsum.wire import HEADER_FIELDS
+from netsum.workers.transport import Transport
 
 __all__ = ["LaneSpec", "LaneEngine", "LaneResult", "LaneError", "job_id_of", "carry"]
 

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from controller.errors import ControllerError
-from controller.fabric import Controller
-from controller.topology import Host, JobSpec, Topology, load_topology
+from netsum.controller.errors import ControllerError
+from netsum.controller.fabric import Controller
+from netsum.controller.topology import Host, JobSpec, Topology, load_topology
 from netsum.training.lanes import LaneSpec
-from workers import K_DEFAULT, UDP_PORT, FrameTransport, JobConfig, UdpTransport
-from workers.transport import Transport, parse_hostport
-from workers.wire import Endpoint
+from netsum.workers import K_DEFAULT, UDP_PORT, FrameTransport, JobConfig, UdpTransport
+from netsum.workers.transport import Transport, parse_hostport
+from netsum.workers.wire import Endpoint
 
 __all__ = ["RegistrationError", "TrainingJob", "Rendezvous", "StoreRendezvous", "env_int",
            "host_for_rank", "register", "unregister", "open_transport", "in_netns", "MAX_JOB_ID"]

@@ -8,7 +8,7 @@ import pytest
 
 import netsum.tensors as tensors
 from netsum.tensors import check_result, reference, synthetic_inputs
-from workers import quant
+from netsum.workers import quant
 
 
 def switch_sum(xs: list[np.ndarray], k: int) -> tuple[np.ndarray, tensors.Reference]:

@@ -13,7 +13,7 @@ from helpers import started_rigs
 from netsum.netns import netns_available
 from netsum.rig import JobOutcome, Mode, Rig, RigConfig
 from netsum.tensors import synthetic_inputs
-from wireformat import K_DEFAULT
+from netsum.wire import K_DEFAULT
 
 K = K_DEFAULT
 pytestmark = pytest.mark.privileged

@@ -11,7 +11,7 @@ import pytest
 from netsum.rig import Mode, Rig, RigConfig, RigError
 from netsum.rigtopo import plan_layout, topology_doc
 from netsum.tensors import synthetic_inputs
-from wireformat import K_DEFAULT
+from netsum.wire import K_DEFAULT
 
 K = K_DEFAULT
 
@@ -41,7 +41,7 @@ def test_layout(workers: int, leaves: int, expect: dict[str, list[int]]) -> None
 
 
 def test_layout_is_a_valid_topology_file() -> None:
-    from controller.topology import parse_topology
+    from netsum.controller.topology import parse_topology
     import yaml
     layout = plan_layout(5, 2)
     addrs = {s.name: f"127.0.0.1:{9000 + i}" for i, s in enumerate(layout.switches)}

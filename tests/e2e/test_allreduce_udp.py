@@ -14,7 +14,7 @@ import pytest
 from netsum.rig import JobOutcome, Mode, Rig, RigConfig, RigError, Target, missing_bmv2_tools
 from helpers import started_rigs
 from netsum.tensors import synthetic_inputs
-from wireformat import K_DEFAULT, K_SUPPORTED
+from netsum.wire import K_DEFAULT, K_SUPPORTED
 
 K = K_DEFAULT
 

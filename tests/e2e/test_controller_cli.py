@@ -14,10 +14,10 @@ import pytest
 from scapy.layers.l2 import Ether
 
 from conftest import P4C_FIXTURES
-from controller.cli import main
-from controller.client import Endpoint, SwitchClient
-from switch.device import Device
-from switch.p4rt.server import P4RuntimeServer
+from netsum.controller.cli import main
+from netsum.controller.client import Endpoint, SwitchClient
+from netsum.switch.device import Device
+from netsum.switch.p4rt.server import P4RuntimeServer
 
 
 
@@ -131,7 +131,7 @@ def test_counter_read_and_reset(calc: Switch) -> None:
     rows = json.loads(calc.ok("counter_read", "per_op", "3", "--json"))
     assert rows == [{"index": 3, "packets": 0, "bytes": 0}]
     # Set a cell through the data-plane API, so the read has something to find.
-    from switch.entries import CounterValue
+    from netsum.switch.entries import CounterValue
     calc.dev.pipeline.counters["CalcIngress.per_op"].write(3, CounterValue(5, 0))
     assert json.loads(calc.ok("counter_read", "per_op", "3", "--json"))[0]["packets"] == 5
     assert json.loads(calc.ok("counter_read", "per_op", "--json")) == [
@@ -247,7 +247,7 @@ def test_shell_opens_p4runtime_shell_on_the_same_switch(l2: Switch) -> None:
 def test_a_forgotten_session_does_not_hang_exit(l2: Switch) -> None:
     """p4runtime-shell's receive thread is not a daemon; an unclosed session must still let
     the interpreter exit (the library closes it before threads are joined)."""
-    code = ("from controller.client import Endpoint, SwitchClient\n"
+    code = ("from netsum.controller.client import Endpoint, SwitchClient\n"
             f"c = SwitchClient(Endpoint('{l2.addr}', 0, (0, 1)))\n"
             "c.connect()\nprint('primary', c.is_primary)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)

@@ -14,20 +14,20 @@ import numpy as np
 import pytest
 import yaml
 
-from controller import ops
-from controller import program as P
-from controller.cli import main
-from controller.client import Endpoint, SwitchClient
-from controller.schema import Schema, load_p4info
-from controller.errors import AllocationError, ControllerError
-from controller.fabric import Controller, Program, load_program
-from controller.jobs import Contributor, member_entry
-from controller.topology import JobSpec, Topology, parse_topology
+from netsum.controller import ops
+from netsum.controller import program as P
+from netsum.controller.cli import main
+from netsum.controller.client import Endpoint, SwitchClient
+from netsum.controller.schema import Schema, load_p4info
+from netsum.controller.errors import ControllerError
+from netsum.controller.fabric import Controller, load_program
+from netsum.controller.jobs import Contributor, member_entry
+from netsum.controller.topology import Topology, parse_topology
 from helpers import built_netsum
-from switch.device import Device
-from switch.p4rt.server import P4RuntimeServer
-from wireformat import K_DEFAULT, MsgType, Flags
-from workers import wire
+from netsum.switch.device import Device
+from netsum.switch.p4rt.server import P4RuntimeServer
+from netsum.wire import K_DEFAULT, MsgType, Flags
+from netsum.workers import wire
 
 ROOT = Path(__file__).resolve().parents[2]
 K = K_DEFAULT

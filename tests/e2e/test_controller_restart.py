@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.topology import parse_topology
+from netsum.controller.topology import parse_topology
 from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum, free_udp_ports
 from netsum.procs import ProcessGroup
-from wireformat import K_DEFAULT
+from netsum.wire import K_DEFAULT
 
 ROOT = Path(__file__).resolve().parents[2]
 K = K_DEFAULT

@@ -30,7 +30,7 @@ from helpers import assert_switch_clean, switch_stats
 from netsum.rig import Mode, Rig, RigConfig
 from netsum.tensors import synthetic_inputs
 from rogue import NetnsRogue, UdpRogue, captured_data, is_netsum, with_field
-from wireformat import K_DEFAULT
+from netsum.wire import K_DEFAULT
 
 K = K_DEFAULT
 SLOTS = 32

@@ -1,4 +1,4 @@
-"""Privileged: netsum under Mininet (mininet/netsum_mn.py, mininet/allreduce_experiment.py).
+"""Privileged: netsum under Mininet (netsum/experiments/mnswitch.py, mininet/allreduce_experiment.py).
 
 Real Mininet hosts and links, real netsum-switch processes on the switch interfaces, the real
 controller over P4Runtime, real netsum-worker processes on the hosts' kernel UDP stacks.  Each
@@ -31,27 +31,18 @@ TREE = ROOT / "examples" / "tree.yaml"
 
 
 def _environment_problem() -> str | None:
-    sys.path.insert(0, str(MN_DIR))
-    try:
-        # mininet/ is put on sys.path above (mypy may or may not see it)
-        import mnenv  # type: ignore[import-not-found, unused-ignore]
-        return mnenv.environment_problem()
-    finally:
-        sys.path.remove(str(MN_DIR))
+    from netsum.experiments import mnenv
+    return mnenv.environment_problem()
 
 
 @pytest.fixture(scope="module")
 def mn() -> Iterator[Any]:
-    """The netsum_mn module (mininet/ is not a package: it goes on sys.path for the module)."""
+    """The mnswitch module (importing it imports Mininet: only once Mininet can run)."""
     problem = _environment_problem()
     if problem:
         pytest.skip(problem)
-    sys.path.insert(0, str(MN_DIR))
-    try:
-        import netsum_mn  # type: ignore[import-not-found, unused-ignore]  # mininet/ is on sys.path
-        yield netsum_mn
-    finally:
-        sys.path.remove(str(MN_DIR))
+    from netsum.experiments import mnswitch
+    yield mnswitch
 
 
 def _links() -> set[str]:
@@ -100,7 +91,7 @@ def test_ping_through_netsum_l2_forwarding(privileged: None, mn: Any, tmp_path: 
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller.topology import load_topology
+    from netsum.controller.topology import load_topology
 
     info_path, json_path = built_netsum(32)
     topo = load_topology(topo_file)
@@ -163,7 +154,7 @@ def test_switch_that_cannot_start_is_one_error(privileged: None, mn: Any, tmp_pa
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller.topology import load_topology
+    from netsum.controller.topology import load_topology
 
     setLogLevel("critical")
     topo = load_topology(SINGLE)

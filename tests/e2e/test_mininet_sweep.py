@@ -1,4 +1,4 @@
-"""Privileged: INA against the host all-reduces under Mininet (mininet/testbed.py,
+"""Privileged: INA against the host all-reduces under Mininet (netsum/experiments/testbed.py,
 mininet/sweep.py), on shaped links, with telemetry.
 
 A 4-worker star and a 2x2 tree (a root and two leaves with two workers each) run INA and the
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from helpers import built_netsum
-from wireformat import K_DEFAULT
+from netsum.wire import K_DEFAULT
 
 ROOT = Path(__file__).resolve().parents[2]
 MN_DIR = ROOT / "mininet"
@@ -38,18 +38,14 @@ PLOTS = ("time_vs_size.png", "goodput_vs_workers.png", "speedup.png", "retx_vs_l
 
 @pytest.fixture(scope="module")
 def tb() -> Iterator[Any]:
-    """The testbed module (mininet/ is not a package: it goes on sys.path for the module)."""
-    sys.path.insert(0, str(MN_DIR))
-    try:
-        import mnenv  # type: ignore[import-not-found, unused-ignore]
-        problem = mnenv.environment_problem()
-        if problem:
-            pytest.skip(problem)
-        built_netsum(K_DEFAULT)                 # the testbed's default K
-        import testbed  # type: ignore[import-not-found, unused-ignore]
-        yield testbed
-    finally:
-        sys.path.remove(str(MN_DIR))
+    """The testbed module, once Mininet can run here."""
+    from netsum.experiments import mnenv
+    problem = mnenv.environment_problem()
+    if problem:
+        pytest.skip(problem)
+    built_netsum(K_DEFAULT)                 # the testbed's default K
+    from netsum.experiments import testbed
+    yield testbed
 
 
 def _leftovers(names: tuple[str, ...], marker: str) -> tuple[set[str], list[str]]:
@@ -180,7 +176,7 @@ def test_ctrl_c_stops_everything(tb: Any, tmp_path: Path) -> None:
 
 def test_killed_sweep_leaves_nothing(tb: Any, tmp_path: Path) -> None:
     """SIGKILL to the sweep's whole process group mid-run (no finally runs): the guard
-    (mininet/mnguard.py) still removes the tree's switch-to-switch links, the switches, the
+    (netsum/experiments/mnguard.py) still removes the tree's switch-to-switch links, the switches, the
     workers and their namespaces."""
     out = tmp_path / "sweep"
     names = ("root", "leaf1", "leaf2")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, checkout_env
-from wireformat import K_DEFAULT
+from netsum.wire import K_DEFAULT
 
 #: The tests the issue names: a two-level tree and the daemon with 10 % drops each way.
 VICTIMS = ("tests/e2e/test_allreduce_tree.py::test_allreduce_through_a_tree[multi-packet]",

@@ -13,9 +13,9 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from scapy.layers.l2 import Ether
 
-from switch.device import Device
-from switch.p4rt import P4RuntimeServer
-from switch.p4rt.rawclient import RawClient
+from netsum.switch.device import Device
+from netsum.switch.p4rt import P4RuntimeServer
+from netsum.switch.p4rt.rawclient import RawClient
 
 DMAC, FORWARD = 36472220, 25122418
 Cfg = pb.SetForwardingPipelineConfigRequest
@@ -87,8 +87,8 @@ class CountingLock:
 
 def test_big_reads_release_the_lock_between_chunks(p4c_fixtures: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from switch.p4rt import entities
-    from switch.p4rt.service import DeviceService
+    from netsum.switch.p4rt import entities
+    from netsum.switch.p4rt.service import DeviceService
 
     monkeypatch.setattr(entities, "READ_CHUNK_CELLS", 32)
     info = text_format.Parse((p4c_fixtures / "calc_state.p4info.txtpb").read_text(),

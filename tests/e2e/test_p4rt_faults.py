@@ -35,12 +35,12 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-import compiler
+from netsum import p4c as compiler
 from helpers import ROOT, SwitchDaemon
 from netsum.procs import ProcessGroup
 from p4rt_faults import STATS_ETYPE, Ids, classify_entry, malformed_read, malformed_update
 from fuzzing import fuzz_count, fuzz_rng
-from switch.p4rt.rawclient import RawClient, Stream, batch_errors
+from netsum.switch.p4rt.rawclient import RawClient, Stream, batch_errors
 
 DST, SRC = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 FLOWS = 64
@@ -366,7 +366,7 @@ def test_controllers_racing_for_primary_and_backup_writes(live: Live) -> None:
 KILLED_CLIENT = """
 import sys, time
 from p4.v1 import p4runtime_pb2 as pb
-from switch.p4rt.rawclient import RawClient
+from netsum.switch.p4rt.rawclient import RawClient
 c = RawClient(sys.argv[1], 0, election_id=1000)
 assert c.connect().arbitration.status.code == 0
 print("primary", flush=True)

@@ -25,9 +25,9 @@ from p4.v1 import p4runtime_pb2 as pb
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from switch.device import Device  # noqa: E402
-from switch.p4rt import P4RuntimeServer  # noqa: E402
-from switch.p4rt.rawclient import RawClient, batch_errors  # noqa: E402
+from netsum.switch.device import Device  # noqa: E402
+from netsum.switch.p4rt import P4RuntimeServer  # noqa: E402
+from netsum.switch.p4rt.rawclient import RawClient, batch_errors  # noqa: E402
 
 DMAC, ACL, REWRITE = 36472220, 43605182, 38207029
 FORWARD, FLOOD, NOACTION, SET_VLAN = 25122418, 17556812, 21257015, 23871574

@@ -16,9 +16,9 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-from switch.device import Device
-from switch.p4rt import P4RuntimeServer
-from switch.p4rt.rawclient import RawClient, batch_errors
+from netsum.switch.device import Device
+from netsum.switch.p4rt import P4RuntimeServer
+from netsum.switch.p4rt.rawclient import RawClient, batch_errors
 
 DMAC, FORWARD = 36472220, 25122418
 RATE, DMAC_METER = 0x14000001, 0x15000001

@@ -14,9 +14,9 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2 as pb
 
 from helpers import embedded_server
-from switch.device import Device
-from switch.p4rt import P4RuntimeServer
-from switch.p4rt.rawclient import RawClient, batch_errors
+from netsum.switch.device import Device
+from netsum.switch.p4rt import P4RuntimeServer
+from netsum.switch.p4rt.rawclient import RawClient, batch_errors
 
 DEVICE_ID = 7
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
@@ -457,7 +457,7 @@ def test_write_to_other_device_id(l2: RawClient) -> None:
 
 def test_big_wildcard_read_is_split_into_several_responses(l2: RawClient, p4c_fixtures: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    import switch.p4rt.server as server_module
+    import netsum.switch.p4rt.server as server_module
     monkeypatch.setattr(server_module, "READ_CHUNK", 1000)
     l2.write([update(INSERT, table_entry=dmac(k.to_bytes(2, "big"))) for k in range(1, 2501)])
     e = pb.Entity()

@@ -20,9 +20,9 @@ from p4.v1 import p4runtime_pb2 as pb
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from switch.device import Device  # noqa: E402
-from switch.p4rt import P4RuntimeServer  # noqa: E402
-from switch.p4rt.rawclient import RawClient, Stream  # noqa: E402
+from netsum.switch.device import Device  # noqa: E402
+from netsum.switch.p4rt import P4RuntimeServer  # noqa: E402
+from netsum.switch.p4rt.rawclient import RawClient, Stream  # noqa: E402
 
 EXAMPLES = int(os.environ.get("NETSUM_FUZZ_EXAMPLES", "800")) // 4
 CLIENT_ERRORS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,

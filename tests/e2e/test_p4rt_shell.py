@@ -16,8 +16,8 @@ import pytest
 from scapy.layers.l2 import Dot1Q, Ether
 
 from helpers import embedded_server
-from switch.device import Device
-from switch.p4rt import P4RuntimeServer
+from netsum.switch.device import Device
+from netsum.switch.p4rt import P4RuntimeServer
 
 sh = pytest.importorskip("p4runtime_sh.shell")
 from p4runtime_sh.p4runtime import P4RuntimeWriteException  # noqa: E402

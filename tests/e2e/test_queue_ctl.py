@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from helpers import embedded_server
-from switch.cli import UsageError, parse_args
+from netsum.switch.cli import UsageError, parse_args
 
 
 def ctl(port: int, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "controller.cli", "--grpc-addr",
+    return subprocess.run([sys.executable, "-m", "netsum.controller.cli", "--grpc-addr",
                            f"127.0.0.1:{port}", "--device-id", "4", *argv],
                           capture_output=True, text=True, timeout=60)
 

@@ -1,5 +1,5 @@
 """Slot exhaustion: a job the controller cannot give switch slots (another job holds them)
-still completes, as a host ring all-reduce among its workers (workers.ring, the experiments'
+still completes, as a host ring all-reduce among its workers (netsum.workers.ring, the experiments'
 baseline: one implementation, two uses), with the same quantization and the same check, and
 its outcome says it ran on the fallback and why.  Once the other job is gone, jobs run on the
 switch again."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.topology import JobSpec
+from netsum.controller.topology import JobSpec
 from netsum.rig import POOL_SLOTS, Rig, RigConfig
 from netsum.tensors import synthetic_inputs
 

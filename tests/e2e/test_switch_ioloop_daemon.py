@@ -1,5 +1,5 @@
 """The netsum-switch daemon picks its port loop by itself: with the native backend buildable
-and nothing asking for the Python loop, the C port loop (switch/native/io.py) takes over once
+and nothing asking for the Python loop, the C port loop (netsum/switch/native/io.py) takes over once
 the pipeline module and the loop module are loaded (built in the background when not cached),
 without a packet lost or answered wrongly across the switch-over; GetStats says which loop
 runs and why, and the exit line counts every frame."""
@@ -15,8 +15,8 @@ import pytest
 from scapy.layers.l2 import Ether
 
 from helpers import switch_module, switch_stats
-from switch.native import build
-from switch.native import io as nio
+from netsum.switch.native import build
+from netsum.switch.native import io as nio
 
 CALC = struct.Struct(">BIIIB")
 pytestmark = pytest.mark.skipif(build.available() is not None,

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from portloop import looped, sent_out
-from switch.device import Device
-from switch.entries import ActionCall, Lpm, TableEntry
-from switch.native import build
-from switch.pipeline import Pipeline
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Lpm, TableEntry
+from netsum.switch.native import build
+from netsum.switch.pipeline import Pipeline
 
 ROUTER_JSON = Path(__file__).resolve().parents[1] / "switch_json" / "router.json"
 pytestmark = [pytest.mark.privileged,

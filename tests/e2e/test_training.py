@@ -23,12 +23,12 @@ pytest.importorskip("torch", reason="torch is not installed (the `train` extra: 
                     "pip install -e '.[train]', torch==2.13.0 CPU)")
 pytest.importorskip("sklearn", reason="scikit-learn is not installed (the `train` extra)")
 
-from controller.fabric import Controller  # noqa: E402
-from controller.topology import load_topology  # noqa: E402
+from netsum.controller.fabric import Controller  # noqa: E402
+from netsum.controller.topology import load_topology  # noqa: E402
 from netsum.rig import Mode, Rig, RigConfig  # noqa: E402
 from netsum.training.compare import (TrainOptions, VariantResult, run_training,  # noqa: E402
                                      start_ranks, wait_ranks)
-from wireformat import K_DEFAULT  # noqa: E402
+from netsum.wire import K_DEFAULT  # noqa: E402
 
 pytestmark = pytest.mark.slow
 STEPS = 200

@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
-import wireformat
+from netsum import wire as wireformat
 from netsum import build
-from netsum.paths import P4_DIR, ROOT
-from wireformat import K_DEFAULT, K_SUPPORTED
+from netsum.paths import P4_DIR
+from netsum.wire import K_DEFAULT, K_SUPPORTED
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_targets_build_netsum_once_per_supported_k() -> None:

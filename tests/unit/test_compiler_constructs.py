@@ -5,14 +5,13 @@ same frames out (p4c's JSON is the reference; the two JSON documents share no co
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Callable
 
 import pytest
 
-import compiler
-from switch.device import Device
-from switch.entries import ActionCall, Exact, TableEntry
+from netsum import p4c as compiler
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Exact, TableEntry
 
 from conftest import P4C_FIXTURES
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import compiler
-from compiler.cli import main
+from netsum import p4c as compiler
+from netsum.p4c.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 ERRORS = ROOT / "tests" / "p4programs" / "errors"

@@ -10,8 +10,8 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
-import compiler
-from compiler.ids import Prefix, jenkins_oaat
+from netsum import p4c as compiler
+from netsum.p4c.ids import Prefix, jenkins_oaat
 
 
 def _strip(o: Any) -> Any:

@@ -5,9 +5,9 @@ worked out by hand from P4_16's rules (spec section named in each test), not fro
 compiler's output."""
 from __future__ import annotations
 
-import compiler
-from switch.device import Device
-from switch.entries import ActionCall, Exact, TableEntry, Ternary
+from netsum import p4c as compiler
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Exact, TableEntry, Ternary
 
 ETH = "header eth_t { bit<48> dst; bit<48> src; bit<16> type; }\n"
 TAIL = """

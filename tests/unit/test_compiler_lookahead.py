@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import compiler
+from netsum import p4c as compiler
 
 PROGRAM = """#include <core.p4>
 #include <v1model.p4>

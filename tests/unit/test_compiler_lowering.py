@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-import compiler
-from compiler.cli import main
-from compiler.lower_parser import range_to_masks
+from netsum import p4c as compiler
+from netsum.p4c.cli import main
+from netsum.p4c.lower_parser import range_to_masks
 
 PROGRAM = """
 #include <core.p4>
@@ -207,7 +207,7 @@ def test_select_encoding(select: str, transitions: list[tuple[str | None, str | 
 
 def test_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
-    import compiler.cli as cli
+    import netsum.p4c.cli as cli
 
     def boom(*_a: object, **_k: object) -> None:
         raise RuntimeError("synthetic failure")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from p4.config.v1 import p4info_pb2
 
-import compiler
-from compiler.ids import Prefix, assign_ids, jenkins_oaat
-from compiler.diagnostics import Diagnostics
-from compiler.p4info import aliases
+from netsum import p4c as compiler
+from netsum.p4c.ids import Prefix, assign_ids, jenkins_oaat
+from netsum.p4c.diagnostics import Diagnostics
+from netsum.p4c.p4info import aliases
 
 ROUTER = Path(__file__).resolve().parents[2] / "tests" / "p4programs" / "basic_router.p4"
 

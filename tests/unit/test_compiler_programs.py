@@ -10,9 +10,9 @@ import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-import compiler
-from switch.device import Device
-from switch.entries import ActionCall, Exact, Lpm, Replica, TableEntry
+from netsum import p4c as compiler
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Exact, Lpm, Replica, TableEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "p4programs"

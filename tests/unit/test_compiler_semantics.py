@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-import compiler
-from switch.device import Device
-from switch.entries import ActionCall, Exact, TableEntry
+from netsum import p4c as compiler
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Exact, TableEntry
 
 #: Ethernet, then a probe header the programs read and write: a, b, c (8 bits), w (16).
 HEAD = """

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
+from netsum.controller.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

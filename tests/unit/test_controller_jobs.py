@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from p4.config.v1 import p4info_pb2
 
-from controller import program as P
-from controller.entities import TableEntry
-from controller.errors import JobError
-from controller.jobs import next_hop_ports, place_job, plan_drop, plan_forwarding, plan_job
-from controller.schema import Schema
-from controller.slots import SlotRange
-from controller.topology import JobSpec, Role, Topology, load_topology
-from controller.values import Exact
+from netsum.controller import program as P
+from netsum.controller.entities import TableEntry
+from netsum.controller.errors import JobError
+from netsum.controller.jobs import next_hop_ports, place_job, plan_drop, plan_forwarding, plan_job
+from netsum.controller.schema import Schema
+from netsum.controller.slots import SlotRange
+from netsum.controller.topology import JobSpec, Role, Topology, load_topology
+from netsum.controller.values import Exact
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -199,12 +199,12 @@ def test_drop_entries(schema: Schema, probability: float, direction: str, want: 
 
 def test_contract_matches_the_build() -> None:
     """The contract above equals what the compiled netsum.p4 declares (names, widths, order)."""
-    build = pytest.importorskip("netsum.build")
+    from netsum import build
     try:
         _, info_path = build.ensure_built(k=32)
     except build.BuildError as exc:
         pytest.skip(f"netsum.p4 cannot be built here: {exc}")
-    from controller.schema import load_p4info
+    from netsum.controller.schema import load_p4info
     real = Schema(load_p4info(info_path))
     for tname, (keys, actions) in CONTRACT.items():
         t = real.table(tname)
@@ -223,7 +223,7 @@ def test_workers_on_the_root_and_on_leaves(schema: Schema) -> None:
     doc["switches"][0]["ports"] = [1, 2, 3]
     doc["hosts"].append({"name": "h5", "mac": "02:00:00:00:00:05", "ipv4": "10.0.0.5",
                          "switch": "root", "port": 3})
-    from controller.topology import parse_topology
+    from netsum.controller.topology import parse_topology
     topo = parse_topology(yaml.safe_dump(doc))
     places = place_job(topo, JobSpec(4, ("h1", "h5", "h4"), 16))
     assert [c.name for c in places["root"].contributors] == ["h5", "leaf1", "leaf2"]

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from controller import entities
-from controller.errors import ControllerError, LiteralError, SchemaLookupError
-from controller.schema import Schema, load_p4info
-from controller.values import Exact, Range, Ternary
+from netsum.controller import entities
+from netsum.controller.errors import ControllerError, LiteralError, SchemaLookupError
+from netsum.controller.schema import Schema, load_p4info
+from netsum.controller.values import Exact, Range, Ternary
 
 
 @pytest.fixture

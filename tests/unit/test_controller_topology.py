@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.errors import AllocationError, TopologyError
-from controller.slots import SlotAllocator, SlotRange
-from controller.topology import Role, load_topology, parse_topology
+from netsum.controller.errors import AllocationError, TopologyError
+from netsum.controller.slots import SlotAllocator, SlotRange
+from netsum.controller.topology import Role, load_topology, parse_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 

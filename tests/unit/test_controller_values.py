@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller import values
-from controller.errors import LiteralError
-from controller.values import Exact, Lpm, MatchKind, Optional, Range, Ternary
+from netsum.controller import values
+from netsum.controller.errors import LiteralError
+from netsum.controller.values import Exact, Lpm, MatchKind, Optional, Range, Ternary
 
 
 @pytest.mark.parametrize("value, width, raw", [

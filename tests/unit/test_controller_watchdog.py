@@ -1,4 +1,4 @@
-"""controller.watchdog's stuck rule on scripted counter readings (a virtual clock): a job is
+"""netsum.controller.watchdog's stuck rule on scripted counter readings (a virtual clock): a job is
 stuck when retransmissions keep arriving and no RESULT went out for `stuck_after` seconds;
 an idle job or a straggler that comes back is never stuck (docs/reliability.md).  The end-to-end
 reclaim (real switch, controller, workers) is tests/e2e/test_failures.py."""
@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controller.errors import ControllerError
-from controller.watchdog import Watchdog
+from netsum.controller.errors import ControllerError
+from netsum.controller.watchdog import Watchdog
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""Experiment tooling without Mininet: interface counters and the sampler (netsum.telemetry),
+"""Experiment tooling without Mininet: interface counters and the sampler (netsum.experiments.telemetry),
 counter rates of `netsum-ctl stats --watch` (controller.render.with_rates), sweep points,
-theory, CSV rows and summaries (netsum.sweep), and the plots (netsum.expplots)."""
+theory, CSV rows and summaries (netsum.experiments.points), and the plots (netsum.experiments.plots)."""
 from __future__ import annotations
 
 import time
@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.render import with_rates
-from netsum import expplots
-from netsum.sweep import (FIELDS, NetKey, Point, expand, read_csv, row_of, summarize,
+from netsum.controller.render import with_rates
+from netsum.experiments import plots as expplots
+from netsum.experiments.points import (FIELDS, NetKey, Point, expand, read_csv, row_of, summarize,
                           theory_time, write_csv)
-from netsum.telemetry import IfCounters, Interface, Sampler, Telemetry, read_net_dev
-from wireformat import packet_bytes
+from netsum.experiments.telemetry import IfCounters, Interface, Sampler, Telemetry, read_net_dev
+from netsum.wire import packet_bytes
 
 # /proc/net/dev as the kernel writes it (two header lines, then one line per interface).
 NET_DEV = """Inter-|   Receive                                                |  Transmit
@@ -152,7 +152,7 @@ class _Run:
 def _fake_run(algo: str, elapsed: float) -> _Run:
     ifs = (Interface("h1", "h1-eth0", "x", "h1-s1"), Interface("s1", "s1-eth1", "x", "h1-s1"))
     tel = Telemetry(ifs)
-    from netsum.telemetry import Sample
+    from netsum.experiments.telemetry import Sample
     tel.samples = [Sample(0.0, {("h1", "h1-eth0"): IfCounters()}),
                    Sample(1.0, {("h1", "h1-eth0"): IfCounters(tx_bytes=1_250_000,
                                                               rx_bytes=625_000)})]
@@ -225,7 +225,7 @@ def test_plots_are_written_with_data_and_without(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_plots_redrawn_from_a_sweep_directory(tmp_path: Path) -> None:
-    """`python -m netsum.expplots DIR` reads results.csv, latency_quantiles.csv and
+    """`python -m netsum.experiments.plots DIR` reads results.csv, latency_quantiles.csv and
     telemetry.csv.gz and redraws every plot; the utilisation plot shows the chosen run."""
     import csv
     import gzip

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-import compiler
-from compiler.diagnostics import Severity
+from netsum import p4c as compiler
+from netsum.p4c.diagnostics import Severity
 from fuzzing import fuzz_count, fuzz_rng
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from fuzzing import fuzz_count, fuzz_rng
-from switch.device import Device
-from switch.errors import ConfigError
+from netsum.switch.device import Device
+from netsum.switch.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "p4c"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller import program as P
-from controller.client import Endpoint
+from netsum.controller import program as P
+from netsum.controller.client import Endpoint
 from helpers import embedded_server
 from netsum import health
 from netsum.jobrun import JobOutcome
@@ -46,7 +46,7 @@ def test_a_problem_fails_the_job_even_with_every_sum_right() -> None:
 def test_first_internal_error_is_kept_and_served(monkeypatch: pytest.MonkeyPatch) -> None:
     """An exception on the packet path costs the packet, is counted, and its message (type,
     where, which frame) is what GetStats returns; the second one is only counted."""
-    from switch.v1model import V1Model
+    from netsum.switch.v1model import V1Model
 
     calls = []
 

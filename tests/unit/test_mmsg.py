@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from wireformat import HEADER_BYTES
-from workers import UdpTransport, mmsg
+from netsum.wire import HEADER_BYTES
+from netsum.workers import UdpTransport, mmsg
 
 ROW = 2048     # workers/transport.py's receive row
 BATCHED = mmsg.unavailable_reason() is None

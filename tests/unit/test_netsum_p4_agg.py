@@ -12,7 +12,7 @@ import pytest
 
 from p4helpers import (INT32_MAX, INT32_MIN, SERVICE_IP, SERVICE_MAC, Host, NetsumSwitch, Parsed,
                        netsum_config, netsum_frame, parse_frame, vec_sum, worker_host, wrap32)
-from wireformat import K_DEFAULT, K_SUPPORTED, UDP_PORT, Flags, MsgType
+from netsum.wire import K_DEFAULT, K_SUPPORTED, UDP_PORT, Flags, MsgType
 
 JOB = 3
 
@@ -253,7 +253,7 @@ def _round(sw: NetsumSwitch, hosts: Sequence[Host], job: int, slot: int, round_:
 
 
 def test_slots_reused_by_another_job_start_fresh_rounds() -> None:
-    from switch.entries import Exact
+    from netsum.switch.entries import Exact
 
     sw = NetsumSwitch(netsum_config())
     hosts = [worker_host(i) for i in range(2)]

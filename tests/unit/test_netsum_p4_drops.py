@@ -8,7 +8,7 @@ from scapy.layers.l2 import ARP, Ether
 
 from p4helpers import (SERVICE_IP, SERVICE_MAC, NetsumSwitch, mac_int, netsum_config,
                        netsum_frame, worker_host)
-from wireformat import HEADER_BYTES, K_DEFAULT, MsgType
+from netsum.wire import HEADER_BYTES, K_DEFAULT, MsgType
 
 JOB = 5
 VALUES = [1] * K_DEFAULT
@@ -155,14 +155,14 @@ def test_drop_simulator_spares_ordinary_traffic() -> None:
 
 # ---- ordinary traffic ----
 
-def _exact(v: int):  # noqa: ANN202 - switch.entries.Exact, imported late like p4helpers does
-    from switch.entries import Exact
+def _exact(v: int):  # noqa: ANN202 - netsum.switch.entries.Exact, imported late like p4helpers does
+    from netsum.switch.entries import Exact
 
     return Exact(v)
 
 
 def test_l2_forward_and_flood_without_reflection() -> None:
-    from switch.entries import Replica
+    from netsum.switch.entries import Replica
 
     sw = make_switch()
     sw.pipeline.pre.mc_group_insert(1, [Replica(p, 0) for p in (1, 2, 3)])
@@ -177,7 +177,7 @@ def test_l2_forward_and_flood_without_reflection() -> None:
 
 
 def test_arp_responder_answers_for_the_service_address() -> None:
-    from switch.entries import Replica
+    from netsum.switch.entries import Replica
 
     sw = make_switch()
     sw.pipeline.pre.mc_group_insert(1, [Replica(p, 0) for p in (1, 2)])

@@ -9,7 +9,7 @@ import pytest
 
 from p4helpers import (Host, NetsumSwitch, ip_int, mac_int, netsum_config, netsum_frame,
                        parse_frame, vec_sum, worker_host)
-from wireformat import K_DEFAULT, MsgType
+from netsum.wire import K_DEFAULT, MsgType
 
 JOB_A, JOB_B = 3, 4
 REFUSALS = ("drop_non_member", "drop_bad_slot", "drop_unknown_job", "drop_bad_type",
@@ -122,7 +122,7 @@ def test_unknown_job_from_anyone_is_refused() -> None:
 def test_result_never_leaves_on_a_non_member_port() -> None:
     """A multicast group that (by mistake) also lists port 9 with a replica entry: the copy
     for port 9 is refused in egress and counted; the members get theirs."""
-    from switch.entries import Exact, Replica
+    from netsum.switch.entries import Exact, Replica
 
     sw, a, _ = two_jobs()
     mgid = 100 + JOB_A
@@ -140,7 +140,7 @@ def test_result_never_leaves_on_a_non_member_port() -> None:
 def test_result_of_job_b_cannot_leave_on_job_a_ports() -> None:
     """result_port is keyed on the job: job B's group pointed at A's port 1 sends nothing
     there."""
-    from switch.entries import Replica
+    from netsum.switch.entries import Replica
 
     sw, a, b = two_jobs()
     sw.pipeline.pre.mc_group_modify(100 + JOB_B, [Replica(3, 300), Replica(4, 301),

@@ -1,4 +1,4 @@
-"""netsum.p4 and wireformat/ describe the same wire format, field by field.
+"""netsum.p4 and netsum/wire/ describe the same wire format, field by field.
 
 Two independent readings of the P4 side: the source text (header declaration and constants) and
 the compiled BMv2 JSON (`header_types`, the parser's select on the UDP port), for every K.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import wireformat as protocol
+from netsum import wire as protocol
 
 P4_SOURCE = Path(__file__).resolve().parents[2] / "p4" / "netsum.p4"
 

@@ -15,7 +15,7 @@ import pytest
 
 from p4helpers import (Host, NetsumSwitch, netsum_config, netsum_frame, parse_frame, vec_sum,
                        worker_host, wrap32)
-from wireformat import K_DEFAULT, Flags, MsgType
+from netsum.wire import K_DEFAULT, Flags, MsgType
 
 JOB = 4
 SLOT_BASE = 8

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 
 from netsum.build import ensure_built
-from wireformat import K_SUPPORTED
+from netsum.wire import K_SUPPORTED
 
 IDX_FIELD_SUFFIX = ".idx"
 

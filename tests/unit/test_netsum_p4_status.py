@@ -11,7 +11,7 @@ from p4helpers import (Host, NetsumSwitch, netsum_config, netsum_frame, parse_fr
                        worker_host, wrap32)
 from test_netsum_p4_tree import (ROOT_SERVICE, UP_PORT, leaf_service, make_tree,
                                  send_from_worker)
-from wireformat import K_DEFAULT, UDP_PORT, Flags, MsgType
+from netsum.wire import K_DEFAULT, UDP_PORT, Flags, MsgType
 
 JOB = 6
 SLOT_BASE = 4

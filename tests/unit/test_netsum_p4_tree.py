@@ -5,9 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from p4helpers import (Host, NetsumSwitch, Parsed, netsum_config, netsum_frame, parse_frame,
-                       worker_host)
-from wireformat import K_DEFAULT, UDP_PORT, Flags, MsgType
+from p4helpers import (Host, NetsumSwitch, Parsed, netsum_config, netsum_frame, parse_frame)
+from netsum.wire import K_DEFAULT, UDP_PORT, Flags, MsgType
 
 JOB = 9
 UP_PORT = 10                       # every leaf's port toward the root

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import compiler
-from switch.device import Device
+from netsum import p4c as compiler
+from netsum.switch.device import Device
 from conftest import P4C_FIXTURES
-from wireformat import K_SUPPORTED
+from netsum.wire import K_SUPPORTED
 
 PROGRAMS = sorted(p.stem for p in (P4C_FIXTURES / "programs").glob("*.p4"))
 NETSUM = P4C_FIXTURES / "netsum"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from p4.v1 import p4runtime_pb2
 
-from switch.errors import Code
-from switch.p4rt.arbitration import Arbitrator, Connection
-from switch.p4rt.errors import P4RTError
+from netsum.switch.errors import Code
+from netsum.switch.p4rt.arbitration import Arbitrator, Connection
+from netsum.switch.p4rt.errors import P4RTError
 
 DEVICE = 3
 

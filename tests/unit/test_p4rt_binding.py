@@ -14,10 +14,10 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-from switch.device import Device
-from switch.errors import Code
-from switch.p4rt.errors import P4RTError
-from switch.p4rt.service import DeviceService
+from netsum.switch.device import Device
+from netsum.switch.errors import Code
+from netsum.switch.p4rt.errors import P4RTError
+from netsum.switch.p4rt.service import DeviceService
 
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
 DMAC, ACL, REWRITE = 36472220, 43605182, 38207029

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from switch.errors import Code
-from switch.p4rt.codec import decode_uint, encode_uint, nbytes
-from switch.p4rt.errors import P4RTError
+from netsum.switch.errors import Code
+from netsum.switch.p4rt.codec import decode_uint, encode_uint, nbytes
+from netsum.switch.p4rt.errors import P4RTError
 
 
 @pytest.mark.parametrize("data,width,value", [

@@ -6,10 +6,10 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from switch.errors import Code
-from switch.p4rt.errors import P4RTError
-from switch.p4rt.packetio import decode_packet_in, encode_packet_out
-from switch.p4rt.schema import Schema
+from netsum.switch.errors import Code
+from netsum.switch.p4rt.errors import P4RTError
+from netsum.switch.p4rt.packetio import decode_packet_in, encode_packet_out
+from netsum.switch.p4rt.schema import Schema
 
 P4INFO = """
 controller_packet_metadata { preamble { id: 67146229 name: "packet_in" }

@@ -11,12 +11,12 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
-from switch.errors import Code
-from switch.p4rt.errors import P4RTError
-from switch.device import Device
-from switch.p4rt.binding import bind_tables
-from switch.p4rt.pipeline_config import check_p4info_consistent, decode_device_config
-from switch.p4rt.schema import Schema
+from netsum.switch.errors import Code
+from netsum.switch.p4rt.errors import P4RTError
+from netsum.switch.device import Device
+from netsum.switch.p4rt.binding import bind_tables
+from netsum.switch.p4rt.pipeline_config import check_p4info_consistent, decode_device_config
+from netsum.switch.p4rt.schema import Schema
 
 PROGRAMS = ["l2_mcast", "calc_state"]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from p4.v1 import p4runtime_pb2 as pb
 
-from switch.entries import Exact, Lpm, Optional, Range, Ternary
-from switch.errors import Code
-from switch.p4rt.errors import P4RTError
-from switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchField, TableInfo
-from switch.p4rt.tables import decode_key, encode_key
+from netsum.switch.entries import Exact, Lpm, Optional, Range, Ternary
+from netsum.switch.errors import Code
+from netsum.switch.p4rt.errors import P4RTError
+from netsum.switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchField, TableInfo
+from netsum.switch.p4rt.tables import decode_key, encode_key
 
 TABLE = TableInfo(
     id=1, name="t", alias="t", action_ids=(), table_only_action_ids=frozenset(),

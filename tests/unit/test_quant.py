@@ -1,4 +1,4 @@
-"""workers.quant: block exponents, no int32 overflow up to MAX_WORKERS, the documented error
+"""netsum.workers.quant: block exponents, no int32 overflow up to MAX_WORKERS, the documented error
 bound (docs/quantization.md) over random tensors of every magnitude, and clear errors."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from wireformat import EXP_BIAS, EXP_ZERO, K_SUPPORTED, MAX_WORKERS
-from workers import quant
-from workers.errors import NonFiniteError, QuantError, SumOverflowError
+from netsum.wire import EXP_BIAS, EXP_ZERO, K_SUPPORTED, MAX_WORKERS
+from netsum.workers import quant
+from netsum.workers.errors import NonFiniteError, QuantError, SumOverflowError
 
 F32 = np.finfo(np.float32)
 INT32_MAX = 2**31 - 1

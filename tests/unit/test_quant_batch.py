@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wireformat import EXP_ZERO, HEADER_BYTES, Flags, MsgType
-from workers import batch, quant, wire
-from workers.errors import QuantError
+from netsum.wire import EXP_ZERO, HEADER_BYTES, Flags, MsgType
+from netsum.workers import batch, quant, wire
+from netsum.workers.errors import QuantError
 
 
 @pytest.mark.parametrize("length, k, slots, n", [(1000, 32, 4, 3), (64, 64, 8, 32), (5, 32, 1, 2)])

@@ -1,4 +1,4 @@
-"""The host all-reduces (workers.ring, workers.ps): schedule, messages, results, failures.
+"""The host all-reduces (netsum.workers.ring, workers.ps): schedule, messages, results, failures.
 
 The schedule is checked by simulating it on plain numpy arrays (no sockets) against the sum;
 the TCP implementations run as threads on 127.0.0.1 and their results are checked against the
@@ -19,14 +19,14 @@ import pytest
 
 from netsum.rig import free_udp_ports
 from netsum.tensors import check_result, reference, synthetic_inputs
-from workers import quant
-from workers.errors import NonFiniteError, ProtocolStateError, WorkerTimeoutError
-from workers.hostnet import Peer, PeerError, parse_peers, tcp_counters
-from workers.ps import HostServer
-from workers.ring import HostJob, HostResult, HostRing
-from workers.ringplan import (HEADER, Header, Hello, Kind, RingWireError, pieces, receives,
+from netsum.workers import quant
+from netsum.workers.errors import NonFiniteError, ProtocolStateError, WorkerTimeoutError
+from netsum.workers.hostnet import Peer, PeerError, parse_peers, tcp_counters
+from netsum.workers.ps import HostServer
+from netsum.workers.ring import HostJob, HostResult, HostRing
+from netsum.workers.ringplan import (HEADER, Header, Hello, Kind, RingWireError, pieces, receives,
                               recv_segment, segments, send_segment, steps)
-from wireformat import K_DEFAULT
+from netsum.wire import K_DEFAULT
 
 #: The K of the rings under test (HostJob's default) and so of the fake neighbours below: a
 #: neighbour that says another K is refused at HELLO.
@@ -361,7 +361,7 @@ def test_tcp_counters_see_segments() -> None:
 ])
 def test_worker_cli_usage_errors(argv: list[str], message: str,
                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from workers.cli import main
+    from netsum.workers.cli import main
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
@@ -373,7 +373,7 @@ def test_worker_cli_ring_checks_and_reports(tmp_path: Any,
     --output; the JSON lines carry the switch all-reduce's keys."""
     import json
 
-    from workers.cli import main
+    from netsum.workers.cli import main
     peers = ",".join(str(p) for p in _peers(2))
     start = time.time() + 0.5
     argv = ["--algo", "ring", "--job", "3", "--workers", "2", "--peers", peers, "--size",

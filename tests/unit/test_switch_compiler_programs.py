@@ -17,11 +17,11 @@ from scapy.contrib.mpls import MPLS
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from switch.device import Device
-from switch.entries import ActionCall, Exact, Lpm, TableEntry
-from switch.errors import ConfigError
-from switch.pipeline import Pipeline
-from switch.primitives import log_format
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Exact, Lpm, TableEntry
+from netsum.switch.errors import ConfigError
+from netsum.switch.pipeline import Pipeline
+from netsum.switch.primitives import log_format
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 ALL_JSON = sorted((GOLDEN / "compiler").glob("*.json")) + sorted((GOLDEN / "p4").glob("*.json"))
@@ -270,7 +270,7 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 @pytest.fixture(scope="module")
 def features_json() -> dict[str, Any]:
-    import compiler
+    from netsum import p4c as compiler
     return compiler.compile_source(FEATURES_P4).bmv2_json
 
 
@@ -451,7 +451,7 @@ def test_stack_last_in_an_action(fuse: bool) -> None:
     stack the write goes nowhere.  P4_16 allows `.last` only in parsers (netsum-p4c rejects
     it elsewhere, as p4c does), so the primitive is added to the compiled JSON by hand:
     `hops.last.val = hops.last.val + 1` as bmv2 JSON would spell it."""
-    import compiler
+    from netsum import p4c as compiler
     doc = compiler.compile_source(FEATURES_P4).bmv2_json
     last_val = {"type": "stack_field", "value": ["hops", "val"]}
     plus_one = {"type": "expression", "value": {"op": "+", "left": last_val,

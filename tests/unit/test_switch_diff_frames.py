@@ -6,13 +6,12 @@ from __future__ import annotations
 import random
 import socket
 
-import pytest
 
-from wireformat import HEADER_BYTES, MsgType
-from workers import wire
-from workers.transport import FrameTransport
+from netsum.wire import HEADER_BYTES, MsgType
+from netsum.workers import wire
+from netsum.workers.transport import FrameTransport
 
-p4helpers = pytest.importorskip("p4helpers")
+import p4helpers
 
 K = 32
 ME = p4helpers.worker_host(0)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from switch.calculations import crc16, csum16, xor16
-from switch.expressions import ExprCompiler, write_src
-from switch.layout import build_layout
+from netsum.switch.calculations import crc16, csum16, xor16
+from netsum.switch.expressions import ExprCompiler, write_src
+from netsum.switch.layout import build_layout
 
 LAYOUT = build_layout(json.loads((Path(__file__).resolve().parents[1] / "switch_json" /
                                   "features.json").read_text()))

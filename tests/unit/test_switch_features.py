@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from switch.device import Device
-from switch.entries import MeterConfig, Replica
-from switch.errors import InvalidArgument, OutOfRange
+from netsum.switch.device import Device
+from netsum.switch.entries import MeterConfig, Replica
+from netsum.switch.errors import InvalidArgument, OutOfRange
 
 JSON = Path(__file__).resolve().parents[1] / "switch_json" / "features.json"
 PAYLOAD = b"payload-bytes!"

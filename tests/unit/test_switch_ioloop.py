@@ -1,4 +1,4 @@
-"""The daemon's C port loop (switch/native/io.py, ioloop.c) against the Python loop.
+"""The daemon's C port loop (netsum/switch/native/io.py, ioloop.c) against the Python loop.
 
 The same frame sequences go through a `PortSet` on loopback UDP-tunnel ports once with the C
 loop and once with the Python loop (both on the native pipeline, itself proven equal to the
@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 
 from portloop import looped, sent_out
-from switch.device import Device
-from switch.entries import ActionCall, Lpm, TableEntry
-from switch.native import build
-from switch.native import io as nio
-from switch.pipeline import Pipeline
-from switch.replication import Replica
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Lpm, TableEntry
+from netsum.switch.native import build
+from netsum.switch.native import io as nio
+from netsum.switch.pipeline import Pipeline
+from netsum.switch.replication import Replica
 from test_switch_native import _netsum, _stream
 
 WHY = build.available()
@@ -43,7 +43,7 @@ def _regs(dev: Device) -> dict[str, list[int]]:
 
 
 def _netsum_run(k: int, io: str, seed: int) -> tuple[Any, ...]:
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     sw = _netsum(k, True)
     assert sw.pipeline.native is not None, sw.pipeline.native_status
     rng = random.Random(seed)
@@ -175,7 +175,7 @@ def test_a_declined_program_stays_on_the_python_loop(p4c_fixtures: Path) -> None
 def test_pcap_logging_and_the_switch_off_choose_the_python_loop(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch
                                                                  ) -> None:
-    from switch.ports import PortSet, parse_port_spec
+    from netsum.switch.ports import PortSet, parse_port_spec
     dev = Device()
     spec = parse_port_spec("1@udp:127.0.0.1:0=127.0.0.1:9")
     monkeypatch.setenv(nio.ENV, "1")

@@ -1,4 +1,4 @@
-"""Register lanes (switch/lanes.py, switch/lanecode.py): random programs with lane runs of
+"""Register lanes (netsum/switch/lanes.py, netsum/switch/lanecode.py): random programs with lane runs of
 random shape, run through the vectorised pipeline and through `fuse=False` (every primitive as
 emitted, one lane at a time), must agree on every output frame, register, counter and stat.
 Plus netsum.p4 at every K under a random stream, the runs that must be declined, out-of-range
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from switch.device import Device
-from switch.pipeline import Pipeline
-from wireformat import K_SUPPORTED
+from netsum.switch.device import Device
+from netsum.switch.pipeline import Pipeline
+from netsum.wire import K_SUPPORTED
 
 ROUTER_JSON = Path(__file__).resolve().parents[1] / "switch_json" / "router.json"
 SCALARS = [("m0", 32), ("m1", 16), ("t0", 32), ("t1", 16)]
@@ -298,7 +298,7 @@ def test_carried_value_declines() -> None:
 
 
 def _netsum_pair(k: int) -> list[Any]:
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     cfg = helpers.netsum_config(k)
     switches = []
     for fuse in (False, True):
@@ -312,7 +312,7 @@ def _netsum_pair(k: int) -> list[Any]:
 
 @pytest.mark.parametrize("k", [k for k in K_SUPPORTED if k in (32, 256)])
 def test_netsum_p4_random_stream_at_k(k: int) -> None:
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     switches = _netsum_pair(k)
     fused = switches[1].pipeline.lanes.lanes_fused()
     assert fused >= 5 * k and fused % k == 0     # every lane action, all K lanes
@@ -338,7 +338,7 @@ def test_netsum_p4_random_stream_at_k(k: int) -> None:
 def test_fused_registers_read_and_write_one_array_at_a_time() -> None:
     """The control plane sees each lane register as its own array, and packets see what it
     writes: a write to val003 through RegisterArray lands in column 3 of the fused array."""
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     sw = _netsum_pair(32)[1]
     regs = sw.pipeline.registers
     r3 = regs["NetsumIngress.val003"]

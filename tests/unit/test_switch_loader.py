@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from switch.device import Device
-from switch.errors import ConfigError
+from netsum.switch.device import Device
+from netsum.switch.errors import ConfigError
 
 ROUTER = json.loads((Path(__file__).resolve().parents[1] / "switch_json" / "router.json")
                     .read_text())
@@ -160,7 +160,7 @@ def test_packet_controlled_shift_is_bounded() -> None:
     from scapy.layers.inet import IP
     from scapy.layers.l2 import Ether
 
-    from switch.entries import (ActionCall, Lpm, Optional as Opt, Range, TableEntry,
+    from netsum.switch.entries import (ActionCall, Lpm, Optional as Opt, Range, TableEntry,
                                 Ternary)
     d = Device()
     d.install(Device.build_pipeline(j))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bmv2json import F, expr, hexstr, prim, program
-from switch.device import Device
+from netsum.switch.device import Device
 
 M8, M32 = 0xFF, 0xFFFFFFFF
 SUM, PROD, COUNT = F("h", "sum"), F("h", "product"), F("h", "count")

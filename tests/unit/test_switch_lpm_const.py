@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from bmv2json import F, prim, program
-from switch.device import Device
-from switch.entries import ActionCall
-from switch.errors import SwitchError
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall
+from netsum.switch.errors import SwitchError
 
 
 EXTRACT_H = {"name": "start", "transition_key": [], "transitions": [

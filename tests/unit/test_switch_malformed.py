@@ -8,8 +8,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from switch.device import MAX_FRAME, Device
-from switch.entries import ActionCall, Lpm, TableEntry
+from netsum.switch.device import MAX_FRAME, Device
+from netsum.switch.entries import ActionCall, Lpm, TableEntry
 
 JSON = Path(__file__).resolve().parents[1] / "switch_json" / "router.json"
 GOOD = bytes(Ether() / IP(dst="10.0.0.1") / UDP() / (b"g" * 20))

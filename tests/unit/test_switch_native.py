@@ -1,4 +1,4 @@
-"""Differential tests of the native backend (switch/native): every program it accepts must
+"""Differential tests of the native backend (netsum/switch/native): every program it accepts must
 give the same bytes out, the same register and counter cells and the same statistics as the
 Python path (`Pipeline(native=False)`, itself checked against the unoptimised code and
 tests/bmv2ref.py), for random programs, every fixture program, netsum.p4 at every K under
@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from bmv2ref import Reference
-from switch.device import Device
-from switch.entries import ActionCall, Exact, Lpm, TableEntry
-from switch.native import build
-from switch.pipeline import Pipeline
-from switch.replication import Replica
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Lpm, TableEntry
+from netsum.switch.native import build
+from netsum.switch.pipeline import Pipeline
+from netsum.switch.replication import Replica
 from test_switch_diff_fuse import H, _program_files, _small, fixture_frames, random_program
 from test_switch_lanes import Gen, _frame
-from wireformat import K_SUPPORTED
+from netsum.wire import K_SUPPORTED
 
 WHY = build.available()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"native backend not buildable: {WHY}")
@@ -122,7 +122,7 @@ def test_fixture_programs_agree_or_decline_with_a_reason(p4c_fixtures: Path) -> 
 
 
 def _netsum(k: int, native: bool) -> Any:
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     cfg = helpers.netsum_config(k)
     sw = helpers.NetsumSwitch(cfg)
     sw.pipeline = Pipeline(json.loads(cfg), native=native)
@@ -166,7 +166,7 @@ def test_netsum_p4_random_stream_agrees_at_every_k(k: int) -> None:
     """Members, a non-member, an unknown job, stale and repeated rounds, results, truncated
     and corrupted frames; halfway a member leaves and comes back and the multicast group is
     rewritten, so the tables and groups reloaded into C are exercised as well."""
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     py, nat = _netsum(k, False), _netsum(k, True)
     assert nat.pipeline.native is not None, nat.pipeline.native_status
     rng = random.Random(k)
@@ -190,7 +190,7 @@ def test_netsum_p4_random_stream_agrees_at_every_k(k: int) -> None:
 
 @pytest.mark.parametrize("k", [32, 256])
 def test_netsum_p4_native_agrees_with_the_independent_interpreter(k: int) -> None:
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     sw = _netsum(k, True)
     assert sw.pipeline.native is not None, sw.pipeline.native_status
     ref = Reference.from_device(json.loads(helpers.netsum_config(k)), sw.device)
@@ -249,7 +249,7 @@ def test_router_lpm_entries_and_their_changes() -> None:
 def test_malformed_frames_never_crash_the_native_path() -> None:
     """Empty, one-byte, random, every truncation of a real netsum frame, jumbo frames up to
     the switch's maximum and 802.1Q-looking garbage: counted like the Python path does."""
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     py, nat = _netsum(256, False), _netsum(256, True)
     assert nat.pipeline.native is not None
     h = helpers.worker_host(0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from switch.device import Device
+from netsum.switch.device import Device
 
 P4C = Path(__file__).resolve().parents[1] / "switch_p4" / "p4c"
 

@@ -14,9 +14,9 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-from switch.device import Device
-from switch.errors import Code
-from switch.p4rt.service import DeviceService
+from netsum.switch.device import Device
+from netsum.switch.errors import Code
+from netsum.switch.p4rt.service import DeviceService
 
 P4C = Path(__file__).resolve().parents[1] / "switch_p4" / "p4c"
 BY_MASK, NOTE = 48334832, 21496391

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from switch.device import Device
+from netsum.switch.device import Device
 
 P4C = Path(__file__).resolve().parents[1] / "switch_p4" / "p4c"
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from switch.entries import Replica
-from switch.errors import AlreadyExists, InvalidArgument, NotFound, OutOfRange, SwitchError
-from switch.replication import PRE
+from netsum.switch.entries import Replica
+from netsum.switch.errors import AlreadyExists, InvalidArgument, NotFound, OutOfRange, SwitchError
+from netsum.switch.replication import PRE
 
 
 @pytest.mark.parametrize("call, exc", [

@@ -5,15 +5,14 @@ expectations are exact: at rate R a queue releases one packet per 1/R s, and the
 of a burst finds n packets ahead of it."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-import compiler
+from netsum import p4c as compiler
 from p4helpers import ipv4_checksum_ok
-from switch.device import Device
-from switch.entries import ActionCall, Lpm, TableEntry
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Lpm, TableEntry
 
 ECN_P4 = Path(__file__).resolve().parents[1] / "switch_p4" / "ecn.p4"
 THRESHOLD = 10          # ECN_THRESHOLD in ecn.p4

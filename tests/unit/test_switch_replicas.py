@@ -1,4 +1,4 @@
-"""Multicast copies deparsed once and patched (switch/replicas.py): which programs qualify,
+"""Multicast copies deparsed once and patched (netsum/switch/replicas.py): which programs qualify,
 and that a 4-way result is deparsed once yet every copy carries its own rewrite and a correct
 IPv4 checksum (frames compared with the fuse=False pipeline, which deparses each copy)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from switch.pipeline import Pipeline
+from netsum.switch.pipeline import Pipeline
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "p4c"
 
@@ -26,7 +26,7 @@ def test_which_headers_are_repacked(name: str, dirty: list[str] | None) -> None:
 
 
 def test_netsum_result_is_deparsed_once_per_multicast() -> None:
-    helpers = pytest.importorskip("p4helpers")
+    import p4helpers as helpers
     cfg = helpers.netsum_config(32)
     hosts = [helpers.worker_host(i) for i in range(4)]
     outs = []

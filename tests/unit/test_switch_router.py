@@ -9,9 +9,9 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from switch.device import Device
-from switch.entries import (ActionCall, Exact, Lpm, Optional, Range, TableEntry, Ternary)
-from switch.errors import (AlreadyExists, InvalidArgument, NotFound, PermissionDenied,
+from netsum.switch.device import Device
+from netsum.switch.entries import (ActionCall, Exact, Lpm, Optional, Range, TableEntry, Ternary)
+from netsum.switch.errors import (AlreadyExists, InvalidArgument, NotFound, PermissionDenied,
                            ResourceExhausted)
 
 JSON = Path(__file__).resolve().parents[1] / "switch_json" / "router.json"
@@ -235,7 +235,7 @@ def test_direct_meter_colors_entries() -> None:
         [(_, data)] = d.process(9, pkt("10.0.0.5"))
         return Ether(data)[IP].tos
     assert tos() == 0                                           # no config: green
-    from switch.entries import MeterConfig
+    from netsum.switch.entries import MeterConfig
     lpm.set_meter(key, 0, MeterConfig(cir=1, cburst=1, pir=2, pburst=2))
     assert [tos() for _ in range(3)] == [0, 1, 2]
     assert lpm.get(key).meter == MeterConfig(1, 1, 2, 2)

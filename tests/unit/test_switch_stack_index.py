@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bmv2json import F, expr, hexstr, prim, program
-from switch.device import Device
+from netsum.switch.device import Device
 
 
 def deref(index: Any, stack: str = "hs") -> dict[str, Any]:

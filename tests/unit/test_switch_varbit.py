@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from bmv2json import F, expr, hexstr, prim, program
-from switch.device import Device
-from switch.errors import ConfigError
+from netsum.switch.device import Device
+from netsum.switch.errors import ConfigError
 
 NO_ERROR, TOO_SHORT, HDR_TOO_SHORT, BAD_ARG = 0, 1, 4, 6
 

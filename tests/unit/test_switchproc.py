@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 
 from netsum.switchproc import free_udp_ports
-from wireformat import UDP_PORT
+from netsum.wire import UDP_PORT
 
 
 def test_named_udp_ports_are_free_distinct_and_never_ephemeral() -> None:

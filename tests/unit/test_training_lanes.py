@@ -17,8 +17,8 @@ import pytest
 
 from netsum.training.lanes import LaneEngine, LaneError, LaneSpec, job_id_of
 from oracle import OracleSwitch
-from workers import JobConfig, Timing, wire
-from wireformat import Flags, MsgType
+from netsum.workers import JobConfig, Timing, wire
+from netsum.wire import Flags, MsgType
 
 K = 32
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.topology import parse_topology
+from netsum.controller.topology import parse_topology
 from netsum.training.register import (RegistrationError, StoreRendezvous, host_for_rank,
                                       register)
 from netsum.training.stepsplit import split_step, union_length

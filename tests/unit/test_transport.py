@@ -1,4 +1,4 @@
-"""workers.transport, workers.api and workers.cli over real sockets on 127.0.0.1, against plain
+"""netsum.workers.transport, netsum.workers.api and netsum.workers.cli over real sockets on 127.0.0.1, against plain
 peers written here: an echo peer that turns each DATA into its RESULT (the sum of a one-worker
 job) and drops/duplicates some, and a frame peer that takes frames apart and builds the reply
 with scapy.  These check the shells, not aggregation (the P4 switch is tested elsewhere)."""
@@ -15,12 +15,12 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
 
-from wireformat import HEADER_BYTES, UDP_PORT, MsgType
-from workers import Endpoint, FrameTransport, UdpTransport, Worker, allreduce, wire
-from workers.cli import main, synthetic
-from workers.core import JobConfig, Timing
-from workers.errors import ProtocolStateError, TransportError, WorkerTimeoutError
-from workers.transport import parse_hostport
+from netsum.wire import HEADER_BYTES, UDP_PORT, MsgType
+from netsum.workers import Endpoint, FrameTransport, UdpTransport, Worker, allreduce, wire
+from netsum.workers.cli import main, synthetic
+from netsum.workers.core import JobConfig, Timing
+from netsum.workers.errors import ProtocolStateError, TransportError, WorkerTimeoutError
+from netsum.workers.transport import parse_hostport
 
 TIMING = Timing(rto_initial=0.02, rto_min=0.005, rto_max=0.2, progress_deadline=3.0)
 LOCAL = Endpoint.parse("02:00:00:00:00:01", "10.0.0.1", 40001)

@@ -17,8 +17,8 @@ from checks import assert_sum_of_inputs
 
 from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum, free_udp_ports
 from netsum.procs import ProcessGroup
-from workers import Endpoint, FrameTransport, JobConfig, Timing, Worker
-from workers.core import AllreduceResult
+from netsum.workers import Endpoint, FrameTransport, JobConfig, Timing, Worker
+from netsum.workers.core import AllreduceResult
 
 SERVICE_MAC, SERVICE_IP = "02:00:00:00:00:fe", "10.0.0.254"
 DROP = 6554   # of 65536: ~10%

@@ -1,4 +1,4 @@
-"""workers.wire: packet and batch codecs, Ethernet/IPv4/UDP frames, and rejection of every kind
+"""netsum.workers.wire: packet and batch codecs, Ethernet/IPv4/UDP frames, and rejection of every kind
 of bad input with WireError."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from wireformat import HEADER_BYTES, K_SUPPORTED, UDP_PORT, Flags, MsgType, packet_bytes
-from workers import wire
-from workers.errors import WireError
+from netsum.wire import HEADER_BYTES, K_SUPPORTED, UDP_PORT, Flags, MsgType, packet_bytes
+from netsum.workers import wire
+from netsum.workers.errors import WireError
 
 SRC = wire.Endpoint.parse("02:00:00:00:00:01", "10.0.0.1")
 DST = wire.Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254")

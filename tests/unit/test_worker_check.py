@@ -3,7 +3,7 @@ the agreed exponents they give (the max of every rank's proposal) and the bound 
 A switch that lies consistently -- every worker quantizes and dequantizes with the exponent it
 returned, one too high or one too low -- must fail the check as surely as a wrong sum.  The
 expectations here are worked out from docs/quantization.md's formulas with math.frexp, not
-with workers.quant."""
+with netsum.workers.quant."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from workers.cli import _check, synthetic
+from netsum.workers.cli import _check, synthetic
 
 N, K, SIZE, SEED = 3, 32, 1000, 4
 SHIFT = (((1 << 31) - 1) // N).bit_length() - 1          # s with n * 2^s <= 2^31 - 1

@@ -1,4 +1,4 @@
-"""workers.core: N worker cores wired through the test oracle (tests/oracle.py, a model of
+"""netsum.workers.core: N worker cores wired through the test oracle (tests/oracle.py, a model of
 netsum.p4's algorithm) over a fake link that loses, duplicates and reorders; exact sums within
 the documented bound, statistics, the timeout error, and bad input."""
 from __future__ import annotations
@@ -8,12 +8,12 @@ import pytest
 from oracle import LossyLink, Network, OracleSwitch
 
 from netsum.tensors import check_result, reference
-from wireformat import HEADER_BYTES, Flags, MsgType
-from workers import quant, wire
-from workers.core import (ALLOWED_CALLS, TRANSITIONS, AgreementError, ChunkDone, CoreState,
+from netsum.wire import HEADER_BYTES, Flags, MsgType
+from netsum.workers import wire
+from netsum.workers.core import (ALLOWED_CALLS, TRANSITIONS, AgreementError, ChunkDone, CoreState,
                           DuplicateResult, Finished, JobConfig, Rejected, StaleResult, Timing,
                           WorkerCore)
-from workers.errors import (NonFiniteError, ProtocolStateError, QuantError, ResultError,
+from netsum.workers.errors import (NonFiniteError, ProtocolStateError, QuantError, ResultError,
                             WorkerTimeoutError)
 
 #: The K of every job here, given explicitly (not the default): the hand-made packets and

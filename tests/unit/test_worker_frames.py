@@ -23,9 +23,9 @@ import math
 import numpy as np
 import pytest
 
-from wireformat import EXP_BIAS, EXP_ZERO, K_SUPPORTED, Flags, MsgType
-from workers import wire
-from workers.core import CoreState, JobConfig, Timing, WorkerCore
+from netsum.wire import EXP_BIAS, EXP_ZERO, K_SUPPORTED, Flags, MsgType
+from netsum.workers import wire
+from netsum.workers.core import CoreState, JobConfig, Timing, WorkerCore
 
 _SPAN = 1 << 32
 TIMING = Timing(rto_initial=0.004, rto_min=0.002, rto_max=0.05, progress_deadline=30.0)

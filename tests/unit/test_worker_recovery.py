@@ -1,4 +1,4 @@
-"""workers.core loss recovery on the virtual clock: fast retransmit on a gap in the results
+"""netsum.workers.core loss recovery on the virtual clock: fast retransmit on a gap in the results
 (not on a same-burst reordering), its statistics and validation, and the whole job under
 random loss through the oracle against the timer-only scheme with the old window floor."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from checks import assert_sum_of_inputs
 from oracle import LossyLink, Network, OracleSwitch
 
-from wireformat import Flags, MsgType
-from workers import wire
-from workers.core import JobConfig, Retransmitted, Timing, WorkerCore
+from netsum.wire import Flags, MsgType
+from netsum.workers import wire
+from netsum.workers.core import JobConfig, Retransmitted, Timing, WorkerCore
 
 #: The K of every job here, given explicitly (not the default): the sizes are counted in
 #: blocks of 32 (32 blocks on 8 slots; 16Ki elements on a 256-slot window).
@@ -134,7 +134,7 @@ def test_no_loss_no_retransmission() -> None:
 ])
 def test_cli_timing_options_are_checked(args: list[str], message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from workers import cli
+    from netsum.workers import cli
     code = cli.main(["--job", "1", "--workers", "2", "--slots", "4", "--size", "8",
                      "--udp", "127.0.0.1", *args])
     err = capsys.readouterr().err
@@ -142,7 +142,7 @@ def test_cli_timing_options_are_checked(args: list[str], message: str,
 
 
 def test_cli_timing_options_reach_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
-    from workers import cli
+    from netsum.workers import cli
     seen: list[Timing] = []
 
     class Stop(Exception):

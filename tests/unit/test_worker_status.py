@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from oracle import LossyLink, Network, OracleSwitch
 
-from wireformat import Flags, MsgType
-from workers import wire
-from workers.core import CoreState, JobConfig, Timing, WorkerCore
-from workers.errors import WorkerTimeoutError
-from workers.status import StatusBook
+from netsum.wire import Flags, MsgType
+from netsum.workers import wire
+from netsum.workers.core import CoreState, JobConfig, Timing, WorkerCore
+from netsum.workers.errors import WorkerTimeoutError
+from netsum.workers.status import StatusBook
 
 #: The K of every job here, given explicitly (not the default): the oracle switch and the
 #: hand-made STATUS frames are at K=32.

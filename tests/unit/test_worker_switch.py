@@ -12,11 +12,11 @@ import pytest
 from checks import assert_sum_of_inputs
 from oracle import LossyLink, Network
 
-from wireformat import HEADER_BYTES, K_DEFAULT, UDP_PORT
-from workers import wire
-from workers.core import JobConfig, Timing, WorkerCore
+from netsum.wire import HEADER_BYTES, K_DEFAULT, UDP_PORT
+from netsum.workers import wire
+from netsum.workers.core import JobConfig, Timing, WorkerCore
 
-p4helpers = pytest.importorskip("p4helpers")
+import p4helpers
 
 FAST = Timing(rto_initial=0.005, rto_min=0.002, rto_max=0.1, progress_deadline=2.0)
 SERVICE = wire.Endpoint.parse(p4helpers.SERVICE_MAC, p4helpers.SERVICE_IP, UDP_PORT)
@@ -52,7 +52,7 @@ class P4Fabric:
 
 @pytest.fixture(scope="module")
 def config() -> bytes:
-    build = pytest.importorskip("netsum.build")
+    from netsum import build
     try:
         return p4helpers.netsum_config(K_DEFAULT)
     except build.BuildError as exc:  # reported by the build's own tests; not a worker failure

@@ -1,0 +1,4 @@
+"""`python -m switch`: the netsum-switch daemon."""
+from netsum.switch.cli import main
+
+raise SystemExit(main())

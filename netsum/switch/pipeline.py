@@ -1,0 +1,567 @@
+"""Load a BMv2 JSON program into a `Pipeline`: validated objects plus generated packet code.
+
+The loader is a fixed sequence of small `init_<section>` steps in dependency order (format version
+first; header layout before anything that names fields; externs before the actions that use
+them; actions before tables; tables before the nodes that link them).  Every reference error is
+a `ConfigError` naming the object and its JSON path, raised here, never on a packet.  All
+generated code of one pipeline shares one namespace (`Namespace`), compiled once.
+"""
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from netsum.switch.actions import action_source, prim_lines
+from netsum.switch.calculations import build_calculation, needs_payload
+from netsum.switch.errors import ConfigError
+from netsum.switch.control import INLINE_DEPTH, FixedTable, InlineTable, conditional_source
+from netsum.switch.expressions import ExprCompiler, parse_hexstr
+from netsum.switch.lanecode import LazyFunction, fallback_source, run_source
+from netsum.switch.lanes import LanePlan, plan_lanes
+from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error, loading, loads
+from netsum.switch.optimize import optimize_source
+from netsum.switch.deparser import deparser_source
+from netsum.switch.parser import parser_source
+from netsum.switch.primitives import ActionLoopLimit, AssertFailure, Namespace, PrimCtx, StdFields
+from netsum.switch.replication import PRE
+from netsum.switch.replicas import ReplicaPatcher, replica_patcher
+from netsum.switch.stateful import CounterArray, MeterArray, RegisterArray
+from netsum.switch.table_loader import build_table, exact_key_source, init_entries, key_function
+from netsum.switch.tables import Table
+from netsum.switch.valuesets import ValueSet
+
+__all__ = ["Pipeline", "ActionSpec", "load_json"]
+
+MAX_MINOR_VERSION = 24     # as bmv2: major 2, minor <= 24
+MAX_ARRAY_SIZE = 1 << 24   # cells per register/counter/meter array (memory guard)
+MAX_VALUE_SET_SIZE = 1 << 16   # members of one parser value set (memory guard)
+
+
+class ActionSpec:
+    __slots__ = ("name", "id", "runtime_data", "fn", "fname")
+
+    def __init__(self, name: str, id: int, runtime_data: tuple[tuple[str, int], ...],
+                 fn: Any, fname: str) -> None:
+        self.name = name
+        self.id = id
+        self.runtime_data = runtime_data
+        self.fn = fn
+        self.fname = fname          # global name of the compiled function in the namespace
+
+
+def load_json(config: bytes | str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(config, dict):
+        return config
+    try:
+        j = json.loads(config)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"device config is not valid JSON: {e}") from None
+    if not isinstance(j, dict):
+        raise ConfigError("device config: top level must be a JSON object")
+    return j
+
+
+def _list(j: dict[str, Any], key: str) -> list[Any]:
+    v = j.get(key) or []
+    if not isinstance(v, list):
+        raise cfg_error(key, "expected a list")
+    return v
+
+
+def _compile(src: str, ns: Namespace, label: str) -> None:
+    try:
+        code = compile(src, f"<netsum {label}>", "exec")
+    except SyntaxError as e:    # a loader bug, but still a clean load-time error
+        raise ConfigError(f"{label}: generated code does not compile ({e.msg})") from None
+    exec(code, ns.names)
+
+
+class Pipeline:
+    """One loaded program: the objects of the Device API plus the compiled packet code."""
+
+    def __init__(self, j: dict[str, Any], inline_depth: int = INLINE_DEPTH,
+                 fuse: bool = True, native: bool | None = False) -> None:
+        self.json = j
+        self.inline_depth = inline_depth     # 0 = one pipeline node per JSON node (reference)
+        self.fuse = fuse                     # False = actions exactly as emitted (reference)
+        self.node_names: dict[Any, str] = {}  # node function -> JSON name (trace logging)
+        self.ns = Namespace()
+        self.rng = random.Random()
+        self.tables: dict[str, Table] = {}
+        self.actions: dict[str, ActionSpec] = {}
+        self.counters: dict[str, CounterArray] = {}
+        self.meters: dict[str, MeterArray] = {}
+        self.registers: dict[str, RegisterArray] = {}
+        self.calculations: dict[str, Any] = {}
+        self.value_sets: dict[str, ValueSet] = {}
+        self.pre = PRE()
+        self._actions_by_id: dict[int, ActionSpec] = {}
+        self.parser_start: Any = None
+        self.deparse: Any = None
+        self.ingress_init: Any = None
+        self.egress_init: Any = None
+        self.verify_checksums: Any = None
+        self.update_checksums: Any = None
+        #: The native backend (netsum/switch/native): its runner once loaded, and why it is or
+        #: is not used ("native", "building", "off", "declined: <reason>", "build failed: ...").
+        self.native: Any = None
+        self.native_status = "off"
+        self.init_meta()
+        self.layout: Layout = build_layout(j)
+        self.std = self.init_standard_metadata()
+        self.init_register_arrays()
+        self.init_counter_arrays()
+        self.init_meter_arrays()
+        self.init_calculations()
+        self.lanes = self.init_lanes()
+        # Per-packet work only for what the program reads: timestamps cost a clock call.
+        used = json.dumps([j.get(k) for k in ("actions", "pipelines", "parsers", "calculations",
+                                              "checksums")])
+        self.uses_timestamps = "global_timestamp" in used
+        native_prog = self.plan_native(native)
+        self.ns.names.update(DROP_PORT=511, STATS=None, RNG=self.rng, LOG_ON=False,
+                             LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure,
+                             ActionLoopLimit=ActionLoopLimit)
+        self.init_actions()
+        self.init_value_sets()
+        self.init_parsers()
+        self.init_deparsers()
+        self.init_pipelines()
+        self.init_checksums()
+        # Multicast copies deparsed once and patched (netsum/switch/replicas.py); None = in full.
+        self.replica_patch: ReplicaPatcher | None = \
+            replica_patcher(j, self.layout, self._per_copy_slots()) if fuse else None
+        if native_prog is not None:
+            self.load_native(native_prog)
+
+    # -- sections --------------------------------------------------------------------------
+    def init_meta(self) -> None:
+        meta = self.json.get("__meta__")
+        if meta is None:
+            return
+        v = meta.get("version") if isinstance(meta, dict) else None
+        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)):
+            raise cfg_error("__meta__.version", f"bad version {v!r}")
+        if v[0] != 2 or v[1] > MAX_MINOR_VERSION:
+            raise cfg_error("__meta__.version", f"JSON format {v[0]}.{v[1]} is not supported "
+                                                f"(need 2.x with x <= {MAX_MINOR_VERSION})")
+
+    def init_standard_metadata(self) -> StdFields:
+        lay = self.layout
+
+        def find(name: str, alias: str | None = None) -> int | None:
+            s = lay.find("standard_metadata", name)
+            if s is None and alias is not None and alias in lay.aliases:
+                s = lay.find(*lay.aliases[alias])
+            if s is None and alias is not None:
+                s = lay.find(*alias.split(".", 1))
+            return s.index if s is not None else None
+
+        required = {}
+        for f in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length"):
+            idx = find(f)
+            if idx is None:
+                raise cfg_error("headers", f"standard_metadata.{f} is required by the v1model "
+                                           "switch and is missing")
+            required[f] = idx
+        return StdFields(
+            mcast_grp=find("mcast_grp", "intrinsic_metadata.mcast_grp"),
+            egress_rid=find("egress_rid", "intrinsic_metadata.egress_rid"),
+            checksum_error=find("checksum_error"), parser_error=find("parser_error"),
+            ingress_global_timestamp=find("ingress_global_timestamp",
+                                          "intrinsic_metadata.ingress_global_timestamp"),
+            egress_global_timestamp=find("egress_global_timestamp",
+                                         "intrinsic_metadata.egress_global_timestamp"),
+            enq_timestamp=find("enq_timestamp", "queueing_metadata.enq_timestamp"),
+            enq_qdepth=find("enq_qdepth", "queueing_metadata.enq_qdepth"),
+            deq_timedelta=find("deq_timedelta", "queueing_metadata.deq_timedelta"),
+            deq_qdepth=find("deq_qdepth", "queueing_metadata.deq_qdepth"),
+            **required)
+
+    def _sized(self, obj: Any, path: str) -> tuple[str, int, int]:
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            raise cfg_error(path, "expected an object with a string 'name'")
+        size = obj.get("size", 0)
+        if not isinstance(size, int) or not 0 <= size <= MAX_ARRAY_SIZE:
+            raise cfg_error(f"{path} ('{obj['name']}')", f"bad size {size!r}")
+        return obj["name"], int(obj.get("id", 0)), size
+
+    def init_register_arrays(self) -> None:
+        for i, r in enumerate(_list(self.json, "register_arrays")):
+            with loading(f"register_arrays[{i}]"):
+                name, rid, size = self._sized(r, f"register_arrays[{i}]")
+                w = r.get("bitwidth")
+                if not isinstance(w, int) or not 0 < w <= MAX_FIELD_WIDTH:
+                    raise cfg_error(f"register_arrays[{i}] ('{name}')", f"bad bitwidth {w!r}")
+                self.registers[name] = RegisterArray(name, rid, size, w)
+
+    def init_counter_arrays(self) -> None:
+        for i, c in enumerate(_list(self.json, "counter_arrays")):
+            with loading(f"counter_arrays[{i}]"):
+                name, cid, size = self._sized(c, f"counter_arrays[{i}]")
+                direct = bool(c.get("is_direct", False))
+                self.counters[name] = CounterArray(name, cid, 0 if direct else size, direct,
+                                                   c.get("binding"))
+
+    def init_meter_arrays(self) -> None:
+        for i, m in enumerate(_list(self.json, "meter_arrays")):
+            with loading(f"meter_arrays[{i}]"):
+                path = f"meter_arrays[{i}]"
+                name, mid, size = self._sized(m, path)
+                unit = m.get("type", "packets")
+                if unit not in ("packets", "bytes"):
+                    raise cfg_error(f"{path} ('{name}')", f"meter type {unit!r} is not supported")
+                if m.get("rate_count", 2) != 2:
+                    raise cfg_error(f"{path} ('{name}')", "only two-rate meters are supported")
+                direct = bool(m.get("is_direct", False))
+                ma = MeterArray(name, mid, 0 if direct else size, unit, direct, m.get("binding"))
+                if direct and m.get("result_target"):
+                    self.layout.slot(m["result_target"], f"{path}.result_target")
+                    ma.result_target = tuple(m["result_target"])
+                self.meters[name] = ma
+
+    def init_calculations(self) -> None:
+        for i, c in enumerate(_list(self.json, "calculations")):
+            path = f"calculations[{i}]"
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                raise cfg_error(path, "expected an object with a string 'name'")
+            self.calculations[c["name"]] = build_calculation(
+                c, f"{path} ('{c['name']}')", self.layout, self.rng)
+
+    def _per_copy_slots(self) -> set[int]:
+        s = self.std
+        return {x for x in (s.egress_port, s.egress_spec, s.egress_rid, s.instance_type,
+                            s.egress_global_timestamp) if x is not None}
+
+    def init_lanes(self) -> LanePlan:
+        """Register lanes (netsum/switch/lanes.py): before the actions, which are compiled against the
+        fused registers, and before the parser and deparser, which follow the vector ranges."""
+        if not self.fuse:
+            return LanePlan()
+        try:
+            return plan_lanes(self.json, self.layout, self.registers)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, ConfigError):
+            # Malformed JSON: the init steps that follow report it with its path.
+            return LanePlan()
+
+    def plan_native(self, native: bool | None) -> Any:
+        """Before the actions are compiled: generate the program's C, or decline (then the
+        reason is logged and kept in `native_status`).  Accepting moves registers and
+        counters into numpy storage, which the reference code is then compiled against."""
+        from netsum.switch import native as nat      # numpy-heavy; only when asked for
+        ok, why = nat.wanted(native)
+        if not ok:
+            self.native_status = why
+            return None
+        self._native_wait = nat.wait_for_build(native)
+        return nat.plan(self)
+
+    def load_native(self, prog: Any) -> None:
+        from netsum.switch import native as nat
+        self._native_thread = nat.load(self, prog, self._native_wait)
+
+    def wait_native(self, timeout: float | None = None) -> str:
+        """Wait for a native build still running in the background; the final status."""
+        t = getattr(self, "_native_thread", None)
+        if t is not None:
+            t.join(timeout)
+        return self.native_status
+
+    def _ctx(self, path: str, widths: tuple[int, ...] = ()) -> PrimCtx:
+        return PrimCtx(self.layout, ExprCompiler(self.layout, path, widths), self.ns, self.std,
+                       self.registers, self.counters, self.meters, self.calculations, path)
+
+    def init_actions(self) -> None:
+        srcs = []
+        specs = []
+        for i, a in enumerate(_list(self.json, "actions")):
+            with loading(f"actions[{i}]"):
+                path = f"actions[{i}]"
+                if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+                    raise cfg_error(path, "expected an object with a string 'name'")
+                path = f"{path} ('{a['name']}')"
+                rd = []
+                for k, p in enumerate(a.get("runtime_data") or []):
+                    if not (isinstance(p, dict) and isinstance(p.get("bitwidth"), int)
+                            and 0 < p["bitwidth"] <= MAX_FIELD_WIDTH):
+                        raise cfg_error(f"{path}.runtime_data[{k}]", f"bad parameter {p!r}")
+                    rd.append((str(p.get("name", f"p{k}")), int(p["bitwidth"])))
+                aid = int(a.get("id", i))
+                if aid in self._actions_by_id:
+                    raise cfg_error(path, f"duplicate action id {aid}")
+                ctx = self._ctx(path, tuple(w for _, w in rd))
+                fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
+                runs: dict[int, tuple[int, list[str]]] = {}
+                for k, run in enumerate(self.lanes.runs.get(i, [])):
+                    fb = f"{fname}_L{k}"
+                    runs[run.start] = (run.stop, run_source(run, self.lanes, ctx, fb))
+                    self.ns.names[fb] = LazyFunction(fallback_source(
+                        run, self.lanes, self.layout, fb,
+                        prim_lines(ctx, a["primitives"], run.start, run.stop), self.ns),
+                        fb, self.ns.names)
+                src = action_source(ctx, fname, a, runs)
+                # Only actions with two or more guarded accesses can change (saves load time).
+                # The basic-block form of an action with loops is left as emitted.
+                fusable = self.fuse and src.count("    _i = ") >= 2 and "    _pc = 0\n" not in src
+                srcs.append(optimize_source(src) + "\n" if fusable else src)
+                specs.append((a["name"], aid, tuple(rd), fname))
+        _compile("".join(srcs), self.ns, "actions")
+        for name, aid, params, fname in specs:
+            spec = ActionSpec(name, aid, params, self.ns.names[fname], fname)
+            self._actions_by_id[aid] = spec
+            self.actions.setdefault(name, spec)
+
+    def init_value_sets(self) -> None:
+        for i, vs in enumerate(_list(self.json, "parse_vsets")):
+            path = f"parse_vsets[{i}]"
+            if not isinstance(vs, dict) or not isinstance(vs.get("name"), str):
+                raise cfg_error(path, f"bad value set {vs!r}")
+            path = f"{path} ('{vs['name']}')"
+            bits, size = vs.get("compressed_bitwidth"), vs.get("max_size")
+            if type(bits) is not int or not 0 < bits <= MAX_FIELD_WIDTH:
+                raise cfg_error(path, f"bad compressed_bitwidth {bits!r}")
+            if type(size) is not int or not 0 <= size <= MAX_VALUE_SET_SIZE:
+                raise cfg_error(path, f"bad max_size {size!r} (0..{MAX_VALUE_SET_SIZE})")
+            ident = vs.get("id", i)
+            if type(ident) is not int:
+                raise cfg_error(path, f"bad id {ident!r}")
+            if vs["name"] in self.value_sets:
+                raise cfg_error(path, "duplicate value set name")
+            self.value_sets[vs["name"]] = ValueSet(vs["name"], ident, bits, size)
+
+    def init_parsers(self) -> None:
+        parsers = [p for p in _list(self.json, "parsers") if isinstance(p, dict)]
+        parser = next((p for p in parsers if p.get("name") == "parser"), None)
+        if parser is None:
+            raise cfg_error("parsers", "no parser named 'parser' (v1model needs one)")
+        src, start = parser_source(parser, "parsers[0] ('parser')", self.layout, self.ns,
+                                   self._ctx("parsers[0]"), inline=self.fuse,
+                                   value_sets=self.value_sets)
+        _compile(src, self.ns, "parser")
+        self.parser_start = self.ns.names[start] if start else None
+
+    def init_deparsers(self) -> None:
+        deps = [d for d in _list(self.json, "deparsers") if isinstance(d, dict)]
+        dep = next((d for d in deps if d.get("name") == "deparser"), None)
+        if dep is None:
+            raise cfg_error("deparsers", "no deparser named 'deparser' (v1model needs one)")
+        _compile(deparser_source(dep, "deparsers[0] ('deparser')", self.layout, self.ns),
+                 self.ns, "deparser")
+        self.deparse = self.ns.names["DEPARSE"]
+
+    # -- pipelines -------------------------------------------------------------------------
+    def init_pipelines(self) -> None:
+        pipes = {p.get("name"): (i, p) for i, p in enumerate(_list(self.json, "pipelines"))
+                 if isinstance(p, dict) and isinstance(p.get("name"), str)}
+        for name in ("ingress", "egress"):
+            if name not in pipes:
+                raise cfg_error("pipelines", f"no pipeline named '{name}' (v1model needs one)")
+        for name in ("ingress", "egress"):
+            i, p = pipes[name]
+            init = self._init_pipeline(f"pipelines[{i}] ('{name}')", p)
+            if name == "ingress":
+                self.ingress_init = init
+            else:
+                self.egress_init = init
+
+    @loads("path")
+    def _init_pipeline(self, path: str, p: dict[str, Any]) -> Any:
+        if p.get("action_profiles"):
+            raise cfg_error(f"{path}.action_profiles", "action profiles / selectors are not "
+                                                       "supported yet")
+        nodes: dict[str, str] = {}          # JSON node name -> namespace name
+        tables: list[tuple[str, dict[str, Any], Table]] = []
+        for k, t in enumerate(p.get("tables") or []):
+            tp = f"{path}.tables[{k}]"
+            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+                raise cfg_error(tp, "expected an object with a string 'name'")
+            tp = f"{tp} ('{t['name']}')"
+            with loading(tp):
+                table = build_table(self, tp, t)
+            if table.name in self.tables:
+                raise cfg_error(tp, "duplicate table name")
+            self.tables[table.name] = table
+            nodes[table.name] = self.ns.fresh("N")
+            tables.append((tp, t, table))
+        conds = []
+        for k, c in enumerate(p.get("conditionals") or []):
+            cp = f"{path}.conditionals[{k}]"
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                raise cfg_error(cp, "expected an object with a string 'name'")
+            if c["name"] in nodes:
+                raise cfg_error(cp, f"node name '{c['name']}' used twice")
+            nodes[c["name"]] = self.ns.fresh("N")
+            conds.append((f"{cp} ('{c['name']}')", c))
+
+        def ref(name: Any, where: str) -> str:
+            if name is None:
+                return "None"
+            if name not in nodes:
+                raise cfg_error(where, f"unknown next node {name!r}")
+            return nodes[name]
+
+        cond_src: dict[str, str] = {}
+        branches: dict[str, tuple[str | None, str | None]] = {}
+        for cp, c in conds:
+            with loading(cp):
+                comp = ExprCompiler(self.layout, f"{cp}.expression")
+                cond_src[c["name"]] = comp.cond(c.get("expression"))
+                ref(c.get("true_next"), cp)
+                ref(c.get("false_next"), cp)
+                branches[c["name"]] = (c.get("true_next"), c.get("false_next"))
+        fixed = {table.name: ft for tp, t, table in tables
+                 if (ft := self._fixed_table(tp, t, table)) is not None}
+        inline = {table.name: it for tp, t, table in tables
+                  if (it := self._inline_table(tp, t, table)) is not None} if self.fuse else {}
+        srcs = [conditional_source(c["name"], nodes, cond_src, branches, fixed,
+                                   self.inline_depth, inline)
+                for _cp, c in conds]
+        _compile("".join(srcs), self.ns, f"{path} conditionals")
+        for _cp, c in conds:
+            self.node_names[self.ns.names[nodes[c["name"]]]] = c["name"]
+        plen = self.std.packet_length
+        for tp, t, table in tables:
+            with loading(tp):
+                meter_target = None
+                if table._meter is not None and table._meter.result_target is not None:
+                    meter_target = self.layout.slot(list(table._meter.result_target), tp).index
+                node = table.make_node(key_function(self, tp, t, table), plen, meter_target)
+                self.ns.names[nodes[table.name]] = node
+                self.node_names[node] = table.name
+        for tp, t, table in tables:
+            with loading(tp):
+                nt = t.get("next_tables") or {}
+                if not isinstance(nt, dict):
+                    raise cfg_error(f"{tp}.next_tables", "expected an object")
+                resolve = {k: self.ns.names[ref(v, f"{tp}.next_tables")] if v is not None
+                           else None for k, v in nt.items()}
+                base = t.get("base_default_next")
+                base_node = self.ns.names[ref(base, tp)] if base is not None else None
+                # "" stands for the no-op default of a table with no actions.
+                by_action = {a: resolve.get(a, base_node) for a in table.action_names or ("",)}
+                hm = "__HIT__" in nt or "__MISS__" in nt
+                table.link(by_action, resolve.get("__HIT__", base_node),
+                           resolve.get("__MISS__", base_node), hm)
+                init_entries(self, tp, t, table)
+        self._check_acyclic(path, tables, conds)
+        init = p.get("init_table")
+        return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
+
+    @staticmethod
+    def _check_acyclic(path: str, tables: list[tuple[str, dict[str, Any], Table]],
+                       conds: list[tuple[str, dict[str, Any]]]) -> None:
+        """A control is a DAG (P4 has no loops); a cycle would spin a packet forever."""
+        succ: dict[str, list[str]] = {}
+        for _tp, t, table in tables:
+            nt = t.get("next_tables") or {}
+            succ[table.name] = [v for v in list(nt.values()) + [t.get("base_default_next")]
+                                if isinstance(v, str)]
+        for _cp, c in conds:
+            succ[c["name"]] = [v for v in (c.get("true_next"), c.get("false_next"))
+                               if isinstance(v, str)]
+        state: dict[str, int] = {}          # 1 = on the current path, 2 = done
+        for root in succ:
+            if state.get(root):
+                continue
+            stack = [(root, iter(succ[root]))]
+            state[root] = 1
+            while stack:
+                node, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    state[node] = 2
+                    stack.pop()
+                elif state.get(nxt) == 1:
+                    raise cfg_error(path, f"control flow loops through '{nxt}'")
+                elif not state.get(nxt) and nxt in succ:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(succ[nxt])))
+
+    @loads("tp")
+    def _fixed_table(self, tp: str, t: dict[str, Any], table: Table) -> FixedTable | None:
+        """A hidden keyless table with a const default and no direct resources always runs
+        the same action and goes to the same next node: conditionals may inline it."""
+        if table.kind != "keyless" or not table.default_is_const or \
+                table.direct_counter is not None or table.direct_meter is not None:
+            return None
+        de = t.get("default_entry") or {}
+        aid = de.get("action_id")
+        spec = self._actions_by_id.get(aid) if aid is not None else None
+        data = de.get("action_data") or []
+        if spec is None or spec.name not in table.action_names or \
+                len(data) != len(spec.runtime_data):
+            return None                  # init_entries reports the problem
+        try:
+            params = tuple(parse_hexstr(x, tp) for x in data)
+        except ConfigError:
+            return None
+        if any(v < 0 or v >> w for v, (_, w) in zip(params, spec.runtime_data)):
+            return None
+        nt = t.get("next_tables") or {}
+        nxt = nt["__MISS__"] if "__MISS__" in nt else nt.get(spec.name,
+                                                               t.get("base_default_next"))
+        return FixedTable(spec.fname, params, nxt)
+
+    @loads("tp")
+    def _inline_table(self, tp: str, t: dict[str, Any], table: Table) -> InlineTable | None:
+        """An exact or keyless table without direct resources whose next node does not depend
+        on the action: conditionals may emit its lookup inline."""
+        if table.kind not in ("exact", "keyless") or table.direct_counter is not None or \
+                table.direct_meter is not None:
+            return None
+        nt = t.get("next_tables") or {}
+        if not isinstance(nt, dict) or "__HIT__" in nt or "__MISS__" in nt:
+            return None
+        base = t.get("base_default_next")
+        if any(nt.get(a, base) != base for a in table.action_names):
+            return None
+        key = exact_key_source(self, tp, t, table)
+        entries = self.ns.ref(table._exact, "E") if key is not None else None
+        return InlineTable(self.ns.ref(table, "T"), entries, key or "", base)
+
+    def init_checksums(self) -> None:
+        verify, update = [], []
+        for i, c in enumerate(_list(self.json, "checksums")):
+            with loading(f"checksums[{i}]"):
+                path = f"checksums[{i}]"
+                if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                    raise cfg_error(path, "expected an object with a string 'name'")
+                path = f"{path} ('{c['name']}')"
+                cname = c.get("calculation")
+                calc = self.calculations.get(cname) if isinstance(cname, str) else None
+                if calc is None:
+                    raise cfg_error(path, f"unknown calculation {c.get('calculation')!r}")
+                h = self.ns.ref(calc, "H")
+                call = f"{h}(F, pkt.data[pkt.off:])" if needs_payload(calc) else f"{h}(F)"
+                tgt = self.layout.slot(c.get("target"), f"{path}.target")
+                cond = "True"
+                if c.get("if_cond") is not None:
+                    cond = ExprCompiler(self.layout, f"{path}.if_cond").cond(c["if_cond"])
+                if c.get("verify", True):
+                    err = self.std.checksum_error
+                    action = f"F[{err}] = 1" if err is not None else "pass"
+                    verify.append(f"    if {cond} and {call} != F[{tgt.index}]:\n"
+                                  f"        {action}\n")
+                if c.get("update", True):
+                    update.append(f"    if {cond}:\n        F[{tgt.index}] = {call} & {tgt.mask}\n")
+        src = ""
+        if verify:
+            src += "def VERIFY(F, pkt):\n" + "".join(verify) + "    return None\n"
+        if update:
+            src += "def UPDATE(F, pkt):\n" + "".join(update) + "    return None\n"
+        _compile(src, self.ns, "checksums")
+        self.verify_checksums = self.ns.names.get("VERIFY")
+        self.update_checksums = self.ns.names.get("UPDATE")
+
+    # -- state -----------------------------------------------------------------------------
+    def reset_state(self) -> None:
+        for r in self.registers.values():
+            r.reset()
+        for c in self.counters.values():
+            c.reset()
+        for m in self.meters.values():
+            m.reset()
+        for t in self.tables.values():
+            t.reset()
+        self.pre.reset()

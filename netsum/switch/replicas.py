@@ -1,0 +1,198 @@
+"""Multicast replicas deparsed once: each copy patches only the headers its egress may change.
+
+A multicast group turns one packet into N copies that differ only in what egress (and the
+checksum update after it) writes.  When the program lets us bound that at load time, the
+packet is deparsed once after ingress (`base`), and each replica's frame is that base with the
+headers holding a field egress may write re-packed in place (`patch`).  That is the same bytes
+as a full deparse of the replica when:
+
+- egress cannot change header validity (no add/remove/copy of headers, no stacks), so every
+  replica has the base's header layout; the copies also start from the same field values;
+- every field egress may write is known: destinations of the primitives of every action its
+  tables can run (assign, register_read, random, hash, meters, the P4_14 arithmetic), plus the
+  checksum targets; a header containing any of them is re-packed whole, all others are bytes
+  of the base that nothing changed;
+- egress does not truncate, clone, recirculate or exit (those change what leaves, or whether).
+
+Anything else (or a primitive not listed) returns None: the replicas deparse in full.
+
+The checksum update is incremental the same way when every `update_checksum` is csum16 over
+plain fields: the input number n (the fields' bits concatenated, as netsum/switch/calculations.py
+builds it) splits into the fields egress may write and the rest, n = static + dyn with
+disjoint bits, so n mod 0xffff = (static mod 0xffff + dyn) mod 0xffff and n == 0 exactly when
+both parts are 0.  `static` is computed once per multicast packet, each replica adds its own
+few fields: the same checksum as the full computation, bit for bit, without any alignment
+condition on the fields.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from netsum.switch.expressions import ExprCompiler, unwrap
+from netsum.switch.layout import HeaderInfo, Layout
+from netsum.switch.parser import pack_parts
+
+__all__ = ["ReplicaPatcher", "replica_patcher"]
+
+#: primitives whose parameter 0 is the (only) field they write
+_WRITES_PARAM0 = {"assign", "modify_field", "register_read", "modify_field_rng_uniform",
+                  "modify_field_with_hash_based_offset", "add", "subtract", "add_to_field",
+                  "subtract_from_field", "bit_and", "bit_or", "bit_xor", "shift_left",
+                  "shift_right"}
+#: primitives that write no header field (metadata writes of the life cycle are irrelevant)
+_NO_HEADER_WRITE = {"register_write", "count", "mark_to_drop", "drop", "no_op", "log_msg",
+                    "assert", "assume", "_jump", "_jump_if_zero"}
+
+
+class ReplicaPatcher:
+    """`patch(base, F)`: the frame of a replica whose fields are F, given the base frame.
+    `static(F)` / `update(F, st)` (None when not incremental): the checksum parts computed once
+    per packet, and the per-replica update that replaces the pipeline's full one."""
+
+    MAX_PATTERNS = 256
+
+    def __init__(self, headers: list[HeaderInfo], dirty: set[str],
+                 static: Callable[[list[Any]], Any] | None = None,
+                 update: Callable[[list[Any], Any], None] | None = None) -> None:
+        self.headers = headers                 # deparser order, metadata excluded
+        self.dirty = dirty                     # names of the headers to re-pack
+        self.static = static
+        self.update = update
+        self.cache: dict[tuple[int, ...], Callable[[bytes, list[Any]], bytes]] = {}
+
+    def patch(self, base: bytes, F: list[Any]) -> bytes:
+        key = tuple(F[h.valid] for h in self.headers)
+        fn = self.cache.get(key)
+        if fn is None:
+            fn = self._build(key)
+        return fn(base, F)
+
+    def _build(self, key: tuple[int, ...]) -> Callable[[bytes, list[Any]], bytes]:
+        ns: dict[str, Any] = {}
+        lines = ["def patch(base, F):", "    b = bytearray(base)"]
+        off = 0
+        for i, (h, valid) in enumerate(zip(self.headers, key)):
+            if not valid:
+                continue
+            if h.name in self.dirty:
+                codes, args = pack_parts(h)
+                if codes:
+                    ns[f"S{i}"] = struct.Struct(">" + codes)
+                    lines.append(f"    S{i}.pack_into(b, {off}, {', '.join(args)})")
+            off += h.nbytes
+        lines.append("    return bytes(b)")
+        exec(compile("\n".join(lines) + "\n", "<netsum replica patch>", "exec"), ns)
+        fn: Callable[[bytes, list[Any]], bytes] = ns["patch"]
+        if len(self.cache) < self.MAX_PATTERNS:
+            self.cache[key] = fn
+        return fn
+
+
+def _egress_writes(j: dict[str, Any], layout: Layout) -> tuple[set[str], set[int]] | None:
+    """(headers holding a field that egress or a checksum update may write, the slots of those
+    fields); None when that cannot be bounded."""
+    pipes = [p for p in j.get("pipelines") or [] if isinstance(p, dict)]
+    egress = next((p for p in pipes if p.get("name") == "egress"), None)
+    if egress is None or egress.get("action_profiles"):
+        return None
+    names: set[str] = set()
+    for t in egress.get("tables") or []:
+        if not isinstance(t, dict) or t.get("direct_meters"):
+            return None                # a meter writes its result field from the table
+        names.update(a for a in t.get("actions") or [] if isinstance(a, str))
+    actions = [a for a in j.get("actions") or [] if isinstance(a, dict)]
+    dirty: set[str] = set()
+    slots: set[int] = set()
+    for a in actions:
+        if a.get("name") not in names:
+            continue
+        for p in a.get("primitives") or []:
+            op = p.get("op") if isinstance(p, dict) else None
+            if op in _NO_HEADER_WRITE:
+                continue
+            if op not in _WRITES_PARAM0:
+                return None            # validity changes, clones, truncation, exit, unknown
+            d = unwrap((p.get("parameters") or [None])[0])
+            if not (isinstance(d, dict) and d.get("type") == "field"):
+                return None
+            hname = d.get("value", [None])[0]
+            h = layout.headers.get(hname) if isinstance(hname, str) else None
+            if h is None:
+                return None
+            slots.add(layout.slot(d["value"], "").index)
+            if not h.metadata:
+                dirty.add(h.name)
+    for c in j.get("checksums") or []:
+        tgt = c.get("target") if isinstance(c, dict) else None
+        h = layout.headers.get(tgt[0]) if isinstance(tgt, list) and tgt else None
+        if h is None:
+            return None
+        slots.add(layout.slot(tgt, "").index)
+        if not h.metadata:
+            dirty.add(h.name)
+    return dirty, slots
+
+
+def _checksum_source(j: dict[str, Any], layout: Layout, written: set[int]) -> str | None:
+    """Source of STATIC(F) and UPDATE(F, st) for the csum16 update checksums, or None."""
+    calcs = {c.get("name"): c for c in j.get("calculations") or [] if isinstance(c, dict)}
+    static, update = [], []
+    for i, c in enumerate(x for x in j.get("checksums") or [] if isinstance(x, dict)):
+        if not c.get("update", True):
+            continue
+        calc = calcs.get(c.get("calculation"))
+        if calc is None or calc.get("algo") != "csum16":
+            return None
+        parts: list[tuple[str, int, bool]] = []
+        for el in calc.get("input") or []:
+            if not (isinstance(el, dict) and el.get("type") == "field"):
+                return None
+            s = layout.slot(el["value"], "")
+            parts.append((f"F[{s.index}]", s.width, s.index in written))
+        total = sum(w for _, w, _d in parts)
+        pad = (-total) % 8
+        shift = pad + (8 if ((total + pad) // 8) % 2 else 0)   # odd byte count: a zero byte
+        terms: dict[bool, list[str]] = {False: [], True: []}
+        for src, w, is_dyn in reversed(parts):
+            terms[is_dyn].append(f"(({src} & {(1 << w) - 1}) << {shift})")
+            shift += w
+        tgt = layout.slot(c.get("target"), "")
+        cond = "True" if c.get("if_cond") is None else \
+            ExprCompiler(layout, f"checksums[{i}].if_cond").cond(c["if_cond"])
+        st = " | ".join(terms[False]) or "0"
+        dyn = " | ".join(terms[True]) or "0"
+        static.append(f"    _s = {st}\n    out.append((_s % 65535, _s != 0))\n")
+        k = len(static) - 1
+        update.append(f"    if {cond}:\n        _d = {dyn}\n"
+                      f"        _t = (st[{k}][0] + _d) % 65535\n"
+                      f"        if _t == 0 and (st[{k}][1] or _d):\n            _t = 65535\n"
+                      f"        F[{tgt.index}] = ~_t & 65535 & {tgt.mask}\n")
+    return ("def STATIC(F):\n    out = []\n" + "".join(static) + "    return out\n"
+            "def UPDATE(F, st):\n" + "".join(update) + "    return None\n")
+
+
+def replica_patcher(j: dict[str, Any], layout: Layout,
+                    per_copy: set[int]) -> ReplicaPatcher | None:
+    """`per_copy`: slots the life cycle sets per copy (egress_port, egress_rid, ...)."""
+    stacked = {h for s in layout.stacks.values() for h in s.headers} | \
+        {h for u in layout.unions.values() for h in u}
+    deps = [d for d in j.get("deparsers") or [] if isinstance(d, dict)]
+    dep = next((d for d in deps if d.get("name") == "deparser"), None)
+    if dep is None:
+        return None
+    headers = [layout.headers[n] for n in dep.get("order") or [] if n in layout.headers]
+    headers = [h for h in headers if not h.metadata]
+    w = _egress_writes(j, layout)
+    # varbit headers: a copy's header offsets would depend on its run-time widths
+    if w is None or any(h.name in stacked or h.varbit >= 0 for h in headers):
+        return None
+    dirty, written = w
+    written |= per_copy
+    src = _checksum_source(j, layout, written)
+    ns: dict[str, Any] = {}
+    if src is not None:
+        exec(compile(src, "<netsum replica checksums>", "exec"), ns)
+    return ReplicaPatcher(headers, dirty & {h.name for h in headers},
+                          ns.get("STATIC"), ns.get("UPDATE"))
