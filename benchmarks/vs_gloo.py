@@ -1,0 +1,461 @@
+"""netsum all-reduce next to torch.distributed gloo: same machine, same run, same harness.
+
+    python benchmarks/vs_gloo.py [--ranks 2,4,8] [--sizes 1,16,256,4096,65536,1048576,16777216]
+                                 [--kinds gloo,udp,shm] [--k 256] [--seconds 1.5]
+                                 [--png PATH] [--csv PATH]
+
+For each rank count n and each kind, n rank processes are started once and all-reduce every
+size in turn (float32, SUM); the kinds of one n run one after the other, so they share the
+machine's load of that minute:
+  * gloo: `torch.distributed.all_reduce` on a gloo group (TCP on 127.0.0.1);
+  * udp: `netsum.workers.Worker.allreduce` in each rank, Ethernet frames over UDP-tunnel ports
+    of a netsum-switch daemon (the C port loop where it builds), job set up by the controller
+    (netsum.rig: P4Runtime, the real netsum.p4 at K);
+  * shm: the same over shared-memory ports (`-i N@shm:PATH`, netsum.workers.shmring).
+Every call is preceded by one multiprocessing barrier for all kinds alike; a call's latency is
+from the moment the last rank entered it to the moment the last rank had its result (the
+clock is CLOCK_MONOTONIC, shared by the processes), so the barrier's own wake-up skew is not
+counted for any kind.  Each size runs 2 warm-up calls, then as many as fit in --seconds
+(at least 3, at most 50); the median is shown.  Goodput is elements / latency; the ratio is
+netsum's latency over gloo's (< 1: netsum faster).  Every kind's last result is checked:
+netsum's against the float64 sum within the documented quantization bound
+(netsum.tensors), gloo's within float32 rounding.
+CPU accounting (the profile's first cut, docs/performance.md): each rank's process CPU
+over the timed calls and, for netsum, the switch daemon's, per packet each rank sent.
+Emulation capacity: the summed worker goodput at n=4, K, largest size (n x 32 bit x
+elements / latency: the data all workers push through the emulated network per second).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from allreduce import cpu_seconds, prepare_native   # noqa: E402 - sibling benchmark script
+from netsum.tensors import check_result, reference, synthetic_inputs
+
+SIZES = (1, 16, 256, 4096, 65536, 1 << 20, 1 << 24)
+KINDS = ("gloo", "udp", "shm")
+WARMUP = 2
+MIN_REPS, MAX_REPS = 3, 50
+CHECK_MAX = 1 << 20     # elements checked against the reference (a prefix of larger tensors)
+
+
+@dataclass(frozen=True, slots=True)
+class NetsumPlan:
+    """What a netsum rank needs to open its transport and join the job."""
+    kind: str                           # "udp" | "shm"
+    job_id: int
+    slots: int
+    k: int
+    links: tuple[tuple[str, str], ...]  # per rank: (switch port: "HOST:PORT" | shm path, bind)
+    hosts: tuple[tuple[str, str], ...]  # per rank: (MAC, IPv4)
+    service: tuple[str, str]            # the switch's service (MAC, IPv4)
+    switch_pid: int
+
+
+@dataclass(slots=True)
+class Point:
+    kind: str
+    ranks: int
+    elements: int
+    latency: float = math.nan            # median, s
+    p10: float = math.nan
+    p90: float = math.nan
+    reps: int = 0
+    ok: bool = False
+    problem: str = ""
+    rank_cpu_us: float = math.nan        # all ranks' CPU per call, µs
+    switch_cpu_us: float = math.nan      # the switch daemon's CPU per call, µs
+    packets: float = math.nan            # packets each rank sent per call (netsum)
+    retx: int = 0
+
+    @property
+    def goodput(self) -> float:
+        return self.elements / self.latency if self.latency > 0 else math.nan
+
+
+@dataclass(slots=True)
+class _RankRow:
+    rank: int
+    size: int
+    t0: list[float] = field(default_factory=list)
+    t1: list[float] = field(default_factory=list)
+    cpu: float = 0.0
+    switch_cpu: float = 0.0
+    packets: int = 0
+    retx: int = 0
+    ok: bool = True
+    problem: str = ""
+
+
+def rank_input(rank: int, size: int) -> np.ndarray:
+    """Rank `rank`'s tensor: netsum.tensors' synthetic values, a seed per rank (so a rank
+    makes only its own; rank 0 remakes all of them for the check)."""
+    return synthetic_inputs(1, (size,), seed=1000 + rank)[0]
+
+
+# -- the per-rank operations ---------------------------------------------------------------
+def _gloo_op(rank: int, n: int, port: int) -> tuple[Any, Any]:
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=n)
+    cache: dict[int, tuple[Any, Any]] = {}
+
+    def op(x: np.ndarray) -> np.ndarray:
+        # One tensor per size, refilled before the call (outside nothing: the copy is
+        # part of the call for both kinds, as netsum's allreduce reads its input too).
+        src, t = cache.get(x.size) or cache.setdefault(x.size, (torch.from_numpy(x),
+                                                                  torch.empty(x.size)))
+        t.copy_(src)
+        dist.all_reduce(t)
+        return t.numpy()
+
+    def close() -> None:
+        dist.destroy_process_group()
+    return op, close
+
+
+def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
+    from netsum.wire import UDP_PORT
+    from netsum.workers import JobConfig, Timing, Worker
+    from netsum.workers.wire import Endpoint
+    link, bind = plan.links[rank]
+    local = Endpoint.parse(plan.hosts[rank][0], plan.hosts[rank][1], UDP_PORT)
+    service = Endpoint.parse(plan.service[0], plan.service[1], UDP_PORT)
+    transport: Any
+    if plan.kind == "shm":
+        from netsum.workers.shmring import ShmFrameTransport
+        transport = ShmFrameTransport(link, local, service, k=plan.k)
+    else:
+        from netsum.workers.transport import FrameTransport, parse_hostport
+        transport = FrameTransport(parse_hostport(link), local, service, parse_hostport(bind),
+                                   k=plan.k)
+    worker = Worker(transport, JobConfig(plan.job_id, n, plan.slots, plan.k),
+                    Timing(progress_deadline=30.0))
+    stats = {"packets": 0, "retx": 0}
+
+    def op(x: np.ndarray) -> np.ndarray:
+        res = worker.allreduce(x)
+        stats["packets"] += res.stats.packets_sent
+        stats["retx"] += res.stats.retransmissions
+        return res.tensor
+
+    op.stats = stats  # type: ignore[attr-defined]
+    return op, transport.close
+
+
+def _check(kind: str, n: int, k: int, size: int, y: np.ndarray) -> tuple[bool, str]:
+    m = min(size, CHECK_MAX)
+    xs = [rank_input(r, size)[:m] for r in range(n)]
+    if kind == "gloo":
+        total = np.sum([x.astype(np.float64) for x in xs], axis=0)
+        tol = 1e-5 * np.sum([np.abs(x.astype(np.float64)) for x in xs], axis=0) + 1e-30
+        bad = np.abs(y[:m].astype(np.float64) - total) > tol
+        return (not bad.any()), ("" if not bad.any() else
+                                 f"element {int(np.flatnonzero(bad)[0])} off")
+    v = check_result(np.ascontiguousarray(y[:m]), reference(xs, k))
+    return v.ok, v.problem
+
+
+def _rank_main(kind: str, rank: int, n: int, plan: Any, sizes: list[int], seconds: float,
+               barrier: Any, reps_box: Any, out: Any) -> None:
+    try:
+        op, close = _gloo_op(rank, n, plan) if kind == "gloo" else _netsum_op(rank, n, plan)
+    except Exception as exc:  # noqa: BLE001 - reported by the parent in one line
+        out.put(("error", rank, f"{type(exc).__name__}: {exc}"))
+        barrier.abort()
+        return
+    stats = getattr(op, "stats", None)
+    try:
+        for size in sizes:
+            x = rank_input(rank, size)
+            row = _RankRow(rank, size)
+            warm = []
+            for _ in range(WARMUP):
+                barrier.wait()
+                t0 = time.monotonic()
+                op(x)
+                warm.append(time.monotonic() - t0)
+            if rank == 0:
+                reps_box.value = max(MIN_REPS, min(MAX_REPS, int(seconds / max(min(warm),
+                                                                                1e-6))))
+            barrier.wait()
+            reps = reps_box.value
+            p0 = (stats["packets"], stats["retx"]) if stats else (0, 0)
+            sw0 = cpu_seconds(plan.switch_pid) if kind != "gloo" and rank == 0 else None
+            c0 = time.process_time()
+            y = x
+            for _ in range(reps):
+                barrier.wait()
+                t0 = time.monotonic()
+                y = op(x)
+                row.t1.append(time.monotonic())
+                row.t0.append(t0)
+            row.cpu = time.process_time() - c0
+            if sw0 is not None:
+                row.switch_cpu = (cpu_seconds(plan.switch_pid) or sw0) - sw0
+            if stats:
+                row.packets = stats["packets"] - p0[0]
+                row.retx = stats["retx"] - p0[1]
+            if rank == 0:
+                row.ok, row.problem = _check(kind, n, plan.k if kind != "gloo" else 0,
+                                             size, y)
+            out.put(("row", rank, row))
+    except Exception as exc:  # noqa: BLE001
+        out.put(("error", rank, f"{type(exc).__name__}: {exc}"))
+        barrier.abort()
+    finally:
+        close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
+              k: int) -> list[Point]:
+    ctx = mp.get_context("spawn")
+    barrier, reps_box, out = ctx.Barrier(n), ctx.Value("i", 0), ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(kind, r, n, plan, sizes, seconds, barrier,
+                                                  reps_box, out), daemon=True)
+             for r in range(n)]
+    for p in procs:
+        p.start()
+    rows: dict[int, list[_RankRow]] = {s: [] for s in sizes}
+    errors: list[str] = []
+    want = n * len(sizes)
+    got = 0
+    try:
+        while got < want and not errors:
+            try:
+                msg = out.get(timeout=5)
+            except Exception:  # noqa: BLE001 - queue.Empty: are they still alive?
+                if not any(p.is_alive() for p in procs):
+                    errors.append("every rank exited early")
+                continue
+            if msg[0] == "error":
+                errors.append(f"rank {msg[1]}: {msg[2]}")
+            else:
+                rows[msg[2].size].append(msg[2])
+                got += 1
+    finally:
+        for p in procs:
+            p.join(30 if not errors else 2)
+            if p.is_alive():
+                p.kill()
+    points = []
+    for size in sizes:
+        pt = Point(kind, n, size)
+        rs = rows[size]
+        if len(rs) != n:
+            pt.problem = "; ".join(errors) or "missing ranks"
+            points.append(pt)
+            continue
+        reps = len(rs[0].t0)
+        lat = [max(r.t1[i] for r in rs) - max(r.t0[i] for r in rs) for i in range(reps)]
+        q = statistics.quantiles(lat, n=10) if reps >= 2 else [lat[0]] * 9
+        r0 = next(r for r in rs if r.rank == 0)
+        pt.latency, pt.p10, pt.p90, pt.reps = statistics.median(lat), q[0], q[-1], reps
+        pt.ok, pt.problem = r0.ok, r0.problem
+        pt.rank_cpu_us = sum(r.cpu for r in rs) / reps * 1e6
+        if kind != "gloo":
+            pt.switch_cpu_us = r0.switch_cpu / reps * 1e6
+            pt.packets = sum(r.packets for r in rs) / n / reps
+            pt.retx = sum(r.retx for r in rs)
+        points.append(pt)
+    return points
+
+
+# -- the switch --------------------------------------------------------------------------------
+def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
+                  work: Path) -> list[Point]:
+    from netsum.controller.topology import JobSpec
+    from netsum.rig import Mode, Rig, RigConfig
+    mode = Mode.UDP if kind == "udp" else Mode.SHM     # type: ignore[attr-defined]
+    with Rig(RigConfig(work / f"{kind}-{n}", workers=n, k=k, mode=mode, timeout=30)) as rig:
+        assert rig.switch is not None
+        hosts = rig.layout.hosts
+        sw = rig.layout.switches[0]
+        job_id, slots = 1, rig.config.slots
+        rig.controller.create_job(JobSpec(job_id, tuple(h.name for h in hosts), slots))
+        if kind == "udp":
+            links = tuple((f"127.0.0.1:{rig.udp_ports[h.rank]}",
+                           f"{rig.peers[h.name][0]}:{rig.peers[h.name][1]}") for h in hosts)
+        else:
+            links = tuple((rig.shm_paths[h.name], "") for h in hosts)  # type: ignore[attr-defined]
+        plan = NetsumPlan(kind, job_id, slots, k, links, tuple((h.mac, h.ipv4) for h in hosts),
+                          (sw.service_mac, sw.service_ip), rig.switch.popen.pid)
+        return run_ranks(kind, n, plan, sizes, seconds, k)
+
+
+def points_for(kind: str, n: int, k: int, sizes: list[int], seconds: float,
+               work: Path) -> list[Point]:
+    if kind == "gloo":
+        return run_ranks(kind, n, _free_port(), sizes, seconds, k)
+    return netsum_points(kind, n, k, sizes, seconds, work)
+
+
+# -- output ------------------------------------------------------------------------------------
+def _fmt_t(s: float) -> str:
+    if math.isnan(s):
+        return "-"
+    return f"{s * 1e3:.3f}" if s < 0.01 else f"{s * 1e3:.1f}"
+
+
+def print_table(points: list[Point], kinds: list[str]) -> None:
+    by = {(p.kind, p.ranks, p.elements): p for p in points}
+    nets = [k for k in kinds if k != "gloo"]
+    head = f"{'ranks':>5} {'elements':>9} " + " ".join(f"{k + ' ms':>10}" for k in kinds)
+    head += " " + " ".join(f"{k + '/gloo':>9}" for k in nets if "gloo" in kinds)
+    head += " " + " ".join(f"{k + ' M/s':>9}" for k in kinds)
+    print(head)
+    for n in sorted({p.ranks for p in points}):
+        for size in sorted({p.elements for p in points if p.ranks == n}):
+            pts = [by.get((k, n, size)) for k in kinds]
+            line = f"{n:>5} {size:>9} " + " ".join(
+                f"{_fmt_t(p.latency) if p else '-':>10}" for p in pts)
+            g = by.get(("gloo", n, size))
+            if g is not None:
+                for k in nets:
+                    p = by.get((k, n, size))
+                    r = p.latency / g.latency if p and g.latency > 0 else math.nan
+                    line += f" {r:>9.2f}"
+            line += " " + " ".join(f"{(p.goodput / 1e6 if p else math.nan):>9.3f}" for p in pts)
+            bad = [f"{p.kind}: {p.problem or 'CHECK FAILED'}" for p in pts if p and not p.ok]
+            print(line + ("   " + "; ".join(bad) if bad else ""))
+
+
+def print_cpu(points: list[Point]) -> None:
+    print("\nCPU per call (µs; all ranks together / the switch daemon), and per packet a rank "
+          "sent (netsum):")
+    for p in points:
+        if p.kind == "gloo" or math.isnan(p.packets) or not p.ok:
+            continue
+        per = p.packets * p.ranks
+        print(f"  {p.kind:>4} n={p.ranks} {p.elements:>9}: ranks {p.rank_cpu_us:10.0f}  switch "
+              f"{p.switch_cpu_us:9.0f}  packets/rank {p.packets:8.1f}  per packet: ranks "
+              f"{p.rank_cpu_us / per:6.1f}  switch {p.switch_cpu_us / per:5.1f}  "
+              f"retx {p.retx}")
+
+
+def print_capacity(points: list[Point], k: int) -> None:
+    for p in points:
+        if p.kind == "gloo" or p.ranks != 4 or not p.ok:
+            continue
+        if p.elements != max(q.elements for q in points if q.kind == p.kind and q.ranks == 4):
+            continue
+        gbps = p.ranks * 32 * p.goodput / 1e9
+        print(f"emulation capacity ({p.kind}, n=4, K={k}, {p.elements} elements): "
+              f"{gbps:.3f} Gb/s summed ({gbps / 4 * 1e3:.0f} Mb/s per worker)")
+
+
+def write_csv(points: list[Point], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["kind", "ranks", "elements", "latency_s", "p10_s", "p90_s", "reps",
+                    "goodput_elem_s", "ok", "rank_cpu_us", "switch_cpu_us", "packets", "retx"])
+        for p in points:
+            w.writerow([p.kind, p.ranks, p.elements, p.latency, p.p10, p.p90, p.reps,
+                        p.goodput, p.ok, p.rank_cpu_us, p.switch_cpu_us, p.packets, p.retx])
+
+
+def write_png(points: list[Point], kinds: list[str], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ranks = sorted({p.ranks for p in points})
+    fig, axes = plt.subplots(2, len(ranks), figsize=(4.6 * len(ranks), 7.5), squeeze=False,
+                             sharex=True)
+    by = {(p.kind, p.ranks, p.elements): p for p in points}
+    for col, n in enumerate(ranks):
+        top, bot = axes[0][col], axes[1][col]
+        for kind in kinds:
+            pts = sorted((p for p in points if p.kind == kind and p.ranks == n),
+                         key=lambda p: p.elements)
+            xs = [p.elements for p in pts if not math.isnan(p.latency)]
+            top.plot(xs, [p.latency * 1e3 for p in pts if not math.isnan(p.latency)], "o-",
+                     label=kind)
+            if kind != "gloo":
+                rs = [(p.elements, p.latency / by[("gloo", n, p.elements)].latency)
+                      for p in pts if ("gloo", n, p.elements) in by and not math.isnan(p.latency)]
+                if rs:
+                    bot.plot(*zip(*rs), "o-", label=f"{kind} / gloo")
+        top.set_xscale("log")
+        top.set_yscale("log")
+        top.set_title(f"{n} ranks")
+        top.set_ylabel("all-reduce latency (ms, median)")
+        top.grid(True, which="both", alpha=0.3)
+        top.legend()
+        for y, style in ((1.0, "-"), (2.0, "--")):
+            bot.axhline(y, color="grey", linestyle=style, linewidth=0.8)
+        bot.set_xscale("log")
+        bot.set_yscale("log")
+        bot.set_xlabel("float32 elements per rank")
+        bot.set_ylabel("netsum time / gloo time")
+        bot.grid(True, which="both", alpha=0.3)
+        bot.legend()
+    fig.suptitle("netsum vs torch.distributed gloo, same machine, same run")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", default="2,4,8")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--kinds", default="gloo,udp,shm")
+    ap.add_argument("--k", type=int, default=256)
+    ap.add_argument("--seconds", type=float, default=1.5, help="timed calls per point (s)")
+    ap.add_argument("--png", type=Path, default=Path("results/vs_gloo.png"))
+    ap.add_argument("--csv", type=Path, default=Path("results/vs_gloo.csv"))
+    a = ap.parse_args()
+    ranks = [int(x) for x in a.ranks.split(",")]
+    sizes = [int(x) for x in a.sizes.split(",")]
+    kinds = [x for x in a.kinds.split(",") if x]
+    if not set(kinds) <= set(KINDS):
+        ap.error(f"--kinds: one or more of {', '.join(KINDS)}")
+    if any(k != "gloo" for k in kinds) and not prepare_native([a.k]):
+        print("the native switch backend is not available: netsum runs on the Python path",
+              file=sys.stderr)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; K={a.k}; "
+          f"{a.seconds:g} s per point")
+    points: list[Point] = []
+    with tempfile.TemporaryDirectory(prefix="netsum-vsgloo-") as tmp:
+        for n in ranks:
+            for kind in kinds:
+                t = time.monotonic()
+                pts = points_for(kind, n, a.k, sizes, a.seconds, Path(tmp))
+                points += pts
+                print(f"  {kind} n={n}: {time.monotonic() - t:.0f} s, load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)
+    print()
+    print_table(points, kinds)
+    print_cpu(points)
+    print()
+    print_capacity(points, a.k)
+    a.png.parent.mkdir(parents=True, exist_ok=True)
+    write_png(points, kinds, a.png)
+    write_csv(points, a.csv)
+    print(f"\n{a.png}, {a.csv}")
+    return 0 if all(p.ok for p in points) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
