@@ -30,14 +30,15 @@ producer uses buffer i for descriptor i).
 
 Trust: the peer can write every byte of the region at any time.  So a consumer reads each
 descriptor once, checks it (offset and length inside its ring's buffer area, else counted
-`bad_desc` and skipped; a length of 0 is an empty frame, as a UDP datagram may be empty) and copies the frame out before anything looks at it; a head more
-than `slots` ahead of the tail is counted `bad_index` and the ring is resynchronised (tail :=
-head, what it claimed to hold is dropped); the switch keeps its own copy of the layout and
+`bad_desc` and skipped; a length of 0 is an empty frame, as a UDP datagram may be empty)
+and copies the frame out before anything looks at it; a head more than `slots` ahead of the
+tail is counted `bad_index` and the ring is resynchronised (tail := head, what it claimed
+to hold is dropped); the switch keeps its own copy of the layout and
 never reads sizes back from the region.  A hostile peer can so do nothing that it could not
 do by sending frames.  Every process of the switch's user can connect (the socket's mode):
 for isolation between users of one machine use UDP or veth ports.
 
-Waiting (a short spin, then the doorbell): a consumer about to sleep sets wake = 1, issues a
+Waiting (an optional spin, then the doorbell): a consumer about to sleep sets wake = 1, issues a
 full fence and looks at head once more; a producer publishes head, issues a full fence and
 rings the doorbell only when wake is 1.  (The fences make the two store-then-load sequences
 safe against each other: without them either side could read the other's old value and both
@@ -75,7 +76,7 @@ MAX_SLOTS = 1 << 16
 MAX_FRAME = 1 << 16
 _U32 = 0xFFFFFFFF
 _SPIN_ENV = "NETSUM_SHM_SPIN_US"
-_DEFAULT_SPIN_US = 20
+_DEFAULT_SPIN_US = 0
 # x86 keeps loads and stores in order except a store before a later load (TSO): acquire and
 # release are free there, only the wake-flag handshake needs the full fence.
 _TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
@@ -120,8 +121,9 @@ _ORDER = _no_fence if _TSO else fence      # acquire/release points
 
 def spin_seconds() -> float:
     """How long a consumer polls its ring before it sleeps on the doorbell
-    ($NETSUM_SHM_SPIN_US, default 20 µs: long enough to catch a reply in flight, short
-    enough not to starve the other processes of a small machine)."""
+    ($NETSUM_SHM_SPIN_US, default 0).  Spinning pays only with a core to spare: on the 2
+    shared cores this was measured on, a 20 µs spin cut a bare ring forwarder from 1.3-2.3 M
+    to 0.4-0.85 M frames/s and tripled a ping-pong's round trip (docs/performance.md)."""
     raw = os.environ.get(_SPIN_ENV, "").strip()
     try:
         return max(0, int(raw)) * 1e-6 if raw else _DEFAULT_SPIN_US * 1e-6

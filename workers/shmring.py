@@ -5,8 +5,8 @@ Ethernet/IPv4/UDP frames, frames coming back are validated the same way) with th
 socket replaced by `ShmLink`: the port's two rings (netsum/shmring.py, the format and trust
 rules) instead of sendmmsg/recvmmsg on 127.0.0.1.  Sending copies each frame into the ring
 towards the switch and publishes the batch with one index store (a system call only when the
-switch sleeps: its doorbell); receiving polls the ring from the switch for a short while
-($NETSUM_SHM_SPIN_US, default 20 µs) and then sleeps on this side's doorbell (select()).
+switch sleeps: its doorbell); receiving polls the ring from the switch for
+$NETSUM_SHM_SPIN_US (default 0) and then sleeps on this side's doorbell (select()).
 A frame is copied out of the region into the transport's receive row before it is checked,
 so the switch (or anything else that can write the region) cannot change it under the
 checks.

@@ -7,7 +7,7 @@ sockets, one recvmmsg of up to 64 frames per ready socket, each frame through th
 pipeline without a Python object, one sendmmsg per egress port.  Shared-memory ports
 (netsum/shmring.py, shmport.c) are served in the same pass: up to 64 frames taken from a
 port's ring per wake-up, its outputs put in the peer's ring; before sleeping the loop spins
-for $NETSUM_SHM_SPIN_US (default 20 µs) on the rings, then arms their doorbells, which poll()
+for $NETSUM_SHM_SPIN_US (default 0) on the rings, then arms their doorbells, which poll()
 watches with the sockets.  A peer connecting to a port's socket makes run() return
 (CONTROL) so that the PortSet accepts or refuses it.  It is the same semantics or it does
 not run:

@@ -16,7 +16,8 @@
  * each wake-up takes up to BATCH frames of a port's ring 0 and puts its outputs in ring 1;
  * before poll() sleeps, the loop spins up to spin_us on the rings, then arms their doorbells
  * (eventfds, in the poll set with the sockets).  Control fds (the shm ports' listening
- * sockets) make run() return RUN_CONTROL so that Python accepts or refuses the peer.  The `gate` callback decides, under the lock, per wake-up, whether this loop may
+ * sockets) make run() return RUN_CONTROL so that Python accepts or refuses the peer.
+ * The `gate` callback decides, under the lock, per wake-up, whether this loop may
  * run the packets at all (else run() returns GATE_CLOSED without having read anything and
  * the Python loop takes over).  Counters live here until take_stats() folds them into
  * switch.stats.Stats.
