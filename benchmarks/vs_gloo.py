@@ -11,27 +11,39 @@ machine's load of that minute:
   * udp: `netsum.workers.Worker.allreduce` in each rank, Ethernet frames over UDP-tunnel ports
     of a netsum-switch daemon (the C port loop where it builds), job set up by the controller
     (netsum.rig: P4Runtime, the real netsum.p4 at K);
-  * shm: the same over shared-memory ports (`-i N@shm:PATH`, netsum.workers.shmring).
+  * shm: the same over shared-memory ports (`-i N@shm:PATH`, netsum.workers.shmring);
+    `shm@N` spins N µs before sleeping on a ring (NETSUM_SHM_SPIN_US for the switch and the
+    ranks), so several spins can be compared in one run;
+  * backend: `torch.distributed.all_reduce` on the "netsum" backend (netsum.training: the
+    lane engine, one lane with the whole window, as `udp` has) over the same UDP-tunnel
+    ports: the difference to `udp` is what the training path adds per call.
 Every call is preceded by one multiprocessing barrier for all kinds alike; a call's latency is
 from the moment the last rank entered it to the moment the last rank had its result (the
 clock is CLOCK_MONOTONIC, shared by the processes), so the barrier's own wake-up skew is not
-counted for any kind.  Each size runs 2 warm-up calls, then as many as fit in --seconds
-(at least 3, at most 50); the median is shown.  Goodput is elements / latency; the ratio is
-netsum's latency over gloo's (< 1: netsum faster).  Every kind's last result is checked:
+counted for any kind.  Each size runs 2 warm-up calls (1 from 1M elements on), then as
+many as fit in --seconds (at least 3, at most 50); the median is shown.  Goodput is
+elements / latency; the ratio is netsum's latency over gloo's (< 1: netsum faster).  Every kind's last result is checked:
 netsum's against the float64 sum within the documented quantization bound
 (netsum.tensors), gloo's within float32 rounding.
 CPU accounting (the profile's first cut, docs/performance.md): each rank's process CPU
 over the timed calls and, for netsum, the switch daemon's, per packet each rank sent.
 Emulation capacity: the summed worker goodput at n=4, K, largest size (n x 32 bit x
 elements / latency: the data all workers push through the emulated network per second).
+--profile SIZE: rank 0 of each netsum kind runs its timed calls of that size under cProfile
+(CPU clock) and prints where its time goes; --limits: benchmarks/limits.py's bare C forward
+loops in the same run.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import csv
+import io
 import math
 import multiprocessing as mp
 import os
+import pstats
+import re
 import socket
 import statistics
 import sys
@@ -44,11 +56,19 @@ from typing import Any
 import numpy as np
 
 from allreduce import cpu_seconds, prepare_native   # noqa: E402 - sibling benchmark script
+from netsum.shmring import spin_seconds
 from netsum.tensors import check_result, reference, synthetic_inputs
 
 SIZES = (1, 16, 256, 4096, 65536, 1 << 20, 1 << 24)
-KINDS = ("gloo", "udp", "shm")
+SPIN_ENV = "NETSUM_SHM_SPIN_US"
+
+
+def _direct(kind: str) -> bool:
+    """Do this kind's ranks drive netsum.workers.Worker themselves (a switch pid known)?"""
+    return kind == "udp" or kind.startswith("shm")
+KINDS = ("gloo", "udp", "shm", "backend")
 WARMUP = 2
+BIG = 1 << 20           # from this size on one warm-up call (they take seconds)
 MIN_REPS, MAX_REPS = 3, 50
 CHECK_MAX = 1 << 20     # elements checked against the reference (a prefix of larger tensors)
 
@@ -56,7 +76,7 @@ CHECK_MAX = 1 << 20     # elements checked against the reference (a prefix of la
 @dataclass(frozen=True, slots=True)
 class NetsumPlan:
     """What a netsum rank needs to open its transport and join the job."""
-    kind: str                           # "udp" | "shm"
+    kind: str                           # "udp" | "shm" | "shm@SPIN_US"
     job_id: int
     slots: int
     k: int
@@ -108,10 +128,12 @@ def rank_input(rank: int, size: int) -> np.ndarray:
 
 
 # -- the per-rank operations ---------------------------------------------------------------
-def _gloo_op(rank: int, n: int, port: int) -> tuple[Any, Any]:
+def _gloo_op(rank: int, n: int, port: int, backend: str = "gloo") -> tuple[Any, Any]:
     import torch
     import torch.distributed as dist
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    if backend == "netsum":
+        import netsum.training.backend  # noqa: F401 - registers the backend
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=n)
     cache: dict[int, tuple[Any, Any]] = {}
 
@@ -137,7 +159,7 @@ def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
     local = Endpoint.parse(plan.hosts[rank][0], plan.hosts[rank][1], UDP_PORT)
     service = Endpoint.parse(plan.service[0], plan.service[1], UDP_PORT)
     transport: Any
-    if plan.kind == "shm":
+    if plan.kind.startswith("shm"):
         from netsum.workers.shmring import ShmFrameTransport
         transport = ShmFrameTransport(link, local, service, k=plan.k)
     else:
@@ -171,10 +193,16 @@ def _check(kind: str, n: int, k: int, size: int, y: np.ndarray) -> tuple[bool, s
     return v.ok, v.problem
 
 
-def _rank_main(kind: str, rank: int, n: int, plan: Any, sizes: list[int], seconds: float,
-               barrier: Any, reps_box: Any, out: Any) -> None:
+def _rank_main(kind: str, rank: int, n: int, k: int, plan: Any, sizes: list[int],
+               seconds: float, barrier: Any, reps_box: Any, out: Any, profile: int = 0) -> None:
     try:
-        op, close = _gloo_op(rank, n, plan) if kind == "gloo" else _netsum_op(rank, n, plan)
+        if kind == "backend":
+            port, envs = plan
+            os.environ.update(envs[rank])
+            op, close = _gloo_op(rank, n, port, "netsum")
+        else:
+            op, close = _gloo_op(rank, n, plan) if kind == "gloo" else \
+                _netsum_op(rank, n, plan)
     except Exception as exc:  # noqa: BLE001 - reported by the parent in one line
         out.put(("error", rank, f"{type(exc).__name__}: {exc}"))
         barrier.abort()
@@ -185,7 +213,7 @@ def _rank_main(kind: str, rank: int, n: int, plan: Any, sizes: list[int], second
             x = rank_input(rank, size)
             row = _RankRow(rank, size)
             warm = []
-            for _ in range(WARMUP):
+            for _ in range(WARMUP if size < BIG else 1):
                 barrier.wait()
                 t0 = time.monotonic()
                 op(x)
@@ -196,24 +224,34 @@ def _rank_main(kind: str, rank: int, n: int, plan: Any, sizes: list[int], second
             barrier.wait()
             reps = reps_box.value
             p0 = (stats["packets"], stats["retx"]) if stats else (0, 0)
-            sw0 = cpu_seconds(plan.switch_pid) if kind != "gloo" and rank == 0 else None
+            sw0 = cpu_seconds(plan.switch_pid) if _direct(kind) and rank == 0 else None
+            prof = cProfile.Profile(time.process_time) if (
+                rank == 0 and size == profile and _direct(kind)) else None
             c0 = time.process_time()
             y = x
             for _ in range(reps):
                 barrier.wait()
+                if prof is not None:
+                    prof.enable()
                 t0 = time.monotonic()
                 y = op(x)
                 row.t1.append(time.monotonic())
                 row.t0.append(t0)
+                if prof is not None:
+                    prof.disable()
             row.cpu = time.process_time() - c0
+            if prof is not None:
+                text = io.StringIO()
+                pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(18)
+                out.put(("profile", rank, f"{kind} n={n} size={size}, {reps} calls:\n"
+                         + text.getvalue()))
             if sw0 is not None:
                 row.switch_cpu = (cpu_seconds(plan.switch_pid) or sw0) - sw0
             if stats:
                 row.packets = stats["packets"] - p0[0]
                 row.retx = stats["retx"] - p0[1]
             if rank == 0:
-                row.ok, row.problem = _check(kind, n, plan.k if kind != "gloo" else 0,
-                                             size, y)
+                row.ok, row.problem = _check(kind, n, k, size, y)
             out.put(("row", rank, row))
     except Exception as exc:  # noqa: BLE001
         out.put(("error", rank, f"{type(exc).__name__}: {exc}"))
@@ -229,11 +267,11 @@ def _free_port() -> int:
 
 
 def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
-              k: int) -> list[Point]:
+              k: int, profile: int = 0) -> list[Point]:
     ctx = mp.get_context("spawn")
     barrier, reps_box, out = ctx.Barrier(n), ctx.Value("i", 0), ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(kind, r, n, plan, sizes, seconds, barrier,
-                                                  reps_box, out), daemon=True)
+    procs = [ctx.Process(target=_rank_main, args=(kind, r, n, k, plan, sizes, seconds,
+                                                  barrier, reps_box, out, profile), daemon=True)
              for r in range(n)]
     for p in procs:
         p.start()
@@ -251,6 +289,8 @@ def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
                 continue
             if msg[0] == "error":
                 errors.append(f"rank {msg[1]}: {msg[2]}")
+            elif msg[0] == "profile":
+                print(msg[2], flush=True)
             else:
                 rows[msg[2].size].append(msg[2])
                 got += 1
@@ -274,7 +314,7 @@ def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
         pt.latency, pt.p10, pt.p90, pt.reps = statistics.median(lat), q[0], q[-1], reps
         pt.ok, pt.problem = r0.ok, r0.problem
         pt.rank_cpu_us = sum(r.cpu for r in rs) / reps * 1e6
-        if kind != "gloo":
+        if _direct(kind):
             pt.switch_cpu_us = r0.switch_cpu / reps * 1e6
             pt.packets = sum(r.packets for r in rs) / n / reps
             pt.retx = sum(r.retx for r in rs)
@@ -284,11 +324,28 @@ def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
 
 # -- the switch --------------------------------------------------------------------------------
 def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
-                  work: Path) -> list[Point]:
+                  work: Path, profile: int = 0) -> list[Point]:
+    from netsum.rig import Mode
+    mode = Mode.UDP if kind == "udp" else Mode.SHM
+    spin = kind.partition("@")[2]
+    old = os.environ.get(SPIN_ENV)
+    if spin:                       # the switch and the spawned ranks inherit it
+        os.environ[SPIN_ENV] = spin
+    try:
+        return _netsum_points(kind, mode, n, k, sizes, seconds, work, profile)
+    finally:
+        if old is None:
+            os.environ.pop(SPIN_ENV, None)
+        else:
+            os.environ[SPIN_ENV] = old
+
+
+def _netsum_points(kind: str, mode: Any, n: int, k: int, sizes: list[int], seconds: float,
+                   work: Path, profile: int) -> list[Point]:
     from netsum.controller.topology import JobSpec
-    from netsum.rig import Mode, Rig, RigConfig
-    mode = Mode.UDP if kind == "udp" else Mode.SHM     # type: ignore[attr-defined]
-    with Rig(RigConfig(work / f"{kind}-{n}", workers=n, k=k, mode=mode, timeout=30)) as rig:
+    from netsum.rig import Rig, RigConfig
+    with Rig(RigConfig(work / f"{kind.replace('@', '-')}-{n}", workers=n, k=k, mode=mode,
+                       timeout=30)) as rig:
         assert rig.switch is not None
         hosts = rig.layout.hosts
         sw = rig.layout.switches[0]
@@ -298,17 +355,35 @@ def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
             links = tuple((f"127.0.0.1:{rig.udp_ports[h.rank]}",
                            f"{rig.peers[h.name][0]}:{rig.peers[h.name][1]}") for h in hosts)
         else:
-            links = tuple((rig.shm_paths[h.name], "") for h in hosts)  # type: ignore[attr-defined]
+            links = tuple((rig.shm_paths[h.name], "") for h in hosts)
         plan = NetsumPlan(kind, job_id, slots, k, links, tuple((h.mac, h.ipv4) for h in hosts),
                           (sw.service_mac, sw.service_ip), rig.switch.popen.pid)
-        return run_ranks(kind, n, plan, sizes, seconds, k)
+        return run_ranks(kind, n, plan, sizes, seconds, k, profile)
+
+
+def backend_points(n: int, k: int, sizes: list[int], seconds: float, work: Path,
+                   profile: int) -> list[Point]:
+    """The "netsum" torch.distributed backend: its rank 0 registers the job itself."""
+    from netsum.rig import Mode, Rig, RigConfig
+    with Rig(RigConfig(work / f"backend-{n}", workers=n, k=k, mode=Mode.UDP, timeout=30)) as rig:
+        rig.detach_controller()
+        envs = []
+        for h in rig.layout.hosts:
+            host, bind = rig.peers[h.name]
+            envs.append({"NETSUM_TOPOLOGY": str(rig.topology_path), "NETSUM_HOST": h.name,
+                         "NETSUM_FRAMES": f"127.0.0.1:{rig.udp_ports[h.rank]}",
+                         "NETSUM_FRAMES_BIND": f"{host}:{bind}", "NETSUM_LANES": "1",
+                         "NETSUM_SLOTS": str(rig.config.slots), "NETSUM_TIMEOUT": "30"})
+        return run_ranks("backend", n, (_free_port(), envs), sizes, seconds, k, profile)
 
 
 def points_for(kind: str, n: int, k: int, sizes: list[int], seconds: float,
-               work: Path) -> list[Point]:
+               work: Path, profile: int = 0) -> list[Point]:
     if kind == "gloo":
         return run_ranks(kind, n, _free_port(), sizes, seconds, k)
-    return netsum_points(kind, n, k, sizes, seconds, work)
+    if kind == "backend":
+        return backend_points(n, k, sizes, seconds, work, profile)
+    return netsum_points(kind, n, k, sizes, seconds, work, profile)
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -345,13 +420,15 @@ def print_cpu(points: list[Point]) -> None:
     print("\nCPU per call (µs; all ranks together / the switch daemon), and per packet a rank "
           "sent (netsum):")
     for p in points:
-        if p.kind == "gloo" or math.isnan(p.packets) or not p.ok:
+        if not p.ok:
             continue
-        per = p.packets * p.ranks
-        print(f"  {p.kind:>4} n={p.ranks} {p.elements:>9}: ranks {p.rank_cpu_us:10.0f}  switch "
-              f"{p.switch_cpu_us:9.0f}  packets/rank {p.packets:8.1f}  per packet: ranks "
-              f"{p.rank_cpu_us / per:6.1f}  switch {p.switch_cpu_us / per:5.1f}  "
-              f"retx {p.retx}")
+        line = f"  {p.kind:>7} n={p.ranks} {p.elements:>9}: ranks {p.rank_cpu_us:10.0f}"
+        if _direct(p.kind) and not math.isnan(p.packets):
+            per = p.packets * p.ranks
+            line += (f"  switch {p.switch_cpu_us:9.0f}  packets/rank {p.packets:8.1f}  per "
+                     f"packet: ranks {p.rank_cpu_us / per:6.1f}  switch "
+                     f"{p.switch_cpu_us / per:5.1f}  retx {p.retx}")
+        print(line)
 
 
 def print_capacity(points: list[Point], k: int) -> None:
@@ -389,13 +466,14 @@ def write_png(points: list[Point], kinds: list[str], path: Path) -> None:
             pts = sorted((p for p in points if p.kind == kind and p.ranks == n),
                          key=lambda p: p.elements)
             xs = [p.elements for p in pts if not math.isnan(p.latency)]
+            color = f"C{kinds.index(kind)}"      # one colour per kind in both rows
             top.plot(xs, [p.latency * 1e3 for p in pts if not math.isnan(p.latency)], "o-",
-                     label=kind)
+                     label=kind, color=color)
             if kind != "gloo":
                 rs = [(p.elements, p.latency / by[("gloo", n, p.elements)].latency)
                       for p in pts if ("gloo", n, p.elements) in by and not math.isnan(p.latency)]
                 if rs:
-                    bot.plot(*zip(*rs), "o-", label=f"{kind} / gloo")
+                    bot.plot(*zip(*rs), "o-", label=f"{kind} / gloo", color=color)
         top.set_xscale("log")
         top.set_yscale("log")
         top.set_title(f"{n} ranks")
@@ -409,7 +487,8 @@ def write_png(points: list[Point], kinds: list[str], path: Path) -> None:
         bot.set_xlabel("float32 elements per rank")
         bot.set_ylabel("netsum time / gloo time")
         bot.grid(True, which="both", alpha=0.3)
-        bot.legend()
+        if bot.get_legend_handles_labels()[0]:
+            bot.legend()
     fig.suptitle("netsum vs torch.distributed gloo, same machine, same run")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -425,12 +504,16 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=1.5, help="timed calls per point (s)")
     ap.add_argument("--png", type=Path, default=Path("results/vs_gloo.png"))
     ap.add_argument("--csv", type=Path, default=Path("results/vs_gloo.csv"))
+    ap.add_argument("--profile", type=int, default=0, metavar="SIZE",
+                    help="cProfile rank 0 of each netsum kind at this size")
+    ap.add_argument("--limits", action="store_true",
+                    help="also the bare C forward loops (benchmarks/limits.py)")
     a = ap.parse_args()
     ranks = [int(x) for x in a.ranks.split(",")]
     sizes = [int(x) for x in a.sizes.split(",")]
     kinds = [x for x in a.kinds.split(",") if x]
-    if not set(kinds) <= set(KINDS):
-        ap.error(f"--kinds: one or more of {', '.join(KINDS)}")
+    if not all(k in KINDS or re.fullmatch(r"shm@\d+", k) for k in kinds):
+        ap.error(f"--kinds: one or more of {', '.join(KINDS)}, shm@SPIN_US")
     if any(k != "gloo" for k in kinds) and not prepare_native([a.k]):
         print("the native switch backend is not available: netsum runs on the Python path",
               file=sys.stderr)
@@ -441,7 +524,7 @@ def main() -> int:
         for n in ranks:
             for kind in kinds:
                 t = time.monotonic()
-                pts = points_for(kind, n, a.k, sizes, a.seconds, Path(tmp))
+                pts = points_for(kind, n, a.k, sizes, a.seconds, Path(tmp), a.profile)
                 points += pts
                 print(f"  {kind} n={n}: {time.monotonic() - t:.0f} s, load "
                       f"{os.getloadavg()[0]:.1f}", flush=True)
@@ -450,6 +533,10 @@ def main() -> int:
     print_cpu(points)
     print()
     print_capacity(points, a.k)
+    if a.limits:
+        import limits
+        print()
+        limits.print_limits(limits.run_all(2.0, 4, a.k, int(spin_seconds() * 1e6)), a.k)
     a.png.parent.mkdir(parents=True, exist_ok=True)
     write_png(points, kinds, a.png)
     write_csv(points, a.csv)
