@@ -16,7 +16,10 @@ machine's load of that minute:
     ranks), so several spins can be compared in one run;
   * backend: `torch.distributed.all_reduce` on the "netsum" backend (netsum.training: the
     lane engine, one lane with the whole window, as `udp` has) over the same UDP-tunnel
-    ports: the difference to `udp` is what the training path adds per call.
+    ports: the difference to `udp` is what the training path adds per call;
+  * lanes: the training lanes' engine alone (netsum.training.lanes.LaneEngine, no torch)
+    over the same FrameTransport and job as `udp` (with --profile, its driver thread's
+    profile over the whole run).
 Every call is preceded by one multiprocessing barrier for all kinds alike; a call's latency is
 from the moment the last rank entered it to the moment the last rank had its result (the
 clock is CLOCK_MONOTONIC, shared by the processes), so the barrier's own wake-up skew is not
@@ -64,9 +67,9 @@ SPIN_ENV = "NETSUM_SHM_SPIN_US"
 
 
 def _direct(kind: str) -> bool:
-    """Do this kind's ranks drive netsum.workers.Worker themselves (a switch pid known)?"""
-    return kind == "udp" or kind.startswith("shm")
-KINDS = ("gloo", "udp", "shm", "backend")
+    """Do this kind's ranks drive netsum.workers' cores themselves (a switch pid known)?"""
+    return kind in ("udp", "lanes") or kind.startswith("shm")
+KINDS = ("gloo", "udp", "shm", "backend", "lanes")
 WARMUP = 2
 BIG = 1 << 20           # from this size on one warm-up call (they take seconds)
 MIN_REPS, MAX_REPS = 3, 50
@@ -84,6 +87,7 @@ class NetsumPlan:
     hosts: tuple[tuple[str, str], ...]  # per rank: (MAC, IPv4)
     service: tuple[str, str]            # the switch's service (MAC, IPv4)
     switch_pid: int
+    lanes: str = ""                     # "lanes" kind: "-", or what its profile is of
 
 
 @dataclass(slots=True)
@@ -166,9 +170,12 @@ def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
         from netsum.workers.transport import FrameTransport, parse_hostport
         transport = FrameTransport(parse_hostport(link), local, service, parse_hostport(bind),
                                    k=plan.k)
-    worker = Worker(transport, JobConfig(plan.job_id, n, plan.slots, plan.k),
-                    Timing(progress_deadline=30.0))
+    job = JobConfig(plan.job_id, n, plan.slots, plan.k)
+    timing = Timing(progress_deadline=30.0)
     stats = {"packets": 0, "retx": 0}
+    if plan.lanes:
+        return _lanes_op(transport, job, timing, stats, plan.lanes)
+    worker = Worker(transport, job, timing)
 
     def op(x: np.ndarray) -> np.ndarray:
         res = worker.allreduce(x)
@@ -178,6 +185,41 @@ def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
 
     op.stats = stats  # type: ignore[attr-defined]
     return op, transport.close
+
+
+def _lanes_op(transport: Any, job: Any, timing: Any, stats: dict[str, int],
+              profile: str) -> tuple[Any, Any]:
+    """The training lanes' engine (netsum.training.lanes, no torch) over the same transport
+    and job; with a profile, its driver thread runs under cProfile (printed at close)."""
+    from netsum.training.lanes import LaneEngine, LaneSpec
+    prof = cProfile.Profile(time.thread_time) if profile != "-" else None
+    if prof is not None:
+        original = LaneEngine._loop
+
+        def loop(self: Any) -> None:
+            prof.enable()
+            try:
+                original(self)
+            finally:
+                prof.disable()
+        LaneEngine._loop = loop  # type: ignore[method-assign]
+    engine = LaneEngine(transport, [LaneSpec(job)], timing)
+
+    def op(x: np.ndarray) -> np.ndarray:
+        res = engine.submit(x).result()
+        st = engine.stats[-1]
+        stats["packets"] += st.packets_sent
+        stats["retx"] += st.retransmissions
+        return res.tensor
+
+    def close() -> None:
+        engine.close()
+        if prof is not None:
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(18)
+            print(f"lanes driver thread, {profile}:\n{text.getvalue()}", flush=True)
+    op.stats = stats  # type: ignore[attr-defined]
+    return op, close
 
 
 def _check(kind: str, n: int, k: int, size: int, y: np.ndarray) -> tuple[bool, str]:
@@ -326,7 +368,7 @@ def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
 def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
                   work: Path, profile: int = 0) -> list[Point]:
     from netsum.rig import Mode
-    mode = Mode.UDP if kind == "udp" else Mode.SHM
+    mode = Mode.SHM if kind.startswith("shm") else Mode.UDP
     spin = kind.partition("@")[2]
     old = os.environ.get(SPIN_ENV)
     if spin:                       # the switch and the spawned ranks inherit it
@@ -343,7 +385,7 @@ def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
 def _netsum_points(kind: str, mode: Any, n: int, k: int, sizes: list[int], seconds: float,
                    work: Path, profile: int) -> list[Point]:
     from netsum.controller.topology import JobSpec
-    from netsum.rig import Rig, RigConfig
+    from netsum.rig import Mode, Rig, RigConfig
     with Rig(RigConfig(work / f"{kind.replace('@', '-')}-{n}", workers=n, k=k, mode=mode,
                        timeout=30)) as rig:
         assert rig.switch is not None
@@ -351,13 +393,14 @@ def _netsum_points(kind: str, mode: Any, n: int, k: int, sizes: list[int], secon
         sw = rig.layout.switches[0]
         job_id, slots = 1, rig.config.slots
         rig.controller.create_job(JobSpec(job_id, tuple(h.name for h in hosts), slots))
-        if kind == "udp":
+        if mode is not Mode.SHM:
             links = tuple((f"127.0.0.1:{rig.udp_ports[h.rank]}",
                            f"{rig.peers[h.name][0]}:{rig.peers[h.name][1]}") for h in hosts)
         else:
             links = tuple((rig.shm_paths[h.name], "") for h in hosts)
+        lanes = "" if kind != "lanes" else (f"n={n} size={profile}" if profile else "-")
         plan = NetsumPlan(kind, job_id, slots, k, links, tuple((h.mac, h.ipv4) for h in hosts),
-                          (sw.service_mac, sw.service_ip), rig.switch.popen.pid)
+                          (sw.service_mac, sw.service_ip), rig.switch.popen.pid, lanes)
         return run_ranks(kind, n, plan, sizes, seconds, k, profile)
 
 
