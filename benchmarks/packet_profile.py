@@ -116,8 +116,8 @@ def main() -> int:
     a = ap.parse_args()
     why = perf_usable()
     if why:
-        print(f"profile: {why}", file=sys.stderr)
-        return 2
+        print(f"packet_profile: skipped, {why}")     # (make bench runs every script)
+        return 0
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {a.workers} "
           f"workers, K={a.k}, {a.elements} elements each")
     with tempfile.TemporaryDirectory(prefix="netsum-profile-") as tmp:

@@ -495,7 +495,7 @@ def write_csv(points: list[Point], path: Path) -> None:
                         p.goodput, p.ok, p.rank_cpu_us, p.switch_cpu_us, p.packets, p.retx])
 
 
-def write_png(points: list[Point], kinds: list[str], path: Path) -> None:
+def write_png(points: list[Point], kinds: list[str], path: Path, dpi: int = 110) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -534,7 +534,7 @@ def write_png(points: list[Point], kinds: list[str], path: Path) -> None:
             bot.legend()
     fig.suptitle("netsum vs torch.distributed gloo, same machine, same run")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
 
 
