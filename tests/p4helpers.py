@@ -16,16 +16,36 @@ from typing import Any, Iterable, Sequence
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from netsum.wire import HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, UDP_PORT, MsgType
+from netsum.wire import (DEST_ALL, HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, K_SUPPORTED, UDP_PORT,
+                         MsgType)
+from netsum.wire import klog2 as log2_k
 
 __all__ = [
     "netsum_config", "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host", "pack_header", "unpack_header",
     "netsum_frame", "Parsed", "parse_frame", "ipv4_checksum_ok", "NetsumSwitch", "mac_int",
-    "ip_int", "wrap32", "vec_sum", "INT32_MIN", "INT32_MAX",
+    "ip_int", "wrap32", "vec_sum", "INT32_MIN", "INT32_MAX", "DEFAULT_LENGTH", "data_fields",
 ]
 
 SERVICE_MAC = "02:00:00:00:00:fe"
 SERVICE_IP = "10.0.0.254"
+
+#: The tensor length a frame says when a test does not give one (the same for every member,
+#: so the switch's length check passes unless a test sets another).
+DEFAULT_LENGTH = 1 << 20
+
+# job id -> the member count the last NetsumSwitch of this process installed it with: what a
+# correctly configured worker of the job says in `workers` (netsum_frame's default).  Test
+# plumbing: a test that wants another count passes `workers=` explicitly.
+_JOB_WORKERS: dict[int, int] = {}
+
+
+def data_fields(job_id: int, k: int = K_DEFAULT, **over: int) -> dict[str, int]:
+    """The v2 header fields netsum_frame writes into a DATA frame of `job_id` with K values
+    by default (a result or STATUS copies them): workers, dest, reason, klog2, length."""
+    out = {"workers": _JOB_WORKERS.get(job_id, 0), "dest": DEST_ALL, "reason": 0,
+           "klog2": log2_k(k) if k in K_SUPPORTED else 0, "length": DEFAULT_LENGTH}
+    out.update(over)
+    return out
 
 
 @functools.cache
@@ -81,7 +101,7 @@ def pack_header(**fields: int) -> bytes:
         raise KeyError(f"not netsum header fields: {sorted(unknown)}")
     acc = 0
     for f in HEADER_FIELDS:
-        v = fields.get(f.name, 0)
+        v = fields.get(f.name, f.default)
         if not 0 <= v < (1 << f.bits):
             raise ValueError(f"{f.name}={v} does not fit in {f.bits} bits")
         acc = (acc << f.bits) | v
@@ -102,11 +122,20 @@ def netsum_frame(src: Host, *, job_id: int, slot: int, round: int = 0, values: S
                  exp: int = 0, msg_type: int = MsgType.DATA, flags: int = 0, count: int = 0,
                  offset: int = 0, dst_mac: str = SERVICE_MAC, dst_ip: str = SERVICE_IP,
                  dst_port: int = UDP_PORT, truncate: int | None = None,
-                 src_mac: str | None = None, src_ip: str | None = None) -> bytes:
+                 src_mac: str | None = None, src_ip: str | None = None,
+                 workers: int | None = None, dest: int = DEST_ALL, reason: int = 0,
+                 klog2: int | None = None, length: int = DEFAULT_LENGTH) -> bytes:
     """A whole Ethernet frame from `src` (or, spoofing, from `src_mac`/`src_ip`); values are
-    int32 (two's complement, big-endian)."""
+    int32 (two's complement, big-endian).  The v2 fields default to what a correctly
+    configured member sends (`data_fields`): the job's member count, log2 of len(values),
+    DEFAULT_LENGTH, every rank as destination."""
+    v2 = data_fields(job_id, len(values), dest=dest, reason=reason, length=length)
+    if workers is not None:
+        v2["workers"] = workers
+    if klog2 is not None:
+        v2["klog2"] = klog2
     payload = pack_header(msg_type=msg_type, flags=flags, job_id=job_id, round=round, slot=slot,
-                          exp=exp, count=count, offset=offset)
+                          exp=exp, count=count, offset=offset, **v2)
     payload += struct.pack(f"!{len(values)}i", *values)
     frame = bytes(Ether(src=src_mac or src.mac, dst=dst_mac)
                   / IP(src=src_ip or src.ip, dst=dst_ip, id=1)
@@ -176,6 +205,7 @@ class NetsumSwitch:
                      mgid: int) -> None:
         from netsum.switch.entries import Exact
 
+        _JOB_WORKERS[job_id] = num_workers
         self.insert(f"{self.ING}.job", [Exact(job_id)], f"{self.ING}.job_root",
                     [slot_base, num_slots, num_workers, mgid])
 

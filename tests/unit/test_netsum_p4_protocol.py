@@ -52,7 +52,12 @@ def test_header_is_whole_bytes_and_sized_as_protocol() -> None:
     ("MSG_DATA", 8, int(protocol.MsgType.DATA)),
     ("MSG_RESULT", 8, int(protocol.MsgType.RESULT)),
     ("MSG_STATUS", 8, int(protocol.MsgType.STATUS)),
+    ("MSG_REJECT", 8, int(protocol.MsgType.REJECT)),
     ("FLAG_RETX", 8, int(protocol.Flags.RETX)),
+    ("FLAG_NONFINITE", 8, int(protocol.Flags.NONFINITE)),
+    ("FLAG_ACK", 8, int(protocol.Flags.ACK)),
+    ("DEST_ALL", 8, protocol.DEST_ALL),
+    ("RANK_SWITCH", 8, protocol.RANK_SWITCH),
 ])
 def test_constants_match_protocol(name: str, width: int, value: int) -> None:
     assert _const(_source(), name) == (width, value)

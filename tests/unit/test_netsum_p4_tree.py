@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from p4helpers import (Host, NetsumSwitch, Parsed, netsum_config, netsum_frame, parse_frame)
+from p4helpers import (data_fields, Host, NetsumSwitch, Parsed, netsum_config, netsum_frame, parse_frame)
 from netsum.wire import K_DEFAULT, UDP_PORT, Flags, MsgType
 
 JOB = 9
@@ -63,7 +63,7 @@ def check_partial(p: Parsed, j: int, *, slot: int, round_: int, exp: int, values
     assert (p.eth_dst, p.ip_dst, p.dport) == (ROOT_SERVICE.mac, ROOT_SERVICE.ip, UDP_PORT)
     assert p.ip_checksum_ok and p.udp_checksum == 0
     assert p.header == {"msg_type": MsgType.DATA, "flags": flags, "job_id": JOB, "round": round_,
-                        "slot": slot, "exp": exp, "count": 0, "offset": 0}
+                        "slot": slot, "exp": exp, "count": 0, "offset": 0, **data_fields(JOB)}
     assert p.values == values
 
 
@@ -74,7 +74,8 @@ def check_final(p: Parsed, j: int, to: Host, *, slot: int, round_: int, exp: int
     assert (p.eth_dst, p.ip_dst, p.dport) == (to.mac, to.ip, to.udp_port)
     assert p.ip_checksum_ok and p.udp_checksum == 0
     assert p.header == {"msg_type": MsgType.RESULT, "flags": 0, "job_id": JOB, "round": round_,
-                        "slot": slot, "exp": exp, "count": count, "offset": 0}
+                        "slot": slot, "exp": exp, "count": count, "offset": 0,
+                        **data_fields(JOB)}
     assert p.values == values
 
 
