@@ -99,7 +99,8 @@ class WorkerCore(LossRecovery):
         w = min(job.num_slots, nb)
         self._w = w
         self._k = k
-        self._win = TxWindow(rows, job.job_id, w, quant.scale_shift(job.num_workers), prefix)
+        self._win = TxWindow(rows, job.job_id, w, quant.scale_shift(job.num_workers), prefix,
+                             workers=job.num_workers, length=len(x))
         #: per slot: the frame to send (prefix + packet), as the transport sends it
         self.frames = self._win.frames
         # Result values by block, big-endian as received; result() converts them in one pass.

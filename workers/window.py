@@ -2,8 +2,8 @@
 
 Row i of one `bytearray` is slot i's frame: `prefix` (a transport's link-layer headers, fixed
 for the whole call; empty for kernel UDP), then the netsum header, then K big-endian int32.
-What never changes for the row (prefix, msg_type DATA, job_id, slot i, count 0) is written
-once; a launch writes flags, exp, round and offset with one struct call, and the block's
+What never changes for the row (prefix, msg_type DATA, job_id, slot i, count 0, and protocol
+v2's workers, klog2 and length: what the sum's meaning depends on) is written once; a launch writes flags, exp, round and offset with one struct call, and the block's
 values are written by numpy straight into the row (`flush`).  A retransmission sends the row
 as it is with RETX set.  Transports send `frames[i]` (a memoryview), so a packet is never
 built, copied or concatenated as a Python object.
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, MsgType
+from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, MsgType, klog2
 from netsum.workers import quant, wire
 
 __all__ = ["TxWindow"]
@@ -38,7 +38,8 @@ class TxWindow:
                  "_tmp", "_tiny", "_shift", "_stride", "_flags", "_launch_at", "_launch",
                  "_factor_of", "_prefix_len", "_factor", "_value_rows")
 
-    def __init__(self, rows: np.ndarray, job_id: int, w: int, shift: int, prefix: bytes) -> None:
+    def __init__(self, rows: np.ndarray, job_id: int, w: int, shift: int, prefix: bytes, *,
+                 workers: int = 0, length: int = 0) -> None:
         nb, k = rows.shape
         size = HEADER_BYTES + 4 * k
         hr = len(prefix)
@@ -56,8 +57,9 @@ class TxWindow:
         for i in range(w):
             at = i * stride
             self.buf[at:at + hr] = prefix
-            self.buf[at + hr:at + hr + HEADER_BYTES] = pack(msg_type=MsgType.DATA,
-                                                            job_id=job_id, slot=i)
+            self.buf[at + hr:at + hr + HEADER_BYTES] = pack(
+                msg_type=MsgType.DATA, job_id=job_id, slot=i, workers=workers,
+                klog2=klog2(k), length=length)
         self._flags = hr + wire.field_offset("flags")
         self._launch_at, self._launch = wire.field_writer(("exp", "count", "round", "offset"))
         self._launch_at += hr

@@ -52,7 +52,8 @@ def test_a_members_duplicate_on_an_incomplete_slot_gets_one_status_to_itself() -
     assert p.ip_checksum_ok and p.udp_checksum == 0
     assert p.header == {"msg_type": MsgType.STATUS, "flags": 0, "job_id": JOB, "slot": 1,
                         "exp": 109, "count": 3, "round": 0, "offset": 96,
-                        **data_fields(JOB)}
+                        # reason and length: the job's last refusal (none here)
+                        **data_fields(JOB, reason=0, length=0)}
     assert p.values == (0b1011,) * K_DEFAULT
     assert len(out[0][1]) == len(data(h, 1))             # same frame size as the DATA
     after = [sw.register(r, (SLOT_BASE + 1) * 2) for r in ("bitmap", "contributions", "val001")]

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 
 from p4helpers import (data_fields, Host, NetsumSwitch, Parsed, netsum_config, netsum_frame, parse_frame)
-from netsum.wire import K_DEFAULT, UDP_PORT, Flags, MsgType
+from netsum.wire import K_DEFAULT, RANK_SWITCH, UDP_PORT, Flags, MsgType
 
 JOB = 9
 UP_PORT = 10                       # every leaf's port toward the root
@@ -34,16 +34,21 @@ def make_tree(leaves: int = 2, per_leaf: int = 2) -> Tree:
     config = netsum_config()
     root = NetsumSwitch(config)
     # at the root the members are the leaves, on root ports 1..leaves, identified by leaf address
-    root.add_job(JOB, [leaf_service(j) for j in range(leaves)], slot_base=0, num_slots=8)
+    # every worker says the job's member count (leaves x per_leaf); ranks run leaf by leaf
+    total = leaves * per_leaf
+    root.add_job(JOB, [leaf_service(j) for j in range(leaves)], slot_base=0, num_slots=8,
+                 job_workers=total, ranks=[RANK_SWITCH] * leaves)
     sws, workers = [], []
     for j in range(leaves):
         sw = NetsumSwitch(config)
         hosts = [leaf_worker(j, i) for i in range(per_leaf)]
         sw.add_job_leaf(JOB, slot_base=16, num_slots=8, num_workers=per_leaf, mgid=50,
-                        up_port=UP_PORT, leaf=leaf_service(j), up=ROOT_SERVICE)
+                        up_port=UP_PORT, leaf=leaf_service(j), up=ROOT_SERVICE,
+                        job_workers=total)
+        ranks = [j * per_leaf + i for i in range(per_leaf)]
         for i, h in enumerate(hosts):
-            sw.add_member(JOB, h, i)
-        sw.add_result_group(50, hosts, rid_base=1)
+            sw.add_member(JOB, h, i, ranks[i])
+        sw.add_result_group(50, hosts, rid_base=1, ranks=ranks)
         sw.allow_results(JOB, [h.port for h in hosts])
         sws.append(sw)
         workers.append(hosts)

@@ -12,7 +12,7 @@ import pytest
 from checks import assert_sum_of_inputs
 from oracle import LossyLink, Network
 
-from netsum.wire import HEADER_BYTES, K_DEFAULT, UDP_PORT
+from netsum.wire import HEADER_BYTES, K_DEFAULT, RANK_SWITCH, UDP_PORT
 from netsum.workers import wire
 from netsum.workers.core import JobConfig, Timing, WorkerCore
 
@@ -148,17 +148,18 @@ def test_exact_sums_through_a_two_level_tree(config: bytes, drop: int) -> None:
     services = [p4helpers.Host(j + 1, f"02:00:00:00:{j + 1:02x}:fe", f"10.{j + 1}.0.254",
                                UDP_PORT) for j in range(leaves_n)]
     up = p4helpers.Host(0, *ROOT_SERVICE, UDP_PORT)
-    root.add_job(9, services, num_slots=8)
+    root.add_job(9, services, num_slots=8, job_workers=n, ranks=[RANK_SWITCH] * leaves_n)
     leaves, hosts = [], []
     for j in range(leaves_n):
         sw = p4helpers.NetsumSwitch(config)
         hs = [p4helpers.Host(i + 1, f"02:00:00:{j + 1:02x}:00:{i + 1:02x}",
                              f"10.{j + 1}.0.{i + 1}", 41000 + i) for i in range(per)]
         sw.add_job_leaf(9, slot_base=16, num_slots=8, num_workers=per, mgid=50,
-                        up_port=UP_PORT, leaf=services[j], up=up)
+                        up_port=UP_PORT, leaf=services[j], up=up, job_workers=n)
+        ranks = [j * per + i for i in range(per)]
         for i, h in enumerate(hs):
-            sw.add_member(9, h, i)
-        sw.add_result_group(50, hs, rid_base=1)
+            sw.add_member(9, h, i, ranks[i])
+        sw.add_result_group(50, hs, rid_base=1, ranks=ranks)
         sw.allow_results(9, [h.port for h in hs])
         if drop:
             sw.set_drop_rate(UP_PORT, drop, egress=True)
