@@ -115,12 +115,14 @@ def plan_job(topo: Topology, schema: Schema, spec: JobSpec, place: Placement,
         assert place.parent is not None
         me, parent = topo.switch(place.switch), topo.switch(place.parent)
         up_port, _ = topo.link_between(place.switch, place.parent)
-        job = P.entry(schema, P.JOB, {"job_id": spec.id}, "job_leaf", {
-            **common, "up_port": up_port, "leaf_mac": me.service.mac,
-            "leaf_addr": me.service.ipv4, "up_mac": parent.service.mac,
-            "up_addr": parent.service.ipv4})
+        job = P.entry(schema, P.JOB, {"job_id": spec.id}, "job_leaf",
+                      _v2(schema, P.JOB, "job_leaf", {
+                          **common, "up_port": up_port, "leaf_mac": me.service.mac,
+                          "leaf_addr": me.service.ipv4, "up_mac": parent.service.mac,
+                          "up_addr": parent.service.ipv4}))
     else:
-        job = P.entry(schema, P.JOB, {"job_id": spec.id}, "job_root", common)
+        job = P.entry(schema, P.JOB, {"job_id": spec.id}, "job_root",
+                      _v2(schema, P.JOB, "job_root", common))
     entries = [job]
     replicas = []
     for i, c in enumerate(place.contributors):
@@ -129,8 +131,9 @@ def plan_job(topo: Topology, schema: Schema, spec: JobSpec, place: Placement,
         replicas.append((c.port, rid))
     for (port, rid), c in zip(replicas, place.contributors):
         entries.append(P.entry(schema, P.REPLICA, {"egress_rid": rid, "egress_port": port},
-                               "set_replica", {"dst_mac": c.mac, "dst_addr": c.ipv4,
-                                               "dst_port": c.udp_port, "rank": c.rank}))
+                               "set_replica", _v2(schema, P.REPLICA, "set_replica", {
+                                   "dst_mac": c.mac, "dst_addr": c.ipv4,
+                                   "dst_port": c.udp_port, "rank": c.rank})))
     if P.RESULT_PORT in schema.tables.by_name:
         for port in sorted({c.port for c in place.contributors}):
             entries.append(P.entry(schema, P.RESULT_PORT, {"job_id": spec.id,
@@ -146,7 +149,19 @@ def member_entry(schema: Schema, job_id: int, c: Contributor, worker_bit: int) -
                                       "standard_metadata.ingress_port": c.port,
                                       "hdr.ipv4.srcAddr": c.ipv4,
                                       "hdr.ethernet.srcAddr": c.mac},
-                   "set_member", {"worker_bit": worker_bit, "rank": c.rank})
+                   "set_member", _v2(schema, P.MEMBER, "set_member",
+                                     {"worker_bit": worker_bit, "rank": c.rank}))
+
+
+#: Parameters protocol v2 added to the job and member actions: left out when the running
+#: program's action does not take them (a build of netsum.p4 before v2, e.g. real p4c's
+#: fixtures), so the controller still plans and checks against it.
+V2_PARAMS = ("job_workers", "rank")
+
+
+def _v2(schema: Schema, table: str, action: str, params: dict[str, int]) -> dict[str, int]:
+    declared = {p.name for p in schema.table_action(schema.table(table), action).params}
+    return {k: v for k, v in params.items() if k in declared or k not in V2_PARAMS}
 
 
 def next_hop_ports(topo: Topology, switch: str) -> dict[str, int]:

@@ -56,10 +56,10 @@ CONTRACT: dict[str, tuple[list[tuple[str, int]], dict[str, list[tuple[str, int]]
 COUNTERS = {name: 256 for _, name in P.JOB_COUNTERS}
 
 
-def contract_p4info() -> p4info_pb2.P4Info:
+def contract_p4info(contract: dict | None = None) -> p4info_pb2.P4Info:  # type: ignore[type-arg]
     info = p4info_pb2.P4Info()
     next_id = iter(range(1, 1000))
-    for tname, (keys, actions) in CONTRACT.items():
+    for tname, (keys, actions) in (CONTRACT if contract is None else contract).items():
         t = info.tables.add()
         t.preamble.id = 0x02000000 | next(next_id)
         t.preamble.name, t.preamble.alias = tname, tname.split(".")[-1]
@@ -256,3 +256,22 @@ def test_workers_on_the_root_and_on_leaves(schema: Schema) -> None:
     assert params(schema, plan.entries[0])["num_workers"] == 3
     assert plan.group.replicas == tuple(sorted(((3, P.replica_rid(4, 0)), (1, P.replica_rid(4, 1)),
                                                 (2, P.replica_rid(4, 2)))))
+
+
+def test_a_program_before_protocol_v2_is_still_planned(tree: Topology) -> None:
+    """Against a netsum.p4 build without v2's action parameters (real p4c's fixtures of the
+    program before v2), jobs are planned without job_workers and rank instead of failing."""
+    import copy
+    old = copy.deepcopy(CONTRACT)
+    for table, action in (("NetsumIngress.job", "job_root"), ("NetsumIngress.job", "job_leaf"),
+                          ("NetsumIngress.member", "set_member"),
+                          ("NetsumEgress.replica", "set_replica")):
+        old[table][1][action] = [p for p in old[table][1][action]
+                                 if p[0] not in ("job_workers", "rank")]
+    schema = Schema(contract_p4info(old))
+    spec = tree.jobs[0]
+    places = place_job(tree, spec)
+    plan = plan_job(tree, schema, spec, places["leaf1"], SlotRange(0, 256))
+    assert "job_workers" not in params(schema, plan.entries[0])
+    assert [set(params(schema, e)) for e in plan.entries if e.table == P.MEMBER] == \
+        [{"worker_bit"}, {"worker_bit"}]
