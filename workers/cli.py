@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--input", type=Path, help=".npy float tensor to sum")
     data.add_argument("--size", type=int, help="synthetic tensor length")
     data.add_argument("--seed", type=int, default=0)
-    data.add_argument("--rank", type=int, default=0, help="synthetic: this worker's rank")
+    data.add_argument("--rank", type=int, default=None,
+                      help="this worker's rank in the job (default 0): picks the synthetic "
+                           "tensor, and names this worker in errors")
     data.add_argument("--check", action="store_true", help="synthetic: verify the sum of all ranks")
     data.add_argument("--output", type=Path, help="write the sum (.npy)")
     run = p.add_argument_group("run")
@@ -239,9 +241,10 @@ def run(a: argparse.Namespace) -> int:
     status = 0
     transport = _transport(a)
     try:
-        # the rank names this worker in errors (a REJECT, a peer's refusal)
+        # a rank given names this worker in errors (the switch's REJECT of its DATA)
         worker = Worker(transport, job, timing,
-                        rank=a.rank if 0 <= a.rank < a.workers else None)
+                        rank=a.rank_given if a.rank_given is not None and
+                        0 <= a.rank_given < a.workers else None)
         late = hostcli.wait_until(a.start_at)
         for it in range(a.iterations):
             res = worker.allreduce(tensor)
@@ -262,6 +265,9 @@ def run(a: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
+    a.rank_given = a.rank
+    if a.rank is None:
+        a.rank = 0
     try:
         return run(a)
     except UsageError as exc:
