@@ -10,7 +10,10 @@ three ways the red team found that bypassed the aggregation code on v1:
 * `service_src`: from the switch's own service address (what a connected socket or a frame
   check that trusts the service would take).
 
-Real netsum-worker processes through a netsum-switch daemon set up by the controller, in both
+Rank 3 is paused (SIGSTOP) while the rogue sends, so the other ranks' first uses (the
+bootstrap round of every slot) are in flight the whole time: on v1 they took the forged round-0
+RESULTs (zeros, exponent 255) and summed everything after with a wrong scale.  Real
+netsum-worker processes through a netsum-switch daemon set up by the controller, in both
 tiers (UDP-tunnel ports with frame-mode workers; as root, network namespaces with kernel UDP
 workers).  Expected, from the inputs and from what the test sent: every worker's output exact
 (the rig checks it against the float64 sum of the inputs), 0 forged frames accepted, and the
@@ -18,6 +21,8 @@ switch's per-port counters of h5's port equal to the frames of each kind the rog
 """
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import struct
 import threading
@@ -43,9 +48,11 @@ KINDS = {"other_port": "drop_unaggregated", "options": "drop_irregular",
 
 
 def _header(**fields: int) -> bytes:
+    """The header from the one definition (so the same test forges v1 frames against a v1
+    switch: it must fail there)."""
     acc = 0
     for f in HEADER_FIELDS:
-        acc = (acc << f.bits) | fields.get(f.name, f.default)
+        acc = (acc << f.bits) | fields.get(f.name, getattr(f, "default", 0))
     return acc.to_bytes(sum(f.bits for f in HEADER_FIELDS) // 8, "big")
 
 
@@ -70,6 +77,25 @@ def forged(job: int, workers: int, to_mac: str, to_ip: str, service_mac: str,
                 src=src_ip, dst=to_ip, options=b"\x01\x01\x01\x01" if kind == "options" else b"")
             dport = UDP_PORT if kind == "options" else 9
             out[kind].append(bytes(frame / UDP(sport=UDP_PORT, dport=dport, chksum=0) / payload))
+    return out
+
+
+def _with_job(frame: bytes, job_id: int) -> bytes:
+    at = 14 + (frame[14] & 0x0F) * 4 + 8 + 2          # behind IPv4 (and options) and UDP
+    return frame[:at] + job_id.to_bytes(2, "big") + frame[at + 2:]
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a launcher may run the worker as its child)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
     return out
 
 
@@ -126,18 +152,29 @@ def test_forged_results_never_reach_a_worker(mode: Mode, tmp_path: Path) -> None
     cfg = RigConfig(tmp_path / "rig", workers=4, k=K, mode=mode, bystanders=1, slots=SLOTS,
                     timeout=30)
     with Rig(cfg) as rig:
-        job = rig.start_job(synthetic_inputs(4, (ELEMENTS,), seed=11),
-                            worker_args=["--rto", "0.2"])
+        # The frames are built first (scapy takes seconds; the job may be over by then), for
+        # job id 0, which is set once the job has its id.
         sw = rig.layout.switch(rig.host("h1").switch)
         frames: list[bytes] = []
         sent_by_kind: dict[str, int] = {}
         for rank in range(4):
             h = rig.host(f"h{rank + 1}")
-            per = forged(job.job_id, 4, h.mac, h.ipv4, sw.service_mac, sw.service_ip)
+            per = forged(0, 4, h.mac, h.ipv4, sw.service_mac, sw.service_ip)
             for kind, fs in per.items():
                 frames += fs
                 sent_by_kind[kind] = sent_by_kind.get(kind, 0) + len(fs)
-        rounds = 3
+        job = rig.start_job(synthetic_inputs(4, (ELEMENTS,), seed=11),
+                            worker_args=["--rto", "0.2"])
+        frames = [_with_job(f, job.job_id) for f in frames]
+        rounds = 2
+        paused = _tree(job.children[3].popen.pid)    # the worker behind its launcher
+        for pid in paused:
+            os.kill(pid, signal.SIGSTOP)
+        # the three others' bootstrap uses reached the switch: they wait for rank 3 now
+        deadline = time.monotonic() + 120
+        while job.counters(job.job_id).get("data_in", 0) < 3 * SLOTS:
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.1)
         if mode is Mode.UDP:
             rogue: FastUdpRogue | NetnsRogue = FastUdpRogue(rig.peers["h5"],
                                                             ("127.0.0.1", rig.port_udp["h5"]))
@@ -146,8 +183,12 @@ def test_forged_results_never_reach_a_worker(mode: Mode, tmp_path: Path) -> None
             h5 = rig.host("h5")
             net = next(n for n in rig.lab.hosts if n.ipv4 == h5.ipv4)
             rogue = NetnsRogue(net.name, net.host_if, tmp_path / "rogue")
-        rogue.start(frames * rounds, 4.0)
-        sent, got = rogue.wait()
+        try:
+            rogue.start(frames * rounds, 3.0)
+            sent, got = rogue.wait()
+        finally:
+            for pid in paused:
+                os.kill(pid, signal.SIGCONT)
         outcome = rig.wait_job(job)
         assert sent == len(frames) * rounds
         assert all(w.ok for w in outcome.workers), [w.error for w in outcome.workers]

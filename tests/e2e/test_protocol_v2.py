@@ -24,9 +24,7 @@ import yaml
 from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum, free_udp_ports
 from netsum.procs import ProcessGroup
 from netsum.tensors import check_result, reference
-from netsum.wire import Flags
 from netsum.workers import Endpoint, FrameTransport, JobConfig, Timing, Worker
-from netsum.workers.blocks import even_shards, plan_blocks
 
 SERVICE_MAC, SERVICE_IP = "02:00:00:00:00:fe", "10.0.0.254"
 K = 32
@@ -153,6 +151,9 @@ def _threads(bench: Bench, work: object) -> dict[int, object]:
 
 @pytest.mark.slow
 def test_reduce_scatter_and_nonfinite_through_the_daemon(tmp_path: Path) -> None:
+    from netsum.wire import Flags
+    from netsum.workers.blocks import even_shards, plan_blocks
+
     rng = np.random.default_rng(21)
     length = 5003
     xs = [(rng.standard_normal(length) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
