@@ -268,3 +268,35 @@ def test_a_reject_its_own_configuration_contradicts_does_not_stop_a_worker() -> 
                                             "recorded 99"):
         core.receive(reject(Reason.LENGTH, length=99), 0.002)
     assert core.state.value == "failed"
+
+
+def test_an_ack_for_a_chunk_this_rank_owns_is_not_its_result() -> None:
+    """Reduce-scatter: rank 0 owns the first shard.  An ACK (the header alone) for its own
+    block in flight, or for a bootstrap use (whose zeros every rank checks), is not taken:
+    the use stays in flight and the ACK is counted; the ACK of another rank's block is."""
+    from netsum.workers import wire
+
+    job = JobConfig(JOB, 2, 2, 32)
+    core = WorkerCore(np.ones(128, np.float32), job, FAST, rank=0, shards=[64, 64])
+    core.start(0.0)                  # slots 0, 1: bootstraps (blocks 0, 1 ahead)
+
+    def result(slot: int, round_: int, offset: int, ack: bool) -> bytes:
+        # the exponent agreed for the slot's next block (none after round 1: EXP_ZERO)
+        head = wire.Header(msg_type=wire.MsgType.RESULT,
+                           flags=wire.Flags.ACK if ack else wire.Flags.NONE, job_id=JOB,
+                           slot=slot, exp=128 if round_ < 2 else 0, count=2, round=round_,
+                           offset=offset,
+                           workers=2, dest=0xFF, klog2=5, length=128)
+        return wire.encode(head, None if ack else np.zeros(32, np.int32), 32)
+    core.receive(result(0, 0, 0, ack=True), 0.001)          # bootstrap: needs its zeros
+    assert core.stats().rejected == 1 and core.stats().results == 0
+    core.receive(result(0, 0, 0, ack=False), 0.002)         # now slot 0 carries block 0
+    core.receive(result(1, 0, 32, ack=False), 0.002)        # slot 1 carries block 1
+    core.receive(result(0, 1, 0, ack=True), 0.003)          # block 0 is rank 0's own
+    assert core.stats().rejected == 2 and core.stats().results == 2
+    core.receive(result(0, 1, 0, ack=False), 0.004)
+    core.receive(result(1, 1, 32, ack=False), 0.004)
+    core.receive(result(0, 2, 64, ack=True), 0.005)         # block 2: rank 1's, an ACK
+    core.receive(result(1, 2, 96, ack=True), 0.005)
+    assert core.state.value == "done" and core.stats().rejected == 2
+    assert core.result().tensor.shape == (64,)
