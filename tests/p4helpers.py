@@ -304,6 +304,18 @@ class NetsumSwitch:
                               ranks)
         self.allow_results(job_id, (h.port for h in hosts))
 
+    def add_leaf_job(self, job_id: int, hosts: Sequence[Host], *, leaf: Host, up: Host,
+                     up_port: int, num_slots: int = 8, mgid: int = 50,
+                     job_workers: int | None = None) -> None:
+        """A leaf's job: `hosts` its workers (index and rank = position, replicas from rid 1,
+        results on their ports), `leaf` its service address, `up` the parent's on `up_port`."""
+        self.add_job_leaf(job_id, slot_base=0, num_slots=num_slots, num_workers=len(hosts),
+                          mgid=mgid, up_port=up_port, leaf=leaf, up=up, job_workers=job_workers)
+        for i, h in enumerate(hosts):
+            self.add_member(job_id, h, i)
+        self.add_result_group(mgid, hosts, rid_base=1)
+        self.allow_results(job_id, [h.port for h in hosts])
+
     def set_epoch(self, job_id: int, epoch: int) -> None:
         """What a controller does when it re-installs a job id: rounds left by the earlier run
         in the job's slots then count as empty."""

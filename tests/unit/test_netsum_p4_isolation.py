@@ -170,12 +170,7 @@ LEAF_SVC = Host(1, "02:00:00:00:01:fe", "10.1.0.254", 0x6E73)
 def leaf_switch() -> tuple[NetsumSwitch, list[Host]]:
     sw = NetsumSwitch(netsum_config())
     hosts = [worker_host(0), worker_host(1)]
-    sw.add_job_leaf(JOB_A, slot_base=0, num_slots=8, num_workers=2, mgid=50, up_port=UP_PORT,
-                    leaf=LEAF_SVC, up=ROOT_SVC)
-    for i, h in enumerate(hosts):
-        sw.add_member(JOB_A, h, i)
-    sw.add_result_group(50, hosts, rid_base=1)
-    sw.allow_results(JOB_A, [h.port for h in hosts])
+    sw.add_leaf_job(JOB_A, hosts, leaf=LEAF_SVC, up=ROOT_SVC, up_port=UP_PORT)
     return sw, hosts
 
 

@@ -140,12 +140,7 @@ def test_a_leaf_takes_its_parents_address_from_the_uplink_only() -> None:
     leaf = Host(1, SERVICE_MAC, SERVICE_IP, UDP_PORT)
     sw = NetsumSwitch(netsum_config())
     hosts = [worker_host(0), worker_host(1)]
-    sw.add_job_leaf(JOB, slot_base=0, num_slots=8, num_workers=2, mgid=50, up_port=up_port,
-                    leaf=leaf, up=root)
-    for i, h in enumerate(hosts):
-        sw.add_member(JOB, h, i)
-    sw.add_result_group(50, hosts, rid_base=1)
-    sw.allow_results(JOB, [h.port for h in hosts])
+    sw.add_leaf_job(JOB, hosts, leaf=leaf, up=root, up_port=up_port)
     sw.add_service(SERVICE_IP)
     sw.add_service(root.ip, parent_port=up_port)
     result = netsum_frame(root, job_id=JOB, slot=0, values=[3] * K_DEFAULT,
