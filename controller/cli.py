@@ -193,7 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--direction", choices=("in", "out", "both"), default="in")
 
     tg = group("topo", "the topology/job file")
-    action(tg, "show", "validate --topo and show where each job goes (no switch contacted)")
+    ap = action(tg, "show", "validate --topo as setup does, against the program (--p4info, "
+                "or p4/netsum.p4 built for --k), and show where each job goes (no switch "
+                "contacted)")
+    ap.add_argument("--k", type=int, choices=K_SUPPORTED, default=K_DEFAULT)
 
     sp = verb("shell", "open p4runtime-shell on the same switch")
     sp.add_argument("bmv2_json", nargs="?", metavar="BMV2_JSON",

@@ -132,12 +132,15 @@ class Controller:
                     raise PipelineMissing(f"switch {switch} has no forwarding pipeline; push one "
                                           "first (`netsum-ctl pipeline push`)")
                 self.schemas[switch] = Schema(got[0])
-            sw = self.topo.switch(switch)
-            pool = P.slot_pool(self.schemas[switch], sw.slots)
-            if pool < sw.slots:
-                raise ControllerError(f"switch {switch}: the topology gives it {sw.slots} slots "
-                                      f"but the program has only {pool}")
+            self._check_pool(switch, self.schemas[switch])
         return self.schemas[switch]
+
+    def _check_pool(self, switch: str, schema: Schema) -> None:
+        sw = self.topo.switch(switch)
+        pool = P.slot_pool(schema, sw.slots)
+        if pool < sw.slots:
+            raise ControllerError(f"switch {switch}: the topology gives it {sw.slots} slots "
+                                  f"but the program has only {pool}")
 
     # -- pipeline and forwarding ----------------------------------------------------------------
     def push_pipeline(self, switches: Iterable[str] | None = None) -> None:
@@ -145,10 +148,15 @@ class Controller:
         the ledger said about those switches."""
         if self.program is None:
             raise ControllerError("no program to push (give --p4info and a BMv2 JSON)")
-        for name in switches or self.clients:
+        names = list(switches or self.clients)
+        # Refused before the first push: a push empties the switch, running jobs included.
+        schema = Schema(self.program.p4info)
+        for name in names:
+            self._check_pool(name, schema)
+        for name in names:
             self.clients[name].set_pipeline(self.program.p4info, self.program.device_config,
                                             self.program.cookie)
-            self.schemas[name] = Schema(self.program.p4info)
+            self.schemas[name] = schema
             self.ledgers[name] = SwitchLedger()
             self.allocators[name] = SlotAllocator(self.topo.switch(name).slots, name)
             for job_id in [j for j, job in self.jobs.items() if job.plan_on(name)]:

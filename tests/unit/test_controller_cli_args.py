@@ -55,13 +55,20 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert "table_add" in capsys.readouterr().out
 
 
+#: Real p4c's P4Info of p4/netsum.p4: what `topo show` checks a file against (set-up's limits).
+P4INFO = str(ROOT / "tests" / "fixtures" / "p4c" / "netsum" / "netsum_k256.p4info.txtpb")
+
+
 def test_topo_show() -> None:
-    rc, out, _ = run("topo", "show", "--topo", str(ROOT / "examples" / "tree.yaml"), "--json")
+    rc, out, _ = run("topo", "show", "--topo", str(ROOT / "examples" / "tree.yaml"), "--json",
+                     "--p4info", P4INFO)
     assert rc == 0
     data = json.loads(out)
     assert [s["switch"] for s in data["switches"]] == ["root", "leaf1", "leaf2"]
     assert {(j["job"], j["switch"]): j["contributors"] for j in data["jobs"]} == {
         (1, "leaf1"): "h1 h2", (1, "leaf2"): "h3 h4", (1, "root"): "leaf1 leaf2",
         (2, "leaf1"): "h1", (2, "leaf2"): "h3", (2, "root"): "leaf1 leaf2"}
-    rc, text, _ = run("topo", "show", "--topo", str(ROOT / "examples" / "single.yaml"))
+    assert data["program"]["max_job_id"] == 255 and data["program"]["slot_pool"] == 4096
+    rc, text, _ = run("topo", "show", "--topo", str(ROOT / "examples" / "single.yaml"),
+                      "--p4info", P4INFO)
     assert rc == 0 and "1 switch(es), 4 host(s), 0 link(s), 2 job(s)" in text
