@@ -23,12 +23,14 @@ from collections import Counter
 from p4.v1 import p4runtime_pb2
 
 from netsum.controller import program as P
+from netsum.controller import values
 from netsum.controller.entities import TableEntry, update
-from netsum.controller.errors import ControllerError, TopologyError
+from netsum.controller.errors import ControllerError, LiteralError, TopologyError
 from netsum.controller.jobs import place_job, plan_forwarding, plan_job
 from netsum.controller.schema import Schema
 from netsum.controller.slots import SlotAllocator
 from netsum.controller.topology import Topology
+from netsum.controller.values import Exact
 
 __all__ = ["check_setup", "program_limits"]
 
@@ -75,9 +77,28 @@ def check_setup(topo: Topology, schema: Schema) -> None:
 
 
 def _encode(schema: Schema, entries: list[TableEntry] | tuple[TableEntry, ...]) -> None:
-    """Encode as the Write would: a value wider than its field is refused here (LiteralError)."""
+    """Encode each value as the Write would (values.encode, the function TableEntry.encode
+    calls): a value wider than its field is refused here, with the encoder's message.  The
+    protobuf message itself is not built: pure-Python protobuf takes 1.4 ms an entry, 25 s for
+    255 jobs of 32 workers."""
     for e in entries:
-        update(p4runtime_pb2.Update.INSERT, e, schema)
+        t = schema.table(e.table)
+        for name, m in e.match:
+            if isinstance(m, Exact):
+                try:
+                    values.encode(m.value, schema.key_field(t, name).bitwidth)
+                except LiteralError as exc:
+                    raise LiteralError(f"table {t.alias!r} key {name!r}: {exc.message}") \
+                        from None
+            else:      # netsum's tables are all exact; anything else the slow, general way
+                update(p4runtime_pb2.Update.INSERT, e, schema)
+        a = schema.table_action(t, e.action)
+        for p, v in zip(a.params, e.params):
+            try:
+                values.encode(v, p.bitwidth)
+            except LiteralError as exc:
+                raise LiteralError(f"action {a.alias!r} parameter {p.name!r}: "
+                                   f"{exc.message}") from None
 
 
 def _count(schema: Schema, used: Counter[str], entries: list[TableEntry] |
