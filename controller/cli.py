@@ -212,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "slots (entries, group, slots freed; new epoch)")
     ap.add_argument("job_id", type=int)
     ap.add_argument("--rank", type=int, metavar="R", help="the rank that failed, as reported")
+    action(jg, "reap", "reclaim every leased job whose lease is dead: expired, or its owner "
+           "gone from this machine (jobs without a lease are not touched)")
 
     sp = verb("stats", "per-job counters on every switch of --topo")
     sp.add_argument("--watch", type=_seconds(0, 86400), metavar="S",

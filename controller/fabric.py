@@ -177,7 +177,9 @@ class Controller:
         return (ops.INSERT if prev is None else ops.MODIFY, item, prev)
 
     # -- jobs -----------------------------------------------------------------------------------
-    def create_job(self, spec: JobSpec) -> Job:
+    def create_job(self, spec: JobSpec, metadata: bytes = b"") -> Job:
+        """Slots, entries and group on every switch the job touches, all or nothing.
+        `metadata` goes on its `job` entries (P4Runtime's cookie: a lease, leases.py)."""
         if spec.id in self.jobs:
             raise JobError(f"job {spec.id} already exists (delete it first, or pick another id)")
         places = place_job(self.topo, spec)
@@ -187,6 +189,10 @@ class Controller:
                 granted[name] = self.allocators[name].allocate(spec.id, spec.slots)
             plans = tuple(plan_job(self.topo, self.schema(n), spec, places[n], granted[n])
                           for n in places)
+            if metadata:
+                plans = tuple(replace(p, entries=tuple(
+                    replace(e, metadata=metadata) if e.table == P.JOB else e
+                    for e in p.entries)) for p in plans)
             changes = {p.switch: [(ops.INSERT, p.group, None)] +
                        [(ops.INSERT, e, None) for e in p.entries] +
                        self._epoch_steps(p.switch, spec.id) for p in plans}

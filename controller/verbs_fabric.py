@@ -14,13 +14,15 @@ from netsum.controller.errors import (ControllerError, JobError, LiteralError, P
                                SwitchUnreachable)
 from netsum.controller.fabric import Controller, Program
 from netsum.controller.jobs import place_job, plan_drop
+from netsum.controller.leases import lease_of, reclaim_dead
 from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.session import Ctx, ctx_program, ctx_topology, open_controller, open_switch
 from netsum.controller.topology import JobSpec, Topology
 from netsum.controller.watchdog import Watchdog, reclaim, reclaimed_jobs
 
 __all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_delete",
-           "cmd_job_reset", "cmd_job_fail", "cmd_stats", "cmd_dropsim_set", "cmd_topo_show"]
+           "cmd_job_reset", "cmd_job_fail", "cmd_job_reap", "cmd_stats", "cmd_dropsim_set",
+           "cmd_topo_show"]
 
 
 # -- topology-wide: setup, jobs, stats, drop simulator ----------------------------------------
@@ -98,6 +100,13 @@ def cmd_job_create(ctx: Ctx) -> int:
 def cmd_job_list(ctx: Ctx) -> int:
     with open_controller(ctx) as ctl:
         rows = _job_rows(ctl)
+        now = time.time()
+        for r in rows:
+            lease = lease_of(ctl.jobs[r["job"]])
+            r["lease"] = "" if lease is None else (
+                f"run {lease.run}, pid {lease.owner.pid} on {lease.owner.host}, "
+                + (f"expires in {lease.expires - now:.0f} s" if lease.expires >= now else
+                   f"expired {now - lease.expires:.0f} s ago"))
         free = [{"switch": n, "free_slots": al.free, "pool": al.size}
                 for n, al in ctl.allocators.items()]
         gone = reclaimed_jobs(ctl)
@@ -125,6 +134,16 @@ def cmd_job_fail(ctx: Ctx) -> int:
         r = reclaim(ctl, a.job_id, why)
     ctx.emit({"reclaimed": r.job_id, "slots": dict(r.slots), "why": r.why,
               "missing": r.missing}, r.line())
+    return 0
+
+
+def cmd_job_reap(ctx: Ctx) -> int:
+    """Reclaim every leased job whose lease is dead (controller/leases.py): expired, or its
+    owner gone from this machine.  Jobs without a lease are not touched."""
+    with open_controller(ctx) as ctl:
+        done = reclaim_dead(ctl)
+    ctx.emit([{"reclaimed": r.job_id, "slots": dict(r.slots), "why": r.why} for r in done],
+             "\n".join(r.line() for r in done) or "no job with a dead lease")
     return 0
 
 
