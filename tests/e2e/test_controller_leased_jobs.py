@@ -17,21 +17,18 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from test_controller_fabric import (data_frame, netsum_program, switches,  # noqa: F401
                                     topology, vec)
+from test_controller_setup import assert_results_to_h1_h2, run_ctl
 from netsum.controller.client import Endpoint, SwitchClient
 from netsum.controller.fabric import Controller
 from netsum.controller.leases import (Heartbeat, Lease, Owner, create_leased, lease_of,
                                       reclaim_dead)
 from netsum.controller.topology import JobSpec, parse_topology
 from netsum.controller.watchdog import reclaim
-from netsum.wire import K_DEFAULT, MsgType
-from netsum.workers import wire
 
-K = K_DEFAULT
 ROOT = Path(__file__).resolve().parents[2]
 
 #: One run: argv = topology path.  Prints one JSON line once its jobs are leased and its
@@ -82,7 +79,6 @@ def controller(topo: Path) -> Controller:
 
 def test_five_crashed_runs_do_not_stop_a_sixth(netsum_program, switches,  # noqa: F811
                                                tmp_path: Path) -> None:
-    from test_controller_setup import run_ctl
     info, js = netsum_program
     topo_path = topology("single.yaml", switches, tmp_path)
     rc, _, err = run_ctl(topo_path, "setup", "--p4info", str(info), str(js))
@@ -125,12 +121,7 @@ def test_five_crashed_runs_do_not_stop_a_sixth(netsum_program, switches,  # noqa
         port, f = data_frame(topo, "h1", job, 3, vec(4))
         assert dev.process(port, f) == []
         port, f = data_frame(topo, "h2", job, 3, vec(7))
-        outs = dev.process(port, f)
-        assert sorted(p for p, _ in outs) == [1, 2]
-        for _, frame in outs:
-            pkt = wire.parse_frame(frame, K).packet
-            assert pkt.header.msg_type is MsgType.RESULT
-            assert np.array_equal(pkt.values, vec(4) + vec(7))
+        assert_results_to_h1_h2(dev.process(port, f), vec(4) + vec(7))
     finally:
         sixth.send_signal(signal.SIGTERM)
         out, err = sixth.communicate(timeout=60)
@@ -144,7 +135,6 @@ def test_renewal_expiry_and_a_lost_job(netsum_program, switches, tmp_path: Path)
     lease of an owner out of sight (another machine) is reclaimed only once expired; a job
     reclaimed and created again by another run under the same id is reported lost and not
     touched by the first run's renewals."""
-    from test_controller_setup import run_ctl
     info, js = netsum_program
     topo_path = topology("tree.yaml", switches, tmp_path)
     rc, _, err = run_ctl(topo_path, "setup", "--p4info", str(info), str(js))
@@ -189,7 +179,6 @@ def test_sessions_with_one_election_id_take_turns(netsum_program, switches,  # n
                                                   tmp_path: Path) -> None:
     """A renewal (or registration) while another short session holds the topology's election
     id waits for it instead of failing (main: 'refused arbitration ... already exists')."""
-    from test_controller_setup import run_ctl
     info, js = netsum_program
     topo_path = topology("single.yaml", switches, tmp_path)
     rc, _, err = run_ctl(topo_path, "pipeline", "push", "--p4info", str(info), str(js))

@@ -134,12 +134,16 @@ def test_a_refused_setup_leaves_a_running_job_as_it_was(netsum_program, switches
 
     # The half-done round completes: h1's contribution was kept, the sum is exact.
     port, f = data_frame(topo, "h2", 2, 7, vec(2))
-    outs = dev.process(port, f)
+    assert_results_to_h1_h2(dev.process(port, f), vec(1) + vec(2))
+
+
+def assert_results_to_h1_h2(outs: list[tuple[int, bytes]], want: np.ndarray) -> None:
+    """`outs` are RESULTs with `want`, one out of port 1 (h1) and one out of port 2 (h2)."""
     assert sorted(p for p, _ in outs) == [1, 2]
     for _, frame in outs:
         got = wire.parse_frame(frame, K).packet
         assert got.header.msg_type is MsgType.RESULT
-        assert np.array_equal(got.values, vec(1) + vec(2))
+        assert np.array_equal(got.values, want)
 
 
 def test_topo_show_without_a_program_says_what_it_needs(tmp_path: Path) -> None:
