@@ -1,4 +1,5 @@
-"""`netsum`: the umbrella command (`netsum demo`, `netsum doctor`).
+"""`netsum`: the umbrella command (`netsum demo`, `netsum train`, `netsum launch`,
+`netsum doctor`).
 
 Owns argument parsing and the single error edge: every expected failure (bad options, a build
 error, a switch that does not start, a missing tool) becomes one line on stderr and a non-zero
@@ -107,10 +108,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="netns (root) or udp (unprivileged); default: netns when available")
     t.add_argument("--lanes", type=int, default=4, help="buckets in flight at once (default 4)")
     t.add_argument("--slots", type=int, default=256, help="the job's slot window (default 256)")
-    t.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds without progress before a step fails")
+    t.add_argument("--timeout", type=float, default=60.0,
+                   help="the process group's timeout: seconds without progress before a step "
+                   "fails (default 60)")
     t.add_argument("--out", type=Path, default=Path("results/train"),
                    help="output directory (default results/train)")
+    la = sub.add_parser("launch", help="run a training script's ranks through a switch of "
+                        "their own (like torchrun --standalone)",
+                        description="Start the switch and push its pipeline and forwarding, "
+                        "then run N processes of SCRIPT with torchrun's environment and "
+                        "netsum's (NETSUM_TOPOLOGY, the rank's host and switch port); rank 0 "
+                        "installs the job at init_process_group(\"netsum\") or "
+                        "NetsumHookState.from_env().  Output lines are prefixed [rankN]:.")
+    la.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=2,
+                    dest="nproc", help="ranks (default 2)")
+    la.add_argument("--mode", choices=[m.value for m in Mode],
+                    help="netns (root) or udp (unprivileged); default: netns when available")
+    la.add_argument("--out", type=Path, default=Path("results/launch"),
+                    help="where the switch's and the ranks' logs go (default results/launch)")
+    la.add_argument("script", type=Path, help="the training script")
+    la.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     sub.add_parser("doctor", help="what this machine supports",
                    description="Report root, network namespaces, real p4c/simple_switch_grpc, "
                    "and which demo mode would run.")
@@ -171,6 +188,16 @@ def train(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def launch(args: argparse.Namespace) -> int:
+    from netsum.demo import choose_mode
+    from netsum.training.launch import LaunchOptions
+    from netsum.training.launch import launch as run
+    mode, why = choose_mode(Mode(args.mode) if args.mode else None)
+    print(f"netsum launch: mode {mode.value} ({why})", flush=True)
+    return run(LaunchOptions(args.script, tuple(args.script_args), args.nproc, mode, args.out),
+               say=lambda line: print(line, flush=True))
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     # SIGTERM takes the same path as Ctrl-C, so the rig's clean-up runs.
     raise KeyboardInterrupt
@@ -182,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "doctor":
             return doctor()
+        if args.command == "launch":
+            return launch(args)
         if args.command == "train" or args.train:
             return train(args)
         from netsum.demo import DemoOptions, run_demo

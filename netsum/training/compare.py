@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any
 from netsum.paths import CHECKOUT
 from netsum.procs import Child
 from netsum.rig import Mode, Rig, RigConfig, RigError
+from netsum.training.launch import free_tcp_port, rank_env
 
 __all__ = ["TrainOptions", "VariantResult", "run_training", "start_ranks", "wait_ranks",
            "write_csv", "write_png", "EXAMPLE", "summary_table"]
@@ -43,7 +43,8 @@ class TrainOptions:
     mode: Mode = Mode.UDP
     lanes: int = 4
     slots: int = 256
-    timeout: float = 10.0
+    timeout: float = 60.0                # the process group's timeout (s): the deadline
+    netsum_timeout: float | None = None  # NETSUM_TIMEOUT: overrides the deadline
     extra: tuple[str, ...] = ()          # more example options (--lr, --batch, --delay, ...)
 
 
@@ -69,30 +70,16 @@ class VariantResult:
         return sum(vals) / len(vals)
 
 
-def _free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_ranks(rig: Rig, comm: str, out: Path, options: TrainOptions,
                 args: Sequence[str] = (), script: Path = EXAMPLE) -> list[Child]:
     """Start the ranks of one variant (torchrun's environment, one process per rank); `script`
     gets the example's options."""
-    port = _free_tcp_port()
+    port = free_tcp_port()
     children = []
     for rank in range(options.ranks):
-        env = {"RANK": str(rank), "WORLD_SIZE": str(options.ranks), "LOCAL_RANK": str(rank),
-               "LOCAL_WORLD_SIZE": str(options.ranks), "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": str(port), "NETSUM_TOPOLOGY": str(rig.topology_path),
-               "NETSUM_HOST": rig.layout.hosts[rank].name, "OMP_NUM_THREADS": "1",
-               "PYTHONUNBUFFERED": "1"}
-        if rig.lab is not None:
-            env["NETSUM_NETNS"] = rig.lab.hosts[rank].name
-        else:
-            env["NETSUM_FRAMES"] = f"127.0.0.1:{rig.udp_ports[rank]}"
-            host, bind = rig.peers[rig.layout.hosts[rank].name]
-            env["NETSUM_FRAMES_BIND"] = f"{host}:{bind}"     # the port's fixed peer
+        env = {**rank_env(rig, rank, options.ranks, port), "OMP_NUM_THREADS": "1"}
+        if options.netsum_timeout is not None:
+            env["NETSUM_TIMEOUT"] = str(options.netsum_timeout)
         argv = [sys.executable, str(script), "--comm", comm, "--steps", str(options.steps),
                 "--lanes", str(options.lanes), "--slots", str(options.slots),
                 "--timeout", str(options.timeout), "--out", str(out), *options.extra, *args]
