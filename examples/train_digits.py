@@ -224,6 +224,8 @@ def train(args: argparse.Namespace) -> int:
                "final_test_accuracy": final, "final_loss": rows[-1]["loss"],
                "steps_log": rows, "evals": evals,
                "layout_checks": getattr(state, "layout_checks", None),
+               "job_ids": list(getattr(getattr(state, "job", None) or getattr(pg, "job", None),
+                                       "job_ids", ())),
                "ledger": ledger.to_dict() if ledger is not None else None,
                "ledger_summary": ledger.summary() if ledger is not None else None}
         (args.out / "metrics.json").write_text(json.dumps(doc))
