@@ -51,7 +51,7 @@ from netsum.training.hook import timeout_seconds, torch_future
 from netsum.training.lanes import LaneEngine, LaneResult
 from netsum.training.ledger import GLOO, LOCAL, SWITCH, SWITCH_ALLREDUCE, CommLedger
 from netsum.training.register import (RegistrationError, StoreRendezvous, TrainingJob, env_int,
-                                      open_transport, register, unregister)
+                                      join, unregister)
 from netsum.training.staging import FLOAT_DTYPES, Stage, stage_for
 from netsum.workers import Timing
 
@@ -126,11 +126,12 @@ class ProcessGroupNetsum(dist.ProcessGroup):
         topo = env.get("NETSUM_TOPOLOGY")
         if not topo:
             raise RegistrationError("backend netsum: set NETSUM_TOPOLOGY to the topology file")
-        self.job: TrainingJob = register(
+        self.deadline = timeout_seconds(timeout, env)
+        self.job: TrainingJob
+        self.job, transport = join(
             StoreRendezvous(store, rank, size), rank, size, topo, env,
             lanes=env_int(env, "NETSUM_LANES", 4), slots=env_int(env, "NETSUM_SLOTS", 256))
-        self.deadline = timeout_seconds(timeout, env)
-        self.engine = LaneEngine(open_transport(self.job, env), self.job.lanes(),
+        self.engine = LaneEngine(transport, self.job.lanes(),
                                  Timing(progress_deadline=self.deadline))
         self.ledger = CommLedger(rank)
         self._calls = 0

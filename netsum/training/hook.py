@@ -38,8 +38,7 @@ import torch.distributed as dist
 
 from netsum.training.lanes import LaneEngine, LaneResult
 from netsum.training.ledger import CommLedger
-from netsum.training.register import (RegistrationError, TrainingJob, env_int, open_transport,
-                                      register, unregister)
+from netsum.training.register import RegistrationError, TrainingJob, env_int, join, unregister
 from netsum.training.staging import FLOAT_DTYPES, stage_for
 from netsum.workers import Timing
 
@@ -164,14 +163,14 @@ class NetsumHookState:
         topo = topology or env.get("NETSUM_TOPOLOGY")
         if not topo:
             raise RegistrationError("no topology file: pass topology= or set NETSUM_TOPOLOGY")
-        job = register(ObjectRendezvous(group), dist.get_rank(group),
-                       dist.get_world_size(group), topo, env,
-                       lanes=lanes or env_int(env, "NETSUM_LANES", 4),
-                       slots=slots or env_int(env, "NETSUM_SLOTS", 256))
         deadline = timeout or timeout_seconds(
             None if env.get("NETSUM_TIMEOUT") else group_timeout(group), env)
-        engine = LaneEngine(open_transport(job, env), job.lanes(),
-                            Timing(progress_deadline=deadline), delay=delay)
+        job, transport = join(ObjectRendezvous(group), dist.get_rank(group),
+                              dist.get_world_size(group), topo, env,
+                              lanes=lanes or env_int(env, "NETSUM_LANES", 4),
+                              slots=slots or env_int(env, "NETSUM_SLOTS", 256))
+        engine = LaneEngine(transport, job.lanes(), Timing(progress_deadline=deadline),
+                            delay=delay)
         state = cls(engine, job, job.world_size, group)
         state.deadline = deadline
         return state
