@@ -26,6 +26,7 @@ __all__ = ["main", "build_parser", "parse_size"]
 DEFAULT_SIZE = "4MB"
 COMMS = ("netsum-hook", "netsum-backend", "gloo")
 DEFAULT_COMMS = ("netsum-hook", "gloo")
+FSDP_COMMS = ("netsum-backend", "gloo")
 _UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 2**20, "m": 2**20, "gb": 2**30, "g": 2**30}
 
 
@@ -106,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"a variant to run (repeatable; default: {' and '.join(DEFAULT_COMMS)})")
     t.add_argument("--mode", choices=[m.value for m in Mode],
                    help="netns (root) or udp (unprivileged); default: netns when available")
+    t.add_argument("--wrap", choices=("ddp", "fsdp", "fsdp2"), default="ddp",
+                   help="DDP (default), FSDP FULL_SHARD or FSDP2 fully_shard (FSDP takes "
+                   "--comm netsum-backend and gloo)")
+    t.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                   help="the model's parameters and gradients (default float32)")
     t.add_argument("--lanes", type=int, default=4, help="buckets in flight at once (default 4)")
     t.add_argument("--slots", type=int, default=256, help="the job's slot window (default 256)")
     t.add_argument("--timeout", type=float, default=60.0,
@@ -170,17 +176,21 @@ def train(args: argparse.Namespace) -> int:
     from netsum.demo import choose_mode
     from netsum.training.compare import TrainOptions, run_training, summary_table
     if args.command == "demo":
-        # `netsum demo --train`: the train command's defaults, with the demo's --mode, --out,
-        # --slots and --timeout.
+        # `netsum demo --train`: the train command's defaults, with the demo's --mode, --out
+        # and --slots (not its --timeout: the demo's workers' 10 s, not a process group's).
         args = build_parser().parse_args(
-            ["train", "--out", str(args.out), "--slots", str(args.slots), "--timeout",
-             str(args.timeout), *(["--mode", args.mode] if args.mode else [])])
+            ["train", "--out", str(args.out), "--slots", str(args.slots),
+             *(["--mode", args.mode] if args.mode else [])])
     if not 1 <= args.ranks <= 8:
         raise RigError(f"--ranks must be 1..8, got {args.ranks}")
     mode, why = choose_mode(Mode(args.mode) if args.mode else None)
-    opts = TrainOptions(args.out, ranks=args.ranks, steps=args.steps,
-                        comms=tuple(args.comm or DEFAULT_COMMS), mode=mode, lanes=args.lanes,
-                        slots=args.slots, timeout=args.timeout)
+    comms = tuple(args.comm or (FSDP_COMMS if args.wrap != "ddp" else DEFAULT_COMMS))
+    if args.wrap != "ddp" and "netsum-hook" in comms:
+        raise RigError("--wrap fsdp/fsdp2 take --comm netsum-backend and gloo (a comm hook is "
+                       "DDP's)")
+    opts = TrainOptions(args.out, ranks=args.ranks, steps=args.steps, comms=comms, mode=mode,
+                        lanes=args.lanes, slots=args.slots, timeout=args.timeout,
+                        extra=("--wrap", args.wrap, "--dtype", args.dtype))
     print(f"netsum train: mode {mode.value} ({why})")
     results = run_training(opts)
     print(summary_table(results))
