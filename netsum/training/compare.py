@@ -267,11 +267,14 @@ def write_png(path: Path, results: Sequence[VariantResult]) -> None:
            ylabel="cross-entropy")
     base = losses.get("gloo")
     tiny = 1e-9
+    styles = iter(["-", "--", ":", "-."] * 4)
     for name, per in losses.items():
         if name == "gloo" or base is None:
             continue
         steps = sorted(set(per) & set(base))
-        a2.plot(steps, [per[s] - base[s] for s in steps], marker=".", ms=3, lw=0.8,
+        # Distinct line styles: two netsum variants may coincide step for step.
+        a2.plot(steps, [per[s] - base[s] for s in steps], next(styles), marker=".", ms=3,
+                lw=0.8,
                 label=f"{name} - gloo (max |diff| "
                 f"{max((abs(per[s] - base[s]) for s in steps), default=0):.2g})")
     a2.set_yscale("symlog", linthresh=tiny)

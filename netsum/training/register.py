@@ -9,13 +9,16 @@ job ids and slot counts go back to every rank, which then opens its transport:
 
 * NETSUM_FRAMES=HOST:PORT: the unprivileged mode, whole frames over UDP to that embedded
   switch port (the launcher knows it from the switch's ready line), sent from
-  NETSUM_FRAMES_BIND=HOST:PORT, the port's fixed peer (default 127.0.0.1:0);
+  NETSUM_FRAMES_BIND=HOST:PORT, the port's fixed peer (`netsum-switch -i N@udp:PORT_ADDR=PEER`:
+  the switch takes datagrams from PEER only);
 * NETSUM_NETNS=NAME: kernel UDP from inside that network namespace (see `in_netns`);
 * otherwise kernel UDP from the host's address and port in the file to the switch's service
   address (network namespaces, Mininet hosts, separate machines against a real switch).
 
 A rank's host: NETSUM_HOST if set; else the host whose IPv4 address is one of this machine's
 (one rank per host, e.g. Mininet or separate machines); else the RANK-th host of the file.
+NETSUM_HOST, NETSUM_FRAMES, NETSUM_FRAMES_BIND and NETSUM_NETNS may be comma-separated lists,
+indexed by LOCAL_RANK (`per_rank`): one torchrun command for all ranks of a machine.
 No table entry is written by hand, and a failure at rank 0 reaches every rank as its message.
 
 `join` (what the hook and the backend call) opens each rank's transport *before* the
@@ -49,7 +52,7 @@ from netsum.workers.transport import Transport, parse_hostport
 from netsum.workers.wire import Endpoint
 
 __all__ = ["RegistrationError", "TrainingJob", "Rendezvous", "StoreRendezvous", "env_int",
-           "host_for_rank", "register", "join", "unregister", "open_transport", "in_netns",
+           "host_for_rank", "per_rank", "register", "join", "unregister", "open_transport", "in_netns",
            "MAX_JOB_ID"]
 
 MAX_JOB_ID = 255   # the program's per-job counters have 256 cells (NETSUM_MAX_JOBS)
@@ -153,9 +156,24 @@ def _local_ipv4() -> set[int]:
     return out
 
 
+def per_rank(env: Mapping[str, str], name: str) -> str | None:
+    """`name`'s value for this process: a comma-separated list is indexed by LOCAL_RANK, so
+    one `torchrun --standalone --nproc-per-node N` command can give each of its N ranks its
+    own host and switch port (torchrun cannot vary a variable per rank)."""
+    value = env.get(name)
+    if not value or "," not in value:
+        return value
+    items = [v.strip() for v in value.split(",")]
+    local = env_int(env, "LOCAL_RANK", env_int(env, "RANK", 0))
+    if not 0 <= local < len(items):
+        raise RegistrationError(f"{name} lists {len(items)} values; LOCAL_RANK {local} has "
+                                "none")
+    return items[local]
+
+
 def host_for_rank(topo: Topology, rank: int, env: Mapping[str, str]) -> Host:
     """This rank's host (see the module docstring for the order of the rules)."""
-    named = env.get("NETSUM_HOST")
+    named = per_rank(env, "NETSUM_HOST")
     if named:
         try:
             return topo.host(named)
@@ -364,18 +382,18 @@ def _open(topo: Topology, host: Host, env: Mapping[str, str], k: int) -> Transpo
     sw = topo.switch(host.switch)
     ip = socket.inet_ntoa(host.ipv4.to_bytes(4, "big"))
     service_ip = socket.inet_ntoa(sw.service.ipv4.to_bytes(4, "big"))
-    netns = env.get("NETSUM_NETNS")
+    netns = per_rank(env, "NETSUM_NETNS")
     if netns:
         with in_netns(netns):
             return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port))
-    frames = env.get("NETSUM_FRAMES")
+    frames = per_rank(env, "NETSUM_FRAMES")
     if frames:
         try:
             port = parse_hostport(frames)
         except ValueError as exc:
             raise RegistrationError(f"NETSUM_FRAMES: {exc}") from None
         try:
-            bind = parse_hostport(env.get("NETSUM_FRAMES_BIND", "127.0.0.1:0"))
+            bind = parse_hostport(per_rank(env, "NETSUM_FRAMES_BIND") or "127.0.0.1:0")
         except ValueError as exc:
             raise RegistrationError(f"NETSUM_FRAMES_BIND: {exc}") from None
         local = Endpoint.parse(host.mac.to_bytes(6, "big"), ip, host.udp_port)

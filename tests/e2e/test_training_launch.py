@@ -4,6 +4,7 @@ init_process_group("netsum") installs the job and sums through the switch.  Expe
 come from the inputs and from torchrun's documented environment."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,26 @@ def test_a_failing_rank_stops_the_others_and_gives_its_status(tmp_path: Path) ->
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "rank1" in proc.stdout and "exited with status 3" in proc.stdout
     assert "SUM [" not in proc.stdout
+
+
+def test_one_torchrun_command_for_every_rank_with_per_rank_lists(tmp_path: Path) -> None:
+    """docs/training.md's by-hand example: the switch set up by anything (here the rig), then
+    one `torchrun --standalone --nproc-per-node 2`, each rank taking its host and switch port
+    from comma-separated lists by LOCAL_RANK."""
+    from netsum.rig import Rig, RigConfig
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    with Rig(RigConfig(tmp_path / "rig", workers=2)) as rig:
+        rig.detach_controller()
+        hosts = [h.name for h in rig.layout.hosts]
+        env = {"NETSUM_TOPOLOGY": str(rig.topology_path), "NETSUM_HOST": ",".join(hosts),
+               "NETSUM_FRAMES": ",".join(f"127.0.0.1:{rig.udp_ports[r]}" for r in range(2)),
+               "NETSUM_FRAMES_BIND": ",".join(f"{rig.peers[h][0]}:{rig.peers[h][1]}"
+                                              for h in hosts),
+               "OMP_NUM_THREADS": "1"}
+        proc = subprocess.run([str(Path(sys.executable).parent / "torchrun"), "--standalone",
+                               "--nproc-per-node", "2", str(script)],
+                              env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("SUM [3.0] SWITCHED 1") == 2, proc.stdout
