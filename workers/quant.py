@@ -46,14 +46,7 @@ _CHUNK_ELEMENTS = 1 << 16
 def as_tensor(tensor: object) -> np.ndarray:
     """The tensor as a flat, contiguous float32 array (a view when it already is one).
     float16/float32/float64 are accepted; a float64 value beyond float32 is an error."""
-    arr = np.asarray(tensor)
-    if arr.dtype.kind != "f" or arr.dtype.itemsize not in (2, 4, 8):
-        raise QuantError(f"tensor must be float16/float32/float64, got dtype {arr.dtype}")
-    if arr.size == 0:
-        raise QuantError("tensor is empty: nothing to aggregate")
-    if arr.size >= 1 << 32:
-        raise QuantError(f"tensor has {arr.size} elements; offsets are 32-bit (max 2^32 - 1)")
-    flat = np.ascontiguousarray(arr.reshape(-1))
+    flat = _flat(tensor)
     if flat.dtype == np.float64:
         big = np.abs(flat) > _F32_MAX
         if big.any():
