@@ -321,12 +321,6 @@ class ProcessGroupNetsum(dist.ProcessGroup):
     def barrier(self, opts: Any = None) -> Work:
         return self._delegate("barrier", "no data", "barrier", opts)
 
-    def monitored_barrier(self, timeout: Any = None, wait_all_ranks: bool = False) -> None:
-        self.ledger.delegated("monitored_barrier", 0, "no data")
-        if timeout is None:
-            timeout = datetime.timedelta(seconds=self.deadline)
-        self._gloo.monitored_barrier(timeout, wait_all_ranks)
-
     def allgather(self, outs: Any, ins: Any, opts: Any = None) -> Work:
         return self._delegate("allgather", self._GATHERS, "allgather", outs, ins, opts)
 
