@@ -13,7 +13,8 @@ through it the same way and comes back in its own dtype:
 Devices: a CPU tensor is read and written in place.  A CUDA tensor is *staged* through pinned
 host memory, as SwitchML-class systems do: copied out on the tensor's current stream (the
 engine reads the copy once that copy's event has completed), summed, and copied back on the
-same stream, so work queued after the collective on that stream sees the sum.  The device
+same stream, which the lane thread waits for before the collective's future completes, so the
+sum is on the device for every stream once `wait()` returns.  The device
 touches are three methods of `CudaStage` (`_to_host`, `_wait`, `_to_device`): the unit tests
 replace exactly those (the project has no GPU), and tests/unit/test_training_staging.py has a
 real-GPU test that runs when CUDA is there and skips saying why otherwise.
@@ -97,6 +98,9 @@ class CudaStage(Stage):
         pinned = host.pin_memory()
         with torch.cuda.stream(self.stream), torch.no_grad():
             t.copy_(pinned, non_blocking=True)
+        # The future completes in a lane thread, whose current stream is not this one: wait
+        # for the copy here, so the sum is on the device for every stream once it completes.
+        self.stream.synchronize()
 
 
 def stage_for(t: torch.Tensor) -> Stage:
