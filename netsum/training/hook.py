@@ -7,9 +7,10 @@
 a `torch.futures.Future` at once; a lane thread completes it with the mean (the sum through the
 switch divided by the world size, as DDP expects), written into the bucket in its own dtype:
 float32, bfloat16, float16 and float64 buckets all go through the switch
-(netsum.training.staging), and CUDA buckets are staged through pinned host memory.  Backward meanwhile goes on computing the
-next buckets, so bucket i's communication overlaps the computation of the buckets after it;
-DDP waits for every future before backward returns, i.e. before `optimizer.step()`.
+(netsum.training.staging), and CUDA buckets are staged through pinned host memory.  Backward
+meanwhile goes on computing the next buckets, so bucket i's communication overlaps the
+computation of the buckets after it; DDP waits for every future before backward returns, i.e.
+before `optimizer.step()`.
 
 Alignment across ranks: DDP launches buckets strictly in index order on every rank, and the
 engine deals tensors to lanes in submission order, restarted at bucket 0 of every step (the
@@ -171,9 +172,7 @@ class NetsumHookState:
                               slots=slots or env_int(env, "NETSUM_SLOTS", 256))
         engine = LaneEngine(transport, job.lanes(), Timing(progress_deadline=deadline),
                             delay=delay)
-        state = cls(engine, job, job.world_size, group)
-        state.deadline = deadline
-        return state
+        return cls(engine, job, job.world_size, group)
 
     # -- step bookkeeping ------------------------------------------------------------------
     def _begin(self, index: int, numel: int) -> None:
