@@ -346,7 +346,7 @@ class LaneEngine:
         k = lane.spec.job.k
         carrier = self.carrier
         if task.first is None:
-            flagged = carrier.flagged(getattr(res, "exponents"), getattr(res, "nonfinite", None))
+            flagged = carrier.flagged(getattr(res, "exponents"), getattr(res, "flags", None))
             if not len(flagged):
                 task.future.set_result(out)
                 return

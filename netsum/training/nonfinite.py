@@ -15,7 +15,8 @@ the step everywhere.  The switch sums integers, so netsum carries Inf/NaN beside
      block).  Nothing is added to a tensor without Inf/NaN: no packet, no value.
    - `HeaderFlag` (protocol v2, /work/notes/protocol-v2.md): the DATA's NONFINITE flag, ORed by
      the switch into the RESULT.  Used as soon as the worker core offers it: `WorkerCore(...,
-     nonfinite=<bool per block>)` and `AllreduceResult.nonfinite` (bool per block).
+     nonfinite=<bool per block>)` (the caller zeroes those elements) and `AllreduceResult.flags`
+     (the RESULT's flags per block; NONFINITE = 0x02).
 3. Every rank sees the same flagged blocks (they come from the switch's one answer), so every
    rank runs the *mask round* -- a second all-reduce on the same lane, right after the first --
    with the same length: the flagged blocks' class codes (`quant.class_codes`), preceded,
@@ -39,7 +40,7 @@ from netsum.wire import EXP_BIAS, Flags
 from netsum.workers import WorkerCore, quant
 from netsum.workers.quant import Sanitized
 
-__all__ = ["SENTINEL_E", "Carrier", "ExponentSentinel", "HeaderFlag", "default_carrier",
+__all__ = ["SENTINEL_E", "NONFINITE", "Carrier", "ExponentSentinel", "HeaderFlag", "default_carrier",
            "mask_round", "rebuild", "flagged_from_exponents"]
 
 #: The sentinel's exponent: 2^122 keeps n * 2^122 finite in float32 for every n <= 32, so the
@@ -47,6 +48,8 @@ __all__ = ["SENTINEL_E", "Carrier", "ExponentSentinel", "HeaderFlag", "default_c
 SENTINEL_E = 122
 _SENTINEL = np.float32(2.0 ** SENTINEL_E)
 _SENTINEL_BIASED = SENTINEL_E + EXP_BIAS
+#: The v2 header's NONFINITE bit (0x02 in protocol-v2.md; the v1 wire has no such flag).
+NONFINITE = int(getattr(Flags, "NONFINITE", 0x02))
 
 
 class Carrier(Protocol):
@@ -62,7 +65,8 @@ class Carrier(Protocol):
 
     def core_flags(self, s: Sanitized) -> np.ndarray | None: ...
 
-    def flagged(self, exponents: np.ndarray, nonfinite: np.ndarray | None) -> np.ndarray: ...
+    def flagged(self, exponents: np.ndarray, flags: np.ndarray | None) -> np.ndarray:
+        """The flagged blocks, from the result's agreed exponents and per-block flags."""
 
 
 def flagged_from_exponents(exponents: np.ndarray) -> np.ndarray:
@@ -93,7 +97,7 @@ class ExponentSentinel:
     def core_flags(self, s: Sanitized) -> np.ndarray | None:
         return None
 
-    def flagged(self, exponents: np.ndarray, nonfinite: np.ndarray | None) -> np.ndarray:
+    def flagged(self, exponents: np.ndarray, flags: np.ndarray | None) -> np.ndarray:
         return flagged_from_exponents(exponents)
 
 
@@ -108,10 +112,10 @@ class HeaderFlag:
     def core_flags(self, s: Sanitized) -> np.ndarray | None:
         return s.blocks
 
-    def flagged(self, exponents: np.ndarray, nonfinite: np.ndarray | None) -> np.ndarray:
-        if nonfinite is None:
-            raise ValueError("the worker core returned no NONFINITE flags")
-        return np.flatnonzero(nonfinite)
+    def flagged(self, exponents: np.ndarray, flags: np.ndarray | None) -> np.ndarray:
+        if flags is None or len(flags) != len(exponents):
+            raise ValueError("the worker core returned no per-block RESULT flags")
+        return np.flatnonzero(np.asarray(flags, dtype=np.int64) & NONFINITE)
 
 
 def default_carrier() -> Carrier:

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from netsum.training.lanes import LaneError
-from netsum.training.nonfinite import (SENTINEL_E, ExponentSentinel, HeaderFlag, mask_round,
-                                       rebuild)
+from netsum.training.nonfinite import (NONFINITE, SENTINEL_E, ExponentSentinel, HeaderFlag,
+                                       mask_round, rebuild)
 from netsum.wire import EXP_BIAS
 from netsum.workers import quant
 from test_training_lanes import K, bound_from_inputs, engines
@@ -92,14 +92,19 @@ def test_a_float64_beyond_float32_on_one_rank_is_an_error_on_every_rank() -> Non
 def fake_allreduce(values: list[np.ndarray], flags: list[np.ndarray | None]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What a switch with the v2 NONFINITE flag returns: the quantized sum (the quantizer's own
-    functions, as the worker core would use them), the agreed exponents, the OR of the flags."""
+    functions, as the worker core would use them), the agreed exponents, and the RESULT's
+    flags per block (`AllreduceResult.flags` of the v2 core) with NONFINITE ORed in."""
     n = len(values)
     agreed = quant.agreed_exponents(values, K)
     total = np.sum([quant.quantize(v, agreed, n, K).astype(np.int64) for v in values], axis=0)
     sums = quant.dequantize(total.astype(np.int32), agreed, n, len(values[0]))
-    ored = np.logical_or.reduce([f for f in flags if f is not None]) if any(
-        f is not None for f in flags) else np.zeros(len(agreed), bool)
-    return sums, agreed, ored
+    # The RESULT's flags byte per block: NONFINITE where some rank flagged it; other bits (ACK,
+    # RETX) set here and there, as a switch may, must not count.
+    out = np.where(np.arange(len(agreed)) % 3 == 0, 0x04, 0).astype(np.uint8)
+    for f in flags:
+        if f is not None:
+            out |= np.where(f, NONFINITE, 0).astype(np.uint8)
+    return sums, agreed, out
 
 
 def run_carrier(carrier: ExponentSentinel | HeaderFlag, xs: list[np.ndarray]) -> np.ndarray:
