@@ -14,7 +14,11 @@ the dead ones (`reclaim_dead`): a leased job is dead when
 2. **its owner is gone**: the owner ran on this machine (same boot id) in this pid namespace,
    and no process with its pid and start time exists -- a SIGKILLed run is reclaimed at once,
    without waiting for the expiry.  A reused pid has another start time, so it does not pass
-   for the owner; another machine or container is never judged by this rule.
+   for the owner; another machine or container is never judged by this rule;
+3. **a member's host is held** (`held`, given by the caller): the caller's run holds the
+   address of one of the job's member hosts -- its ranks bound it before registering, which a
+   live member would have prevented -- so the job lost a member for good, on whatever machine
+   its owner runs (netsum.training.register passes the hosts its ranks bound).
 
 Reclaiming is the controller's (watchdog.reclaim): entries and group deleted, epoch moved on
 (late packets are stale), slots freed, a record kept for `netsum-ctl job list`.  Jobs without
@@ -190,21 +194,29 @@ def lease_of(job: Job) -> Lease | None:
     return max(leases, key=lambda x: x.expires) if leases else None
 
 
-def dead_jobs(ctl: Controller, now: float | None = None) -> dict[int, str]:
-    """Leased jobs of the controller's (adopted) view that are dead, with why."""
+def dead_jobs(ctl: Controller, now: float | None = None,
+              held: Iterable[str] = ()) -> dict[int, str]:
+    """Leased jobs of the controller's (adopted) view that are dead, with why; `held`: hosts
+    whose addresses the caller's run holds (rule 3)."""
     now = time.time() if now is None else now
+    held = frozenset(held)
     out = {}
     for job_id, job in sorted(ctl.jobs.items()):
         lease = lease_of(job)
-        why = lease.dead(now) if lease is not None else None
+        if lease is None:
+            continue
+        taken = [h for h in job.spec.workers if h in held]
+        why = (f"run {lease.run}: its member host {taken[0]} is now held by another run, so "
+               "its own rank there is gone") if taken else lease.dead(now)
         if why is not None:
             out[job_id] = why
     return out
 
 
-def reclaim_dead(ctl: Controller, now: float | None = None) -> list[Reclaim]:
+def reclaim_dead(ctl: Controller, now: float | None = None,
+                 held: Iterable[str] = ()) -> list[Reclaim]:
     """Reclaim every dead leased job (after `ctl.adopt()`); what was reclaimed and why."""
-    return [reclaim(ctl, job_id, why) for job_id, why in dead_jobs(ctl, now).items()]
+    return [reclaim(ctl, job_id, why) for job_id, why in dead_jobs(ctl, now, held).items()]
 
 
 

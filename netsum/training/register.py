@@ -23,9 +23,10 @@ No table entry is written by hand, and a failure at rank 0 reaches every rank as
 
 `join` (what the hook and the backend call) opens each rank's transport *before* the
 rendezvous: binding its host's address is the rank's claim on that host, and rank 0 then
-reclaims the jobs of training runs that died (netsum.training.lease) before creating the new
-run's jobs, which carry a lease of their own.  So a crashed run's leftovers never stop the next
-run from starting.
+reclaims the jobs of runs that died (netsum.controller.leases: an owner gone from this machine,
+an expired lease, or a member host now held by this run) before creating the new run's jobs,
+which carry a lease of their own that rank 0 renews (a Heartbeat) until `unregister` releases
+them.  So a crashed run's leftovers never stop the next run from starting.
 """
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from netsum.controller.errors import AllocationError, ControllerError
 from netsum.controller.fabric import Controller
+from netsum.controller.leases import Heartbeat, Lease, create_leased, lease_of, reclaim_dead, release
 from netsum.controller.topology import Host, JobSpec, Topology, load_topology
-from netsum.training import lease
 from netsum.training.lanes import LaneSpec
 from netsum.training.ledger import log
 from netsum.workers import K_DEFAULT, UDP_PORT, FrameTransport, JobConfig, UdpTransport
@@ -107,7 +108,9 @@ class TrainingJob:
     slots_per_lane: int
     k: int
     topology: str                 # path of the topology file
-    run: str = ""                 # the lease's run id (netsum.training.lease)
+    run: str = ""                 # the lease's run id (netsum.controller.leases)
+    #: rank 0's renewal of the jobs' lease (None on the other ranks); stopped by unregister
+    heartbeat: Heartbeat | None = field(default=None, compare=False, repr=False)
 
     def lanes(self) -> tuple[LaneSpec, ...]:
         return tuple(LaneSpec(JobConfig(j, self.world_size, self.slots_per_lane, self.k))
@@ -201,38 +204,31 @@ def _free_job_ids(ctl: Controller, n: int) -> list[int]:
 
 
 def _create(topo: Topology, hosts: list[str], lanes: int, slots: int, held: set[str],
-            run: str) -> tuple[list[int], list[str]]:
-    """Reclaim dead runs' jobs, then create this run's jobs with its lease: (job ids, one line
-    per job reclaimed)."""
+            run: str) -> tuple[list[int], list[str], Heartbeat]:
+    """Reclaim dead runs' jobs, then create this run's jobs with its lease (one transaction
+    per job: no crash leaves a job without it): the job ids, one line per job reclaimed, and
+    the started renewal of the lease."""
+    lease = Lease.new(run, info={"hosts": hosts})
     with Controller(topo) as ctl:
         ctl.connect()
         ctl.adopt()
-        reclaimed = lease.reclaim_dead(ctl, held)
-        made: list[int] = []
+        reclaimed = [r.line() for r in reclaim_dead(ctl, held=held)]
+        specs = [JobSpec(job_id, tuple(hosts), slots) for job_id in _free_job_ids(ctl, lanes)]
         try:
-            for job_id in _free_job_ids(ctl, lanes):
-                ctl.create_job(JobSpec(job_id, tuple(hosts), slots))
-                made.append(job_id)
-            lease.tag_jobs(ctl, made, lease.lease_record(run, hosts))
-        except ControllerError as exc:
-            for job_id in made:
-                ctl.delete_job(job_id)
-            if isinstance(exc, AllocationError):
-                raise AllocationError(f"{exc} (jobs on the switch: {_jobs_line(ctl)}; a dead "
-                                      "training run's jobs are reclaimed when a run registers "
-                                      "on their hosts or on their rank 0's machine; others: "
-                                      "netsum-ctl job delete ID)") from None
-            raise
-        return made, reclaimed
+            jobs = create_leased(ctl, specs, lease)
+        except AllocationError as exc:
+            raise AllocationError(f"{exc} (jobs on the switch: {_jobs_line(ctl)}; a dead "
+                                  "run's leased jobs are reclaimed when a run registers; "
+                                  "others: netsum-ctl job delete ID)") from None
+    return [j.spec.id for j in jobs], reclaimed, Heartbeat(topo, jobs, lease).start()
 
 
 def _jobs_line(ctl: Controller) -> str:
     parts = []
     for job_id, job in sorted(ctl.jobs.items()):
-        doc = lease.lease_of(job)
-        owner = doc.get("owner") if doc else None
-        who = (f"run {doc.get('run')} of pid {owner.get('pid')} on {owner.get('host')}"
-               if doc and isinstance(owner, dict) else "no lease")
+        held = lease_of(job)
+        who = (f"run {held.run} of pid {held.owner.pid} on {held.owner.host}" if held
+               else "no lease")
         parts.append(f"{job_id} ({', '.join(job.spec.workers)}; {who})")
     return "; ".join(parts) or "none"
 
@@ -301,6 +297,7 @@ def _agree(rendezvous: Rendezvous, rank: int, world: int, topo_path: str, me: st
     """The rendezvous: every rank's host to rank 0, rank 0's answer (or error) to all."""
     hosts = rendezvous.gather(json.dumps({"host": me, "error": error, "held": held}))
     reply: str | None = None
+    heartbeat: Heartbeat | None = None
     if rank == 0:
         assert hosts is not None
         got = [json.loads(h) for h in hosts]
@@ -312,8 +309,9 @@ def _agree(rendezvous: Rendezvous, rank: int, world: int, topo_path: str, me: st
         if not problems:
             run = secrets.token_hex(4)
             try:
-                ids, reclaimed = _create(load_topology(topo_path), names, lanes, slots // lanes,
-                                         {g["host"] for g in got if g.get("held")}, run)
+                ids, reclaimed, heartbeat = _create(
+                    load_topology(topo_path), names, lanes, slots // lanes,
+                    {g["host"] for g in got if g.get("held")}, run)
                 for line in reclaimed:
                     log.warning("netsum: %s", line)
                 reply = json.dumps({"hosts": names, "job_ids": ids, "run": run,
@@ -326,25 +324,17 @@ def _agree(rendezvous: Rendezvous, rank: int, world: int, topo_path: str, me: st
     if "error" in doc:
         raise RegistrationError(f"netsum job registration failed: {doc['error']}")
     return TrainingJob(rank, world, tuple(doc["hosts"]), tuple(doc["job_ids"]),
-                       int(doc["slots_per_lane"]), int(doc["k"]), topo_path, str(doc["run"]))
+                       int(doc["slots_per_lane"]), int(doc["k"]), topo_path, str(doc["run"]),
+                       heartbeat)
 
 
 def unregister(job: TrainingJob) -> None:
-    """Delete the job's netsum jobs from the switch (rank 0, after every rank is done): those
-    that still carry this run's lease (a new run may have reclaimed them and reused the ids
-    once this run's ranks let go of their hosts)."""
-    topo = load_topology(job.topology)
-    with Controller(topo) as ctl:
-        ctl.connect()
-        ctl.adopt()
-        for job_id in job.job_ids:
-            current = ctl.jobs.get(job_id)
-            if current is None:
-                continue
-            doc = lease.lease_of(current)
-            if job.run and (doc is None or doc.get("run") != job.run):
-                continue
-            ctl.delete_job(job_id)
+    """Stop renewing the run's lease and delete its netsum jobs from the switch (rank 0, after
+    every rank is done): those that still carry this run's lease (a new run may have reclaimed
+    them and reused the ids once this run's ranks let go of their hosts)."""
+    if job.heartbeat is not None:
+        job.heartbeat.stop()
+    release(load_topology(job.topology), job.job_ids, job.run)
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ killed (SIGKILL, every rank) mid-training, each leaving its 4 lane jobs on the s
 runs of 1024 slots, three such leftovers and a 64-slot job fill the switch's 4096-slot pool, so
 without reclaiming the fourth run fails ("needs 256 slots ... none are free"); each run
 reclaims the previous run's jobs instead (their hosts are now held by its ranks) -- and a
-sixth run registers and sums correctly.  A job without a training lease (made with the controller, as netsum-ctl
+sixth run registers and sums correctly.  A job without a lease (made with the controller, as netsum-ctl
 does) on the same hosts is never touched.  Expected sums come from the inputs.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from netsum.controller.fabric import Controller  # noqa: E402
 from netsum.controller.topology import JobSpec, load_topology  # noqa: E402
 from netsum.rig import Rig, RigConfig  # noqa: E402
 from netsum.training.compare import TrainOptions, start_ranks, wait_ranks  # noqa: E402
-from netsum.training.lease import lease_of  # noqa: E402
+from netsum.controller.leases import lease_of  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +80,7 @@ def test_five_crashed_runs_in_a_row_do_not_stop_a_sixth(tmp_path: Path) -> None:
         assert "READY [3.0]" in logs[0]
         # Rank 0 said what it reclaimed: the fifth crashed run's 4 lanes.
         assert logs[0].count("reclaimed job") == 4, logs[0]
-        assert "is now held by a rank of a new run" in logs[0]
+        assert "is now held by another run" in logs[0]
         left = _jobs(rig)
         assert left == {200: ("h1", "h2")}, left
         with Controller(load_topology(rig.topology_path)) as ctl:

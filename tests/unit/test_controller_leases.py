@@ -81,3 +81,24 @@ def test_renewal_moves_the_expiry_only() -> None:
 def test_a_ttl_a_heartbeat_cannot_keep(ttl: float) -> None:
     with pytest.raises(ControllerError, match="lease ttl"):
         Lease.new(ttl=ttl)
+
+
+def test_a_job_whose_member_host_another_run_holds_is_dead() -> None:
+    """Rule 3: the caller's run holds a member host's address, so the job lost that member for
+    good -- even with its owner alive here and its lease far from expiring."""
+    from types import SimpleNamespace
+
+    from netsum.controller import program as P
+    from netsum.controller.leases import dead_jobs
+
+    def job(workers: tuple[str, ...], metadata: bytes) -> SimpleNamespace:
+        entry = SimpleNamespace(table=P.JOB, metadata=metadata)
+        return SimpleNamespace(spec=SimpleNamespace(workers=workers),
+                               plans=[SimpleNamespace(entries=[entry])])
+
+    live = lease().encode()
+    ctl = SimpleNamespace(jobs={1: job(("h1", "h2"), live), 2: job(("h3", "h4"), live),
+                                3: job(("h1", "h2"), b"")})
+    assert dead_jobs(ctl, NOW) == {}                       # type: ignore[arg-type]
+    dead = dead_jobs(ctl, NOW, held={"h2", "h9"})          # type: ignore[arg-type]
+    assert list(dead) == [1] and "h2 is now held by another run" in dead[1]
