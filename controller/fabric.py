@@ -203,6 +203,9 @@ class Controller:
             raise
         job = Job(spec, plans)
         self.jobs[spec.id] = job
+        # The switch keeps a deleted job's counter cells: a job created under a used id would
+        # report its predecessor's packets as its own.
+        self._zero_counters(job)
         return job
 
     def delete_job(self, job_id: int, record: bytes | None = None) -> Job:
@@ -231,11 +234,14 @@ class Controller:
                    [(ops.MODIFY, e, e) for e in p.entries] +
                    self._epoch_steps(p.switch, job_id) for p in job.plans}
         self._transact(changes)
-        for p in job.plans:
-            schema = self.schema(p.switch)
-            cells = [CounterCell(name, job_id) for _, name in P.JOB_COUNTERS]
-            ops.write_batch_cells(self.clients[p.switch], schema, cells)
+        self._zero_counters(job)
         return job
+
+    def _zero_counters(self, job: Job) -> None:
+        """Zero the job's per-job counter cells (index job id) on every switch it touches."""
+        for p in job.plans:
+            cells = [CounterCell(name, job.spec.id) for _, name in P.JOB_COUNTERS]
+            ops.write_batch_cells(self.clients[p.switch], self.schema(p.switch), cells)
 
     def _epoch_steps(self, switch: str, job_id: int, record: bytes = b"") -> list[_Step]:
         """Move `job_id` to its next epoch on `switch` (when the program has epochs).  The

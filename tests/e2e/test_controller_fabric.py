@@ -179,6 +179,12 @@ def test_single_switch_job_lifecycle_and_aggregation(netsum_program, switches, t
     ok(topo_path, "job", "delete", "1")
     rc, _, err = ctl(topo_path, "job", "create", "2", "--workers", "h1", "--slots", "1")
     assert rc == 1 and "job 2 already exists" in err
+    # Job 2's counters count its rounds above; a job created again under id 2 starts from 0
+    # (the switch keeps a deleted job's counter cells).
+    ok(topo_path, "job", "delete", "2")
+    ok(topo_path, "job", "create", "2", "--workers", "h1,h2", "--slots", "8")
+    row = next(r for r in json.loads(ok(topo_path, "stats", "--json")) if r["job"] == 2)
+    assert (row["data_in"], row["results_out"]) == (0, 0), row
 
 
 def count_entries(topo_path: Path, info: Path) -> int:
