@@ -384,7 +384,8 @@ class TableLowering:
                 tuple(default_data), default_const, size, bool(entries_p and entries_p.is_const),
                 entries_p is not None and bool(entries_json), resources,
                 annotation_strings(t.annotations), explicit_id(t.annotations),
-                self._rank(t), profile.name if profile is not None else ""))
+                self._rank(t), profile.name if profile is not None else "",
+                bool(support_timeout)))
         return tj
 
     def _data_hex(self, idx: int | None, i: int, v: int) -> str:

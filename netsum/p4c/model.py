@@ -42,6 +42,7 @@ class TableModel:
     explicit_id: int | None = None
     order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
     implementation: str = ""  # its action profile / selector, by name
+    support_timeout: bool = False  # P4Info idle_timeout_behavior NOTIFY_CONTROL
 
 
 @dataclass(frozen=True, slots=True)

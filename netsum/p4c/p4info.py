@@ -108,6 +108,10 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
         if t.implementation:
             pt.implementation_id = apid[t.implementation]
         pt.size = t.size
+        if t.support_timeout:
+            # p4c: `support_timeout = true` is the only ageing a v1model table has, and the
+            # target notifies the controller (P4Info has no other behaviour for bmv2).
+            pt.idle_timeout_behavior = p4info_pb2.Table.NOTIFY_CONTROL
         if t.is_const:
             pt.is_const_table = True
         if t.has_entries:
