@@ -19,6 +19,7 @@ from netsum.switch.control import INLINE_DEPTH, FixedTable, InlineTable, conditi
 from netsum.switch.expressions import ExprCompiler, parse_hexstr
 from netsum.switch.lanecode import LazyFunction, fallback_source, run_source
 from netsum.switch.lanes import LanePlan, plan_lanes
+from netsum.switch.jsonload import strict_loads
 from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error, loading, loads
 from netsum.switch.optimize import optimize_source
 from netsum.switch.deparser import deparser_source
@@ -54,8 +55,8 @@ def load_json(config: bytes | str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(config, dict):
         return config
     try:
-        j = json.loads(config)
-    except (ValueError, UnicodeDecodeError) as e:
+        j = strict_loads(config)
+    except ValueError as e:
         raise ConfigError(f"device config is not valid JSON: {e}") from None
     if not isinstance(j, dict):
         raise ConfigError("device config: top level must be a JSON object")

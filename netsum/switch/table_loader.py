@@ -67,7 +67,8 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
                   int(t.get("max_size", 1024)), is_const=bool(t.get("entries")),
                   default_is_const=bool(de.get("action_const", False)) or not infos,
                   hidden=t["name"].startswith("tbl_") and not key,
-                  direct_counter=counter, direct_meter=meter)
+                  direct_counter=counter, direct_meter=meter,
+                  support_timeout=bool(t.get("support_timeout")))
     if counter in pl.counters:
         pl.counters[counter].table = table
     if meter is not None:

@@ -12,6 +12,7 @@ consumes.  Invariant: every stored entry is validated, so lookups never raise.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -55,7 +56,7 @@ class ActionInfo:
 class _Rec:
     """One installed entry (or the default), resolved for the packet path."""
     __slots__ = ("entry", "fn", "params", "next", "cnt", "meter", "mask", "value", "ranges",
-                 "order")
+                 "order", "hit", "last_hit", "ttl", "notified")
 
     def __init__(self, entry: TableEntry | None, fn: Any, params: tuple[int, ...],
                  nxt: Any) -> None:
@@ -69,6 +70,12 @@ class _Rec:
         self.value = 0
         self.ranges: tuple[tuple[int, int], ...] = ()
         self.order = 0
+        # Ageing (tables with support_timeout): the packet path only sets `hit`; the sweeper
+        # (`Table.sweep`) turns it into `last_hit`, so a lookup costs one store, not a clock.
+        self.hit = False
+        self.last_hit = 0
+        self.ttl = 0
+        self.notified = False
 
 
 def _no_action(F: list[int], P: tuple[int, ...], pkt: Any) -> None:
@@ -88,7 +95,8 @@ class Table:
     def __init__(self, name: str, id: int, key: tuple[KeyField, ...],
                  actions: dict[str, ActionInfo], max_size: int, *, is_const: bool,
                  default_is_const: bool, hidden: bool, direct_counter: str | None = None,
-                 direct_meter: MeterArray | None = None) -> None:
+                 direct_meter: MeterArray | None = None, support_timeout: bool = False,
+                 clock: Callable[[], int] = time.monotonic_ns) -> None:
         self.name = name
         self.id = id
         self.key = key
@@ -101,6 +109,9 @@ class Table:
         self.direct_counter = direct_counter
         self.direct_meter: str | None = direct_meter.name if direct_meter else None
         self._meter = direct_meter
+        #: Entries age (BMv2 JSON `support_timeout`): hits are recorded for `sweep`.
+        self.support_timeout = support_timeout
+        self._clock = clock
         self.needs_priority = any(k.match_type in ("ternary", "range", "optional") for k in key)
         kinds = [k.match_type for k in key]
         self.kind: Kind
@@ -311,6 +322,7 @@ class Table:
                             counter=entry.counter, meter=entry.meter,
                             is_const=_const_ok)
         rec = self._make_rec(stored, info)
+        rec.last_hit = self._clock()
         self._by_ident[ident] = rec
         self._index(rec)
         self._changed()
@@ -366,6 +378,45 @@ class Table:
 
     def __len__(self) -> int:
         return len(self._by_ident)
+
+    # -- ageing (idle timeouts) -------------------------------------------------------------
+    def set_ttl(self, key: tuple[Match, ...], priority: int, ttl_ns: int) -> None:
+        """Age this entry after `ttl_ns` without a hit (0: never).  A changed TTL re-arms
+        the notification, as bmv2's set_entry_ttl does."""
+        if not self.support_timeout and ttl_ns:
+            raise InvalidArgument(f"table '{self.name}' does not support idle timeouts")
+        rec = self._find(key, priority)
+        if rec.ttl != ttl_ns:
+            rec.ttl = ttl_ns
+            rec.notified = False
+
+    def ttl(self, key: tuple[Match, ...], priority: int = 0) -> int:
+        return self._find(key, priority).ttl
+
+    def elapsed_ns(self, key: tuple[Match, ...], priority: int = 0) -> int:
+        """Time since the entry's last hit (or insertion), as of now."""
+        rec = self._find(key, priority)
+        now = self._clock()
+        if rec.hit:
+            rec.hit = False
+            rec.last_hit = now
+        return max(0, now - rec.last_hit)
+
+    def sweep(self) -> list[TableEntry]:
+        """The entries that have just aged: a TTL set, no hit for at least that long, and not
+        yet reported since their last hit (bmv2 reports an idle entry once per idle period).
+        Hits seen since the previous sweep become the entries' last-hit times."""
+        now = self._clock()
+        out: list[TableEntry] = []
+        for rec in self._by_ident.values():
+            if rec.hit:
+                rec.hit = False
+                rec.last_hit = now
+                rec.notified = False
+            elif rec.ttl and not rec.notified and now - rec.last_hit >= rec.ttl:
+                rec.notified = True
+                out.append(self._materialize(rec))
+        return out
 
     # Direct counters: P4Runtime DirectCounterEntry reads/writes land here.
     def read_counter(self, key: tuple[Match, ...], priority: int = 0) -> CounterValue:
@@ -447,8 +498,12 @@ class Table:
         meter = self._meter
         meter_bytes = meter is not None and meter.unit == "bytes"
 
+        ageing = self.support_timeout
+
         def finish(pkt: Any, rec: _Rec) -> Any:
             F = pkt.F
+            if ageing:
+                rec.hit = True
             if rec.cnt is not None:
                 rec.cnt[0] += 1
                 rec.cnt[1] += F[plen_index]
@@ -466,7 +521,7 @@ class Table:
             return run_default
         if self.kind == "exact":
             exact = self._exact
-            plain = self.direct_counter is None and meter_target is None
+            plain = self.direct_counter is None and meter_target is None and not ageing
 
             def node_exact(pkt: Any) -> Any:
                 rec = exact.get(keyfn(pkt.F))

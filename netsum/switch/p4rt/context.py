@@ -19,8 +19,9 @@ __all__ = ["Context", "EntryKey", "ReadStep"]
 #: (table name, key, priority): identifies a table entry across the P4Runtime layer.
 EntryKey = tuple[str, tuple[Any, ...], int]
 #: One step of a read: created under device.lock (data already copied), run outside it to
-#: build the entities.
-ReadStep = Callable[[], list[p4runtime_pb2.Entity]]
+#: build the entities -- as messages, or as ReadResponse records already encoded
+#: (netsum.switch.p4rt.wire), the fast form of big array reads.
+ReadStep = Callable[[], "list[p4runtime_pb2.Entity] | bytes"]
 
 
 @dataclass(frozen=True, slots=True)

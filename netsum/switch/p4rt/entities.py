@@ -25,6 +25,7 @@ from netsum.switch.errors import Code
 from netsum.switch.p4rt.codec import decode_uint, encode_uint
 from netsum.switch.p4rt.context import Context, ReadStep
 from netsum.switch.p4rt.errors import P4RTError
+from netsum.switch.p4rt import wire
 from netsum.schema import NameIndex
 from netsum.switch.p4rt.schema import ResourceInfo
 from netsum.switch.p4rt.tables import (binding, decode_meter_config, encode_key, encode_meter_config,
@@ -101,17 +102,14 @@ def write_counter(ctx: Context, kind: int, ce: p4runtime_pb2.CounterEntry) -> No
 
 
 def read_counters(ctx: Context, ce: p4runtime_pb2.CounterEntry) -> Iterator[ReadStep]:
-    def encode(info: ResourceInfo, i: int, value: CounterValue) -> p4runtime_pb2.Entity:
-        e = Entity()
-        out = e.counter_entry
-        out.counter_id = info.id
-        out.index.index = i
-        _fill_counter_data(out.data, value)
-        return e
-
     for info in _all_or_one(ctx.schema.counters, ce.counter_id, ctx.schema.counter):
-        yield from _array_steps(info, _cells(info, ce, "counter"),
-                                _array(ctx, "counters", info).read, encode)
+        arr = _array(ctx, "counters", info)
+        cells = list(_cells(info, ce, "counter"))
+        for start in range(0, len(cells), READ_CHUNK_CELLS):
+            # Copied under device.lock (this generator's caller holds it), encoded after.
+            chunk = [(i, arr.read(i)) for i in cells[start:start + READ_CHUNK_CELLS]]
+            yield partial(wire.counter_entities, info.id,
+                          [(i, v.packets, v.bytes) for i, v in chunk])
 
 
 def write_direct_counter(ctx: Context, kind: int, dce: p4runtime_pb2.DirectCounterEntry) -> None:
@@ -250,17 +248,12 @@ def write_register(ctx: Context, kind: int, re: p4runtime_pb2.RegisterEntry) -> 
 
 
 def read_registers(ctx: Context, re: p4runtime_pb2.RegisterEntry) -> Iterator[ReadStep]:
-    def encode(info: ResourceInfo, i: int, value: int) -> p4runtime_pb2.Entity:
-        e = Entity()
-        out = e.register_entry
-        out.register_id = info.id
-        out.index.index = i
-        out.data.bitstring = encode_uint(value)
-        return e
-
     for info in _all_or_one(ctx.schema.registers, re.register_id, ctx.schema.register):
-        yield from _array_steps(info, _cells(info, re, "register"),
-                                _array(ctx, "registers", info).read, encode)
+        arr = _array(ctx, "registers", info)
+        cells = list(_cells(info, re, "register"))
+        for start in range(0, len(cells), READ_CHUNK_CELLS):
+            chunk = [(i, arr.read(i)) for i in cells[start:start + READ_CHUNK_CELLS]]
+            yield partial(wire.register_entities, info.id, chunk)
 
 
 # ---------------------------------------------------------------- PRE

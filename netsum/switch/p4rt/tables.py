@@ -35,6 +35,8 @@ __all__ = ["write_table_entry", "read_table_entries", "decode_key", "encode_key"
 
 Update = p4runtime_pb2.Update
 MAX_PRIORITY = (1 << 31) - 1
+#: Entries encoded per read step (netsum.switch.p4rt.service cuts replies between steps).
+_ENCODE_CHUNK = 1024
 
 
 _ONEOF_OF_KIND = {EXACT: "exact", LPM: "lpm", TERNARY: "ternary", RANGE: "range",
@@ -294,8 +296,13 @@ def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> 
     if table.is_const:
         raise P4RTError(Code.PERMISSION_DENIED,
                         f"table '{table.name}' is const: its entries cannot be changed")
-    if te.idle_timeout_ns:
-        raise P4RTError(Code.UNIMPLEMENTED, "idle timeouts are not supported by this switch")
+    if te.HasField("time_since_last_hit"):
+        raise _invalid("has_time_since_last_hit must not be set in WriteRequest")
+    if te.idle_timeout_ns < 0:
+        raise _invalid("idle_timeout_ns must be a positive value")
+    if te.idle_timeout_ns and not table.supports_timeout:
+        raise _invalid("idle_timeout_ns must be set to 0 for tables which do not support "
+                       "idle timeout")
     key = decode_key(table, list(te.match), b.fields)
     priority = _priority(table, te.priority)
     ekey = (table.name, key, priority)
@@ -321,6 +328,8 @@ def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> 
     if kind == Update.INSERT:
         entry = TableEntry(key, call, priority, counter=counter or CounterValue(), meter=meter)
         dp_table.insert(entry)
+        if te.idle_timeout_ns:
+            dp_table.set_ttl(key, priority, te.idle_timeout_ns)
     else:
         old = dp_table.get(key, priority)
         # A MODIFY changes the action; direct resources keep their state unless given.  The
@@ -330,6 +339,9 @@ def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> 
                                    meter=meter if te.HasField("meter_config") else old.meter))
         if counter is not None:
             dp_table.write_counter(key, priority, counter)
+        if table.supports_timeout and getattr(dp_table, "support_timeout", False):
+            # PI sets the TTL on every MODIFY (0 stops the ageing).
+            dp_table.set_ttl(key, priority, te.idle_timeout_ns)
     if te.metadata:
         ctx.entry_metadata[ekey] = te.metadata
     else:
@@ -395,6 +407,11 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
               else sorted(ctx.schema.tables.values(), key=lambda t: t.id))
     want_counter = te.HasField("counter_data")
     want_meter = te.HasField("meter_config")
+    want_elapsed = te.HasField("time_since_last_hit")
+    if want_elapsed and not te.is_default_action \
+            and not all(t.supports_timeout for t in tables):
+        raise _invalid("Do not set time_since_last_hit for a ReadRequest if the table does "
+                       "not support idle timeout; yes, that includes wildcard reads")
 
     def encode_default(table: TableInfo, call: ActionCall) -> list[p4runtime_pb2.Entity]:
         e = p4runtime_pb2.Entity()
@@ -406,11 +423,18 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
             e.table_entry.metadata = cookie
         return [e]
 
-    def encode_all(table: TableInfo, entries: list[TableEntry]) -> list[p4runtime_pb2.Entity]:
+    def encode_all(table: TableInfo, entries: list[TableEntry],
+                   ageing: list[tuple[int, int]] | None) -> list[p4runtime_pb2.Entity]:
         out = []
-        for entry in entries:
+        for i, entry in enumerate(entries):
             e = p4runtime_pb2.Entity()
             encode_entry(ctx, table, entry, want_counter, want_meter, e.table_entry)
+            if ageing is not None:
+                ttl, elapsed = ageing[i]
+                e.table_entry.idle_timeout_ns = ttl
+                if want_elapsed:
+                    # PI answers 0 for an entry that does not age.
+                    e.table_entry.time_since_last_hit.elapsed_ns = elapsed if ttl else 0
             out.append(e)
         return out
 
@@ -418,6 +442,9 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
         b = binding(ctx, table)
         dp_table = b.table
         if te.is_default_action:
+            if want_elapsed:
+                raise _invalid("Default table entries do not support entry ageing, do not set "
+                               "'time_since_last_hit' in your ReadRequest")
             if dp_table is None:
                 raise _target_error("reading default entry from", b.key_problem)
             yield partial(encode_default, table, dp_table.default)
@@ -433,7 +460,16 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
                 entries = []
         else:
             entries = list(dp_table.entries())
-        yield partial(encode_all, table, entries)
+        ageing = None
+        if table.supports_timeout and getattr(dp_table, "support_timeout", False):
+            assert dp_table is not None
+            ageing = [(dp_table.ttl(e.key, e.priority), dp_table.elapsed_ns(e.key, e.priority))
+                      for e in entries]
+        # The table is copied at once (a consistent view), then encoded 1024 entries a step,
+        # so the server can cut the reply into bounded ReadResponses.
+        for start in range(0, max(len(entries), 1), _ENCODE_CHUNK):
+            yield partial(encode_all, table, entries[start:start + _ENCODE_CHUNK],
+                          None if ageing is None else ageing[start:start + _ENCODE_CHUNK])
 
 
 def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter: bool,
