@@ -104,12 +104,17 @@ def write_counter(ctx: Context, kind: int, ce: p4runtime_pb2.CounterEntry) -> No
 def read_counters(ctx: Context, ce: p4runtime_pb2.CounterEntry) -> Iterator[ReadStep]:
     for info in _all_or_one(ctx.schema.counters, ce.counter_id, ctx.schema.counter):
         arr = _array(ctx, "counters", info)
-        cells = list(_cells(info, ce, "counter"))
-        for start in range(0, len(cells), READ_CHUNK_CELLS):
+        if ce.HasField("index"):
+            i = _index(info, ce.index.index, "counter")
+            v = arr.read(i)
+            yield partial(wire.counter_entities, info.id, [(i, v.packets, v.bytes)])
+            continue
+        for start in range(0, info.size, READ_CHUNK_CELLS):
             # Copied under device.lock (this generator's caller holds it), encoded after.
-            chunk = [(i, arr.read(i)) for i in cells[start:start + READ_CHUNK_CELLS]]
+            stop = min(start + READ_CHUNK_CELLS, info.size, arr.size)
+            packets, nbytes = arr.read_range(start, stop)
             yield partial(wire.counter_entities, info.id,
-                          [(i, v.packets, v.bytes) for i, v in chunk])
+                          zip(range(start, stop), packets, nbytes))
 
 
 def write_direct_counter(ctx: Context, kind: int, dce: p4runtime_pb2.DirectCounterEntry) -> None:
@@ -250,10 +255,14 @@ def write_register(ctx: Context, kind: int, re: p4runtime_pb2.RegisterEntry) -> 
 def read_registers(ctx: Context, re: p4runtime_pb2.RegisterEntry) -> Iterator[ReadStep]:
     for info in _all_or_one(ctx.schema.registers, re.register_id, ctx.schema.register):
         arr = _array(ctx, "registers", info)
-        cells = list(_cells(info, re, "register"))
-        for start in range(0, len(cells), READ_CHUNK_CELLS):
-            chunk = [(i, arr.read(i)) for i in cells[start:start + READ_CHUNK_CELLS]]
-            yield partial(wire.register_entities, info.id, chunk)
+        if re.HasField("index"):
+            i = _index(info, re.index.index, "register")
+            yield partial(wire.register_entities, info.id, [(i, arr.read(i))])
+            continue
+        for start in range(0, info.size, READ_CHUNK_CELLS):
+            stop = min(start + READ_CHUNK_CELLS, info.size, arr.size)
+            yield partial(wire.register_entities, info.id,
+                          zip(range(start, stop), arr.read_range(start, stop)))
 
 
 # ---------------------------------------------------------------- PRE

@@ -59,20 +59,31 @@ def _index(i: int) -> bytes:
 
 def counter_entities(counter_id: int, cells: Iterable[tuple[int, int, int]]) -> bytes:
     """ReadResponse records of CounterEntry{counter_id, index, data{byte_count,
-    packet_count}} for (index, packets, bytes) cells ."""
+    packet_count}} for (index, packets, bytes) cells.  Every length here is < 128 (an entry
+    is at most 6 + 12 + 24 bytes), so each is one byte."""
     head = b"\x08" + varint(counter_id)
-    out = []
+    small = _SMALL
+    out: list[bytes] = []
+    append = out.append
     for i, packets, nbytes in cells:
-        data = (b"\x08" + varint(nbytes) if nbytes else b"") + \
-               (b"\x10" + varint(packets) if packets else b"")
-        entry = head + _index(i) + _len_field(0x1A, data)
-        out.append(record(_len_field(_COUNTER, entry)))
+        data = (b"\x08" + (small[nbytes] if nbytes < _NSMALL else varint(nbytes))
+                if nbytes else b"") + \
+               (b"\x10" + (small[packets] if packets < _NSMALL else varint(packets))
+                if packets else b"")
+        if i:
+            iv = small[i] if i < _NSMALL else varint(i)
+            index = b"\x12" + _BYTE[len(iv) + 1] + b"\x08" + iv
+        else:
+            index = b"\x12\x00"
+        entry = head + index + b"\x1a" + _BYTE[len(data)] + data
+        ent = _COUNTER_B + _BYTE[len(entry)] + entry
+        append(b"\x0a" + _BYTE[len(ent)] + ent)
     return b"".join(out)
 
 
 def register_entities(register_id: int, cells: Iterable[tuple[int, int]]) -> bytes:
     """ReadResponse records of RegisterEntry{register_id, index, data{bitstring}} for
-    (index, value) cells, values in canonical encoding ."""
+    (index, value) cells, values in canonical encoding."""
     head = b"\x08" + varint(register_id)
     out = []
     for i, value in cells:
@@ -80,3 +91,10 @@ def register_entities(register_id: int, cells: Iterable[tuple[int, int]]) -> byt
         entry = head + _index(i) + _len_field(0x1A, _len_field(_BITSTRING, bits))
         out.append(record(_len_field(_REGISTER, entry)))
     return b"".join(out)
+
+
+#: varints of 0..16383 (cell indexes and most counts), and single length bytes.
+_NSMALL = 1 << 14
+_SMALL = [varint(n) for n in range(_NSMALL)]
+_BYTE = [bytes((n,)) for n in range(128)]
+_COUNTER_B = bytes((_COUNTER,))
