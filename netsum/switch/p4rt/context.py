@@ -34,3 +34,6 @@ class Context:
     #: TableEntry.metadata (the controller's opaque cookie, P4Runtime §9.1) per entry.  The data
     #: plane has no slot for it; PI stores it beside the entry and returns it on reads.
     entry_metadata: dict[EntryKey, bytes] = field(default_factory=dict)
+    #: P4Runtime state of each action profile by P4Info id (netsum.switch.p4rt.profiles):
+    #: member and group ids and the data-plane handles they map to.
+    profiles: dict[int, Any] = field(default_factory=dict)

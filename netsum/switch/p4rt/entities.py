@@ -31,7 +31,7 @@ from netsum.switch.p4rt.schema import ResourceInfo
 from netsum.switch.p4rt.tables import (binding, decode_meter_config, encode_key, encode_meter_config,
                                 find_entry)
 
-__all__ = ["read_action_profile_entries", "write_counter", "read_counters", "write_direct_counter", "read_direct_counters",
+__all__ = ["write_counter", "read_counters", "write_direct_counter", "read_direct_counters",
            "write_meter", "read_meters", "write_direct_meter", "read_direct_meters",
            "write_register", "read_registers", "write_pre", "read_pre",
            "MAX_GROUP_ID", "CLONE_SESSION_MAX"]
@@ -391,13 +391,3 @@ def _as_dict(value: Any) -> dict[int, Any]:
 
 
 # ---------------------------------------------------------------- action profiles
-
-def read_action_profile_entries(ctx: Context, msg: Any) -> Iterator[ReadStep]:
-    """ActionProfileMember / ActionProfileGroup reads.  The switch loads no program with an
-    action profile (rejected at load), so a wildcard read (action_profile_id 0) is empty, as
-    PI answers for a program without profiles (client libraries' `delete_all` reads them), and
-    any other id is unknown."""
-    if msg.action_profile_id:
-        raise _invalid(f"Invalid action profile id {msg.action_profile_id}")
-    yield from ()
-

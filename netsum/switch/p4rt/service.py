@@ -22,7 +22,7 @@ from typing import Any
 from p4.v1 import p4runtime_pb2
 
 from netsum.switch.errors import Code, SwitchError
-from netsum.switch.p4rt import entities, tables, vsets, wire
+from netsum.switch.p4rt import entities, profiles, tables, vsets, wire
 from netsum.switch.p4rt.ageing import IdleTimeouts
 from netsum.switch.p4rt.digests import DigestManager
 from netsum.switch.p4rt.context import Context, ReadStep
@@ -52,6 +52,8 @@ _WRITERS: dict[str, Callable[[Context, int, Any], None]] = {
     "register_entry": entities.write_register,
     "packet_replication_engine_entry": entities.write_pre,
     "value_set_entry": vsets.write_value_set,
+    "action_profile_member": profiles.write_member,
+    "action_profile_group": profiles.write_group,
 }
 _READERS: dict[str, Callable[[Context, Any], Iterator[ReadStep]]] = {
     "table_entry": tables.read_table_entries,
@@ -62,8 +64,8 @@ _READERS: dict[str, Callable[[Context, Any], Iterator[ReadStep]]] = {
     "register_entry": entities.read_registers,
     "packet_replication_engine_entry": entities.read_pre,
     "value_set_entry": vsets.read_value_sets,
-    "action_profile_member": entities.read_action_profile_entries,
-    "action_profile_group": entities.read_action_profile_entries,
+    "action_profile_member": profiles.read_members,
+    "action_profile_group": profiles.read_groups,
 }
 
 
@@ -298,10 +300,11 @@ def _snapshot(ctx: Context) -> _Snapshot:
     pl = ctx.pipeline
     visible = ctx.schema.tables.by_name
     return _Snapshot(
+        # Indirect tables' entries point at profile state that is not carried over.
         entries={n: [e for e in t.entries() if not e.is_const]
-                 for n, t in pl.tables.items() if n in visible},
+                 for n, t in pl.tables.items() if n in visible and t.profile is None},
         defaults={n: t.default for n, t in pl.tables.items()
-                  if n in visible and not t.default_is_const},
+                  if n in visible and not t.default_is_const and t.profile is None},
         counters={n: [c.read(i) for i in range(c.size)]
                   for n, c in pl.counters.items() if not c.is_direct},
         meters={n: [m.get_config(i) for i in range(m.size)]

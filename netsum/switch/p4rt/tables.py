@@ -23,6 +23,7 @@ from netsum.switch.errors import Code, NotFound
 from netsum.switch.p4rt.codec import decode_uint, encode_uint
 from netsum.switch.p4rt.context import Context, EntryKey, ReadStep
 from netsum.switch.p4rt.errors import P4RTError
+from netsum.switch.p4rt import profiles
 from netsum.switch.p4rt.binding import FieldMap, TableBinding
 from netsum.switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchField, TableInfo
 
@@ -184,8 +185,8 @@ def decode_action(ctx: Context, table: TableInfo, ta: p4runtime_pb2.TableAction,
     if kind is None:
         raise _invalid(f"table '{table.name}': entry has no action")
     if kind != "action":
-        raise P4RTError(Code.UNIMPLEMENTED,
-                        f"table '{table.name}': action profiles are not supported ({kind})")
+        raise _invalid(f"table '{table.name}' has no action profile: an entry names an action "
+                       f"(got {kind})")
     action = ctx.schema.action(ta.action.action_id)
     if action.id not in table.action_ids:
         raise _invalid(f"action '{action.name}' is not an action of table '{table.name}'")
@@ -315,30 +316,48 @@ def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> 
         if not te.HasField("action"):
             raise _invalid(f"table '{table.name}': INSERT needs an action")
         raise _target_error("adding match entry to", b.key_problem)
+    indirect = profiles.profile_of_table(ctx, table.id) != 0
     if kind == Update.DELETE:
         dp_table.delete(key, priority)
         ctx.entry_metadata.pop(ekey, None)
+        if indirect:
+            profiles.release(ctx, table, ekey, "current")
         return
     if not te.HasField("action"):
         raise _invalid(f"table '{table.name}': {Update.Type.Name(kind)} needs an action")
-    call = decode_action(ctx, table, te.action, for_default=False)
-    doing = "adding match entry to" if kind == Update.INSERT else "modifying match entry in"
-    _check_action(b, call, te.action.action.action_id, doing)
     counter, meter = _direct_data(ctx, table, te)
-    if kind == Update.INSERT:
-        entry = TableEntry(key, call, priority, counter=counter or CounterValue(), meter=meter)
-        dp_table.insert(entry)
-        if te.idle_timeout_ns:
-            dp_table.set_ttl(key, priority, te.idle_timeout_ns)
+    ref = None
+    if indirect:
+        if kind == Update.MODIFY:
+            dp_table.get(key, priority)           # NOT_FOUND before any one-shot set is made
+        call = ActionCall("")
+        ref = profiles.decode_indirect(ctx, table, te.action, ekey)
     else:
-        old = dp_table.get(key, priority)
-        # A MODIFY changes the action; direct resources keep their state unless given.  The
-        # data plane's modify keeps the counter, so a given counter_data is written after it
-        # (that write cannot fail once the entry exists: the values are uint64).
-        dp_table.modify(TableEntry(key, call, priority,
-                                   meter=meter if te.HasField("meter_config") else old.meter))
-        if counter is not None:
-            dp_table.write_counter(key, priority, counter)
+        call = decode_action(ctx, table, te.action, for_default=False)
+        doing = "adding match entry to" if kind == Update.INSERT else "modifying match entry in"
+        _check_action(b, call, te.action.action.action_id, doing)
+    try:
+        if kind == Update.INSERT:
+            entry = TableEntry(key, call, priority, counter=counter or CounterValue(),
+                               meter=meter, ref=ref)
+            dp_table.insert(entry)
+            if te.idle_timeout_ns:
+                dp_table.set_ttl(key, priority, te.idle_timeout_ns)
+        else:
+            old = dp_table.get(key, priority)
+            # A MODIFY changes the action; direct resources keep their state unless given.
+            # The data plane's modify keeps the counter, so a given counter_data is written
+            # after it (that write cannot fail once the entry exists: the values are uint64).
+            dp_table.modify(TableEntry(key, call, priority, ref=ref,
+                                       meter=meter if te.HasField("meter_config") else old.meter))
+            if counter is not None:
+                dp_table.write_counter(key, priority, counter)
+    except Exception:
+        if indirect:
+            profiles.release(ctx, table, ekey, "current")
+        raise
+    if indirect and kind == Update.MODIFY:
+        profiles.release(ctx, table, ekey, "old")
         if table.supports_timeout and getattr(dp_table, "support_timeout", False):
             # PI sets the TTL on every MODIFY (0 stops the ageing).
             dp_table.set_ttl(key, priority, te.idle_timeout_ns)
@@ -478,7 +497,11 @@ def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter
     out.table_id = table.id
     out.priority = entry.priority
     out.match.extend(encode_key(table, entry.key, binding(ctx, table).fields))
-    _fill_action(ctx, out.action, entry.action)
+    if entry.ref is not None:
+        profiles.encode_indirect(ctx, table, entry.ref, (table.name, entry.key, entry.priority),
+                                 out.action)
+    else:
+        _fill_action(ctx, out.action, entry.action)
     if entry.is_const:
         out.is_const = True
     cookie = ctx.entry_metadata.get((table.name, entry.key, entry.priority))
