@@ -39,3 +39,16 @@ def test_size_limit_is_checked_before_parsing() -> None:
 def test_ordinary_numbers_still_load() -> None:
     assert strict_loads('{"a": 1.5e3, "b": -2, "c": 1e308}') == {"a": 1500.0, "b": -2,
                                                                  "c": 1e308}
+
+
+def test_command_line_says_one_line_and_exits_1(tmp_path: object) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+    path = Path(str(tmp_path)) / "deep.json"
+    path.write_bytes(HOSTILE[0][0])
+    proc = subprocess.run([sys.executable, "-m", "netsum.switch", str(path), "--", "--no-grpc"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "nested too deeply" in proc.stderr
+    assert "Traceback" not in proc.stderr
