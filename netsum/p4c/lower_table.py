@@ -332,7 +332,9 @@ class TableLowering:
             cv = const_eval(size_p.value, self.ctx.g, self.ctx.diags)
             if cv is not None:
                 size = int(cv.value)
-                if size <= 0:
+                if size == 0:
+                    size = 1024     # p4c: a size of 0 is the default size (JSON and P4Info)
+                elif size < 0:
                     self.err(size_p.pos, f"table size must be positive, got {size}")
                 elif size >> 63:
                     self.err(size_p.pos, f"table size {size} does not fit P4Info's int64 size")

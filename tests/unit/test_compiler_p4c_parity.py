@@ -1,0 +1,42 @@
+"""Table properties whose output is pinned by what real p4c emits for them (read off p4c's
+output shipped with public programs: finsy's flowcache.json / .p4info.txtpb for `size = 0`,
+finsy's l2_switch.p4info.txtpb for `support_timeout = true`)."""
+from __future__ import annotations
+
+from p4.config.v1 import p4info_pb2
+
+from netsum import p4c as compiler
+
+PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> f; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(h.h); transition accept; }
+}
+control V(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    table zero { key = { h.h.f: exact; } actions = { NoAction; } size = 0; }
+    table ages { key = { h.h.f: exact; } actions = { NoAction; } support_timeout = true; }
+    table plain { key = { h.h.f: exact; } actions = { NoAction; } size = 7; }
+    apply { zero.apply(); ages.apply(); plain.apply(); }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs h, inout m meta) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_size_zero_is_the_default_size_and_support_timeout_notifies() -> None:
+    res = compiler.compile_source(PROGRAM)
+    tables = {t["name"]: t for t in res.bmv2_json["pipelines"][0]["tables"]}
+    info = {t.preamble.name: t for t in res.p4info.tables}
+    # p4c: `size = 0` gives max_size 1024 in the JSON and size 1024 in P4Info.
+    assert tables["I.zero"]["max_size"] == 1024 and info["I.zero"].size == 1024
+    assert tables["I.plain"]["max_size"] == 7 and info["I.plain"].size == 7
+    assert tables["I.ages"]["support_timeout"] is True
+    assert info["I.ages"].idle_timeout_behavior == p4info_pb2.Table.NOTIFY_CONTROL
+    assert info["I.zero"].idle_timeout_behavior == p4info_pb2.Table.NO_TIMEOUT
