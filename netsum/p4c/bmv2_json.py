@@ -183,6 +183,10 @@ class GenerateJson:
                 if inst.name not in seen:  # a control instance applied twice shares its own
                     seen.add(inst.name)
                     self._extern(inst, tl, ctx, cp, counters, meters, registers)
+        for inst in tl.inline_externs:
+            if inst.name not in seen:
+                seen.add(inst.name)
+                self._extern(inst, tl, ctx, cp, counters, meters, registers)
         return counters, meters, registers
 
     def _extern(self, inst: ExternInstance, tl: TableLowering, ctx: LowerCtx, cp: ControlPlane,

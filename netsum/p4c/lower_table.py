@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import ast as A
-from .blocks import BlockScope, action_env, annotation_arg, control_plane_name, has_annotation
+from .blocks import (BlockScope, action_env, annotation_arg, control_plane_name, has_annotation,
+                     make_instance)
 from .calls import CallInfo, CallKind, writable
 from .diagnostics import Pos, unknown
 from .exprjson import Json, hexstr
@@ -57,6 +58,8 @@ class TableLowering:
     cp: ControlPlane
     actions: list[Json]  # the program's JSON action list (shared with PipelineState)
     direct_bindings: dict[str, str] = field(default_factory=dict)
+    #: Direct counters/meters written inside a table's property (`_inline_direct`).
+    inline_externs: list[ExternInstance] = field(default_factory=list)
     scope: BlockScope | None = None
     # (table name, local action name) -> JSON action index
     table_actions: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -435,18 +438,40 @@ class TableLowering:
             return None
         assert self.scope is not None
         v = p.value
-        sym = self.scope.env.lookup(v.name) if isinstance(v, A.Name) else None
-        if sym is None or sym.kind is not SymKind.EXTERN or \
-                not isinstance(sym.value, ExternInstance) or sym.value.extern != extern:
-            self.err(p.pos, f"table property '{prop}' must name a {extern} instance")
-            return None
-        inst = sym.value
+        if isinstance(v, A.Call) and isinstance(v.func, A.Name) and v.func.name == extern:
+            made = self._inline_direct(t, p, v, extern)
+            if made is None:
+                return None
+            inst = made
+        else:
+            sym = self.scope.env.lookup(v.name) if isinstance(v, A.Name) else None
+            if sym is None or sym.kind is not SymKind.EXTERN or \
+                    not isinstance(sym.value, ExternInstance) or sym.value.extern != extern:
+                self.err(p.pos, f"table property '{prop}' must name a {extern} instance")
+                return None
+            inst = sym.value
         prev = self.direct_bindings.get(inst.name)
         if prev is not None and prev != qname:
             self.err(p.pos, f"{extern} '{inst.name}' is already attached to table '{prev}'")
             return None
         self.direct_bindings[inst.name] = qname
         return inst.name
+
+    def _inline_direct(self, t: A.TableDecl, p: A.TableProperty, call: A.Call,
+                       extern: str) -> ExternInstance | None:
+        """`@name("n") counters = direct_counter(...);` (ngsdn writes them so): an instance
+        named by the annotation as written, as p4c names it (no control prefix)."""
+        named = annotation_arg(p.annotations, "name")
+        if not isinstance(named, A.StrLit):
+            self.err(p.pos, f"table '{t.name}': a {extern} written in the table needs a @name "
+                            "annotation (P4Runtime names it by that)")
+            return None
+        decl = A.Instantiation(call.pos, p.annotations, named.value.lstrip("."),
+                               A.TypeName(call.func.pos, extern), call.args)
+        inst = make_instance(decl, "", self.ctx.g, self.ctx.diags, self._rank(t))
+        if inst is not None:
+            self.inline_externs.append(inst)
+        return inst
 
     def _keys(self, t: A.TableDecl, env: Env) -> list[_Key]:
         p = self._prop(t, "key")

@@ -1,6 +1,8 @@
 """Table properties whose output is pinned by what real p4c emits for them (read off p4c's
 output shipped with public programs: finsy's flowcache.json / .p4info.txtpb for `size = 0`,
-finsy's l2_switch.p4info.txtpb for `support_timeout = true`)."""
+finsy's l2_switch.p4info.txtpb for `support_timeout = true`, finsy's ngsdn main.json and
+.p4info.txtpb for a direct counter written inside the table with `@name`: named by the
+annotation as written, without the control's prefix)."""
 from __future__ import annotations
 
 from p4.config.v1 import p4info_pb2
@@ -21,7 +23,13 @@ control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
     table zero { key = { h.h.f: exact; } actions = { NoAction; } size = 0; }
     table ages { key = { h.h.f: exact; } actions = { NoAction; } support_timeout = true; }
     table plain { key = { h.h.f: exact; } actions = { NoAction; } size = 7; }
-    apply { zero.apply(); ages.apply(); plain.apply(); }
+    table counted {
+        key = { h.h.f: exact; }
+        actions = { NoAction; }
+        @name("counted_counter")
+        counters = direct_counter(CounterType.packets_and_bytes);
+    }
+    apply { zero.apply(); ages.apply(); plain.apply(); counted.apply(); }
 }
 control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
 control C(inout hs h, inout m meta) { apply { } }
@@ -40,3 +48,14 @@ def test_size_zero_is_the_default_size_and_support_timeout_notifies() -> None:
     assert tables["I.ages"]["support_timeout"] is True
     assert info["I.ages"].idle_timeout_behavior == p4info_pb2.Table.NOTIFY_CONTROL
     assert info["I.zero"].idle_timeout_behavior == p4info_pb2.Table.NO_TIMEOUT
+
+
+def test_direct_counter_written_in_the_table_is_named_by_its_annotation() -> None:
+    res = compiler.compile_source(PROGRAM)
+    (dc,) = [c for c in res.bmv2_json["counter_arrays"] if c["is_direct"]]
+    assert (dc["name"], dc["binding"]) == ("counted_counter", "I.counted")
+    (pc,) = res.p4info.direct_counters
+    table = next(t for t in res.p4info.tables if t.preamble.name == "I.counted")
+    assert pc.preamble.name == "counted_counter" and pc.direct_table_id == table.preamble.id
+    assert list(table.direct_resource_ids) == [pc.preamble.id]
+    assert pc.spec.unit == p4info_pb2.CounterSpec.BOTH
