@@ -18,6 +18,7 @@ from .exprjson import Json, hexstr
 from .ir import FieldRef, TBinary, TConst, TExpr, TIsValid, TLoc, TSlice
 from .lower_action import ActionLowering, LowerCtx
 from .lower_profile import Profiles
+from .newtypes import NewTypeModel, new_type_of, p4runtime_width
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
 from .resolve import const_eval, resolve_type
 from .scopes import Env, ExternInstance, SymKind
@@ -127,6 +128,7 @@ class TableLowering:
             prims = lowering.lower_body(decl.body.stmts, aenv)
         runtime: list[Json] = []
         params: list[tuple[str, int]] = []
+        ptypes: list[str] = []
         for p in decl.params:
             if p.direction or direct:
                 continue
@@ -143,13 +145,22 @@ class TableLowering:
             pname = annotation_arg(p.annotations, "name")
             name = pname.value if isinstance(pname, A.StrLit) else p.name
             runtime.append({"name": name, "bitwidth": width_of(pt)})
-            params.append((name, width_of(pt)))
+            nt = self._new_type(p.type)
+            params.append((name, p4runtime_width(nt, width_of(pt))))
+            ptypes.append(nt.name if nt is not None else "")
         self.actions.append({"name": cp_name, "id": idx, "runtime_data": runtime,
                              "primitives": prims})
         if not has_annotation(decl.annotations, "hidden"):
             self.cp.add_action(ActionModel(cp_name, tuple(params),
                                            annotation_strings(decl.annotations),
-                                           explicit_id(decl.annotations)))
+                                           explicit_id(decl.annotations), tuple(ptypes)))
+
+    def _new_type(self, texpr: object) -> NewTypeModel | None:
+        """The `type` a declared type names, recorded for P4Info's type_info.new_types."""
+        nt = new_type_of(texpr, self.ctx.g)
+        if nt is not None:
+            self.cp.new_types.setdefault(nt.name, nt)
+        return nt
 
     def _bound_body(self, lowering: ActionLowering, decl: A.ActionDecl, call: A.Call | None,
                     env: Env, aenv: Env, bind_all: bool = False) -> list[Json]:
@@ -532,9 +543,19 @@ class TableLowering:
                         "mask": None}
             if mask is not None:
                 kj["mask"] = hexstr(mask, width_of(base.type))["value"]
-            out.append(_Key(kj, KeyModel(name, width, ke.match_kind,
-                                         annotation_strings(ke.annotations))))
+            nt = None
+            if mask is None and isinstance(base, TLoc) and isinstance(base.ref, FieldRef):
+                htype = self._header_types().get(base.ref.header)
+                declared = self.ctx.g.field_types.get((htype, base.ref.field)) if htype else None
+                nt = self._new_type(declared) if declared is not None else None
+            out.append(_Key(kj, KeyModel(name, p4runtime_width(nt, width), ke.match_kind,
+                                         annotation_strings(ke.annotations),
+                                         nt.name if nt is not None else "")))
         return out
+
+    def _header_types(self) -> dict[str, str]:
+        """Header instance -> its header type's name."""
+        return {i.name: i.type.name for i in self.ctx.layout.instances}
 
     def _selector_key(self, ke: A.KeyElement, env: Env) -> None:
         """A ``selector`` key: one input of the action selector's hash, not a match field."""

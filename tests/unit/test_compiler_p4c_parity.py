@@ -59,3 +59,58 @@ def test_direct_counter_written_in_the_table_is_named_by_its_annotation() -> Non
     assert pc.preamble.name == "counted_counter" and pc.direct_table_id == table.preamble.id
     assert list(table.direct_resource_ids) == [pc.preamble.id]
     assert pc.spec.unit == p4info_pb2.CounterSpec.BOTH
+
+
+NEW_TYPES = """
+#include <core.p4>
+#include <v1model.p4>
+typedef bit<16> PortIdUint_t;
+@p4runtime_translation("p4.org/psa/v1/PortId1_t", 32)
+type PortIdUint_t PortId1_t;
+@p4runtime_translation("p4.org/psa/v1/PortId2_t", bit<32>)
+type PortIdUint_t PortId2_t;
+@p4runtime_translation("p4.org/psa/v1/PortId3_t", string)
+type PortIdUint_t PortId3_t;
+type bit<8> Plain_t;
+typedef Plain_t PlainAlias_t;
+header ports_t { PortId1_t port1; PortId2_t port2; PortId3_t port3; PlainAlias_t p; }
+struct hs { ports_t ports; }
+struct m { }
+parser P(packet_in pk, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { pk.extract(h.ports); transition accept; }
+}
+control V(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    action a(Plain_t x, PortId1_t y) { h.ports.p = x; h.ports.port1 = y; }
+    table t {
+        key = { h.ports.port1: exact; h.ports.port2: exact; h.ports.port3: exact;
+                h.ports.p: exact; }
+        actions = { a; NoAction; }
+    }
+    apply { t.apply(); }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs h, inout m meta) { apply { } }
+control D(packet_out pk, in hs h) { apply { pk.emit(h.ports); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_new_types_carry_type_name_and_translated_width() -> None:
+    # As p4c writes issue2283_1-bmv2's P4Info: a translated key has the SDN width (32, also
+    # when written bit<32>), a string-translated one no width, each names its type; a type
+    # reached through a typedef is named by the type.
+    info = compiler.compile_source(NEW_TYPES).p4info
+    (t,) = info.tables
+    assert [(f.name, f.bitwidth, f.type_name.name) for f in t.match_fields] == [
+        ("h.ports.port1", 32, "PortId1_t"), ("h.ports.port2", 32, "PortId2_t"),
+        ("h.ports.port3", 0, "PortId3_t"), ("h.ports.p", 8, "Plain_t")]
+    a = next(x for x in info.actions if x.preamble.name == "I.a")
+    assert [(p.name, p.bitwidth, p.type_name.name) for p in a.params] == [
+        ("x", 8, "Plain_t"), ("y", 32, "PortId1_t")]
+    nt = info.type_info.new_types
+    assert (nt["PortId1_t"].translated_type.uri, nt["PortId1_t"].translated_type.sdn_bitwidth) \
+        == ("p4.org/psa/v1/PortId1_t", 32)
+    assert nt["PortId3_t"].translated_type.HasField("sdn_string")
+    assert nt["Plain_t"].original_type.bitstring.bit.bitwidth == 8
+    assert sorted(nt) == ["Plain_t", "PortId1_t", "PortId2_t", "PortId3_t"]
