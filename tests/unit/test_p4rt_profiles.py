@@ -10,6 +10,7 @@ import pytest
 from p4.v1 import p4runtime_pb2 as pb
 
 from netsum import p4c as compiler
+from p4helpers import crc16_arc
 from netsum.switch.device import Device
 from netsum.switch.p4rt.service import DeviceService
 
@@ -43,13 +44,6 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
 
 
-def crc16_arc(data: bytes) -> int:
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
 
 
 class Rig:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from netsum import p4c as compiler
+from p4helpers import crc16_arc
 from netsum.switch.device import Device
 
 PROGRAM = """
@@ -39,14 +40,6 @@ def csum16(data: bytes) -> int:
     return ~s & 0xFFFF
 
 
-def crc16_arc(data: bytes) -> int:
-    """bmv2's crc16 (CRC-16/ARC: poly 0x8005 reflected, init 0, no final xor)."""
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
 
 
 def test_checksum_over_a_whole_header_counts_it_only_when_valid() -> None:
