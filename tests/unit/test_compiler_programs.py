@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "p4programs"
 GOLDEN = ROOT / "tests" / "golden" / "compiler"
 NAMES = ["basic_router", "tunnel", "mcast", "stateful", "checksum_hash", "stack", "calc",
-         "tutorial_mix", "grab_bag", "subcontrol", "probe", "learning"]
+         "tutorial_mix", "grab_bag", "subcontrol", "probe", "learning",
+         "punt_cache"]
 # Every program runs on the embedded switch (stack and tutorial_mix need its push/pop and
 # stack_field support); the packet-level tests below drive each one.
 RUNNABLE = NAMES
@@ -429,3 +430,21 @@ def test_learning_digests_unknown_sources_and_ages_smac_entries() -> None:
     smac.set_ttl((Exact(a),), 0, 0)
     now[0] = 10 ** 12
     assert smac.sweep() == []
+
+
+def test_punt_cache_punts_unknown_flows_and_forwards_cached_ones() -> None:
+    d = device("punt_cache")
+    eth = bytes.fromhex("0000000000aa" "0000000000bb" "0800")
+    ip = bytes([0x45, 0, 0, 40, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2])
+    frame = eth + ip + b"p" * 20
+    # Miss: to CPU port 64 behind packet_in {ingress_port 3 (9 bits), pad 0 (7 bits)}.
+    assert d.process(3, frame) == [(64, (3 << 7).to_bytes(2, "big") + frame)]
+    d.pipeline.tables["Ing.flow_cache"].insert(TableEntry(
+        (Exact(17), Exact(0x0A000101), Exact(0x0A000202)),
+        ActionCall("Ing.cached", (2, 1, 0x080000000222))))
+    out = bytes.fromhex("080000000222") + frame[6:22] + bytes([63]) + frame[23:]
+    assert d.process(3, frame) == [(2, out)]
+    # From the CPU: packet_out {egress_port 5} is removed and names the port.
+    assert d.process(64, (5 << 7).to_bytes(2, "big") + frame) == [(5, frame)]
+    # Not IPv4: dropped.
+    assert d.process(3, eth[:12] + b"\x86\xdd" + b"z" * 40) == []
