@@ -114,3 +114,39 @@ def test_new_types_carry_type_name_and_translated_width() -> None:
     assert nt["PortId3_t"].translated_type.HasField("sdn_string")
     assert nt["Plain_t"].original_type.bitstring.bit.bitwidth == 8
     assert sorted(nt) == ["Plain_t", "PortId1_t", "PortId2_t", "PortId3_t"]
+
+
+CTOR = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> v; bit<8> w; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in pk, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { pk.extract(h.h); transition accept; }
+}
+control V(inout hs h, inout m meta) { apply { } }
+control Step(inout bit<8> x);
+control Add(inout bit<8> x)(bit<8> k) { apply { x = x + k; } }
+control Twice(inout bit<8> x)(Step s) { apply { s.apply(x); s.apply(x); } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    Add(3) add3;
+    Add(5) add5;
+    Twice(add5) twice5;
+    apply { add3.apply(h.h.v); twice5.apply(h.h.w); sm.egress_spec = 1; }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs h, inout m meta) { apply { } }
+control D(packet_out pk, in hs h) { apply { pk.emit(h.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_control_constructor_parameters_bind_constants_and_instances() -> None:
+    # p4c's issue1566-bmv2 shape: a control instance passed to another control's
+    # constructor and applied there; and constants as constructor arguments.
+    from netsum.switch.device import Device
+    d = Device()
+    d.install(Device.build_pipeline(compiler.compile_source(CTOR).bmv2_json))
+    ((port, out),) = d.process(2, bytes([10, 20]))
+    assert port == 1 and out == bytes([10 + 3, 20 + 5 + 5])
