@@ -132,6 +132,12 @@ def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
 
 def _packet_op(ctx: LowerCtx, name: str, args: tuple[TExpr | None, ...],
                targs: tuple[object, ...], pos: Pos, ops: list[Json]) -> None:
+    if name == "extract" and args and args[0] is None and len(targs) == 1 and \
+            isinstance(targs[0], HeaderT) and _fixed_width(targs[0]):
+        # extract<H>(_): the header's bits are skipped (bmv2's advance checks the length).
+        ops.append({"parameters": [{"type": "hexstr", "value": hex(_bits(targs[0]))}],
+                    "op": "advance"})
+        return
     if name == "extract":
         hdr = args[0]
         # extract(h, bits): h's varbit field takes `bits` bits (BMv2 extract_VL).

@@ -180,3 +180,34 @@ def test_lookahead_as_a_statement_still_needs_the_bits() -> None:
     d.install(Device.build_pipeline(compiler.compile_source(LOOKAHEAD).bmv2_json))
     assert d.process(0, b"\x00\x01\x02") == []
     assert d.process(0, b"\x00\x01\x02\x03\x04") == [(1, b"\x00\x01\x02\x03\x04")]
+
+
+SKIP = """
+#include <core.p4>
+#include <v1model.p4>
+header skip_t { bit<16> a; bit<8> b; }
+header keep_t { bit<8> k; }
+struct hs { keep_t keep; }
+struct m { }
+parser P(packet_in pk, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { pk.extract<skip_t>(_); pk.extract(h.keep); transition accept; }
+}
+control V(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    apply { if (sm.parser_error != error.NoError) { mark_to_drop(sm); } else { sm.egress_spec = 1; } }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs h, inout m meta) { apply { } }
+control D(packet_out pk, in hs h) { apply { pk.emit(h.keep); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_extract_into_dont_care_skips_the_header() -> None:
+    # p4c's issue774-4-bmv2: extract<H>(_) consumes H's 3 bytes (they are not re-emitted);
+    # a packet shorter than H is PacketTooShort.
+    from netsum.switch.device import Device
+    d = Device()
+    d.install(Device.build_pipeline(compiler.compile_source(SKIP).bmv2_json))
+    assert d.process(0, bytes([1, 2, 3, 4, 5, 6])) == [(1, bytes([4, 5, 6]))]
+    assert d.process(0, bytes([1, 2])) == []
