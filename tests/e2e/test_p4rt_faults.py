@@ -435,7 +435,14 @@ def test_clients_that_vanish_mid_stream(live: Live) -> None:
 @pytest.mark.slow
 def test_no_thread_or_memory_leak_over_10k_requests(live: Live) -> None:
     """10k requests of every kind above; the daemon's threads and resident memory measured
-    after a warm-up and at the end (figures printed; the budget is 10 % of the warm RSS)."""
+    after a warm-up and at the end (figures printed; the budget is 10 % of the warm RSS).
+
+    What the RSS does (measured on this branch, NETSUM_FUZZ_SCALE=10, 101,154 requests):
+    67,456 -> 68,584 KiB (+1.7 %), growing 22, 11, 7 and 4.5 bytes per request over the four
+    quarters of the run -- decelerating, so not a per-request leak; a census of the Python
+    objects alive (gc) before and after 1,500 cycles of write + read + stream in one process
+    differs by nothing, so what grows is native memory (gRPC core and allocator arenas)
+    settling, not objects the server keeps."""
     rng, _ = fuzz_rng("p4rt leak", 77)
     stats: Counter[str] = Counter()
     requests = 0
