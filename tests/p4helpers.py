@@ -61,6 +61,17 @@ def netsum_config(k: int = K_DEFAULT) -> bytes:
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
+def crc16_arc(data: bytes) -> int:
+    """bmv2's crc16 (CRC-16/ARC: poly 0x8005 reflected, init 0, no final xor), written from
+    the algorithm's definition as the reference tests compare the switch with."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
 def wrap32(x: int) -> int:
     """x as bit<32> addition leaves it, read as two's complement."""
     return ((x - INT32_MIN) % (1 << 32)) + INT32_MIN
