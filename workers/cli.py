@@ -216,6 +216,10 @@ def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | Non
 
 
 def run(a: argparse.Namespace) -> int:
+    # --rank given names this worker in errors; synthetic data defaults to rank 0's tensor
+    a.rank_given = a.rank
+    if a.rank is None:
+        a.rank = 0
     if a.check and a.size is None:
         raise UsageError("--check needs synthetic data (--size)")
     if a.iterations < 1:
@@ -265,9 +269,6 @@ def run(a: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
-    a.rank_given = a.rank
-    if a.rank is None:
-        a.rank = 0
     try:
         return run(a)
     except UsageError as exc:
