@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
+from collections.abc import Callable
 from typing import NoReturn, Sequence, TextIO
 
 from netsum.controller.commands import COMMANDS, Ctx
@@ -40,13 +42,43 @@ class _Parser(argparse.ArgumentParser):
 def _election(text: str) -> tuple[int, int]:
     parts = text.split(",")
     try:
-        if len(parts) == 1:
-            return 0, int(parts[0], 0)
-        if len(parts) == 2:
-            return int(parts[0], 0), int(parts[1], 0)
+        got = [int(x, 0) for x in parts]
     except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"{text!r} is not an election id (LOW or HIGH,LOW)")
+        got = []
+    if len(got) in (1, 2) and all(0 <= x < 1 << 64 for x in got):
+        return (0, got[0]) if len(got) == 1 else (got[0], got[1])
+    raise argparse.ArgumentTypeError(f"{text!r} is not an election id (LOW or HIGH,LOW, each "
+                                     "0..2^64-1)")
+
+
+def _uint(bits: int) -> Callable[[str], int]:
+    """An argparse type: an integer that fits an unsigned field of `bits` bits (P4Runtime's
+    device id and election id halves are uint64)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not 0 <= v < 1 << bits:
+            raise argparse.ArgumentTypeError(f"{text} is out of range 0..2^{bits}-1")
+        return v
+    return parse
+
+
+def _seconds(low: float, high: float, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds in (low, high] (or 0 where 0 means off).
+    float() takes "nan", "inf" and "1e999": a NaN timeout waits forever, an infinite sleep
+    overflows, so neither may pass as a setting."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(v) or not (low < v <= high or (zero and v == 0)):
+            span = f"{'0 or ' if zero else ''}more than {low:g} and at most {high:g}"
+            raise argparse.ArgumentTypeError(f"{text!r} seconds: give {span}")
+        return v
+    return parse
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -55,7 +87,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("switch and output")
     g.add_argument("--grpc-addr", default=S, metavar="HOST:PORT",
                    help="P4Runtime server (default 127.0.0.1:9559)")
-    g.add_argument("--device-id", type=int, default=S, metavar="N",
+    g.add_argument("--device-id", type=_uint(64), default=S, metavar="N",
                    help="P4Runtime device id (default 0, as simple_switch_grpc)")
     g.add_argument("--election-id", type=_election, default=S, metavar="HIGH,LOW",
                    help="election id (default 0,1)")
@@ -64,7 +96,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--topo", default=S, metavar="FILE", help="topology/job file (YAML/JSON)")
     g.add_argument("--switch", default=S, metavar="NAME", help="which switch of --topo")
     g.add_argument("--json", action="store_true", default=S, help="print JSON for scripts")
-    g.add_argument("--timeout", type=float, default=S, metavar="S",
+    g.add_argument("--timeout", type=_seconds(0, 3600), default=S, metavar="S",
                    help="seconds to wait for the switch (default 5)")
     g.add_argument("--debug", action="store_true", default=S,
                    help="show tracebacks and library logs")
@@ -157,8 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("bmv2_json", nargs="?", metavar="BMV2_JSON")
         sp.add_argument("--k", type=int, choices=K_SUPPORTED, default=K_DEFAULT)
         if name == "run":
-            sp.add_argument("--interval", type=float, default=1.0, metavar="S")
-            sp.add_argument("--stuck-after", type=float, default=30.0, metavar="S",
+            sp.add_argument("--interval", type=_seconds(0, 3600), default=1.0, metavar="S")
+            sp.add_argument("--stuck-after", type=_seconds(0, 86400, zero=True), default=30.0,
+                            metavar="S",
                             help="reclaim a job whose retransmissions keep arriving with no "
                                  "RESULT going out for S seconds (default 30; 0: never)")
             sp.add_argument("--attach", action="store_true",
@@ -179,21 +212,27 @@ def build_parser() -> argparse.ArgumentParser:
                 "slots (entries, group, slots freed; new epoch)")
     ap.add_argument("job_id", type=int)
     ap.add_argument("--rank", type=int, metavar="R", help="the rank that failed, as reported")
+    action(jg, "reap", "reclaim every leased job whose lease is dead: expired, or its owner "
+           "gone from this machine (jobs without a lease are not touched)")
 
     sp = verb("stats", "per-job counters on every switch of --topo")
-    sp.add_argument("--watch", type=float, metavar="S", help="refresh every S seconds")
+    sp.add_argument("--watch", type=_seconds(0, 86400), metavar="S",
+                    help="refresh every S seconds")
     sp.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N")
     sp.add_argument("--ports", action="store_true",
                     help="per-port drop-simulator counters instead of per-job counters")
 
     dg = group("dropsim", "the drop simulator (loss experiments)")
     ap = action(dg, "set", "drop netsum packets on a port with a probability")
-    ap.add_argument("port", type=int)
+    ap.add_argument("port", type=_uint(9))
     ap.add_argument("probability", type=float)
     ap.add_argument("--direction", choices=("in", "out", "both"), default="in")
 
     tg = group("topo", "the topology/job file")
-    action(tg, "show", "validate --topo and show where each job goes (no switch contacted)")
+    ap = action(tg, "show", "validate --topo as setup does, against the program (--p4info, "
+                "or p4/netsum.p4 built for --k), and show where each job goes (no switch "
+                "contacted)")
+    ap.add_argument("--k", type=int, choices=K_SUPPORTED, default=K_DEFAULT)
 
     sp = verb("shell", "open p4runtime-shell on the same switch")
     sp.add_argument("bmv2_json", nargs="?", metavar="BMV2_JSON",

@@ -17,7 +17,9 @@ stream and its receive thread); three of its behaviours are replaced here:
 from __future__ import annotations
 
 import queue
+import random
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -136,12 +138,20 @@ class SwitchClient:
             raise SwitchUnreachable(f"cannot connect to {ep.address!r}: {exc}") from None
         finally:
             probe.close()
-        session = _ShellSession(ep.device_id, ep.address, ep.election_id, ep.role)
-        if session.arbitration_failure is not None:
+        deadline = time.monotonic() + wait
+        while True:
+            session = _ShellSession(ep.device_id, ep.address, ep.election_id, ep.role)
             reason = session.arbitration_failure
+            if reason is None:
+                break
             session.tear_down()
-            raise SwitchUnreachable(f"switch {ep} refused arbitration with election id "
-                                    f"{ep.election_id[0]},{ep.election_id[1]}: {reason}")
+            # Another live session holds this election id (PI and netsum-switch refuse a second
+            # one with INVALID_ARGUMENT "Election id already exists"): short sessions with the
+            # topology's id -- registrations, lease renewals, netsum-ctl verbs -- take turns.
+            if "already exists" not in reason or time.monotonic() > deadline:
+                raise SwitchUnreachable(f"switch {ep} refused arbitration with election id "
+                                        f"{ep.election_id[0]},{ep.election_id[1]}: {reason}")
+            time.sleep(random.uniform(0.05, 0.25))
         self._session = session
         _close_before_exit(session)
 

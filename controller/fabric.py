@@ -132,12 +132,15 @@ class Controller:
                     raise PipelineMissing(f"switch {switch} has no forwarding pipeline; push one "
                                           "first (`netsum-ctl pipeline push`)")
                 self.schemas[switch] = Schema(got[0])
-            sw = self.topo.switch(switch)
-            pool = P.slot_pool(self.schemas[switch], sw.slots)
-            if pool < sw.slots:
-                raise ControllerError(f"switch {switch}: the topology gives it {sw.slots} slots "
-                                      f"but the program has only {pool}")
+            self._check_pool(switch, self.schemas[switch])
         return self.schemas[switch]
+
+    def _check_pool(self, switch: str, schema: Schema) -> None:
+        sw = self.topo.switch(switch)
+        pool = P.slot_pool(schema, sw.slots)
+        if pool < sw.slots:
+            raise ControllerError(f"switch {switch}: the topology gives it {sw.slots} slots "
+                                  f"but the program has only {pool}")
 
     # -- pipeline and forwarding ----------------------------------------------------------------
     def push_pipeline(self, switches: Iterable[str] | None = None) -> None:
@@ -145,10 +148,15 @@ class Controller:
         the ledger said about those switches."""
         if self.program is None:
             raise ControllerError("no program to push (give --p4info and a BMv2 JSON)")
-        for name in switches or self.clients:
+        names = list(switches or self.clients)
+        # Refused before the first push: a push empties the switch, running jobs included.
+        schema = Schema(self.program.p4info)
+        for name in names:
+            self._check_pool(name, schema)
+        for name in names:
             self.clients[name].set_pipeline(self.program.p4info, self.program.device_config,
                                             self.program.cookie)
-            self.schemas[name] = Schema(self.program.p4info)
+            self.schemas[name] = schema
             self.ledgers[name] = SwitchLedger()
             self.allocators[name] = SlotAllocator(self.topo.switch(name).slots, name)
             for job_id in [j for j, job in self.jobs.items() if job.plan_on(name)]:
@@ -169,7 +177,9 @@ class Controller:
         return (ops.INSERT if prev is None else ops.MODIFY, item, prev)
 
     # -- jobs -----------------------------------------------------------------------------------
-    def create_job(self, spec: JobSpec) -> Job:
+    def create_job(self, spec: JobSpec, metadata: bytes = b"") -> Job:
+        """Slots, entries and group on every switch the job touches, all or nothing.
+        `metadata` goes on its `job` entries (P4Runtime's cookie: a lease, leases.py)."""
         if spec.id in self.jobs:
             raise JobError(f"job {spec.id} already exists (delete it first, or pick another id)")
         places = place_job(self.topo, spec)
@@ -179,6 +189,10 @@ class Controller:
                 granted[name] = self.allocators[name].allocate(spec.id, spec.slots)
             plans = tuple(plan_job(self.topo, self.schema(n), spec, places[n], granted[n])
                           for n in places)
+            if metadata:
+                plans = tuple(replace(p, entries=tuple(
+                    replace(e, metadata=metadata) if e.table == P.JOB else e
+                    for e in p.entries)) for p in plans)
             changes = {p.switch: [(ops.INSERT, p.group, None)] +
                        [(ops.INSERT, e, None) for e in p.entries] +
                        self._epoch_steps(p.switch, spec.id) for p in plans}
@@ -189,6 +203,9 @@ class Controller:
             raise
         job = Job(spec, plans)
         self.jobs[spec.id] = job
+        # The switch keeps a deleted job's counter cells: a job created under a used id would
+        # report its predecessor's packets as its own.
+        self._zero_counters(job)
         return job
 
     def delete_job(self, job_id: int, record: bytes | None = None) -> Job:
@@ -217,11 +234,14 @@ class Controller:
                    [(ops.MODIFY, e, e) for e in p.entries] +
                    self._epoch_steps(p.switch, job_id) for p in job.plans}
         self._transact(changes)
-        for p in job.plans:
-            schema = self.schema(p.switch)
-            cells = [CounterCell(name, job_id) for _, name in P.JOB_COUNTERS]
-            ops.write_batch_cells(self.clients[p.switch], schema, cells)
+        self._zero_counters(job)
         return job
+
+    def _zero_counters(self, job: Job) -> None:
+        """Zero the job's per-job counter cells (index job id) on every switch it touches."""
+        for p in job.plans:
+            cells = [CounterCell(name, job.spec.id) for _, name in P.JOB_COUNTERS]
+            ops.write_batch_cells(self.clients[p.switch], self.schema(p.switch), cells)
 
     def _epoch_steps(self, switch: str, job_id: int, record: bytes = b"") -> list[_Step]:
         """Move `job_id` to its next epoch on `switch` (when the program has epochs).  The

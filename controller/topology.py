@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import enum
 import ipaddress
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import yaml
-
+from netsum.controller.document import DocumentError, load_document, read_text, show
 from netsum.controller.errors import TopologyError
 from netsum.wire import MAX_SLOTS, MAX_WORKERS, UDP_PORT
 
@@ -128,19 +126,21 @@ class Topology:
 def load_topology(path: str | Path) -> Topology:
     p = Path(path)
     try:
-        text = p.read_text()
+        text = read_text(p)
     except OSError as exc:
         raise TopologyError(f"cannot read topology file {str(p)!r}: "
                             f"{exc.strerror or exc}") from None
+    except DocumentError as exc:
+        raise TopologyError(f"{p}: {exc}") from None
     return parse_topology(text, str(p))
 
 
 def parse_topology(text: str, source: str = "<topology>") -> Topology:
+    """The topology in `text` (YAML or JSON), within controller/document.py's bounds."""
     try:
-        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        first = " ".join(str(exc).split())
-        raise TopologyError(f"{source}: not valid YAML/JSON: {first}") from None
+        doc = load_document(text)
+    except DocumentError as exc:
+        raise TopologyError(f"{source}: {exc}") from None
     return _Parser(source).document(doc)
 
 
@@ -160,10 +160,10 @@ class _Parser:
             raise self.fail(path, f"expected a mapping, got {_kind(v)}")
         for k in required:
             if k not in v:
-                raise self.fail(path, f"missing required key {k!r}")
+                raise self.fail(path, f"missing required key {show(k)}")
         extra = sorted(set(map(str, v)) - set(required) - set(optional))
         if extra:
-            raise self.fail(path, f"unknown key {extra[0]!r} (allowed: "
+            raise self.fail(path, f"unknown key {show(extra[0])} (allowed: "
                             f"{', '.join((*required, *optional))})")
         return v
 
@@ -176,26 +176,26 @@ class _Parser:
 
     def name(self, v: Any, path: str) -> str:
         if not isinstance(v, str) or not _NAME.match(v):
-            raise self.fail(path, f"{v!r} is not a valid name (letters, digits, _ . -)")
+            raise self.fail(path, f"{show(v)} is not a valid name (letters, digits, _ . -)")
         return v
 
     def int_(self, v: Any, path: str, lo: int, hi: int) -> int:
         if isinstance(v, bool) or not isinstance(v, int):
-            raise self.fail(path, f"expected an integer, got {_kind(v)} {v!r}")
+            raise self.fail(path, f"expected an integer, got {_kind(v)} {show(v)}")
         if not lo <= v <= hi:
             raise self.fail(path, f"{v} is out of range {lo}..{hi}")
         return v
 
     def mac(self, v: Any, path: str) -> int:
         if not isinstance(v, str) or not _MAC.match(v):
-            raise self.fail(path, f"{v!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            raise self.fail(path, f"{show(v)} is not a MAC address (aa:bb:cc:dd:ee:ff)")
         return int(v.replace(":", ""), 16)
 
     def ipv4(self, v: Any, path: str) -> int:
         try:
             return int(ipaddress.IPv4Address(v if isinstance(v, str) else "x"))
         except ValueError:
-            raise self.fail(path, f"{v!r} is not an IPv4 address (a.b.c.d)") from None
+            raise self.fail(path, f"{show(v)} is not an IPv4 address (a.b.c.d)") from None
 
     # -- document --
     def document(self, doc: Any) -> Topology:
@@ -214,6 +214,7 @@ class _Parser:
                     lambda k: f"{ipaddress.IPv4Address(k[0])}:{k[1]}")
         self.unique(hosts, "hosts", lambda h: (h.switch, h.port), "switch port",
                     lambda k: f"{k[0]} port {k[1]}")
+        self.services(switches, hosts)
         links = [self.link(v, f"links[{i}]", by_name)
                  for i, v in enumerate(self.seq(d.get("links"), "links"))]
         used = {(h.switch, h.port): f"host {h.name}" for h in hosts}
@@ -231,15 +232,36 @@ class _Parser:
         return Topology(tuple(switches), tuple(hosts), tuple(links), tuple(jobs), self.source)
 
     def unique(self, items: list[Any], path: str, key: Callable[[Any], Any],
-               what: str = "name", show: Callable[[Any], str] = str) -> list[Any]:
+               what: str = "name", fmt: Callable[[Any], str] = str) -> list[Any]:
         seen: dict[Any, int] = {}
         for i, item in enumerate(items):
             k = key(item)
             if k in seen:
-                raise self.fail(f"{path}[{i}]", f"duplicate {what} {show(k)} "
+                raise self.fail(f"{path}[{i}]", f"duplicate {what} {fmt(k)} "
                                 f"(also {path}[{seen[k]}])")
             seen[k] = i
         return items
+
+    def services(self, switches: list[Switch], hosts: list[Host]) -> None:
+        """A switch's service address is its own: the ARP answer and the `dmac` entry for it
+        would otherwise shadow a host (or another switch), and a member keyed on a leaf's
+        service address would match that host's packets."""
+        owner: dict[tuple[str, int], str] = {}
+        for i, s in enumerate(switches):
+            for kind, value in (("MAC", s.service.mac), ("IPv4", s.service.ipv4)):
+                other = owner.get((kind, value))
+                if other is not None:
+                    raise self.fail(f"switches[{i}].service.{kind.lower()}",
+                                    f"{_fmt_addr(kind, value)} is also the service address of "
+                                    f"switch {other}")
+                owner[(kind, value)] = s.name
+        for i, h in enumerate(hosts):
+            for kind, value in (("MAC", h.mac), ("IPv4", h.ipv4)):
+                other = owner.get((kind, value))
+                if other is not None:
+                    raise self.fail(f"hosts[{i}].{kind.lower()}",
+                                    f"{_fmt_addr(kind, value)} is the service address of "
+                                    f"switch {other} (a host needs an address of its own)")
 
     def switch(self, v: Any, path: str) -> Switch:
         d = self.mapping(v, path, ("name", "grpc_addr", "ports", "service"),
@@ -247,18 +269,18 @@ class _Parser:
         name = self.name(d["name"], f"{path}.name")
         addr = d["grpc_addr"]
         if not isinstance(addr, str) or not _ADDR.match(addr):
-            raise self.fail(f"{path}.grpc_addr", f"{addr!r} is not host:port")
+            raise self.fail(f"{path}.grpc_addr", f"{show(addr)} is not host:port")
         device_id = self.int_(d.get("device_id", 0), f"{path}.device_id", 0, 2**64 - 1)
         el = d.get("election_id", [0, 1])
         if not isinstance(el, list) or len(el) != 2:
-            raise self.fail(f"{path}.election_id", f"expected [high, low], got {el!r}")
+            raise self.fail(f"{path}.election_id", f"expected [high, low], got {show(el)}")
         election = (self.int_(el[0], f"{path}.election_id[0]", 0, 2**64 - 1),
                     self.int_(el[1], f"{path}.election_id[1]", 0, 2**64 - 1))
         role_text = d.get("role", "single")
         try:
             role = Role(role_text)
         except ValueError:
-            raise self.fail(f"{path}.role", f"{role_text!r} is not one of "
+            raise self.fail(f"{path}.role", f"{show(role_text)} is not one of "
                             f"{', '.join(r.value for r in Role)}") from None
         ports = tuple(self.int_(p, f"{path}.ports[{i}]", 0, 510)
                       for i, p in enumerate(self.seq(d["ports"], f"{path}.ports")))
@@ -280,8 +302,8 @@ class _Parser:
     def host(self, v: Any, path: str, switches: Mapping[str, Switch]) -> Host:
         d = self.mapping(v, path, ("name", "mac", "ipv4", "switch", "port"), ("udp_port",))
         sw = d["switch"]
-        if sw not in switches:
-            raise self.fail(f"{path}.switch", f"no switch named {sw!r}")
+        if not isinstance(sw, str) or sw not in switches:
+            raise self.fail(f"{path}.switch", f"no switch named {show(sw)}")
         port = self.int_(d["port"], f"{path}.port", 0, 510)
         if port not in switches[sw].ports:
             raise self.fail(f"{path}.port", f"port {port} is not one of {sw}'s ports "
@@ -295,15 +317,16 @@ class _Parser:
         # Written as ["s1:5", "s2:1"]: the same shape Mininet's addLink(s1, s2, port1, port2) has.
         ends = self.seq(v, path)
         if len(ends) != 2:
-            raise self.fail(path, f"a link joins two ends written \"switch:port\", got {v!r}")
+            raise self.fail(path, "a link joins two ends written \"switch:port\", got "
+                            f"{show(v)}")
         parsed = []
         for i, end in enumerate(ends):
             m = re.match(r"^([^:]+):(\d+)$", end) if isinstance(end, str) else None
             if not m:
-                raise self.fail(f"{path}[{i}]", f"{end!r} is not \"switch:port\"")
+                raise self.fail(f"{path}[{i}]", f"{show(end)} is not \"switch:port\"")
             sw, port = m.group(1), int(m.group(2))
             if sw not in switches:
-                raise self.fail(f"{path}[{i}]", f"no switch named {sw!r}")
+                raise self.fail(f"{path}[{i}]", f"no switch named {show(sw)}")
             if port not in switches[sw].ports:
                 raise self.fail(f"{path}[{i}]", f"port {port} is not one of {sw}'s ports "
                                 f"{list(switches[sw].ports)}")
@@ -319,7 +342,7 @@ class _Parser:
                 continue
             p = names.get(s.parent)
             if p is None:
-                raise self.fail(f"switches[{i}].parent", f"no switch named {s.parent!r}")
+                raise self.fail(f"switches[{i}].parent", f"no switch named {show(s.parent)}")
             if p.role is not Role.ROOT:
                 raise self.fail(f"switches[{i}].parent",
                                 f"{p.name} is {p.role.value}; a leaf's parent must be a root")
@@ -333,8 +356,8 @@ class _Parser:
         workers = tuple(self.seq(d["workers"], f"{path}.workers"))
         hosts = {h.name for h in topo.hosts}
         for i, w in enumerate(workers):
-            if w not in hosts:
-                raise self.fail(f"{path}.workers[{i}]", f"no host named {w!r}")
+            if not isinstance(w, str) or w not in hosts:
+                raise self.fail(f"{path}.workers[{i}]", f"no host named {show(w)}")
         if len(set(workers)) != len(workers):
             raise self.fail(f"{path}.workers", "a worker is listed twice")
         if not 1 <= len(workers) <= MAX_WORKERS:
@@ -347,6 +370,10 @@ class _Parser:
 def _kind(v: Any) -> str:
     return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(
         type(v), type(v).__name__)
+
+
+def _fmt_addr(kind: str, v: int) -> str:
+    return _fmt_mac(v) if kind == "MAC" else str(ipaddress.IPv4Address(v))
 
 
 def _fmt_mac(v: int) -> str:

@@ -9,23 +9,48 @@ from typing import Any
 
 from netsum.controller import ops, render
 from netsum.controller import program as P
+from netsum.controller.checks import check_setup, program_limits
 from netsum.controller.errors import (ControllerError, JobError, LiteralError, PipelineMissing,
                                SwitchUnreachable)
-from netsum.controller.fabric import Controller
-from netsum.controller.jobs import plan_drop
+from netsum.controller.fabric import Controller, Program
+from netsum.controller.jobs import place_job, plan_drop
+from netsum.controller.leases import lease_of, reclaim_dead
+from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.session import Ctx, ctx_program, ctx_topology, open_controller, open_switch
-from netsum.controller.topology import JobSpec
+from netsum.controller.topology import JobSpec, Topology
 from netsum.controller.watchdog import Watchdog, reclaim, reclaimed_jobs
 
 __all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_delete",
-           "cmd_job_reset", "cmd_job_fail", "cmd_stats", "cmd_dropsim_set", "cmd_topo_show"]
+           "cmd_job_reset", "cmd_job_fail", "cmd_job_reap", "cmd_stats", "cmd_dropsim_set",
+           "cmd_topo_show"]
 
 
 # -- topology-wide: setup, jobs, stats, drop simulator ----------------------------------------
 
+def _checked_setup(ctx: Ctx) -> tuple[Topology, Program | None, Schema]:
+    """The --topo file and the program, refused (before any switch is contacted) unless the
+    whole set-up fits the program: the pipeline push that starts a set-up empties every table
+    and register, so a refusal after it would end the jobs running there (checks.py).  The
+    program is None for `topo show --p4info FILE`: the P4Info alone says what fits."""
+    topo = ctx_topology(ctx)    # a bad file is reported before the program is built
+    if topo is None:
+        raise ControllerError(f"`{ctx.args.command}` needs a topology file: --topo FILE")
+    a = ctx.args
+    program = None
+    if a.command == "topo show" and (a.p4info or ctx.build is None):
+        if not a.p4info:
+            raise ControllerError("`topo show` checks the file against the program set-up "
+                                  "would push: give --p4info P4INFO")
+        schema = Schema(load_p4info(a.p4info))
+    else:
+        program = ctx_program(ctx)
+        schema = Schema(program.p4info)
+    check_setup(topo, schema)
+    return topo, program, schema
+
+
 def cmd_setup(ctx: Ctx) -> int:
-    ctx_topology(ctx)       # a bad file is reported before the program is built
-    program = ctx_program(ctx)
+    _, program, _ = _checked_setup(ctx)
     with open_controller(ctx, program, adopt=False) as ctl:
         ctl.push_pipeline()
         ctl.install_forwarding()
@@ -75,6 +100,13 @@ def cmd_job_create(ctx: Ctx) -> int:
 def cmd_job_list(ctx: Ctx) -> int:
     with open_controller(ctx) as ctl:
         rows = _job_rows(ctl)
+        now = time.time()
+        for r in rows:
+            lease = lease_of(ctl.jobs[r["job"]])
+            r["lease"] = "" if lease is None else (
+                f"run {lease.run}, pid {lease.owner.pid} on {lease.owner.host}, "
+                + (f"expires in {lease.expires - now:.0f} s" if lease.expires >= now else
+                   f"expired {now - lease.expires:.0f} s ago"))
         free = [{"switch": n, "free_slots": al.free, "pool": al.size}
                 for n, al in ctl.allocators.items()]
         gone = reclaimed_jobs(ctl)
@@ -102,6 +134,16 @@ def cmd_job_fail(ctx: Ctx) -> int:
         r = reclaim(ctl, a.job_id, why)
     ctx.emit({"reclaimed": r.job_id, "slots": dict(r.slots), "why": r.why,
               "missing": r.missing}, r.line())
+    return 0
+
+
+def cmd_job_reap(ctx: Ctx) -> int:
+    """Reclaim every leased job whose lease is dead (controller/leases.py): expired, or its
+    owner gone from this machine.  Jobs without a lease are not touched."""
+    with open_controller(ctx) as ctl:
+        done = reclaim_dead(ctl)
+    ctx.emit([{"reclaimed": r.job_id, "slots": dict(r.slots), "why": r.why} for r in done],
+             "\n".join(r.line() for r in done) or "no job with a dead lease")
     return 0
 
 
@@ -193,8 +235,12 @@ def cmd_run(ctx: Ctx) -> int:
     controller must not push a pipeline, which would clear the registers of running jobs),
     then watch the switches and restore any that restart."""
     a = ctx.args
-    ctx_topology(ctx)       # a bad file is reported before the program is built
-    program = ctx_program(ctx)
+    program: Program | None
+    if a.attach:
+        ctx_topology(ctx)   # a bad file is reported before the program is built
+        program = ctx_program(ctx)
+    else:
+        _, program, _ = _checked_setup(ctx)
     with open_controller(ctx, program, adopt=a.attach) as ctl:
         if not a.attach:
             ctl.push_pipeline()
@@ -237,12 +283,11 @@ def _watch(ctx: Ctx, dog: Watchdog) -> None:
 
 
 def cmd_topo_show(ctx: Ctx) -> int:
-    """Validate the topology file and show what the controller would install where; no switch
-    is contacted."""
-    from netsum.controller.jobs import place_job
-    topo = ctx_topology(ctx)
-    if topo is None:
-        raise ControllerError("`topo show` needs a topology file: --topo FILE")
+    """Validate the topology file as set-up does (against the program: --p4info, or the
+    netsum build for --k) and show what the controller would install where; no switch is
+    contacted."""
+    topo, _, schema = _checked_setup(ctx)
+    limits = program_limits(schema)
     switches = [{"switch": s.name, "grpc_addr": s.grpc_addr, "device_id": s.device_id,
                  "role": s.role.value, "parent": s.parent or "", "ports": len(s.ports),
                  "slots": s.slots, "hosts": len(topo.hosts_on(s.name))} for s in topo.switches]
@@ -252,8 +297,10 @@ def cmd_topo_show(ctx: Ctx) -> int:
             jobs.append({"job": spec.id, "switch": name, "role": place.role.value,
                          "slots": spec.slots,
                          "contributors": " ".join(c.name for c in place.contributors)})
-    ctx.emit({"switches": switches, "jobs": jobs},
+    ctx.emit({"switches": switches, "jobs": jobs, "program": limits},
              f"{topo.source}: {len(topo.switches)} switch(es), {len(topo.hosts)} host(s), "
-             f"{len(topo.links)} link(s), {len(topo.jobs)} job(s)\n\n" +
+             f"{len(topo.links)} link(s), {len(topo.jobs)} job(s); fits the program (per "
+             f"switch: job ids 1..{limits['max_job_id']}, {limits['slot_pool']} slots, "
+             f"{limits['job_table']} jobs, {limits['member_table']} members)\n\n" +
              render.table(switches) + "\n\n" + render.table(jobs))
     return 0

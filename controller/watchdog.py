@@ -67,8 +67,8 @@ class Watchdog:
 
     def __init__(self, ctl: Controller, stuck_after: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if stuck_after <= 0:
-            raise ControllerError(f"stuck timeout {stuck_after:g} s: must be > 0")
+        if not 0 < stuck_after < float("inf"):      # NaN fails this too
+            raise ControllerError(f"stuck timeout {stuck_after:g} s: must be > 0 and finite")
         self.ctl = ctl
         self.stuck_after = stuck_after
         self.clock = clock

@@ -1,25 +1,36 @@
 #!/usr/bin/env python3
-"""Train a small CNN on scikit-learn's digits with DDP, gradients summed by the P4 switch.
+"""Train a small CNN on scikit-learn's digits with DDP or FSDP, gradients summed by the P4 switch.
 
-    torchrun --nproc-per-node 2 examples/train_digits.py --comm netsum-hook --out results/d
-    torchrun --nproc-per-node 2 examples/train_digits.py --comm gloo --out results/g
+    netsum launch --nproc-per-node 2 examples/train_digits.py --comm netsum-hook --out results/d
+    netsum launch --nproc-per-node 2 examples/train_digits.py --comm netsum-backend --wrap fsdp \
+        --out results/f
+    torchrun --standalone --nproc-per-node 2 examples/train_digits.py --comm gloo --out results/g
 
 --comm netsum-hook     DDP + `netsum_hook` (each bucket through the switch, overlapping backward)
---comm netsum-backend  init_process_group("netsum"): DDP's own all-reduce through the switch
---comm gloo            DDP with gloo's all-reduce (the baseline; timed by an equivalent hook)
+--comm netsum-backend  init_process_group("netsum"): every collective through the netsum group
+                       (DDP's bucket all-reduces, FSDP's reduce-scatters through the switch)
+--comm gloo            the baseline (DDP timed by an equivalent hook)
+--wrap ddp|fsdp|fsdp2  DistributedDataParallel, FSDP FULL_SHARD, or FSDP2 fully_shard
+--dtype bfloat16|...   the model's parameters and gradients in that dtype
+--amp                  float16 autocast with torch.amp.GradScaler; --inject-inf STEP makes one
+                       rank's loss Inf at that step: GradScaler must skip it on every rank
 
-The netsum variants need NETSUM_TOPOLOGY (the topology file of the switch) and, in the
-unprivileged mode, NETSUM_FRAMES=127.0.0.1:PORT (this rank's UDP-tunnel switch port); `netsum
-train` (or `netsum demo --train`) starts a switch and sets both.  Rank 0 writes
-OUT/metrics.json: per-step loss and time split, test accuracy every --eval-every steps.
+The netsum variants need NETSUM_TOPOLOGY (the switch's topology file) and the rank's way to the
+switch (NETSUM_FRAMES + NETSUM_FRAMES_BIND, or NETSUM_NETNS): `netsum launch` and `netsum train`
+set them (docs/training.md).  Rank 0 writes OUT/metrics.json: per-step loss, bytes through the
+switch, time split, test accuracy every --eval-every steps, the switched/delegated summary;
+every rank writes OUT/rank<R>.json: its final loss, the steps GradScaler skipped, the scales.
 """
 import argparse
+import contextlib
 import datetime
 import json
+import logging
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,11 +42,20 @@ from netsum.training.digits import DigitsCNN, accuracy, batches, load_digits_spl
 from netsum.training.stepsplit import split_step
 
 COMMS = ("netsum-hook", "netsum-backend", "gloo")
+WRAPS = ("ddp", "fsdp", "fsdp2")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[1])
     p.add_argument("--comm", choices=COMMS, default="netsum-hook")
+    p.add_argument("--wrap", choices=WRAPS, default="ddp")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    p.add_argument("--amp", action="store_true",
+                   help="float16 autocast + torch.amp.GradScaler (the model stays float32)")
+    p.add_argument("--inject-inf", type=int, default=0, metavar="STEP",
+                   help="--amp: rank --inject-rank's loss is Inf at this step")
+    p.add_argument("--inject-rank", type=int, default=1)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.15,
@@ -49,17 +69,27 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--slots", type=int, default=256, help="netsum: the job's slot window")
     p.add_argument("--delay", type=float, default=0.0,
                    help="netsum-hook: artificial latency (s) added to every received packet")
-    p.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds without progress before a step fails (a dead peer)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="the process group's timeout (s): a step fails after that long "
+                   "without progress (NETSUM_TIMEOUT overrides it for the switch)")
+    p.add_argument("--keep-job", action="store_true",
+                   help="netsum: leave the job on the switch at the end (tests read its "
+                   "counters)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--dump-step1", action="store_true",
                    help="save each rank's step-1 bucket inputs and parameters (tests)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.wrap != "ddp" and args.comm == "netsum-hook":
+        p.error("--wrap fsdp/fsdp2 take --comm netsum-backend or gloo (a comm hook is DDP's)")
+    if args.inject_inf and not args.amp:
+        p.error("--inject-inf needs --amp (GradScaler is what skips the step)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     rank = int(os.environ.get("RANK", "0"))
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
         return train(args)
     except Exception as exc:  # noqa: BLE001 - one line at the edge
@@ -70,29 +100,43 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(1)
 
 
+def wrap(args: argparse.Namespace, model: nn.Module) -> nn.Module:
+    if args.wrap == "fsdp":
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import ShardingStrategy
+        return FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD,
+                    device_id=torch.device("cpu"))
+    if args.wrap == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for name in ("features", "head"):
+            fully_shard(getattr(model, name))
+        fully_shard(model)
+        return model
+    return DDP(model, bucket_cap_mb=args.bucket_kb / 1024)
+
+
 def train(args: argparse.Namespace) -> int:
-    timeout = datetime.timedelta(seconds=max(30.0, 3 * args.timeout))
+    timeout = datetime.timedelta(seconds=args.timeout)
+    backend = "gloo"
     if args.comm == "netsum-backend":
         import netsum.training.backend  # noqa: F401 - registers backend "netsum"
         os.environ.setdefault("NETSUM_LANES", str(args.lanes))
         os.environ.setdefault("NETSUM_SLOTS", str(args.slots))
-        os.environ.setdefault("NETSUM_TIMEOUT", str(args.timeout))
-        dist.init_process_group("netsum", timeout=timeout)
-    else:
-        dist.init_process_group("gloo", timeout=timeout)
+        backend = "netsum"
+    dist.init_process_group(backend, timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
+    dtype = DTYPES[args.dtype]
     data = load_digits_split(args.seed)
-    model = DigitsCNN(args.width)
-    ddp = DDP(model, bucket_cap_mb=args.bucket_kb / 1024)
-    state: object = None
+    model = DigitsCNN(args.width).to(dtype)
+    net = wrap(args, model)
+    state: Any = None
     if args.comm == "netsum-hook":
         from netsum.training.hook import NetsumHookState, netsum_hook
-        state = NetsumHookState.from_env(lanes=args.lanes, slots=args.slots,
-                                         timeout=args.timeout, delay=args.delay)
+        state = NetsumHookState.from_env(lanes=args.lanes, slots=args.slots, delay=args.delay)
         hook = netsum_hook
-    elif args.comm == "gloo":
+    elif args.comm == "gloo" and args.wrap == "ddp":
         from netsum.training.hook import GlooHookState, timed_allreduce_hook
         state = GlooHookState()
         hook = timed_allreduce_hook  # type: ignore[assignment]
@@ -108,57 +152,92 @@ def train(args: argparse.Namespace) -> int:
                               "input": bucket.buffer().detach().clone().numpy()})
             return hook(st, bucket)  # type: ignore[arg-type]
 
-        ddp.register_comm_hook(state, recording)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+        assert isinstance(net, DDP)
+        net.register_comm_hook(state, recording)
+    pg: Any = dist.group.WORLD
+    ledger = state.ledger if args.comm == "netsum-hook" else getattr(pg, "ledger", None)
+    opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.steps)
+    scaler = torch.amp.GradScaler("cpu") if args.amp else None
     loss_fn = nn.CrossEntropyLoss()
-    rows = []
-    evals = []
+    rows, evals, skipped, scales = [], [], [], []
     it = batches(len(data.y_train), args.batch, rank, world, args.seed)
+    switched_before = _switched_bytes(ledger)
     for step in range(1, args.steps + 1):
         idx = torch.from_numpy(next(it))
         t0 = time.monotonic()
-        loss = loss_fn(ddp(data.x_train[idx]), data.y_train[idx])
-        loss.backward()
+        cast = torch.autocast("cpu", dtype=torch.float16) if args.amp else \
+            contextlib.nullcontext()
+        with cast:
+            logits = net(data.x_train[idx].to(dtype))
+        loss = loss_fn(logits.float(), data.y_train[idx])
+        if args.inject_inf == step and rank == args.inject_rank:
+            loss = loss * float("inf")
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
         t_bwd = time.monotonic()
-        opt.step()
+        if scaler is not None:
+            before = scaler.get_scale()
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale())
+            if scaler.get_scale() < before:
+                skipped.append(step)
+        else:
+            opt.step()
         schedule.step()
         opt.zero_grad(set_to_none=False)
         t1 = time.monotonic()
-        traces = state.take_traces() if state is not None else []  # type: ignore[attr-defined]
+        traces = state.take_traces() if state is not None else []
         sp = split_step(t0, t_bwd, t1, [(tr.submitted, tr.finished) for tr in traces])
-        rows.append({"step": step, "loss": float(loss), "wall_s": sp.wall,
+        now_bytes = _switched_bytes(ledger)
+        rows.append({"step": step, "loss": float(loss.detach()), "wall_s": sp.wall,
                      "compute_s": sp.compute, "exposed_s": sp.exposed, "comm_s": sp.comm,
-                     "hidden_s": sp.hidden, "buckets": len(traces)})
+                     "hidden_s": sp.hidden, "buckets": len(traces),
+                     "switch_bytes": now_bytes - switched_before})
+        switched_before = now_bytes
         if step == 1 and args.dump_step1:
             recording.past = True  # type: ignore[attr-defined]
             _dump(args.out, rank, dumps, model, args)
         if step % args.eval_every == 0 or step == args.steps:
-            evals.append({"step": step, "test_accuracy": accuracy(model, data.x_test,
+            evals.append({"step": step, "test_accuracy": accuracy(net, data.x_test.to(dtype),
                                                                    data.y_test)})
             if rank == 0:
                 print(f"train_digits: {args.comm}: step {step}/{args.steps} loss "
-                      f"{float(loss):.4f} test accuracy {evals[-1]['test_accuracy']:.4f}",
+                      f"{float(loss.detach()):.4f} test accuracy {evals[-1]['test_accuracy']:.4f}",
                       flush=True)
-    final = accuracy(model, data.x_test, data.y_test)
+    final = accuracy(net, data.x_test.to(dtype), data.y_test)
     dist.barrier()
     if state is not None:
-        state.close()  # type: ignore[attr-defined]
+        state.close(unregister_job=not args.keep_job)
     elif args.comm == "netsum-backend":
-        pg = dist.group.WORLD
-        close = getattr(pg, "close", None)
-        if close is not None:
-            close()
+        pg.close(unregister_job=not args.keep_job)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"rank{rank}.json").write_text(json.dumps(
+        {"final_loss": rows[-1]["loss"], "skipped": skipped, "scales": scales}))
     if rank == 0:
-        args.out.mkdir(parents=True, exist_ok=True)
-        doc = {"comm": args.comm, "world_size": world, "steps": args.steps,
-               "batch": args.batch, "lr": args.lr, "params": sum(p.numel() for p in
-                                                                  model.parameters()),
-               "final_test_accuracy": final, "steps_log": rows, "evals": evals,
-               "layout_checks": getattr(state, "layout_checks", None)}
+        doc = {"comm": args.comm, "wrap": args.wrap, "dtype": args.dtype, "world_size": world,
+               "steps": args.steps, "batch": args.batch, "lr": args.lr,
+               "params": sum(p.numel() for p in model.parameters()),
+               "final_test_accuracy": final, "final_loss": rows[-1]["loss"],
+               "steps_log": rows, "evals": evals,
+               "layout_checks": getattr(state, "layout_checks", None),
+               "job_ids": list(getattr(getattr(state, "job", None) or getattr(pg, "job", None),
+                                       "job_ids", ())),
+               "ledger": ledger.to_dict() if ledger is not None else None,
+               "ledger_summary": ledger.summary() if ledger is not None else None}
         (args.out / "metrics.json").write_text(json.dumps(doc))
     dist.destroy_process_group()
     return 0
+
+
+def _switched_bytes(ledger: Any) -> int:
+    if ledger is None:
+        return 0
+    tot = ledger.totals()
+    return int(tot["switch"].bytes + tot["switch (all-reduce)"].bytes)
 
 
 def _dump(out: Path, rank: int, dumps: list[dict[str, object]], model: nn.Module,

@@ -1,4 +1,5 @@
-"""`netsum`: the umbrella command (`netsum demo`, `netsum doctor`).
+"""`netsum`: the umbrella command (`netsum demo`, `netsum train`, `netsum launch`,
+`netsum doctor`).
 
 Owns argument parsing and the single error edge: every expected failure (bad options, a build
 error, a switch that does not start, a missing tool) becomes one line on stderr and a non-zero
@@ -25,6 +26,7 @@ __all__ = ["main", "build_parser", "parse_size"]
 DEFAULT_SIZE = "4MB"
 COMMS = ("netsum-hook", "netsum-backend", "gloo")
 DEFAULT_COMMS = ("netsum-hook", "gloo")
+FSDP_COMMS = ("netsum-backend", "gloo")
 _UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 2**20, "m": 2**20, "gb": 2**30, "g": 2**30}
 
 
@@ -105,12 +107,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"a variant to run (repeatable; default: {' and '.join(DEFAULT_COMMS)})")
     t.add_argument("--mode", choices=[m.value for m in Mode],
                    help="netns (root) or udp (unprivileged); default: netns when available")
+    t.add_argument("--wrap", choices=("ddp", "fsdp", "fsdp2"), default="ddp",
+                   help="DDP (default), FSDP FULL_SHARD or FSDP2 fully_shard (FSDP takes "
+                   "--comm netsum-backend and gloo)")
+    t.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                   help="the model's parameters and gradients (default float32)")
     t.add_argument("--lanes", type=int, default=4, help="buckets in flight at once (default 4)")
     t.add_argument("--slots", type=int, default=256, help="the job's slot window (default 256)")
-    t.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds without progress before a step fails")
+    t.add_argument("--timeout", type=float, default=60.0,
+                   help="the process group's timeout: seconds without progress before a step "
+                   "fails (default 60)")
     t.add_argument("--out", type=Path, default=Path("results/train"),
                    help="output directory (default results/train)")
+    la = sub.add_parser("launch", help="run a training script's ranks through a switch of "
+                        "their own (like torchrun --standalone)",
+                        description="Start the switch and push its pipeline and forwarding, "
+                        "then run N processes of SCRIPT with torchrun's environment and "
+                        "netsum's (NETSUM_TOPOLOGY, the rank's host and switch port); rank 0 "
+                        "installs the job at init_process_group(\"netsum\") or "
+                        "NetsumHookState.from_env().  Output lines are prefixed [rankN]:.")
+    la.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=2,
+                    dest="nproc", help="ranks (default 2)")
+    la.add_argument("--mode", choices=[m.value for m in Mode],
+                    help="netns (root) or udp (unprivileged); default: netns when available")
+    la.add_argument("--out", type=Path, default=Path("results/launch"),
+                    help="where the switch's and the ranks' logs go (default results/launch)")
+    la.add_argument("script", type=Path, help="the training script")
+    la.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     sub.add_parser("doctor", help="what this machine supports",
                    description="Report root, network namespaces, real p4c/simple_switch_grpc, "
                    "and which demo mode would run.")
@@ -153,22 +176,36 @@ def train(args: argparse.Namespace) -> int:
     from netsum.demo import choose_mode
     from netsum.training.compare import TrainOptions, run_training, summary_table
     if args.command == "demo":
-        # `netsum demo --train`: the train command's defaults, with the demo's --mode, --out,
-        # --slots and --timeout.
+        # `netsum demo --train`: the train command's defaults, with the demo's --mode, --out
+        # and --slots (not its --timeout: the demo's workers' 10 s, not a process group's).
         args = build_parser().parse_args(
-            ["train", "--out", str(args.out), "--slots", str(args.slots), "--timeout",
-             str(args.timeout), *(["--mode", args.mode] if args.mode else [])])
+            ["train", "--out", str(args.out), "--slots", str(args.slots),
+             *(["--mode", args.mode] if args.mode else [])])
     if not 1 <= args.ranks <= 8:
         raise RigError(f"--ranks must be 1..8, got {args.ranks}")
     mode, why = choose_mode(Mode(args.mode) if args.mode else None)
-    opts = TrainOptions(args.out, ranks=args.ranks, steps=args.steps,
-                        comms=tuple(args.comm or DEFAULT_COMMS), mode=mode, lanes=args.lanes,
-                        slots=args.slots, timeout=args.timeout)
+    comms = tuple(args.comm or (FSDP_COMMS if args.wrap != "ddp" else DEFAULT_COMMS))
+    if args.wrap != "ddp" and "netsum-hook" in comms:
+        raise RigError("--wrap fsdp/fsdp2 take --comm netsum-backend and gloo (a comm hook is "
+                       "DDP's)")
+    opts = TrainOptions(args.out, ranks=args.ranks, steps=args.steps, comms=comms, mode=mode,
+                        lanes=args.lanes, slots=args.slots, timeout=args.timeout,
+                        extra=("--wrap", args.wrap, "--dtype", args.dtype))
     print(f"netsum train: mode {mode.value} ({why})")
     results = run_training(opts)
     print(summary_table(results))
     print(f"netsum train: wrote {args.out / 'training.csv'} and {args.out / 'training.png'}")
     return 0 if all(r.ok for r in results) else 1
+
+
+def launch(args: argparse.Namespace) -> int:
+    from netsum.demo import choose_mode
+    from netsum.training.launch import LaunchOptions
+    from netsum.training.launch import launch as run
+    mode, why = choose_mode(Mode(args.mode) if args.mode else None)
+    print(f"netsum launch: mode {mode.value} ({why})", flush=True)
+    return run(LaunchOptions(args.script, tuple(args.script_args), args.nproc, mode, args.out),
+               say=lambda line: print(line, flush=True))
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -182,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "doctor":
             return doctor()
+        if args.command == "launch":
+            return launch(args)
         if args.command == "train" or args.train:
             return train(args)
         from netsum.demo import DemoOptions, run_demo

@@ -2,8 +2,9 @@
 exit, on error and on SIGINT/SIGTERM: nothing a run starts is left running.  Children started
 from the main thread also die when the starting process dies without cleaning up (SIGKILL, e.g.
 of a test run): Linux's parent-death signal, set by setpriv before it execs the command (the
-child's pid is the command's).  Not from other threads: the signal follows the thread that
-forked, which may end long before the process."""
+child's pid is the command's), and, for a parent that died before setpriv set it, a check of
+the parent after it is set.  Not from other threads: the signal follows the thread that forked,
+which may end long before the process."""
 from __future__ import annotations
 
 import os
@@ -24,6 +25,14 @@ __all__ = ["Child", "ProcessGroup"]
 #: multi-threaded process, where it can deadlock or abort (seen: an RLock in _after_fork).
 _SETPRIV = shutil.which("setpriv")
 
+#: Run by /bin/sh between setpriv and the command, with the starting process's pid as $1.
+#: Linux sends the parent-death signal when the parent dies, never later: a parent killed
+#: between fork and setpriv's prctl leaves a child that nothing will signal, already adopted
+#: by init (or a subreaper).  Reading the parent *after* the signal is set closes the window:
+#: either the parent was still there then (its death will send the signal) or getppid(), read
+#: by the shell at start-up into $PPID, is no longer it and the command is not started.
+_PARENT_CHECK = '[ "$PPID" = "$1" ] || exit 1; shift; exec "$@"'
+
 
 def _dies_with_parent(argv: list[str]) -> list[str]:
     """`argv` run so that it gets SIGKILL when this process dies; unchanged off Linux, without
@@ -31,7 +40,8 @@ def _dies_with_parent(argv: list[str]) -> list[str]:
     if _SETPRIV is None or not sys.platform.startswith("linux") or \
             threading.current_thread() is not threading.main_thread():
         return argv
-    return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _PARENT_CHECK,
+            "netsum-parent-check", str(os.getpid()), *argv]
 
 
 @dataclass

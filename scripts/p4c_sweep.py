@@ -51,7 +51,10 @@ class Result:
 
 
 def includes_v1model(src: Path, depth: int = 0) -> bool:
-    text = src.read_text(errors="replace")
+    try:
+        text = src.read_text(errors="replace")
+    except OSError:
+        return False      # e.g. a symlink into a part of the tree that was not extracted
     if _V1MODEL.search(text):
         return True
     if depth > 3:

@@ -2,7 +2,10 @@
 
 Owns: validating tensors (dtype, shape, finiteness), per-block exponent proposals, the scale
 shift that keeps n-worker sums inside int32, quantizing with an agreed exponent, dequantizing
-sums, and the documented error bound.  Everything is vectorised over whole tensors; the worker
+sums, and the documented error bound; and the quantizer's side of Inf/NaN (docs/quantization.md,
+"Inf and NaN"): `sanitize` zeroes non-finite elements, so they take no part in any exponent,
+and reports which blocks had them; `class_codes` / `apply_classes` are the per-element codes
+of the mask round and gloo's answer rebuilt from their sum.  Everything is vectorised over whole tensors; the worker
 core calls the same functions on single blocks.
 
 Invariants (proved in docs/quantization.md, tested in tests/unit/test_quant.py):
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,7 +29,8 @@ from netsum.workers.errors import NonFiniteError, QuantError, SumOverflowError
 __all__ = [
     "EXP_MIN", "EXP_MAX", "INT32_MAX", "as_tensor", "num_blocks", "scale_shift",
     "block_exponents", "quantize", "quantize_block", "dequantize", "error_bound", "unbias",
-    "blocks", "agreed_exponents",
+    "blocks", "agreed_exponents", "Sanitized", "sanitize", "class_codes", "apply_classes",
+    "CODE_POS_INF", "CODE_NEG_INF", "CODE_NAN", "CODE_RANGE", "CODE_FIELD",
 ]
 
 INT32_MAX = (1 << 31) - 1
@@ -41,14 +46,7 @@ _CHUNK_ELEMENTS = 1 << 16
 def as_tensor(tensor: object) -> np.ndarray:
     """The tensor as a flat, contiguous float32 array (a view when it already is one).
     float16/float32/float64 are accepted; a float64 value beyond float32 is an error."""
-    arr = np.asarray(tensor)
-    if arr.dtype.kind != "f" or arr.dtype.itemsize not in (2, 4, 8):
-        raise QuantError(f"tensor must be float16/float32/float64, got dtype {arr.dtype}")
-    if arr.size == 0:
-        raise QuantError("tensor is empty: nothing to aggregate")
-    if arr.size >= 1 << 32:
-        raise QuantError(f"tensor has {arr.size} elements; offsets are 32-bit (max 2^32 - 1)")
-    flat = np.ascontiguousarray(arr.reshape(-1))
+    flat = _flat(tensor)
     if flat.dtype == np.float64:
         big = np.abs(flat) > _F32_MAX
         if big.any():
@@ -249,3 +247,103 @@ def error_bound(agreed: np.ndarray, num_workers: int, k: int, length: int) -> np
     bound = num_workers * np.ldexp(1.0, (unbias(agreed) - s - 1).astype(np.int32))
     bound[agreed == EXP_ZERO] = 0.0
     return np.repeat(bound, k)[:length]
+
+
+# -- Inf and NaN (docs/quantization.md, "Inf and NaN") ---------------------------------------
+#: Per-element class codes of the mask round, one 6-bit field per class: a rank's code is one
+#: of them (or 0), so the sum over n <= 32 ranks counts each class in its own field without a
+#: carry, and stays below 2^24 (32 * 266305): exact in float32, and exactly quantized (a
+#: code's exponent is at most 18 and every shift s >= 25, so x * 2^(s-E) is an integer).
+CODE_FIELD = 64
+CODE_POS_INF = 1
+CODE_NEG_INF = CODE_FIELD
+CODE_NAN = CODE_FIELD ** 2
+#: A float64 element beyond float32's range: carried like the others so every rank raises
+#: the same error at once (none waits for a peer that gave up).
+CODE_RANGE = CODE_FIELD ** 3
+
+
+@dataclass(frozen=True, slots=True)
+class Sanitized:
+    """A tensor as the switch may carry it: `values` (float32, flat) with every element that
+    has no float32 value -- NaN, +/-Inf, a float64 beyond float32's range -- set to 0, so that
+    it takes no part in its block's exponent; `blocks` (bool, one per block of k) says which
+    blocks had such an element (the DATA's NONFINITE flag); `count` how many elements."""
+    values: np.ndarray
+    blocks: np.ndarray
+    count: int
+
+
+def _flat(tensor: object) -> np.ndarray:
+    arr = np.asarray(tensor)
+    if arr.dtype.kind != "f" or arr.dtype.itemsize not in (2, 4, 8):
+        raise QuantError(f"tensor must be float16/float32/float64, got dtype {arr.dtype}")
+    if arr.size == 0:
+        raise QuantError("tensor is empty: nothing to aggregate")
+    if arr.size >= 1 << 32:
+        raise QuantError(f"tensor has {arr.size} elements; offsets are 32-bit (max 2^32 - 1)")
+    return np.ascontiguousarray(arr.reshape(-1))
+
+
+def _unrepresentable(flat: np.ndarray) -> np.ndarray:
+    """Bool per element: no float32 value (NaN, Inf, or a float64 beyond float32's range)."""
+    if flat.dtype == np.float64:
+        with np.errstate(invalid="ignore"):
+            return ~(np.abs(flat) <= _F32_MAX)
+    return ~np.isfinite(flat)
+
+
+def sanitize(tensor: object, k: int) -> Sanitized:
+    """See `Sanitized`.  A finite float32 tensor comes back as is (a view: no copy)."""
+    flat = _flat(tensor)
+    bad = _unrepresentable(flat)
+    if not bad.any():
+        values = flat.astype(np.float32, copy=False)
+        return Sanitized(values, np.zeros(num_blocks(len(flat), k), dtype=bool), 0)
+    values = np.where(bad, 0.0, flat).astype(np.float32)
+    flags: np.ndarray = np.asarray(blocks(bad, k).any(axis=1))
+    return Sanitized(values, flags, int(bad.sum()))
+
+
+def class_codes(tensor: object) -> np.ndarray:
+    """float32 per element: CODE_POS_INF, CODE_NEG_INF, CODE_NAN, CODE_RANGE or 0 (a value
+    float32 holds)."""
+    flat = _flat(tensor)
+    codes = np.zeros(len(flat), dtype=np.float32)
+    bad = _unrepresentable(flat)
+    if bad.any():
+        x = flat[bad]
+        cls = np.full(len(x), CODE_RANGE, dtype=np.float32)
+        cls[np.isnan(x)] = CODE_NAN
+        cls[x == np.inf] = CODE_POS_INF
+        cls[x == -np.inf] = CODE_NEG_INF
+        codes[bad] = cls
+    return codes
+
+
+def apply_classes(sums: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """gloo's answer per element, from the finite sums and the sum of every rank's class code:
+    NaN where any rank had NaN or the ranks had both infinities, else +Inf / -Inf where a rank
+    had one, else the finite sum.  A float64 beyond float32's range on any rank raises
+    QuantError (the same on every rank: they all hold the same code sums)."""
+    sums = np.asarray(sums, dtype=np.float32)
+    total = np.rint(np.asarray(codes, dtype=np.float64)).astype(np.int64)
+    if total.shape != sums.shape:
+        raise QuantError(f"{sums.shape} sums but {total.shape} class codes")
+    if (total < 0).any() or (total >= CODE_FIELD ** 4).any():
+        raise QuantError("class code sums out of range: the mask round was not summed "
+                         "from class codes")
+    pos = total % CODE_FIELD
+    neg = total // CODE_NEG_INF % CODE_FIELD
+    nan = total // CODE_NAN % CODE_FIELD
+    big = total // CODE_RANGE
+    if big.any():
+        i = int(np.flatnonzero(big)[0])
+        raise QuantError(f"tensor element at offset {i} is a float64 beyond float32's range "
+                         f"on {int(big[i])} rank(s): the switch sums float32 block floating "
+                         "point")
+    out = sums.copy()
+    out[pos > 0] = np.inf
+    out[neg > 0] = -np.inf
+    out[(nan > 0) | ((pos > 0) & (neg > 0))] = np.nan
+    return out

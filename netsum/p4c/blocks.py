@@ -132,7 +132,7 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
                 sub = SubControl(g.controls[tn], d, scope.rank + (index,))
                 env.add(Sym(SymKind.SUBCONTROL, d.name, sub, control_plane_name(prefix, d)))
             case A.Instantiation():
-                inst = _instance(d, prefix, g, diags, scope.rank + (index,))
+                inst = make_instance(d, prefix, g, diags, scope.rank + (index,))
                 if inst is not None:
                     scope.externs.append(inst)
                     env.add(Sym(SymKind.EXTERN, d.name, inst, inst.name))
@@ -192,7 +192,7 @@ def global_externs(g: Globals, diags: Diagnostics) -> list[ExternInstance]:
         t = d.type
         if name == "main" or not isinstance(t, A.TypeName) or t.name not in g.externs:
             continue
-        inst = _instance(d, "", g, diags, (-1, i))  # top-level blocks come before main's
+        inst = make_instance(d, "", g, diags, (-1, i))  # top-level blocks come before main's
         if inst is not None:
             out.append(inst)
     return out
@@ -206,8 +206,8 @@ def _cv(s: Sym) -> ConstValue:
     return v
 
 
-def _instance(d: A.Instantiation, block: str, g: Globals, diags: Diagnostics,
-              rank: tuple[int, ...] = ()) -> ExternInstance | None:
+def make_instance(d: A.Instantiation, block: str, g: Globals, diags: Diagnostics,
+                  rank: tuple[int, ...] = ()) -> ExternInstance | None:
     t = d.type
     tname = t.name if isinstance(t, A.TypeName) else "?"
     if tname not in g.externs:

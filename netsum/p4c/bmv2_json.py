@@ -19,6 +19,7 @@ from .lower_control import ControlLowering, PipelineState
 from .lower_parser import lower_checksums, lower_deparser, lower_parser
 from .lower_profile import PROFILE_EXTERNS
 from .lower_table import TableLowering, annotation_strings, explicit_id
+from .newtypes import new_type_of, p4runtime_width
 from .model import ControllerHeaderModel
 from .model import (ControlPlane, CounterModel, DigestModel, MeterModel, RegisterModel,
                     ValueSetModel)
@@ -68,8 +69,8 @@ class GenerateJson:
                 vs.name, vs.fields, vs.size, annotation_strings(vs.decl.annotations),
                 explicit_id(vs.decl.annotations), vs.rank))
         for name, st in ctx.digests.items():
-            cp.digests.append(DigestModel(name, tuple((n, width_of(t), self._spec(t, g, cp))
-                                                      for n, t in st.fields)))
+            cp.digests.append(DigestModel(name, tuple(
+                (n, width_of(t), self._member_spec(name, n, t, g, cp)) for n, t in st.fields)))
         doc: dict[str, Any] = {
             "header_types": self._header_types(lay),
             "headers": self._headers(lay),
@@ -183,6 +184,10 @@ class GenerateJson:
                 if inst.name not in seen:  # a control instance applied twice shares its own
                     seen.add(inst.name)
                     self._extern(inst, tl, ctx, cp, counters, meters, registers)
+        for inst in tl.inline_externs:
+            if inst.name not in seen:
+                seen.add(inst.name)
+                self._extern(inst, tl, ctx, cp, counters, meters, registers)
         return counters, meters, registers
 
     def _extern(self, inst: ExternInstance, tl: TableLowering, ctx: LowerCtx, cp: ControlPlane,
@@ -250,6 +255,16 @@ class GenerateJson:
             cp.registers.append(RegisterModel(inst.name, et.width, et.signed, size, strs, eid,
                                               inst.rank, enum))
 
+    @classmethod
+    def _member_spec(cls, struct: str, member: str, t: P4Type, g: Globals,
+                     cp: ControlPlane) -> str:
+        """A digest member declared with a `type` is named as that new type (p4c)."""
+        nt = new_type_of(g.field_types.get((struct, member)), g)
+        if nt is not None:
+            cp.new_types.setdefault(nt.name, nt)
+            return f"new_type:{nt.name}"
+        return cls._spec(t, g, cp)
+
     @staticmethod
     def _spec(t: P4Type, g: Globals, cp: ControlPlane) -> str:
         """A digest member's P4Info type spec (DigestModel.fields), recording the enum and
@@ -275,9 +290,14 @@ class GenerateJson:
             arg = annotation_arg(annos, "controller_header")
             t = g.types.get(tname)
             if isinstance(arg, A.StrLit) and isinstance(t, HeaderT) and tname in used:
+                types = [new_type_of(g.field_types.get((tname, n)), g) for n, _ft in t.fields]
+                for nt in types:
+                    if nt is not None:
+                        cp.new_types.setdefault(nt.name, nt)
                 cp.controller_headers.append(ControllerHeaderModel(
-                    arg.value, tname, tuple((n, width_of(ft)) for n, ft in t.fields),
-                    annotation_strings(annos)))
+                    arg.value, tname, tuple((n, p4runtime_width(nt, width_of(ft)))
+                                            for (n, ft), nt in zip(t.fields, types)),
+                    annotation_strings(annos), tuple(nt.name if nt else "" for nt in types)))
 
 
 def _table_size(tl: TableLowering, binding: str | None) -> int:

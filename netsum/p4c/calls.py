@@ -61,8 +61,13 @@ def _match_args(call: A.Call, params: tuple[A.Param, ...], what: str,
             return None
         for i, a in enumerate(args):
             out[i] = a.value
-    for p, given in zip(params, out):
-        if given is None and p.default is None and not _optional(p):
+    # `pkt.extract<H>(_)` skips a header (p4c extracts it into a temporary): the don't-care
+    # argument is allowed there only, and lowered as an `advance` over H.
+    skip_ok = what == "'packet_in.extract'" and len(call.type_args) == 1 and \
+        len(args) >= 1 and args[0].value is None and not args[0].name
+    for i, (p, given) in enumerate(zip(params, out)):
+        if given is None and p.default is None and not _optional(p) and \
+                not (skip_ok and i == 0):
             typer.err(call.pos, f"{what}: missing argument for parameter '{p.name}'")
             return None
     return out

@@ -42,6 +42,10 @@ from .unique_names import UniqueNames
 __all__ = ["CompileResult", "CompileState", "PIPELINE", "compile_source", "compile_file"]
 
 _RECURSION_LIMIT = 6000
+#: The largest P4 source accepted (p4c's largest v1model samples are ~100 kB; a 50 MB file
+#: used to take minutes and gigabytes).  The preprocessor's output has its own bound
+#: (netsum.p4c.preprocess.MAX_PREPROCESSED).
+MAX_SOURCE_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,10 @@ def compile_source(text: str, filename: str = "<string>", include_dirs: Sequence
                    defines: Mapping[str, str | None] | None = None) -> CompileResult:
     """Compile P4_16 source text; raises CompileError with every diagnostic found."""
     state = CompileState(text, filename, include_dirs, defines)
+    if len(text) > MAX_SOURCE_BYTES:
+        state.diags.error(NOPOS, f"{filename} is {len(text)} characters; netsum-p4c accepts "
+                                 f"sources of at most {MAX_SOURCE_BYTES >> 20} MiB")
+        state.diags.check()
     if filename != "<string>":
         state.diags.sources[filename] = text.splitlines()
     # Recursive descent and tree walks recurse with expression nesting: allow deep (but sane)
@@ -203,10 +211,15 @@ def compile_source(text: str, filename: str = "<string>", include_dirs: Sequence
 def compile_file(path: str | Path, include_dirs: Sequence[str | Path] = (),
                  defines: Mapping[str, str | None] | None = None) -> CompileResult:
     p = Path(path)
+    d = Diagnostics()
     try:
+        size = p.stat().st_size
+        if size > MAX_SOURCE_BYTES:      # checked before reading: the lexer holds it all
+            d.error(NOPOS, f"{p} is {size} bytes; netsum-p4c accepts sources of at most "
+                           f"{MAX_SOURCE_BYTES >> 20} MiB")
+            raise CompileError(d.errors)
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        d = Diagnostics()
         d.error(NOPOS, f"cannot read {p}: {exc}")
         raise CompileError(d.errors) from None
     return compile_source(text, str(path), include_dirs, defines)

@@ -22,7 +22,7 @@ from .lower_table import TableLowering
 from .resolve import ConstValue, const_eval, resolve_type
 from .scopes import Env, Sym, SymKind
 from .synthesize import direct_action_call, group_order, hidden_action_base, is_simple
-from .types import Bool, show
+from .types import Bits, Bool, show
 
 __all__ = ["PipelineState", "ControlLowering"]
 
@@ -365,6 +365,8 @@ class ControlLowering:
                 self.err(a.pos, f"argument for {p.direction} parameter '{p.name}' must be a "
                                 "writable location")
                 return Frag(None, [])
+        if not self._ctor_bindings(sub, bindings):
+            return Frag(None, [])
         scope = block_scope(self.scope.role, sub.decl, self.ctx.layout, self.ctx.g,
                             self.ctx.diags, prefix=info.qualified, bindings=bindings,
                             rank=sub.rank)
@@ -375,6 +377,38 @@ class ControlLowering:
         frag = child._seq(child.body.stmts, child.env)
         self.tl.scope = self.scope
         return self._link([first, frag], False) if first is not None else frag
+
+    def _ctor_bindings(self, sub: SubControl, bindings: dict[str, Sym]) -> bool:
+        """A control's constructor parameters, bound to the instantiation's arguments: a
+        control or extern instance of the enclosing control (shared: its objects keep the
+        names of where it was declared, as p4c names them), or a compile-time constant."""
+        params = sub.decl.ctor_params
+        args = sub.inst.args
+        if len(args) != len(params):
+            if args or params:
+                self.err(sub.inst.pos, f"'{sub.decl.name}' takes {len(params)} constructor "
+                                       f"argument(s), got {len(args)}")
+                return False
+            return True
+        for p, a in zip(params, args):
+            if a.value is None:
+                continue
+            if isinstance(a.value, A.Name):
+                sym = self.env.lookup(a.value.name)
+                if sym is not None and sym.kind in (SymKind.SUBCONTROL, SymKind.EXTERN):
+                    bindings[p.name] = Sym(sym.kind, p.name, sym.value, sym.qualified)
+                    continue
+            pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
+            cv = const_eval(a.value, self.ctx.g, self.ctx.diags)
+            if pt is None or cv is None:
+                return False
+            if not isinstance(pt, (Bits, Bool)):
+                self.err(a.pos, f"unsupported construct: constructor parameter '{p.name}' of "
+                                f"type {show(pt)}")
+                return False
+            value = int(cv.value) & ((1 << pt.width) - 1) if isinstance(pt, Bits) else cv.value
+            bindings[p.name] = Sym(SymKind.CONST, p.name, ConstValue(pt, value))
+        return True
 
     def _assignments(self, pairs: list[tuple[TLoc, TExpr]], pos: Pos) -> Frag:
         """A hidden action + table assigning typed values (argument copies, computed keys)."""

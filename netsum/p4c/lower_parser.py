@@ -18,8 +18,8 @@ from .ir import (FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TL
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
 from .scopes import Env, SymKind, ValueSet
-from .types import (Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, StackT, VarbitT, show,
-                    width_of)
+from .types import (Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, P4Type, StackT, StructT,
+                    VarbitT, show, width_of)
 
 __all__ = ["lower_parser", "lower_deparser", "lower_checksums", "range_to_masks"]
 
@@ -132,6 +132,12 @@ def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
 
 def _packet_op(ctx: LowerCtx, name: str, args: tuple[TExpr | None, ...],
                targs: tuple[object, ...], pos: Pos, ops: list[Json]) -> None:
+    if name == "extract" and args and args[0] is None and len(targs) == 1 and \
+            isinstance(targs[0], HeaderT) and _fixed_width(targs[0]):
+        # extract<H>(_): the header's bits are skipped (bmv2's advance checks the length).
+        ops.append({"parameters": [{"type": "hexstr", "value": hex(_bits(targs[0]))}],
+                    "op": "advance"})
+        return
     if name == "extract":
         hdr = args[0]
         # extract(h, bits): h's varbit field takes `bits` bits (BMv2 extract_VL).
@@ -167,8 +173,32 @@ def _packet_op(ctx: LowerCtx, name: str, args: tuple[TExpr | None, ...],
         ops.append({"parameters": [as_param(n)], "op": "advance"})
     elif name == "emit":
         ctx.diags.error(pos, "packet_out.emit can only be used in the deparser")
+    elif name == "lookahead" and len(targs) == 1 and isinstance(targs[0], P4Type) and \
+            _fixed_width(targs[0]):
+        # The value is dropped, but the packet must still hold the bits (PacketTooShort
+        # otherwise): read them into a temporary, as the BMv2 `set` from lookahead does.
+        w = _bits(targs[0])
+        tmp = ctx.layout.temp(Bits(w), pos)
+        assert isinstance(tmp.ref, FieldRef)
+        ops.append({"parameters": [field_json(tmp.ref), {"type": "lookahead",
+                                                         "value": [0, w]}], "op": "set"})
     else:
         ctx.diags.error(pos, f"unsupported construct: packet_in.{name} as a statement")
+
+
+def _bits(t: P4Type) -> int:
+    """Bits of a fixed-width type, a header's or struct's fields together."""
+    if isinstance(t, (HeaderT, StructT)):
+        return sum(_bits(ft) for _, ft in t.fields)
+    return width_of(t)
+
+
+def _fixed_width(t: P4Type) -> bool:
+    if isinstance(t, (Bits, Bool)):
+        return True
+    if isinstance(t, (HeaderT, StructT)):
+        return all(_fixed_width(ft) for _, ft in t.fields)
+    return False
 
 
 def _transition(ctx: LowerCtx, st: A.ParserState, env: Env,

@@ -10,13 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import ast as A
-from .blocks import BlockScope, action_env, annotation_arg, control_plane_name, has_annotation
+from .blocks import (BlockScope, action_env, annotation_arg, control_plane_name, has_annotation,
+                     make_instance)
 from .calls import CallInfo, CallKind, writable
 from .diagnostics import Pos, unknown
 from .exprjson import Json, hexstr
 from .ir import FieldRef, TBinary, TConst, TExpr, TIsValid, TLoc, TSlice
 from .lower_action import ActionLowering, LowerCtx
 from .lower_profile import Profiles
+from .newtypes import NewTypeModel, new_type_of, p4runtime_width
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
 from .resolve import const_eval, resolve_type
 from .scopes import Env, ExternInstance, SymKind
@@ -57,6 +59,8 @@ class TableLowering:
     cp: ControlPlane
     actions: list[Json]  # the program's JSON action list (shared with PipelineState)
     direct_bindings: dict[str, str] = field(default_factory=dict)
+    #: Direct counters/meters written inside a table's property (`_inline_direct`).
+    inline_externs: list[ExternInstance] = field(default_factory=list)
     scope: BlockScope | None = None
     # (table name, local action name) -> JSON action index
     table_actions: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -124,6 +128,7 @@ class TableLowering:
             prims = lowering.lower_body(decl.body.stmts, aenv)
         runtime: list[Json] = []
         params: list[tuple[str, int]] = []
+        ptypes: list[str] = []
         for p in decl.params:
             if p.direction or direct:
                 continue
@@ -140,13 +145,22 @@ class TableLowering:
             pname = annotation_arg(p.annotations, "name")
             name = pname.value if isinstance(pname, A.StrLit) else p.name
             runtime.append({"name": name, "bitwidth": width_of(pt)})
-            params.append((name, width_of(pt)))
+            nt = self._new_type(p.type)
+            params.append((name, p4runtime_width(nt, width_of(pt))))
+            ptypes.append(nt.name if nt is not None else "")
         self.actions.append({"name": cp_name, "id": idx, "runtime_data": runtime,
                              "primitives": prims})
         if not has_annotation(decl.annotations, "hidden"):
             self.cp.add_action(ActionModel(cp_name, tuple(params),
                                            annotation_strings(decl.annotations),
-                                           explicit_id(decl.annotations)))
+                                           explicit_id(decl.annotations), tuple(ptypes)))
+
+    def _new_type(self, texpr: object) -> NewTypeModel | None:
+        """The `type` a declared type names, recorded for P4Info's type_info.new_types."""
+        nt = new_type_of(texpr, self.ctx.g)
+        if nt is not None:
+            self.cp.new_types.setdefault(nt.name, nt)
+        return nt
 
     def _bound_body(self, lowering: ActionLowering, decl: A.ActionDecl, call: A.Call | None,
                     env: Env, aenv: Env, bind_all: bool = False) -> list[Json]:
@@ -332,7 +346,9 @@ class TableLowering:
             cv = const_eval(size_p.value, self.ctx.g, self.ctx.diags)
             if cv is not None:
                 size = int(cv.value)
-                if size <= 0:
+                if size == 0:
+                    size = 1024     # p4c: a size of 0 is the default size (JSON and P4Info)
+                elif size < 0:
                     self.err(size_p.pos, f"table size must be positive, got {size}")
                 elif size >> 63:
                     self.err(size_p.pos, f"table size {size} does not fit P4Info's int64 size")
@@ -384,7 +400,8 @@ class TableLowering:
                 tuple(default_data), default_const, size, bool(entries_p and entries_p.is_const),
                 entries_p is not None and bool(entries_json), resources,
                 annotation_strings(t.annotations), explicit_id(t.annotations),
-                self._rank(t), profile.name if profile is not None else ""))
+                self._rank(t), profile.name if profile is not None else "",
+                bool(support_timeout)))
         return tj
 
     def _data_hex(self, idx: int | None, i: int, v: int) -> str:
@@ -432,18 +449,40 @@ class TableLowering:
             return None
         assert self.scope is not None
         v = p.value
-        sym = self.scope.env.lookup(v.name) if isinstance(v, A.Name) else None
-        if sym is None or sym.kind is not SymKind.EXTERN or \
-                not isinstance(sym.value, ExternInstance) or sym.value.extern != extern:
-            self.err(p.pos, f"table property '{prop}' must name a {extern} instance")
-            return None
-        inst = sym.value
+        if isinstance(v, A.Call) and isinstance(v.func, A.Name) and v.func.name == extern:
+            made = self._inline_direct(t, p, v, extern)
+            if made is None:
+                return None
+            inst = made
+        else:
+            sym = self.scope.env.lookup(v.name) if isinstance(v, A.Name) else None
+            if sym is None or sym.kind is not SymKind.EXTERN or \
+                    not isinstance(sym.value, ExternInstance) or sym.value.extern != extern:
+                self.err(p.pos, f"table property '{prop}' must name a {extern} instance")
+                return None
+            inst = sym.value
         prev = self.direct_bindings.get(inst.name)
         if prev is not None and prev != qname:
             self.err(p.pos, f"{extern} '{inst.name}' is already attached to table '{prev}'")
             return None
         self.direct_bindings[inst.name] = qname
         return inst.name
+
+    def _inline_direct(self, t: A.TableDecl, p: A.TableProperty, call: A.Call,
+                       extern: str) -> ExternInstance | None:
+        """`@name("n") counters = direct_counter(...);` (ngsdn writes them so): an instance
+        named by the annotation as written, as p4c names it (no control prefix)."""
+        named = annotation_arg(p.annotations, "name")
+        if not isinstance(named, A.StrLit):
+            self.err(p.pos, f"table '{t.name}': a {extern} written in the table needs a @name "
+                            "annotation (P4Runtime names it by that)")
+            return None
+        decl = A.Instantiation(call.pos, p.annotations, named.value.lstrip("."),
+                               A.TypeName(call.func.pos, extern), call.args)
+        inst = make_instance(decl, "", self.ctx.g, self.ctx.diags, self._rank(t))
+        if inst is not None:
+            self.inline_externs.append(inst)
+        return inst
 
     def _keys(self, t: A.TableDecl, env: Env) -> list[_Key]:
         p = self._prop(t, "key")
@@ -504,9 +543,19 @@ class TableLowering:
                         "mask": None}
             if mask is not None:
                 kj["mask"] = hexstr(mask, width_of(base.type))["value"]
-            out.append(_Key(kj, KeyModel(name, width, ke.match_kind,
-                                         annotation_strings(ke.annotations))))
+            nt = None
+            if mask is None and isinstance(base, TLoc) and isinstance(base.ref, FieldRef):
+                htype = self._header_types().get(base.ref.header)
+                declared = self.ctx.g.field_types.get((htype, base.ref.field)) if htype else None
+                nt = self._new_type(declared) if declared is not None else None
+            out.append(_Key(kj, KeyModel(name, p4runtime_width(nt, width), ke.match_kind,
+                                         annotation_strings(ke.annotations),
+                                         nt.name if nt is not None else "")))
         return out
+
+    def _header_types(self) -> dict[str, str]:
+        """Header instance -> its header type's name."""
+        return {i.name: i.type.name for i in self.ctx.layout.instances}
 
     def _selector_key(self, ke: A.KeyElement, env: Env) -> None:
         """A ``selector`` key: one input of the action selector's hash, not a match field."""

@@ -5,6 +5,7 @@ Frozen records in program order; ``p4info.py`` turns them into the protobuf (ids
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["KeyModel", "ActionRefModel", "TableModel", "ActionModel", "CounterModel",
            "MeterModel", "RegisterModel", "EnumModel", "ValueSetModel",
@@ -17,6 +18,7 @@ class KeyModel:
     bitwidth: int
     match_type: str  # exact, lpm, ternary, range, optional
     annotations: tuple[str, ...] = ()
+    type_name: str = ""  # a `type` the field is declared with (P4Info type_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,7 @@ class TableModel:
     explicit_id: int | None = None
     order: tuple[int, ...] = ()  # p4c's P4Info order (BlockScope.rank)
     implementation: str = ""  # its action profile / selector, by name
+    support_timeout: bool = False  # P4Info idle_timeout_behavior NOTIFY_CONTROL
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,7 @@ class ActionModel:
     params: tuple[tuple[str, int], ...]
     annotations: tuple[str, ...]
     explicit_id: int | None = None
+    param_types: tuple[str, ...] = ()  # per parameter: its `type` name or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +128,14 @@ class ControllerHeaderModel:
     type_name: str  # hashed for the id
     fields: tuple[tuple[str, int], ...]
     annotations: tuple[str, ...]
+    field_types: tuple[str, ...] = ()  # per field: its `type` name or ""
 
 
 @dataclass(frozen=True, slots=True)
 class DigestModel:
     name: str  # the data struct's type name (p4c names the digest after it)
-    # (member name, bit width, P4Info type spec: "bit", "int", "bool", "error", "enum:NAME"
-    # or "serializable_enum:NAME")
+    # (member name, bit width, P4Info type spec: "bit", "int", "bool", "error", "enum:NAME",
+    # "serializable_enum:NAME" or "new_type:NAME")
     fields: tuple[tuple[str, int, str], ...]
 
 
@@ -149,6 +154,8 @@ class ControlPlane:
     action_profiles: list[ActionProfileModel] = field(default_factory=list)
     plain_enums: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type_info.enums
     errors: tuple[str, ...] = ()  # type_info.error, when some P4Info type uses error
+    #: type_info.new_types (netsum.p4c.newtypes.NewTypeModel by name)
+    new_types: dict[str, Any] = field(default_factory=dict)
 
     def add_enum(self, t: object) -> None:
         """Record a serializable enum P4Info must describe (EnumT with an underlying type)."""

@@ -88,6 +88,8 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             mf.bitwidth = k.bitwidth
             mf.match_type = _MATCH[k.match_type]
             mf.annotations.extend(k.annotations)
+            if k.type_name:
+                mf.type_name.name = k.type_name
         for ref in t.actions:
             ar = pt.action_refs.add()
             ar.id = aid[ref.name]
@@ -108,6 +110,10 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
         if t.implementation:
             pt.implementation_id = apid[t.implementation]
         pt.size = t.size
+        if t.support_timeout:
+            # p4c: `support_timeout = true` is the only ageing a v1model table has, and the
+            # target notifies the controller (P4Info has no other behaviour for bmv2).
+            pt.idle_timeout_behavior = p4info_pb2.Table.NOTIFY_CONTROL
         if t.is_const:
             pt.is_const_table = True
         if t.has_entries:
@@ -119,7 +125,10 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             p = pa.params.add()
             p.id = i
             p.name = pname
-            p.bitwidth = width
+            if width:              # a `string`-translated parameter has no bitwidth
+                p.bitwidth = width
+            if i <= len(a.param_types) and a.param_types[i - 1]:
+                p.type_name.name = a.param_types[i - 1]
     units = {"PACKETS": p4info_pb2.CounterSpec.PACKETS, "BYTES": p4info_pb2.CounterSpec.BYTES,
              "BOTH": p4info_pb2.CounterSpec.BOTH}
     for c in cp.counters:
@@ -155,6 +164,8 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             md.id = i
             md.name = fname
             md.bitwidth = width
+            if i <= len(h.field_types) and h.field_types[i - 1]:
+                md.type_name.name = h.field_types[i - 1]
     for r in cp.registers:
         pr = info.registers.add()
         _preamble(pr.preamble, rid[r.name], r.name, alias[r.name], r.annotations)
@@ -206,10 +217,25 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
                 mem.type_spec.enum.name = tname
             elif kind == "serializable_enum":
                 mem.type_spec.serializable_enum.name = tname
+            elif kind == "new_type":
+                mem.type_spec.new_type.name = tname
             elif kind == "int":
                 mem.type_spec.bitstring.int.bitwidth = width
             else:
                 mem.type_spec.bitstring.bit.bitwidth = width
+    for name, nt in cp.new_types.items():
+        spec = info.type_info.new_types[name]
+        if nt.uri:
+            spec.translated_type.uri = nt.uri
+            if nt.sdn_width:
+                spec.translated_type.sdn_bitwidth = nt.sdn_width
+            else:
+                spec.translated_type.sdn_string.SetInParent()
+        elif nt.signed:
+            spec.original_type.bitstring.int.bitwidth = nt.width
+        else:
+            spec.original_type.bitstring.bit.bitwidth = nt.width
+        spec.annotations.extend(nt.annotations)
     for ename, members in cp.plain_enums.items():
         pe = info.type_info.enums[ename]
         for mname in members:

@@ -45,6 +45,10 @@ class Globals:
     decl_annotations: dict[str, tuple[A.Annotation, ...]] = field(default_factory=dict)
     field_annotations: dict[tuple[str, str], tuple[A.Annotation, ...]] = \
         field(default_factory=dict)
+    #: Declared (unresolved) types of struct/header fields, and every typedef/type
+    #: declaration: P4Info names `type`s (netsum.p4c.newtypes).
+    field_types: dict[tuple[str, str], A.TypeExpr] = field(default_factory=dict)
+    typedefs: dict[str, A.Typedef] = field(default_factory=dict)
     # File-scope extern instances as blocks.ExternInstance, by name (made by GenerateJson
     # once the v1model extern rules can be applied; visible from every block and action).
     extern_objects: dict[str, Any] = field(default_factory=dict)
@@ -307,6 +311,7 @@ class ResolveNames:
                 else:
                     g.consts[name] = ConstValue(tt, cv.value)
             case A.Typedef(type=t):
+                g.typedefs[name] = d
                 tt = resolve_type(t, g, diags)
                 if tt is not None:
                     g.types[name] = tt
@@ -320,6 +325,7 @@ class ResolveNames:
                         diags.error(f.pos, f"duplicate field '{f.name}' in '{name}'")
                     names.add(f.name)
                     g.field_annotations[(name, f.name)] = f.annotations
+                    g.field_types[(name, f.name)] = f.type
                     if ft is None:
                         continue
                     if isinstance(d, A.HeaderDecl) and isinstance(ft, StructT) and \

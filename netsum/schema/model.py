@@ -83,6 +83,8 @@ class TableInfo:
     direct_meter_id: int                        # 0 when none
     #: P4Runtime §9.1: priority is required iff a field is ternary, range or optional.
     needs_priority: bool
+    #: idle_timeout_behavior NOTIFY_CONTROL: entries may carry idle_timeout_ns (§9.1.6).
+    supports_timeout: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,4 +147,5 @@ def table_info(t: p4info_pb2.Table, direct_counters: set[int],
         is_const=t.is_const_table, size=t.size,
         direct_counter_id=next((i for i in t.direct_resource_ids if i in direct_counters), 0),
         direct_meter_id=next((i for i in t.direct_resource_ids if i in direct_meters), 0),
-        needs_priority=any(f.match_type.needs_priority for f in fields))
+        needs_priority=any(f.match_type.needs_priority for f in fields),
+        supports_timeout=t.idle_timeout_behavior == p4info_pb2.Table.NOTIFY_CONTROL)

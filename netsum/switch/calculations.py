@@ -116,6 +116,14 @@ def build_calculation(calc: dict[str, Any], path: str, layout: Layout,
         elif t == "expression":
             src, bits = comp.compile(el)
             parts.append((src, _width(el.get("bitwidth", bits or 32), path)))
+        elif t == "header":
+            # A whole header (p4c: a checksum or hash over `hdr.h` itself): bmv2 deparses it
+            # when valid and adds nothing when not, so every field's width depends on $valid$.
+            h = layout.header(el.get("value"), f"{path}.input[{k}]")
+            for i, (_fname, fs) in enumerate(h.fields):
+                width = f"F[{h.vl_len}]" if i == h.varbit else str(fs.width)
+                varbits[len(parts)] = f"({width} if F[{h.valid}] else 0)"
+                parts.append((f"F[{fs.index}]", fs.width))
         elif t == "payload" and k == len(inputs) - 1:
             payload = True
         else:

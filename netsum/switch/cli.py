@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from netsum.switch.device import Device
 from netsum.switch.errors import ConfigError
+from netsum.switch.jsonload import MAX_CONFIG_BYTES
 from netsum.switch.ports import PortSet, PortSpec, parse_port_spec
 
 __all__ = ["main", "UsageError", "Options", "parse_args"]
@@ -53,6 +54,8 @@ class Options:
     #: (port or None for all, value) in command-line order
     queue_depths: tuple[tuple[int | None, int], ...] = ()
     queue_rates: tuple[tuple[int | None, int], ...] = ()
+    #: TLS for the P4Runtime server (simple_switch_grpc's --grpc-server-ssl options).
+    tls: Any = None
 
 
 def _bmv2_parser() -> _Parser:
@@ -89,7 +92,36 @@ def _target_parser() -> _Parser:
     # PORT:N for one; repeatable, applied in order.
     p.add_argument("--queue-depth", action="append", default=[], metavar="[PORT:]PACKETS")
     p.add_argument("--queue-rate", action="append", default=[], metavar="[PORT:]PPS")
+    # As simple_switch_grpc: TLS for anyone exposing P4Runtime beyond loopback (P4Runtime
+    # itself authenticates no one: docs/p4runtime.md).
+    p.add_argument("--grpc-server-ssl", action="store_true", help="serve P4Runtime over TLS")
+    p.add_argument("--grpc-server-cacert", default=None, metavar="PEM",
+                   help="CA certificate that signs client certificates")
+    p.add_argument("--grpc-server-cert", default=None, metavar="PEM")
+    p.add_argument("--grpc-server-key", default=None, metavar="PEM")
+    p.add_argument("--grpc-server-with-client-auth", action="store_true",
+                   help="require a client certificate signed by --grpc-server-cacert")
     return p
+
+
+def _tls(t: argparse.Namespace) -> Any:
+    named = [t.grpc_server_cacert, t.grpc_server_cert, t.grpc_server_key]
+    if not t.grpc_server_ssl:
+        if any(named) or t.grpc_server_with_client_auth:
+            raise UsageError("--grpc-server-cacert/-cert/-key/-with-client-auth need "
+                             "--grpc-server-ssl")
+        return None
+    if not t.grpc_server_cert or not t.grpc_server_key:
+        raise UsageError("--grpc-server-ssl needs --grpc-server-cert and --grpc-server-key")
+    if t.grpc_server_with_client_auth and not t.grpc_server_cacert:
+        raise UsageError("--grpc-server-with-client-auth needs --grpc-server-cacert")
+    for f in named:
+        if f is not None and not Path(f).is_file():
+            raise UsageError(f"TLS file '{f}' not found")
+    from netsum.switch.p4rt.server import TlsConfig
+    return TlsConfig(Path(t.grpc_server_cert), Path(t.grpc_server_key),
+                     Path(t.grpc_server_cacert) if t.grpc_server_cacert else None,
+                     t.grpc_server_with_client_auth)
 
 
 def _queue_setting(text: str, what: str) -> tuple[int | None, int]:
@@ -153,7 +185,7 @@ def parse_args(argv: list[str]) -> Options:
     return Options(a.device_id, ports, pcap, a.log_console,
                    Path(a.log_file) if a.log_file else None, a.log_level, prog,
                    t.grpc_server_addr, not (t.no_grpc or a.no_grpc), t.cpu_port, t.drop_port, a.seed,
-                   depths, rates)
+                   depths, rates, _tls(t))
 
 
 def _logger(opts: Options) -> logging.Logger | None:
@@ -186,9 +218,15 @@ def run(opts: Options) -> int:
         dev.set_queue_rate(n, port)
     if opts.program is not None:
         try:
+            size = opts.program.stat().st_size
+            if size > MAX_CONFIG_BYTES:   # before reading: json holds it all in memory
+                raise ConfigError(f"{size} bytes is more than the {MAX_CONFIG_BYTES} accepted")
             dev.install(Device.build_pipeline(opts.program.read_bytes()))
         except ConfigError as e:
             print(f"{PROG}: error: {opts.program}: {e.message}", file=sys.stderr)
+            return 1
+        except OSError as e:
+            print(f"{PROG}: error: {opts.program}: {e.strerror or e}", file=sys.stderr)
             return 1
     ports = PortSet(list(opts.ports), dev, opts.pcap, log)
     server: Any = None
@@ -214,7 +252,7 @@ def run(opts: Options) -> int:
                       file=sys.stderr)
                 return 1
             try:
-                server = P4RuntimeServer(dev, address=opts.grpc_addr)
+                server = P4RuntimeServer(dev, address=opts.grpc_addr, tls=opts.tls)
                 server.start()
             except Exception as e:         # bind failures and the like: one line, exit 1
                 print(f"{PROG}: error: cannot start P4Runtime server on {opts.grpc_addr}: {e}",
@@ -223,6 +261,8 @@ def run(opts: Options) -> int:
                 return 1
             host = opts.grpc_addr.rpartition(":")[0]
             grpc_note = f"P4Runtime on {host}:{getattr(server, 'port', '?')}"
+            if opts.tls is not None:
+                grpc_note += " (TLS)"
         desc = ports.describe() or "no ports"
         print(f"{PROG}: ready: device {opts.device_id}; {desc}; {grpc_note}", flush=True)
         told = False

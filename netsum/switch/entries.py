@@ -17,7 +17,8 @@ from typing import Union
 
 __all__ = [
     "Exact", "Lpm", "Ternary", "Range", "Optional", "Match", "ActionCall", "TableEntry",
-    "Replica", "CounterValue", "MeterConfig", "widen_slice", "narrow_slice",
+    "Replica", "CounterValue", "MeterConfig", "widen_slice", "narrow_slice", "Ref", "MEMBER",
+    "GROUP",
 ]
 
 
@@ -73,6 +74,17 @@ class MeterConfig:
     pburst: int
 
 
+MEMBER, GROUP = "member", "group"
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """What an entry of an indirect table (one with an action profile) holds: a member or a
+    group handle of that profile (netsum.switch.profiles)."""
+    kind: str          # MEMBER | GROUP
+    handle: int
+
+
 @dataclass(slots=True)
 class TableEntry:
     key: tuple[Match, ...]
@@ -82,6 +94,9 @@ class TableEntry:
     counter: CounterValue = field(default_factory=CounterValue)
     meter: MeterConfig | None = None
     is_const: bool = False
+    #: Indirect tables: the member or group the entry points at (`action` is then unused:
+    #: ActionCall("")).
+    ref: Ref | None = None
 
 
 @dataclass(frozen=True, slots=True)

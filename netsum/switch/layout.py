@@ -135,6 +135,9 @@ class Layout:
     enums: dict[str, dict[str, int]] = field(default_factory=dict)
     field_lists: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     learn_lists: dict[int, tuple[int, ...]] = field(default_factory=dict)   # id -> field slots
+    #: learn list id -> its name (a P4Info digest binds to the learn list of its name, as
+    #: bmv2's PI layer binds them).
+    learn_list_names: dict[int, str] = field(default_factory=dict)
     template: list[int] = field(default_factory=list)
     #: A hidden slot nothing reads: a write to a field of `stack.last` while the stack is
     #: empty (next index 0) lands here instead of in a real field.
@@ -408,6 +411,7 @@ def build_layout(j: dict[str, Any]) -> Layout:
                     raise cfg_error(ep, f"learn list element {el!r} is not a field")
                 idxs.append(lay.slot(el.get("value"), ep).index)
             lay.learn_lists[lid] = tuple(idxs)
+            lay.learn_list_names[lid] = name
     # init_field_aliases
     for i, a in enumerate(_list(j, "field_aliases")):
         with loading(f"field_aliases[{i}]"):

@@ -19,6 +19,8 @@ from netsum.switch.control import INLINE_DEPTH, FixedTable, InlineTable, conditi
 from netsum.switch.expressions import ExprCompiler, parse_hexstr
 from netsum.switch.lanecode import LazyFunction, fallback_source, run_source
 from netsum.switch.lanes import LanePlan, plan_lanes
+from netsum.switch.jsonload import strict_loads
+from netsum.switch.profiles import ActionProfile
 from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error, loading, loads
 from netsum.switch.optimize import optimize_source
 from netsum.switch.deparser import deparser_source
@@ -54,8 +56,8 @@ def load_json(config: bytes | str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(config, dict):
         return config
     try:
-        j = json.loads(config)
-    except (ValueError, UnicodeDecodeError) as e:
+        j = strict_loads(config)
+    except ValueError as e:
         raise ConfigError(f"device config is not valid JSON: {e}") from None
     if not isinstance(j, dict):
         raise ConfigError("device config: top level must be a JSON object")
@@ -89,6 +91,8 @@ class Pipeline:
         self.ns = Namespace()
         self.rng = random.Random()
         self.tables: dict[str, Table] = {}
+        #: Action profiles / selectors by name (netsum.switch.profiles).
+        self.action_profiles: dict[str, ActionProfile] = {}
         self.actions: dict[str, ActionSpec] = {}
         self.counters: dict[str, CounterArray] = {}
         self.meters: dict[str, MeterArray] = {}
@@ -367,9 +371,7 @@ class Pipeline:
 
     @loads("path")
     def _init_pipeline(self, path: str, p: dict[str, Any]) -> Any:
-        if p.get("action_profiles"):
-            raise cfg_error(f"{path}.action_profiles", "action profiles / selectors are not "
-                                                       "supported yet")
+        self._init_action_profiles(path, p)
         nodes: dict[str, str] = {}          # JSON node name -> namespace name
         tables: list[tuple[str, dict[str, Any], Table]] = []
         for k, t in enumerate(p.get("tables") or []):
@@ -448,6 +450,34 @@ class Pipeline:
         init = p.get("init_table")
         return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
 
+    def _init_action_profiles(self, path: str, p: dict[str, Any]) -> None:
+        """bmv2's init of `action_profiles`: a selector's hash is its algorithm over its
+        input fields, packed like a calculation's field list."""
+        for k, ap in enumerate(_list(p, "action_profiles")):
+            app = f"{path}.action_profiles[{k}]"
+            if not isinstance(ap, dict) or not isinstance(ap.get("name"), str):
+                raise cfg_error(app, "expected an object with a string 'name'")
+            app = f"{app} ('{ap['name']}')"
+            if ap["name"] in self.action_profiles:
+                raise cfg_error(app, "duplicate action profile name")
+            size = ap.get("max_size", 0)
+            if type(size) is not int or size < 0:
+                raise cfg_error(app, f"bad max_size {size!r}")
+            sel = ap.get("selector")
+            hash_fn = None
+            if sel is not None:
+                if not isinstance(sel, dict) or not isinstance(sel.get("input"), list):
+                    raise cfg_error(f"{app}.selector", "expected {algo, input: [...]}")
+                for i, el in enumerate(sel["input"]):
+                    if not (isinstance(el, dict) and el.get("type") == "field"):
+                        raise cfg_error(f"{app}.selector.input[{i}]",
+                                        f"selector input {el!r} is not a field")
+                hash_fn = build_calculation({"name": ap["name"], "algo": sel.get("algo"),
+                                             "input": sel["input"]},
+                                            f"{app}.selector", self.layout, self.rng)
+            self.action_profiles[ap["name"]] = ActionProfile(
+                ap["name"], int(ap.get("id", k)), size, hash_fn, sel is not None)
+
     @staticmethod
     def _check_acyclic(path: str, tables: list[tuple[str, dict[str, Any], Table]],
                        conds: list[tuple[str, dict[str, Any]]]) -> None:
@@ -482,8 +512,8 @@ class Pipeline:
     def _fixed_table(self, tp: str, t: dict[str, Any], table: Table) -> FixedTable | None:
         """A hidden keyless table with a const default and no direct resources always runs
         the same action and goes to the same next node: conditionals may inline it."""
-        if table.kind != "keyless" or not table.default_is_const or \
-                table.direct_counter is not None or table.direct_meter is not None:
+        if table.kind != "keyless" or not table.default_is_const or table.profile is not None \
+                or table.direct_counter is not None or table.direct_meter is not None:
             return None
         de = t.get("default_entry") or {}
         aid = de.get("action_id")
@@ -508,7 +538,7 @@ class Pipeline:
         """An exact or keyless table without direct resources whose next node does not depend
         on the action: conditionals may emit its lookup inline."""
         if table.kind not in ("exact", "keyless") or table.direct_counter is not None or \
-                table.direct_meter is not None:
+                table.direct_meter is not None or table.profile is not None:
             return None
         nt = t.get("next_tables") or {}
         if not isinstance(nt, dict) or "__HIT__" in nt or "__MISS__" in nt:
@@ -564,4 +594,6 @@ class Pipeline:
             m.reset()
         for t in self.tables.values():
             t.reset()
+        for ap in self.action_profiles.values():
+            ap.reset()
         self.pre.reset()

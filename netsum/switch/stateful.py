@@ -55,6 +55,11 @@ class RegisterArray:
         _check_index("register", self.name, index, self.size)
         return int(self.values[index])
 
+    def read_range(self, start: int, stop: int) -> list[int]:
+        """Cells start..stop-1 as Python ints (P4Runtime wildcard reads copy in ranges)."""
+        cells = self.values[start:stop]
+        return cells.tolist() if self.fused else list(cells)
+
     def write(self, index: int, value: int) -> None:
         _check_index("register", self.name, index, self.size)
         if not isinstance(value, int) or value < 0 or value > self._mask:
@@ -99,6 +104,15 @@ class CounterArray:
                                      f"'{self.binding}' entries")
         _check_index("counter", self.name, index, self.size)
         return CounterValue(int(self.packets[index]), int(self.bytes[index]))
+
+    def read_range(self, start: int, stop: int) -> tuple[list[int], list[int]]:
+        """(packets, bytes) of cells start..stop-1 as Python ints (indirect counters)."""
+        if self.is_direct:
+            raise FailedPrecondition(f"counter '{self.name}' is direct: read it through table "
+                                     f"'{self.binding}' entries")
+        p, b = self.packets[start:stop], self.bytes[start:stop]
+        return (p.tolist() if hasattr(p, "tolist") else list(p),
+                b.tolist() if hasattr(b, "tolist") else list(b))
 
     def write(self, index: int, value: CounterValue) -> None:
         if self.is_direct:

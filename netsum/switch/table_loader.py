@@ -18,9 +18,20 @@ __all__ = ["build_table", "key_function", "exact_key_source", "init_entries"]
 
 def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
     """The Table object of one JSON table (key, actions, sizes, direct resources)."""
-    if t.get("type", "simple") != "simple":
-        raise cfg_error(tp, f"table type {t.get('type')!r} (action profiles) is not "
-                            "supported yet")
+    ttype = t.get("type", "simple")
+    profile = None
+    if ttype in ("indirect", "indirect_ws"):
+        profile = pl.action_profiles.get(t.get("action_profile"))
+        if profile is None:
+            # bmv2's old format (the profile described in the table) is not produced by p4c
+            # any more; tables name a profile of the pipeline's `action_profiles`.
+            raise cfg_error(tp, f"{ttype} table names no known action profile "
+                                f"({t.get('action_profile')!r})")
+        if (ttype == "indirect_ws") != profile.with_selector:
+            raise cfg_error(tp, f"{ttype} table with action profile '{profile.name}' "
+                                f"{'without' if ttype == 'indirect_ws' else 'with'} a selector")
+    elif ttype != "simple":
+        raise cfg_error(tp, f"table type {ttype!r} is not supported")
     key = []
     for k, kf in enumerate(t.get("key") or []):
         kp = f"{tp}.key[{k}]"
@@ -67,7 +78,12 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
                   int(t.get("max_size", 1024)), is_const=bool(t.get("entries")),
                   default_is_const=bool(de.get("action_const", False)) or not infos,
                   hidden=t["name"].startswith("tbl_") and not key,
-                  direct_counter=counter, direct_meter=meter)
+                  direct_counter=counter, direct_meter=meter,
+                  support_timeout=bool(t.get("support_timeout")), profile=profile)
+    if profile is not None:
+        # A member must name an action every table sharing the profile offers.
+        users = [u for u in pl.tables.values() if u.profile is profile] + [table]
+        profile.check_call = lambda call: [u.check_call(call) for u in users] and None
     if counter in pl.counters:
         pl.counters[counter].table = table
     if meter is not None:

@@ -12,6 +12,7 @@ consumes.  Invariant: every stored entry is validated, so lookups never raise.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -55,7 +56,7 @@ class ActionInfo:
 class _Rec:
     """One installed entry (or the default), resolved for the packet path."""
     __slots__ = ("entry", "fn", "params", "next", "cnt", "meter", "mask", "value", "ranges",
-                 "order")
+                 "order", "hit", "last_hit", "ttl", "notified")
 
     def __init__(self, entry: TableEntry | None, fn: Any, params: tuple[int, ...],
                  nxt: Any) -> None:
@@ -69,6 +70,12 @@ class _Rec:
         self.value = 0
         self.ranges: tuple[tuple[int, int], ...] = ()
         self.order = 0
+        # Ageing (tables with support_timeout): the packet path only sets `hit`; the sweeper
+        # (`Table.sweep`) turns it into `last_hit`, so a lookup costs one store, not a clock.
+        self.hit = False
+        self.last_hit = 0
+        self.ttl = 0
+        self.notified = False
 
 
 def _no_action(F: list[int], P: tuple[int, ...], pkt: Any) -> None:
@@ -88,7 +95,8 @@ class Table:
     def __init__(self, name: str, id: int, key: tuple[KeyField, ...],
                  actions: dict[str, ActionInfo], max_size: int, *, is_const: bool,
                  default_is_const: bool, hidden: bool, direct_counter: str | None = None,
-                 direct_meter: MeterArray | None = None) -> None:
+                 direct_meter: MeterArray | None = None, support_timeout: bool = False,
+                 clock: Callable[[], int] = time.monotonic_ns, profile: Any = None) -> None:
         self.name = name
         self.id = id
         self.key = key
@@ -101,6 +109,12 @@ class Table:
         self.direct_counter = direct_counter
         self.direct_meter: str | None = direct_meter.name if direct_meter else None
         self._meter = direct_meter
+        #: The action profile of an indirect table (netsum.switch.profiles.ActionProfile):
+        #: its entries hold a member or group `Ref` instead of an action call.
+        self.profile = profile
+        #: Entries age (BMv2 JSON `support_timeout`): hits are recorded for `sweep`.
+        self.support_timeout = support_timeout
+        self._clock = clock
         self.needs_priority = any(k.match_type in ("ternary", "range", "optional") for k in key)
         kinds = [k.match_type for k in key]
         self.kind: Kind
@@ -131,8 +145,9 @@ class Table:
         self._hit_next: Any = None
         self._miss_next: Any = None
         self._use_hit_miss = False
-        self._initial_default: ActionCall = ActionCall(self.action_names[0]) if actions else \
-            ActionCall("")
+        # An indirect table's default is bmv2's no-op default_default_entry.
+        self._initial_default: ActionCall = ActionCall(self.action_names[0]) \
+            if actions and profile is None else ActionCall("")
         self._default: ActionCall = self._initial_default
         self._default_rec: _Rec = _Rec(None, None, (), None)
         #: Called with the table after every change of its entries or default action (the
@@ -152,7 +167,7 @@ class Table:
         self._use_hit_miss = use_hit_miss
 
     def set_initial_default(self, call: ActionCall) -> None:
-        if self._actions or call.action:
+        if (self._actions and self.profile is None) or call.action:
             self.check_call(call)
         self._initial_default = call
         self._set_default_rec(call)
@@ -160,7 +175,8 @@ class Table:
     def _next_for(self, action: str, hit: bool) -> Any:
         if self._use_hit_miss:
             return self._hit_next if hit else self._miss_next
-        return self._next_by_action.get(action)
+        # "" (the no-op default of an indirect table) continues where a miss does.
+        return self._next_by_action.get(action, None if action else self._miss_next)
 
     # -- validation ------------------------------------------------------------------------
     def check_call(self, call: ActionCall) -> ActionInfo:
@@ -225,9 +241,11 @@ class Table:
                                   f"priority must be 0, got {priority}")
 
     # -- record building -------------------------------------------------------------------
-    def _make_rec(self, entry: TableEntry, info: ActionInfo) -> _Rec:
-        rec = _Rec(entry, info.fn, tuple(entry.action.params),
-                   self._next_for(entry.action.action, True))
+    def _make_rec(self, entry: TableEntry, info: ActionInfo | None) -> _Rec:
+        # An indirect entry's action is chosen per packet (node_indirect): no fn here.
+        rec = _Rec(entry, info.fn if info is not None else _no_action,
+                   tuple(entry.action.params),
+                   self._next_for(entry.action.action, True) if info is not None else None)
         if self.direct_counter is not None:
             rec.cnt = [entry.counter.packets, entry.counter.bytes]
         if self._meter is not None:
@@ -300,7 +318,7 @@ class Table:
             raise PermissionDenied(f"table '{self.name}' is const: its entries cannot change")
         key = self._check_key(entry.key)
         self._check_priority(entry.priority)
-        info = self.check_call(entry.action)
+        info = self._check_target(entry)
         ident = (key, entry.priority)
         if ident in self._by_ident:
             raise AlreadyExists(f"table '{self.name}': an entry with this key and priority "
@@ -309,11 +327,27 @@ class Table:
             raise ResourceExhausted(f"table '{self.name}' is full ({self.max_size} entries)")
         stored = TableEntry(key=key, action=entry.action, priority=entry.priority,
                             counter=entry.counter, meter=entry.meter,
-                            is_const=_const_ok)
+                            is_const=_const_ok, ref=entry.ref)
         rec = self._make_rec(stored, info)
+        rec.last_hit = self._clock()
         self._by_ident[ident] = rec
         self._index(rec)
+        if entry.ref is not None:
+            self.profile.ref(entry.ref)
         self._changed()
+
+    def _check_target(self, entry: TableEntry) -> ActionInfo | None:
+        """The entry's action (direct tables) or its member/group (indirect tables)."""
+        if self.profile is None:
+            if entry.ref is not None:
+                raise InvalidArgument(f"table '{self.name}' has no action profile: an entry "
+                                      "names an action, not a member or group")
+            return self.check_call(entry.action)
+        if entry.ref is None:
+            raise InvalidArgument(f"table '{self.name}' takes its actions from action profile "
+                                  f"'{self.profile.name}': an entry names a member or group")
+        self.profile.check_ref(entry.ref)
+        return None
 
     def _find(self, key: tuple[Match, ...], priority: int) -> _Rec:
         key = self._check_key(key)
@@ -328,16 +362,21 @@ class Table:
         if self.is_const:
             raise PermissionDenied(f"table '{self.name}' is const: its entries cannot change")
         rec = self._find(entry.key, entry.priority)
-        info = self.check_call(entry.action)
+        info = self._check_target(entry)
         if self._meter is not None and entry.meter is not None:
             MeterArray.check_config(self._meter.name, entry.meter)
         old = rec.entry
         assert old is not None
         rec.entry = TableEntry(key=old.key, action=entry.action, priority=old.priority,
-                               counter=old.counter, meter=entry.meter, is_const=old.is_const)
-        rec.fn = info.fn
+                               counter=old.counter, meter=entry.meter, is_const=old.is_const,
+                               ref=entry.ref)
+        if entry.ref is not None:
+            self.profile.ref(entry.ref)
+        if old.ref is not None:
+            self.profile.unref(old.ref)
+        rec.fn = info.fn if info is not None else _no_action
         rec.params = tuple(entry.action.params)
-        rec.next = self._next_for(entry.action.action, True)
+        rec.next = self._next_for(entry.action.action, True) if info is not None else None
         if self._meter is not None:
             rec.meter = new_bucket(entry.meter)
         self._changed()
@@ -349,6 +388,8 @@ class Table:
         assert rec.entry is not None
         del self._by_ident[(rec.entry.key, rec.entry.priority)]
         self._unindex(rec)
+        if rec.entry.ref is not None:
+            self.profile.unref(rec.entry.ref)
         self._changed()
 
     def _materialize(self, rec: _Rec) -> TableEntry:
@@ -356,7 +397,7 @@ class Table:
         assert e is not None
         counter = CounterValue(rec.cnt[0], rec.cnt[1]) if rec.cnt is not None else e.counter
         return TableEntry(key=e.key, action=e.action, priority=e.priority, counter=counter,
-                          meter=e.meter, is_const=e.is_const)
+                          meter=e.meter, is_const=e.is_const, ref=e.ref)
 
     def get(self, key: tuple[Match, ...], priority: int = 0) -> TableEntry:
         return self._materialize(self._find(key, priority))
@@ -366,6 +407,45 @@ class Table:
 
     def __len__(self) -> int:
         return len(self._by_ident)
+
+    # -- ageing (idle timeouts) -------------------------------------------------------------
+    def set_ttl(self, key: tuple[Match, ...], priority: int, ttl_ns: int) -> None:
+        """Age this entry after `ttl_ns` without a hit (0: never).  A changed TTL re-arms
+        the notification, as bmv2's set_entry_ttl does."""
+        if not self.support_timeout and ttl_ns:
+            raise InvalidArgument(f"table '{self.name}' does not support idle timeouts")
+        rec = self._find(key, priority)
+        if rec.ttl != ttl_ns:
+            rec.ttl = ttl_ns
+            rec.notified = False
+
+    def ttl(self, key: tuple[Match, ...], priority: int = 0) -> int:
+        return self._find(key, priority).ttl
+
+    def elapsed_ns(self, key: tuple[Match, ...], priority: int = 0) -> int:
+        """Time since the entry's last hit (or insertion), as of now."""
+        rec = self._find(key, priority)
+        now = self._clock()
+        if rec.hit:
+            rec.hit = False
+            rec.last_hit = now
+        return max(0, now - rec.last_hit)
+
+    def sweep(self) -> list[TableEntry]:
+        """The entries that have just aged: a TTL set, no hit for at least that long, and not
+        yet reported since their last hit (bmv2 reports an idle entry once per idle period).
+        Hits seen since the previous sweep become the entries' last-hit times."""
+        now = self._clock()
+        out: list[TableEntry] = []
+        for rec in self._by_ident.values():
+            if rec.hit:
+                rec.hit = False
+                rec.last_hit = now
+                rec.notified = False
+            elif rec.ttl and not rec.notified and now - rec.last_hit >= rec.ttl:
+                rec.notified = True
+                out.append(self._materialize(rec))
+        return out
 
     # Direct counters: P4Runtime DirectCounterEntry reads/writes land here.
     def read_counter(self, key: tuple[Match, ...], priority: int = 0) -> CounterValue:
@@ -407,6 +487,9 @@ class Table:
     def set_default(self, call: ActionCall) -> None:
         if self.default_is_const:
             raise PermissionDenied(f"table '{self.name}': the default action is const")
+        if self.profile is not None:
+            raise InvalidArgument(f"table '{self.name}' takes its actions from action profile "
+                                  f"'{self.profile.name}': its default action cannot be set")
         self.check_call(call)
         self._set_default_rec(call)
 
@@ -429,6 +512,8 @@ class Table:
             if rec.entry is not None and not rec.entry.is_const:
                 del self._by_ident[ident]
                 self._unindex(rec)
+                if rec.entry.ref is not None:
+                    self.profile.unref(rec.entry.ref)
         self._set_default_rec(self._initial_default)
         self._changed()
 
@@ -447,8 +532,12 @@ class Table:
         meter = self._meter
         meter_bytes = meter is not None and meter.unit == "bytes"
 
+        ageing = self.support_timeout
+
         def finish(pkt: Any, rec: _Rec) -> Any:
             F = pkt.F
+            if ageing:
+                rec.hit = True
             if rec.cnt is not None:
                 rec.cnt[0] += 1
                 rec.cnt[1] += F[plen_index]
@@ -462,11 +551,13 @@ class Table:
             rec.fn(pkt.F, rec.params, pkt)
             return None if pkt.exited else rec.next
 
+        if self.profile is not None:
+            return self._indirect_node(keyfn, finish, run_default)
         if self.kind == "keyless":
             return run_default
         if self.kind == "exact":
             exact = self._exact
-            plain = self.direct_counter is None and meter_target is None
+            plain = self.direct_counter is None and meter_target is None and not ageing
 
             def node_exact(pkt: Any) -> Any:
                 rec = exact.get(keyfn(pkt.F))
@@ -501,3 +592,42 @@ class Table:
                         return finish(pkt, rec)
             return run_default(pkt)
         return node_generic
+
+    def _indirect_node(self, keyfn: Callable[[list[int]], Any], finish: Callable[..., Any],
+                       run_default: Node) -> Node:
+        """The node of an indirect table: the hit entry's member, or its group's member
+        chosen by the selector hash, runs (bmv2's MatchTableIndirect(WS)::lookup); direct
+        resources and ageing count the hit as for any table."""
+        table, profile, actions = self, self.profile, self._actions
+        kind, exact, levels, ordered = self.kind, self._exact, self._lpm, self._sorted
+
+        def find(F: list[int]) -> _Rec | None:
+            if kind == "exact":
+                return exact.get(keyfn(F))
+            if kind == "lpm":
+                k = keyfn(F)
+                for _pl, mask, d in levels:
+                    rec = d.get(k & mask)
+                    if rec is not None:
+                        return rec
+                return None
+            if kind == "generic":
+                k, rv = keyfn(F)
+                for rec in ordered:
+                    if k & rec.mask == rec.value and all(
+                            lo <= v <= hi for (lo, hi), v in zip(rec.ranges, rv)):
+                        return rec
+            return None
+
+        def node_indirect(pkt: Any) -> Any:
+            rec = find(pkt.F)
+            if rec is None:
+                return run_default(pkt)
+            finish(pkt, rec)             # counters, meter, ageing; its action is a no-op
+            assert rec.entry is not None and rec.entry.ref is not None
+            call = profile.resolve(rec.entry.ref, pkt.F)
+            if call is None:             # an empty group: bmv2 runs nothing and stops here
+                return None
+            actions[call.action].fn(pkt.F, call.params, pkt)
+            return None if pkt.exited else table._next_for(call.action, True)
+        return node_indirect

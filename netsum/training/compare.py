@@ -8,14 +8,15 @@ NETSUM_TOPOLOGY and this rank's transport (NETSUM_FRAMES: its UDP-tunnel switch 
 NETSUM_NETNS: its host's namespace, as root).  The ranks themselves stay in the root namespace
 so that gloo and the store use loopback in both modes; only their netsum sockets live in the
 namespaces.  Writes `training.csv` (one row per variant and step) and `training.png` (loss
-curves, test accuracy, step time split) and returns the summaries.
+curves, each netsum variant's per-step loss difference from gloo, bytes per step through the
+switch, step time split) and returns the summaries; `summary_table` adds each variant's final
+loss against gloo's and its calls and bytes through the switch and delegated to gloo.
 """
 from __future__ import annotations
 
 import csv
 import json
 import math
-import socket
 import subprocess
 import sys
 import time
@@ -27,9 +28,10 @@ from typing import Any
 from netsum.paths import CHECKOUT
 from netsum.procs import Child
 from netsum.rig import Mode, Rig, RigConfig, RigError
+from netsum.training.launch import free_tcp_port, rank_env
 
 __all__ = ["TrainOptions", "VariantResult", "run_training", "start_ranks", "wait_ranks",
-           "write_csv", "write_png", "EXAMPLE", "summary_table"]
+           "write_csv", "write_png", "EXAMPLE", "summary_table", "routes"]
 
 EXAMPLE = (CHECKOUT or Path.cwd()) / "examples" / "train_digits.py"
 
@@ -43,7 +45,8 @@ class TrainOptions:
     mode: Mode = Mode.UDP
     lanes: int = 4
     slots: int = 256
-    timeout: float = 10.0
+    timeout: float = 60.0                # the process group's timeout (s): the deadline
+    netsum_timeout: float | None = None  # NETSUM_TIMEOUT: overrides the deadline
     extra: tuple[str, ...] = ()          # more example options (--lr, --batch, --delay, ...)
 
 
@@ -60,6 +63,11 @@ class VariantResult:
         v = self.metrics.get("final_test_accuracy")
         return float(v) if isinstance(v, (int, float)) else float("nan")
 
+    @property
+    def final_loss(self) -> float:
+        v = self.metrics.get("final_loss")
+        return float(v) if isinstance(v, (int, float)) else float("nan")
+
     def mean(self, key: str, skip: int = 5) -> float:
         """Mean of a per-step figure over the steps after the first `skip` (warm-up)."""
         rows = self.metrics.get("steps_log")
@@ -69,30 +77,16 @@ class VariantResult:
         return sum(vals) / len(vals)
 
 
-def _free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_ranks(rig: Rig, comm: str, out: Path, options: TrainOptions,
                 args: Sequence[str] = (), script: Path = EXAMPLE) -> list[Child]:
     """Start the ranks of one variant (torchrun's environment, one process per rank); `script`
     gets the example's options."""
-    port = _free_tcp_port()
+    port = free_tcp_port()
     children = []
     for rank in range(options.ranks):
-        env = {"RANK": str(rank), "WORLD_SIZE": str(options.ranks), "LOCAL_RANK": str(rank),
-               "LOCAL_WORLD_SIZE": str(options.ranks), "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": str(port), "NETSUM_TOPOLOGY": str(rig.topology_path),
-               "NETSUM_HOST": rig.layout.hosts[rank].name, "OMP_NUM_THREADS": "1",
-               "PYTHONUNBUFFERED": "1"}
-        if rig.lab is not None:
-            env["NETSUM_NETNS"] = rig.lab.hosts[rank].name
-        else:
-            env["NETSUM_FRAMES"] = f"127.0.0.1:{rig.udp_ports[rank]}"
-            host, bind = rig.peers[rig.layout.hosts[rank].name]
-            env["NETSUM_FRAMES_BIND"] = f"{host}:{bind}"     # the port's fixed peer
+        env = {**rank_env(rig, rank, options.ranks, port), "OMP_NUM_THREADS": "1"}
+        if options.netsum_timeout is not None:
+            env["NETSUM_TIMEOUT"] = str(options.netsum_timeout)
         argv = [sys.executable, str(script), "--comm", comm, "--steps", str(options.steps),
                 "--lanes", str(options.lanes), "--slots", str(options.slots),
                 "--timeout", str(options.timeout), "--out", str(out), *options.extra, *args]
@@ -177,7 +171,7 @@ def run_training(options: TrainOptions, say: Callable[[str], None] = print) -> l
 
 
 _COLUMNS = ("comm", "step", "loss", "test_accuracy", "wall_s", "compute_s", "exposed_s",
-            "comm_s", "hidden_s", "buckets")
+            "comm_s", "hidden_s", "buckets", "switch_bytes")
 
 
 def write_csv(path: Path, results: Sequence[VariantResult]) -> None:
@@ -191,7 +185,8 @@ def write_csv(path: Path, results: Sequence[VariantResult]) -> None:
                 acc = evals.get(step)
                 w.writerow([res.comm, step, f"{row['loss']:.6f}",
                             "" if acc is None else f"{acc:.4f}",
-                            *(f"{row[k]:.6f}" for k in _COLUMNS[4:9]), row["buckets"]])
+                            *(f"{row[k]:.6f}" for k in _COLUMNS[4:9]), row["buckets"],
+                            row.get("switch_bytes", 0)])
 
 
 def _rows(res: VariantResult, key: str) -> list[dict[str, Any]]:
@@ -199,17 +194,46 @@ def _rows(res: VariantResult, key: str) -> list[dict[str, Any]]:
     return rows if isinstance(rows, list) else []
 
 
+def routes(res: VariantResult) -> tuple[int, int, int, int] | None:
+    """(switched calls, switched bytes, gloo calls, gloo bytes) of rank 0's ledger, or None
+    for a run without one (gloo)."""
+    ledger = res.metrics.get("ledger")
+    if not isinstance(ledger, dict):
+        return None
+    sc = sb = gc = gb = 0
+    for per_route in ledger.values():
+        for route, t in per_route.items():
+            if route.startswith("switch"):
+                sc, sb = sc + int(t["calls"]), sb + int(t["bytes"])
+            elif route == "gloo":
+                gc, gb = gc + int(t["calls"]), gb + int(t["bytes"])
+    return sc, sb, gc, gb
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:.0f}K" if n < 10 * 1024 * 1024 else f"{n / 1048576:.0f}M"
+
+
 def summary_table(results: Sequence[VariantResult]) -> str:
-    head = (f"{'variant':15} {'ok':3} {'test acc':>8} {'step ms':>8} {'compute':>8} "
-            f"{'exposed':>8} {'comm':>8} {'hidden':>8} {'hidden %':>8}")
+    """One line per variant: accuracy, final loss and its difference from gloo's, the step
+    time split, and the calls and bytes through the switch and delegated to gloo (rank 0)."""
+    gloo = next((r for r in results if r.comm == "gloo" and r.ok), None)
+    head = (f"{'variant':15} {'ok':3} {'test acc':>8} {'final loss':>10} {'- gloo':>9} "
+            f"{'step ms':>8} {'compute':>8} {'exposed':>8} {'comm':>8} {'hidden %':>8} "
+            f"{'switched':>15} {'to gloo':>13}")
     lines = [head, "-" * len(head)]
     for r in results:
         comm, hidden = r.mean("comm_s"), r.mean("hidden_s")
         frac = 100 * hidden / comm if comm and comm == comm and comm > 0 else float("nan")
+        loss = r.final_loss
+        diff = loss - gloo.final_loss if gloo is not None and r is not gloo else float("nan")
+        rt = routes(r)
+        sw = f"{rt[0]} / {_kb(rt[1])}" if rt else "-"
+        gl = f"{rt[2]} / {_kb(rt[3])}" if rt else "-"
         lines.append(f"{r.comm:15} {'yes' if r.ok else 'NO':3} {100 * r.accuracy:7.2f}% "
-                     f"{1e3 * r.mean('wall_s'):8.2f} {1e3 * r.mean('compute_s'):8.2f} "
-                     f"{1e3 * r.mean('exposed_s'):8.2f} {1e3 * comm:8.2f} "
-                     f"{1e3 * hidden:8.2f} {frac:7.1f}%")
+                     f"{loss:10.5f} {diff:9.2g} {1e3 * r.mean('wall_s'):8.2f} "
+                     f"{1e3 * r.mean('compute_s'):8.2f} {1e3 * r.mean('exposed_s'):8.2f} "
+                     f"{1e3 * comm:8.2f} {frac:7.1f}% {sw:>15} {gl:>13}")
     return "\n".join(lines)
 
 
@@ -218,33 +242,50 @@ def _ms(seconds: float) -> float:
 
 
 def write_png(path: Path, results: Sequence[VariantResult]) -> None:
+    """Loss curves; the per-step loss difference of each netsum variant from gloo (symmetric
+    log scale: the curves themselves lie on top of each other); bytes per step through the
+    switch; the step time split."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig, ((a1, a2), (a3, a4)) = plt.subplots(2, 2, figsize=(14, 9))
+    losses: dict[str, dict[int, float]] = {}
     for r in results:
-        rows = r.metrics.get("steps_log") or []
-        if not isinstance(rows, list) or not rows:
+        rows = _rows(r, "steps_log")
+        if not rows:
             continue
         steps = [int(x["step"]) for x in rows]
         loss = [float(x["loss"]) for x in rows]
+        losses[r.comm] = dict(zip(steps, loss))
         # A running mean: per-batch losses of 32 samples are noisy.
         win = 10
         smooth = [sum(loss[max(0, i - win + 1):i + 1]) / len(loss[max(0, i - win + 1):i + 1])
                   for i in range(len(loss))]
         a1.plot(steps, smooth, label=f"{r.comm} (final test acc {100 * r.accuracy:.1f}%)")
-        evals = r.metrics.get("evals") or []
-        if isinstance(evals, list):
-            a2.plot([int(e["step"]) for e in evals],
-                    [100 * float(e["test_accuracy"]) for e in evals], marker="o", ms=3,
-                    label=r.comm)
+        a3.plot(steps, [float(x.get("switch_bytes", 0)) / 1024 for x in rows], label=r.comm)
     a1.set(title="training loss (rank 0, running mean of 10)", xlabel="step",
            ylabel="cross-entropy")
-    if a1.get_legend_handles_labels()[0]:
-        a1.legend()
-    a2.set(title="test accuracy", xlabel="step", ylabel="%")
-    if a2.get_legend_handles_labels()[0]:
-        a2.legend()
+    base = losses.get("gloo")
+    tiny = 1e-9
+    styles = iter(["-", "--", ":", "-."] * 4)
+    for name, per in losses.items():
+        if name == "gloo" or base is None:
+            continue
+        steps = sorted(set(per) & set(base))
+        # Distinct line styles: two netsum variants may coincide step for step.
+        a2.plot(steps, [per[s] - base[s] for s in steps], next(styles), marker=".", ms=3,
+                lw=0.8,
+                label=f"{name} - gloo (max |diff| "
+                f"{max((abs(per[s] - base[s]) for s in steps), default=0):.2g})")
+    a2.set_yscale("symlog", linthresh=tiny)
+    a2.axhline(0, color="gray", lw=0.5)
+    a2.set(title="per-step loss difference from gloo (same batches; symlog, linear below "
+           f"{tiny:g})", xlabel="step", ylabel="loss difference")
+    a3.set(title="bytes per step through the switch (rank 0's tensors)", xlabel="step",
+           ylabel="KiB")
+    for ax in (a1, a2, a3):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     names = [r.comm if r.ok else f"{r.comm} (failed)" for r in results]
     # A variant that failed has no step figures (NaN): its bar is empty, not the plot's limits.
     wall = [_ms(r.mean("wall_s")) for r in results]
@@ -253,16 +294,16 @@ def write_png(path: Path, results: Sequence[VariantResult]) -> None:
     hidden = [_ms(r.mean("hidden_s")) if t else 0.0 for r, t in zip(results, traced)]
     alone = [w - e - h if t else 0.0 for w, e, h, t in zip(wall, exposed, hidden, traced)]
     untraced = [0.0 if t else w for w, t in zip(wall, traced)]
-    a3.bar(names, alone, color="tab:blue", label="compute, no communication running")
-    a3.bar(names, hidden, bottom=alone, color="tab:green",
+    a4.bar(names, alone, color="tab:blue", label="compute, no communication running")
+    a4.bar(names, hidden, bottom=alone, color="tab:green",
            label="compute overlapped with communication")
-    a3.bar(names, exposed, bottom=[a + h for a, h in zip(alone, hidden)], color="tab:orange",
+    a4.bar(names, exposed, bottom=[a + h for a, h in zip(alone, hidden)], color="tab:orange",
            label="exposed communication (waiting)")
     if any(untraced):
-        a3.bar(names, untraced, color="tab:gray", label="step (no hook: not split)")
-    a3.set(title="mean step time (steps 6..)", ylabel="ms per step",
+        a4.bar(names, untraced, color="tab:gray", label="step (no hook: not split)")
+    a4.set(title="mean step time (steps 6..)", ylabel="ms per step",
            ylim=(0, 1.45 * max([*wall, 1e-3])))
-    a3.legend(fontsize=8, loc="upper left")
+    a4.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)

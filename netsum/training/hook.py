@@ -5,9 +5,12 @@
 
 `netsum_hook` copies the bucket's flat gradient, hands it to the rank's `LaneEngine` and returns
 a `torch.futures.Future` at once; a lane thread completes it with the mean (the sum through the
-switch divided by the world size, as DDP expects).  Backward meanwhile goes on computing the
-next buckets, so bucket i's communication overlaps the computation of the buckets after it;
-DDP waits for every future before backward returns, i.e. before `optimizer.step()`.
+switch divided by the world size, as DDP expects), written into the bucket in its own dtype:
+float32, bfloat16, float16 and float64 buckets all go through the switch
+(netsum.training.staging), and CUDA buckets are staged through pinned host memory.  Backward
+meanwhile goes on computing the next buckets, so bucket i's communication overlaps the
+computation of the buckets after it; DDP waits for every future before backward returns, i.e.
+before `optimizer.step()`.
 
 Alignment across ranks: DDP launches buckets strictly in index order on every rank, and the
 engine deals tensors to lanes in submission order, restarted at bucket 0 of every step (the
@@ -17,12 +20,14 @@ gradients became ready, rank 0's order broadcast to all): the layout -- (index, 
 bucket -- is compared across the ranks once per new layout (the first step and the first step
 after the rebuild) through the gloo group, and a mismatch fails the step with both layouts
 instead of summing unrelated gradients.  A worker error fails the future with the lane's
-message (DDP raises it from backward); no future waits longer than the workers' deadline.
+message (DDP raises it from backward); no future waits longer than the workers' deadline,
+which is the process group's timeout (NETSUM_TIMEOUT overrides it).
 """
+import datetime
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +38,14 @@ import torch
 import torch.distributed as dist
 
 from netsum.training.lanes import LaneEngine, LaneResult
-from netsum.training.register import (RegistrationError, TrainingJob, env_int, open_transport,
-                                      register, unregister)
+from netsum.training.ledger import CommLedger
+from netsum.training.register import RegistrationError, TrainingJob, env_int, join, unregister
+from netsum.training.staging import FLOAT_DTYPES, stage_for
 from netsum.workers import Timing
 
 __all__ = ["NetsumHookState", "netsum_hook", "BucketTrace", "ObjectRendezvous",
-           "timed_allreduce_hook", "GlooHookState", "torch_future"]
+           "timed_allreduce_hook", "GlooHookState", "torch_future", "timeout_seconds",
+           "group_timeout"]
 
 T = TypeVar("T")
 
@@ -51,6 +58,42 @@ class BucketTrace:
     numel: int
     submitted: float
     finished: float
+    nbytes: int = 0           # the bucket's bytes in its dtype
+
+
+def timeout_seconds(timeout: datetime.timedelta | float | None,
+                    env: Mapping[str, str] | None = None) -> float:
+    """The workers' no-progress deadline: NETSUM_TIMEOUT (seconds) if set, else the process
+    group's timeout."""
+    env = os.environ if env is None else env
+    text = env.get("NETSUM_TIMEOUT")
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            raise RegistrationError(f"NETSUM_TIMEOUT={text!r} is not a number of seconds") \
+                from None
+        if not value > 0:
+            raise RegistrationError(f"NETSUM_TIMEOUT={text!r} must be > 0")
+        return value
+    if timeout is None:
+        raise RegistrationError("no timeout: pass the process group's or set NETSUM_TIMEOUT")
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) \
+        else float(timeout)
+    if not seconds > 0:
+        raise RegistrationError(f"process group timeout {seconds:g} s must be > 0")
+    return seconds
+
+
+def group_timeout(group: dist.ProcessGroup | None = None) -> datetime.timedelta:
+    """The timeout a process group was made with (its CPU backend's options)."""
+    pg = group if group is not None else dist.group.WORLD
+    assert pg is not None
+    backend = pg._get_backend(torch.device("cpu"))
+    timeout = getattr(getattr(backend, "options", None), "_timeout", None)
+    if not isinstance(timeout, datetime.timedelta):
+        raise RegistrationError("cannot read the process group's timeout: set NETSUM_TIMEOUT")
+    return timeout
 
 
 class ObjectRendezvous:
@@ -78,9 +121,11 @@ class _Tracing:
     traces: list[BucketTrace] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, index: int, numel: int, submitted: float, finished: float) -> None:
+    def record(self, index: int, numel: int, submitted: float, finished: float,
+               nbytes: int = 0) -> None:
         with self.lock:
-            self.traces.append(BucketTrace(self.step, index, numel, submitted, finished))
+            self.traces.append(BucketTrace(self.step, index, numel, submitted, finished,
+                                           nbytes))
 
     def take(self) -> list[BucketTrace]:
         with self.lock:
@@ -103,6 +148,8 @@ class NetsumHookState:
         self._known: list[tuple[int, int]] | None = None
         self._tracing = _Tracing()
         self.layout_checks = 0
+        self.ledger = CommLedger(dist.get_rank(group) if dist.is_initialized() else 0)
+        self.deadline = engine.deadline
 
     @classmethod
     def from_env(cls, topology: str | Path | None = None, lanes: int | None = None,
@@ -110,19 +157,21 @@ class NetsumHookState:
                  group: dist.ProcessGroup | None = None,
                  env: Mapping[str, str] | None = None, delay: float = 0.0) -> "NetsumHookState":
         """Register the job (rank 0 writes the switch) and open this rank's transport.
-        Defaults come from NETSUM_TOPOLOGY, NETSUM_LANES (4), NETSUM_SLOTS (256), NETSUM_TIMEOUT
-        (10 s: a silent peer fails the step after that long)."""
+        Defaults come from NETSUM_TOPOLOGY, NETSUM_LANES (4), NETSUM_SLOTS (256); the deadline
+        (a silent peer fails the step after that long) is `timeout`, else NETSUM_TIMEOUT, else
+        the process group's timeout."""
         env = os.environ if env is None else env
         topo = topology or env.get("NETSUM_TOPOLOGY")
         if not topo:
             raise RegistrationError("no topology file: pass topology= or set NETSUM_TOPOLOGY")
-        job = register(ObjectRendezvous(group), dist.get_rank(group),
-                       dist.get_world_size(group), topo, env,
-                       lanes=lanes or env_int(env, "NETSUM_LANES", 4),
-                       slots=slots or env_int(env, "NETSUM_SLOTS", 256))
-        deadline = timeout or float(env.get("NETSUM_TIMEOUT") or 10.0)
-        engine = LaneEngine(open_transport(job, env), job.lanes(),
-                            Timing(progress_deadline=deadline), delay=delay)
+        deadline = timeout or timeout_seconds(
+            None if env.get("NETSUM_TIMEOUT") else group_timeout(group), env)
+        job, transport = join(ObjectRendezvous(group), dist.get_rank(group),
+                              dist.get_world_size(group), topo, env,
+                              lanes=lanes or env_int(env, "NETSUM_LANES", 4),
+                              slots=slots or env_int(env, "NETSUM_SLOTS", 256))
+        engine = LaneEngine(transport, job.lanes(), Timing(progress_deadline=deadline),
+                            delay=delay)
         return cls(engine, job, job.world_size, group)
 
     # -- step bookkeeping ------------------------------------------------------------------
@@ -157,6 +206,7 @@ class NetsumHookState:
     def close(self, unregister_job: bool = True) -> None:
         """Stop the engine; rank 0 deletes the job's entries (call after a barrier)."""
         self.engine.close()
+        self.ledger.log_summary()
         if unregister_job and self.job is not None and self.job.rank == 0:
             unregister(self.job)
 
@@ -166,34 +216,41 @@ def netsum_hook(state: NetsumHookState,
     """DDP comm hook: the mean of the bucket over the ranks, through the switch."""
     buf = bucket.buffer()
     index = bucket.index()
-    if buf.dtype != torch.float32 or buf.device.type != "cpu":
-        raise TypeError(f"netsum_hook: bucket {index} is {buf.dtype} on {buf.device}; the "
-                        "switch sums float32 CPU tensors (keep the model in float32 on CPU)")
+    if buf.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"netsum_hook: bucket {index} is {buf.dtype}; the switch sums "
+                        f"{', '.join(str(d) for d in FLOAT_DTYPES)}")
     state._begin(index, buf.numel())
     if bucket.is_last():
         state._verify()
     submitted = time.monotonic()
-    # A copy: the bucket's storage is DDP's and is written again once the future completes.
-    cf = state.engine.submit(buf.detach().numpy().copy(), f"bucket {index} ({buf.numel()} "
-                             f"floats, step {state._tracing.step})")
+    stage = stage_for(buf)
+    nbytes = buf.numel() * buf.element_size()
+    # A copy (staging reads one): the bucket's storage is DDP's until the future completes.
+    cf = state.engine.submit(stage.read(buf), f"bucket {index} ({buf.numel()} {buf.dtype}, "
+                             f"step {state._tracing.step})")
+    state.ledger.switched("ddp bucket", nbytes)
     world = state.world_size
     tracing = state._tracing
 
     def mean(res: LaneResult) -> torch.Tensor:
-        tracing.record(index, buf.numel(), submitted, time.monotonic())
-        return torch.from_numpy(res.tensor / np.float32(world)).reshape(buf.shape)
+        stage.write(buf, res.tensor / np.float32(world))
+        tracing.record(index, buf.numel(), submitted, time.monotonic(), nbytes)
+        return buf
 
-    return torch_future(cf, mean)
+    return torch_future(cf, mean, stage.devices)
 
 
-def torch_future(cf: Future[LaneResult],
-                 convert: Callable[[LaneResult], T]) -> torch.futures.Future[T]:
+def torch_future(cf: Future[LaneResult], convert: Callable[[LaneResult], T],
+                 devices: Sequence[torch.device] = ()) -> torch.futures.Future[T]:
     """A torch Future completed with `convert(result)` when `cf` completes, or failed with
     its error.  The error is raised inside a `then` callback so that the future holds a real
     error: `torch.futures.Future.set_exception` only stores the exception as the *value*
     (unwrapped by Python's wait()), and DDP's C++ reducer, reading the value as a tensor,
     would report "Unable to cast ... to Tensor" around the message."""
-    outcome: torch.futures.Future[list[object]] = torch.futures.Future()
+    # With CUDA devices the future records their current streams' events when completed, so
+    # a waiter's stream waits for the staged copy back.
+    outcome: torch.futures.Future[list[object]] = (
+        torch.futures.Future(devices=list(devices)) if devices else torch.futures.Future())
 
     def done(c: Future[LaneResult]) -> None:
         try:

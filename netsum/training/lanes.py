@@ -20,8 +20,13 @@ Between the calls of one lane the driver keeps what `workers.Worker` keeps (the 
 each slot takes next; the switch holds slot state across calls).  A failure never hangs the caller: a
 worker's error (a silent peer after `Timing.progress_deadline`, a broken agreement, a socket
 error) fails that tensor's future with a message naming the lane, and every later future of
-the lane fails at once (its switch state is unknown).  A tensor the quantizer refuses (NaN,
-Inf) fails alone: nothing was sent.
+the lane fails at once (its switch state is unknown).  A tensor the quantizer refuses (not a
+float16/32/64 array) fails alone: nothing was sent.
+
+Inf and NaN are carried (netsum.training.nonfinite): the tensor is sanitized, the flags come
+back with the result, and when some block is flagged on any rank, every rank runs the mask
+round on the same lane before the lane's next tensor, so the lanes stay aligned.  An empty
+tensor completes at once and takes no lane (every rank has the same length).
 """
 from __future__ import annotations
 
@@ -32,10 +37,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from netsum.workers import JobConfig, Timing, WorkerCore
+from netsum.training.nonfinite import Carrier, default_carrier, mask_round, rebuild
+from netsum.workers import JobConfig, Timing, WorkerCore, quant
 from netsum.workers.core import CoreState, Stats
 from netsum.workers.errors import QuantError, SumOverflowError, WorkerError
 from netsum.wire import HEADER_FIELDS
@@ -98,6 +105,12 @@ class _Task:
     future: Future[LaneResult]
     submitted: float
     lane: int
+    # The mask round of a first round that came back with flagged blocks (nonfinite.py):
+    # the first round's result and the flagged blocks.
+    first: LaneResult | None = None
+    flagged: np.ndarray | None = None
+    codes: np.ndarray | None = None        # first round: its class codes, kept for round two
+    sanitized: quant.Sanitized | None = None
 
 
 @dataclass(slots=True)
@@ -122,7 +135,8 @@ class LaneEngine:
 
     def __init__(self, transport: Transport, lanes: Sequence[LaneSpec],
                  timing: Timing = Timing(), delay: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 carrier: Carrier | None = None) -> None:
         if not lanes:
             raise ValueError("a LaneEngine needs at least one lane")
         ids = [spec.job.job_id for spec in lanes]
@@ -137,6 +151,8 @@ class LaneEngine:
         self._timing = timing
         self._delay = delay
         self._clock = clock
+        self.carrier: Carrier = carrier or default_carrier()
+        self.mask_rounds = 0      # mask rounds run (tensors some rank sent with Inf/NaN)
         self._inbox: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
         self._count = 0
         self._lock = threading.Lock()
@@ -149,12 +165,27 @@ class LaneEngine:
         self._thread.start()
 
     @property
+    def deadline(self) -> float:
+        """The workers' no-progress deadline (seconds)."""
+        return self._timing.progress_deadline
+
+    @property
     def lanes(self) -> tuple[LaneSpec, ...]:
         return self._specs
 
     def submit(self, tensor: np.ndarray, label: str = "") -> Future[LaneResult]:
+        """`tensor`: float16, float32 or float64 (Inf/NaN allowed); the sum comes back as
+        float32."""
         fut: Future[LaneResult] = Future()
-        x = np.ascontiguousarray(tensor, dtype=np.float32)
+        x = np.asarray(tensor)
+        if x.dtype.kind != "f":
+            x = x.astype(np.float32)   # refused by the quantizer with its own message
+        x = np.ascontiguousarray(x.reshape(-1))
+        if x.size == 0:
+            now = self._clock()
+            empty = np.zeros(0, dtype=np.float32)
+            fut.set_result(LaneResult(empty, np.zeros(0), -1, now, now, now))
+            return fut
         with self._lock:
             n = self._count
             self._count += 1
@@ -254,16 +285,35 @@ class LaneEngine:
 
     def _begin(self, lane: _Lane, now: float) -> None:
         task = lane.queue.popleft()
-        if not task.future.set_running_or_notify_cancel():
+        if task.first is None and not task.future.set_running_or_notify_cancel():
             return
+        k = lane.spec.job.k
         try:
-            core = WorkerCore(task.tensor, lane.spec.job, self._timing, lane.sets)
+            flags = None
+            if task.first is None:
+                task.sanitized = s = quant.sanitize(task.tensor, k)
+                if s.count:
+                    task.codes = quant.class_codes(task.tensor)
+                values = self.carrier.first_round(s, k)
+                flags = self.carrier.core_flags(s)
+            else:
+                values = task.tensor
+            core = self._core(values, lane, flags)
         except (QuantError, ValueError) as exc:
             # Refused before anything was sent: the switch and the lane are untouched.
             task.future.set_exception(LaneError(f"{self._where(lane, task)}: {exc}"))
             return
-        lane.core, lane.task, lane.started = core, task, now
+        if task.first is None:
+            lane.started = now
+        lane.core, lane.task = core, task
         self._transport.send(core.start(now).send)
+
+    def _core(self, values: np.ndarray, lane: _Lane, flags: np.ndarray | None) -> WorkerCore:
+        if flags is None:
+            return WorkerCore(values, lane.spec.job, self._timing, lane.sets)
+        # The v2 core's per-block NONFINITE flags (nonfinite.HeaderFlag).
+        extra: dict[str, Any] = {"nonfinite": flags}
+        return WorkerCore(values, lane.spec.job, self._timing, lane.sets, **extra)
 
     def _step(self, lane: _Lane, how: str, payload: bytes, now: float) -> None:
         core, task = lane.core, lane.task
@@ -283,12 +333,47 @@ class LaneEngine:
                 return
             lane.sets = carry(res)
             self.stats.append(res.stats)
-            task.future.set_result(LaneResult(np.asarray(res.tensor, np.float32).reshape(-1),
-                                              res.bound, self._lanes.index(lane),
-                                              task.submitted, lane.started, now))
+            out = LaneResult(np.asarray(res.tensor, np.float32).reshape(-1), res.bound,
+                             self._lanes.index(lane), task.submitted, lane.started, now)
+            self._finish(lane, task, out, res)
         except WorkerError as exc:
             lane.core, lane.task = None, None
             self._fail(lane, task, f"{type(exc).__name__}: {exc}", broken=True)
+
+    def _finish(self, lane: _Lane, task: _Task, out: LaneResult, res: object) -> None:
+        """A round is complete: the tensor's result, or its mask round first (queued at the
+        head of the lane, so it runs before the lane's next tensor on every rank)."""
+        k = lane.spec.job.k
+        carrier = self.carrier
+        if task.first is None:
+            flagged = carrier.flagged(getattr(res, "exponents"), getattr(res, "flags", None))
+            if not len(flagged):
+                task.future.set_result(out)
+                return
+            s = task.sanitized
+            assert s is not None
+            codes = task.codes if task.codes is not None else np.zeros(len(s.values), np.float32)
+            second = _Task(mask_round(s, codes, flagged, k, carrier.resend_values),
+                           f"{task.label}, mask round ({len(flagged)} blocks with Inf/NaN)",
+                           task.future, task.submitted, task.lane, first=out, flagged=flagged)
+            self.mask_rounds += 1
+            lane.queue.appendleft(second)
+            return
+        assert task.flagged is not None
+        first = task.first
+        try:
+            tensor = rebuild(first.tensor, out.tensor, task.flagged, k, carrier.resend_values)
+        except (QuantError, ValueError) as exc:
+            task.future.set_exception(LaneError(f"{self._where(lane, task)}: {exc}"))
+            return
+        bound = first.bound
+        if carrier.resend_values:
+            rows = quant.blocks(np.asarray(first.bound, dtype=np.float64), k).copy()
+            n = len(task.flagged)
+            rows[task.flagged] = np.asarray(out.bound[:n * k]).reshape(n, k)
+            bound = rows.reshape(-1)[:len(first.tensor)]
+        task.future.set_result(LaneResult(tensor, bound, first.lane, first.submitted,
+                                          first.started, out.finished))
 
     def _where(self, lane: _Lane, task: _Task) -> str:
         return (f"netsum lane {self._lanes.index(lane)} (job {lane.spec.job.job_id}), "

@@ -9,14 +9,24 @@ job ids and slot counts go back to every rank, which then opens its transport:
 
 * NETSUM_FRAMES=HOST:PORT: the unprivileged mode, whole frames over UDP to that embedded
   switch port (the launcher knows it from the switch's ready line), sent from
-  NETSUM_FRAMES_BIND=HOST:PORT, the port's fixed peer (default 127.0.0.1:0);
+  NETSUM_FRAMES_BIND=HOST:PORT, the port's fixed peer (`netsum-switch -i N@udp:PORT_ADDR=PEER`:
+  the switch takes datagrams from PEER only);
 * NETSUM_NETNS=NAME: kernel UDP from inside that network namespace (see `in_netns`);
 * otherwise kernel UDP from the host's address and port in the file to the switch's service
   address (network namespaces, Mininet hosts, separate machines against a real switch).
 
 A rank's host: NETSUM_HOST if set; else the host whose IPv4 address is one of this machine's
 (one rank per host, e.g. Mininet or separate machines); else the RANK-th host of the file.
+NETSUM_HOST, NETSUM_FRAMES, NETSUM_FRAMES_BIND and NETSUM_NETNS may be comma-separated lists,
+indexed by LOCAL_RANK (`per_rank`): one torchrun command for all ranks of a machine.
 No table entry is written by hand, and a failure at rank 0 reaches every rank as its message.
+
+`join` (what the hook and the backend call) opens each rank's transport *before* the
+rendezvous: binding its host's address is the rank's claim on that host, and rank 0 then
+reclaims the jobs of runs that died (netsum.controller.leases: an owner gone from this machine,
+an expired lease, or a member host now held by this run) before creating the new run's jobs,
+which carry a lease of their own that rank 0 renews (a Heartbeat) until `unregister` releases
+them.  So a crashed run's leftovers never stop the next run from starting.
 """
 from __future__ import annotations
 
@@ -24,22 +34,27 @@ import contextlib
 import ctypes
 import json
 import os
+import secrets
 import socket
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from netsum.controller.errors import ControllerError
+from netsum.controller.errors import AllocationError, ControllerError
 from netsum.controller.fabric import Controller
+from netsum.controller.leases import Heartbeat, Lease, create_leased, lease_of, reclaim_dead, release
 from netsum.controller.topology import Host, JobSpec, Topology, load_topology
 from netsum.training.lanes import LaneSpec
+from netsum.training.ledger import log
 from netsum.workers import K_DEFAULT, UDP_PORT, FrameTransport, JobConfig, UdpTransport
+from netsum.workers.errors import TransportError
 from netsum.workers.transport import Transport, parse_hostport
 from netsum.workers.wire import Endpoint
 
 __all__ = ["RegistrationError", "TrainingJob", "Rendezvous", "StoreRendezvous", "env_int",
-           "host_for_rank", "register", "unregister", "open_transport", "in_netns", "MAX_JOB_ID"]
+           "host_for_rank", "per_rank", "register", "join", "unregister", "open_transport", "in_netns",
+           "MAX_JOB_ID"]
 
 MAX_JOB_ID = 255   # the program's per-job counters have 256 cells (NETSUM_MAX_JOBS)
 _CLONE_NEWNET = 0x40000000
@@ -93,6 +108,9 @@ class TrainingJob:
     slots_per_lane: int
     k: int
     topology: str                 # path of the topology file
+    run: str = ""                 # the lease's run id (netsum.controller.leases)
+    #: rank 0's renewal of the jobs' lease (None on the other ranks); stopped by unregister
+    heartbeat: Heartbeat | None = field(default=None, compare=False, repr=False)
 
     def lanes(self) -> tuple[LaneSpec, ...]:
         return tuple(LaneSpec(JobConfig(j, self.world_size, self.slots_per_lane, self.k))
@@ -141,9 +159,24 @@ def _local_ipv4() -> set[int]:
     return out
 
 
+def per_rank(env: Mapping[str, str], name: str) -> str | None:
+    """`name`'s value for this process: a comma-separated list is indexed by LOCAL_RANK, so
+    one `torchrun --standalone --nproc-per-node N` command can give each of its N ranks its
+    own host and switch port (torchrun cannot vary a variable per rank)."""
+    value = env.get(name)
+    if not value or "," not in value:
+        return value
+    items = [v.strip() for v in value.split(",")]
+    local = env_int(env, "LOCAL_RANK", env_int(env, "RANK", 0))
+    if not 0 <= local < len(items):
+        raise RegistrationError(f"{name} lists {len(items)} values; LOCAL_RANK {local} has "
+                                "none")
+    return items[local]
+
+
 def host_for_rank(topo: Topology, rank: int, env: Mapping[str, str]) -> Host:
     """This rank's host (see the module docstring for the order of the rules)."""
-    named = env.get("NETSUM_HOST")
+    named = per_rank(env, "NETSUM_HOST")
     if named:
         try:
             return topo.host(named)
@@ -170,40 +203,101 @@ def _free_job_ids(ctl: Controller, n: int) -> list[int]:
     return free
 
 
-def _create(topo: Topology, hosts: list[str], lanes: int, slots: int) -> list[int]:
+def _create(topo: Topology, hosts: list[str], lanes: int, slots: int, held: set[str],
+            run: str) -> tuple[list[int], list[str], Heartbeat]:
+    """Reclaim dead runs' jobs, then create this run's jobs with its lease (one transaction
+    per job: no crash leaves a job without it): the job ids, one line per job reclaimed, and
+    the started renewal of the lease."""
+    lease = Lease.new(run, info={"hosts": hosts})
     with Controller(topo) as ctl:
         ctl.connect()
         ctl.adopt()
-        made: list[int] = []
+        reclaimed = [r.line() for r in reclaim_dead(ctl, held=held)]
+        specs = [JobSpec(job_id, tuple(hosts), slots) for job_id in _free_job_ids(ctl, lanes)]
         try:
-            for job_id in _free_job_ids(ctl, lanes):
-                ctl.create_job(JobSpec(job_id, tuple(hosts), slots))
-                made.append(job_id)
-        except ControllerError:
-            for job_id in made:
-                ctl.delete_job(job_id)
-            raise
-        return made
+            jobs = create_leased(ctl, specs, lease)
+        except AllocationError as exc:
+            raise AllocationError(f"{exc} (jobs on the switch: {_jobs_line(ctl)}; a dead "
+                                  "run's leased jobs are reclaimed when a run registers; "
+                                  "others: netsum-ctl job delete ID)") from None
+    return [j.spec.id for j in jobs], reclaimed, Heartbeat(topo, jobs, lease).start()
+
+
+def _jobs_line(ctl: Controller) -> str:
+    parts = []
+    for job_id, job in sorted(ctl.jobs.items()):
+        held = lease_of(job)
+        who = (f"run {held.run} of pid {held.owner.pid} on {held.owner.host}" if held
+               else "no lease")
+        parts.append(f"{job_id} ({', '.join(job.spec.workers)}; {who})")
+    return "; ".join(parts) or "none"
+
+
+Claim = Callable[[Topology, Host], Transport]
 
 
 def register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path,
              env: Mapping[str, str] | None = None, lanes: int = 4, slots: int = 256,
-             k: int = K_DEFAULT) -> TrainingJob:
+             k: int = K_DEFAULT, claim: Claim | None = None) -> TrainingJob:
     """Register the training job (rank 0 writes the switch); every rank calls it.  `slots` is
-    the job's whole slot window, shared equally by `lanes`."""
+    the job's whole slot window, shared equally by `lanes`.  With `claim`, each rank first
+    opens its transport to its host (`join`); the hosts so held let rank 0 reclaim dead runs'
+    jobs on them."""
+    return _register(rendezvous, rank, world, topology, env, lanes, slots, k, claim)[0]
+
+
+def join(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path,
+         env: Mapping[str, str] | None = None, lanes: int = 4, slots: int = 256,
+         k: int = K_DEFAULT) -> tuple[TrainingJob, Transport]:
+    """Open this rank's transport (its claim on its host), then register: the job and the
+    transport, ready for a LaneEngine."""
+    env = os.environ if env is None else env
+
+    def claim(topo: Topology, host: Host) -> Transport:
+        return _open(topo, host, env, k)
+
+    job, transport = _register(rendezvous, rank, world, topology, env, lanes, slots, k, claim)
+    assert transport is not None
+    return job, transport
+
+
+def _register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path,
+              env: Mapping[str, str] | None, lanes: int, slots: int, k: int,
+              claim: Claim | None) -> tuple[TrainingJob, Transport | None]:
     env = os.environ if env is None else env
     if not 1 <= lanes <= 16 or slots < lanes:
         raise RegistrationError(f"need 1..16 lanes and at least one slot each, got lanes={lanes} "
                                 f"slots={slots}")
     topo_path = str(topology)
     error = ""
+    transport: Transport | None = None
+    me = ""
     try:
         topo = load_topology(topo_path)
-        me = host_for_rank(topo, rank, env).name
+        host = host_for_rank(topo, rank, env)
+        me = host.name
+        if claim is not None:
+            transport = claim(topo, host)
+    except TransportError as exc:
+        error = (f"host {me}'s address is in use -- is a rank of another run on {me} still "
+                 f"running? ({exc})")
     except (ControllerError, RegistrationError) as exc:
-        me, error = "", str(exc)
-    hosts = rendezvous.gather(json.dumps({"host": me, "error": error}))
+        error = str(exc)
+    try:
+        return _agree(rendezvous, rank, world, topo_path, me, error, transport is not None,
+                      lanes, slots, k), transport
+    except BaseException:
+        if transport is not None:
+            transport.close()
+        raise
+
+
+def _agree(rendezvous: Rendezvous, rank: int, world: int, topo_path: str, me: str, error: str,
+           held: bool, lanes: int, slots: int, k: int) -> TrainingJob:
+    """The rendezvous: every rank's host to rank 0, rank 0's answer (or error) to all."""
+    hosts = rendezvous.gather(json.dumps({"host": me, "error": error, "held": held}))
     reply: str | None = None
+    heartbeat: Heartbeat | None = None
     if rank == 0:
         assert hosts is not None
         got = [json.loads(h) for h in hosts]
@@ -213,9 +307,14 @@ def register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path
         if dup:
             problems.append(f"ranks share hosts {dup} (one rank per host: set NETSUM_HOST)")
         if not problems:
+            run = secrets.token_hex(4)
             try:
-                ids = _create(topo, names, lanes, slots // lanes)
-                reply = json.dumps({"hosts": names, "job_ids": ids,
+                ids, reclaimed, heartbeat = _create(
+                    load_topology(topo_path), names, lanes, slots // lanes,
+                    {g["host"] for g in got if g.get("held")}, run)
+                for line in reclaimed:
+                    log.warning("netsum: %s", line)
+                reply = json.dumps({"hosts": names, "job_ids": ids, "run": run,
                                     "slots_per_lane": slots // lanes, "k": k})
             except ControllerError as exc:
                 problems.append(f"controller: {exc}")
@@ -225,18 +324,17 @@ def register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path
     if "error" in doc:
         raise RegistrationError(f"netsum job registration failed: {doc['error']}")
     return TrainingJob(rank, world, tuple(doc["hosts"]), tuple(doc["job_ids"]),
-                       int(doc["slots_per_lane"]), int(doc["k"]), topo_path)
+                       int(doc["slots_per_lane"]), int(doc["k"]), topo_path, str(doc["run"]),
+                       heartbeat)
 
 
 def unregister(job: TrainingJob) -> None:
-    """Delete the job's netsum jobs from the switch (rank 0, after every rank is done)."""
-    topo = load_topology(job.topology)
-    with Controller(topo) as ctl:
-        ctl.connect()
-        ctl.adopt()
-        for job_id in job.job_ids:
-            if job_id in ctl.jobs:
-                ctl.delete_job(job_id)
+    """Stop renewing the run's lease and delete its netsum jobs from the switch (rank 0, after
+    every rank is done): those that still carry this run's lease (a new run may have reclaimed
+    them and reused the ids once this run's ranks let go of their hosts)."""
+    if job.heartbeat is not None:
+        job.heartbeat.stop()
+    release(load_topology(job.topology), job.job_ids, job.run)
 
 
 @contextlib.contextmanager
@@ -267,25 +365,28 @@ def open_transport(job: TrainingJob, env: Mapping[str, str] | None = None) -> Tr
     """This rank's transport (see the module docstring)."""
     env = os.environ if env is None else env
     topo = load_topology(job.topology)
-    host = topo.host(job.hosts[job.rank])
+    return _open(topo, topo.host(job.hosts[job.rank]), env, job.k)
+
+
+def _open(topo: Topology, host: Host, env: Mapping[str, str], k: int) -> Transport:
     sw = topo.switch(host.switch)
     ip = socket.inet_ntoa(host.ipv4.to_bytes(4, "big"))
     service_ip = socket.inet_ntoa(sw.service.ipv4.to_bytes(4, "big"))
-    netns = env.get("NETSUM_NETNS")
+    netns = per_rank(env, "NETSUM_NETNS")
     if netns:
         with in_netns(netns):
             return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port))
-    frames = env.get("NETSUM_FRAMES")
+    frames = per_rank(env, "NETSUM_FRAMES")
     if frames:
         try:
             port = parse_hostport(frames)
         except ValueError as exc:
             raise RegistrationError(f"NETSUM_FRAMES: {exc}") from None
         try:
-            bind = parse_hostport(env.get("NETSUM_FRAMES_BIND", "127.0.0.1:0"))
+            bind = parse_hostport(per_rank(env, "NETSUM_FRAMES_BIND") or "127.0.0.1:0")
         except ValueError as exc:
             raise RegistrationError(f"NETSUM_FRAMES_BIND: {exc}") from None
         local = Endpoint.parse(host.mac.to_bytes(6, "big"), ip, host.udp_port)
         service = Endpoint.parse(sw.service.mac.to_bytes(6, "big"), service_ip, UDP_PORT)
-        return FrameTransport(port, local, service, bind, k=job.k)
+        return FrameTransport(port, local, service, bind, k=k)
     return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port))

@@ -79,7 +79,8 @@ def topology(example: str, switches: dict[str, Sw], tmp_path: Path, **changes: o
 
 def ctl(topo: Path, *argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    rc = main([*argv, "--topo", str(topo), "--timeout", "3"], out, err)
+    # 30 s: pushing a K=256 pipeline takes 2.5-3.6 s on a loaded 2-core machine.
+    rc = main([*argv, "--topo", str(topo), "--timeout", "30"], out, err)
     return rc, out.getvalue(), err.getvalue()
 
 
@@ -96,8 +97,12 @@ def data_frame(topo: Topology, host: str, job: int, slot: int, values: np.ndarra
     svc = topo.switch(h.switch).service
     src = wire.Endpoint(h.mac.to_bytes(6, "big"), h.ipv4.to_bytes(4, "big"), h.udp_port)
     dst = wire.Endpoint(svc.mac.to_bytes(6, "big"), svc.ipv4.to_bytes(4, "big"))
+    # protocol v2: what a correctly configured member says (the job's member count, its K)
+    spec = next((j for j in topo.jobs if j.id == job), None)
     header = wire.Header(msg_type=MsgType.DATA, flags=Flags.NONE, job_id=job, slot=slot,
-                         exp=exp, count=0, round=round_, offset=slot * K)
+                         exp=exp, count=0, round=round_, offset=slot * K,
+                         workers=len(spec.workers) if spec else 0, klog2=K.bit_length() - 1,
+                         length=1 << 20)
     return h.port, wire.build_frame(src, dst, wire.encode(header, values, K))
 
 
@@ -178,6 +183,12 @@ def test_single_switch_job_lifecycle_and_aggregation(netsum_program, switches, t
     ok(topo_path, "job", "delete", "1")
     rc, _, err = ctl(topo_path, "job", "create", "2", "--workers", "h1", "--slots", "1")
     assert rc == 1 and "job 2 already exists" in err
+    # Job 2's counters count its rounds above; a job created again under id 2 starts from 0
+    # (the switch keeps a deleted job's counter cells).
+    ok(topo_path, "job", "delete", "2")
+    ok(topo_path, "job", "create", "2", "--workers", "h1,h2", "--slots", "8")
+    row = next(r for r in json.loads(ok(topo_path, "stats", "--json")) if r["job"] == 2)
+    assert (row["data_in"], row["results_out"]) == (0, 0), row
 
 
 def count_entries(topo_path: Path, info: Path) -> int:
@@ -209,7 +220,7 @@ def tree(netsum_program, switches, tmp_path) -> Iterator[tuple[Controller, Topol
     info, js = netsum_program
     topo_path = topology("tree.yaml", switches, tmp_path)
     c = Controller(parse_topology(topo_path.read_text(), str(topo_path)),
-                   load_program(info, js), timeout=3)
+                   load_program(info, js), timeout=30)   # a loaded machine: see ctl()
     c.connect()
     try:
         c.push_pipeline()
@@ -302,10 +313,22 @@ def test_tree_slot_exhaustion_on_one_switch(netsum_program, switches, tmp_path) 
     info, js = netsum_program
     topo_path = topology("tree.yaml", switches, tmp_path, root={"slots": 300})
     rc, _, err = ctl(topo_path, "setup", "--p4info", str(info), str(js))
-    # Job 1 (256 slots) fits everywhere; job 2 (128) does not fit on the root.
+    # Job 1 (256 slots) fits everywhere; job 2 (128) does not fit on the root: the set-up is
+    # refused before any switch is touched (controller/checks.py).
+    assert rc == 1 and err == (f"netsum-ctl: error: {topo_path}: jobs[1] (job 2): job 2 needs "
+                               "128 contiguous slots on root but only 44 of 300 are free "
+                               "(largest free range: 44 at 256..299)\n")
+    rc, _, err = ctl(topo_path, "job", "list")
+    assert rc == 1 and "has no forwarding pipeline" in err
+    # The same refusal from the switches' own allocation, job 1 installed: all or nothing
+    # across the three switches.
+    doc = yaml.safe_load(topo_path.read_text())
+    doc["jobs"] = doc["jobs"][:1]
+    topo_path.write_text(yaml.safe_dump(doc))
+    ok(topo_path, "setup", "--p4info", str(info), str(js))
+    rc, _, err = ctl(topo_path, "job", "create", "2", "--workers", "h1,h3", "--slots", "128")
     assert rc == 1 and err == ("netsum-ctl: error: job 2 needs 128 contiguous slots on root but "
-                               "only 44 of 300 are free (largest free range: 44 at 256..299) "
-                               "(set-up stopped at job 2; installed jobs: 1)\n")
+                               "only 44 of 300 are free (largest free range: 44 at 256..299)\n")
     jobs = json.loads(ok(topo_path, "job", "list", "--json"))
     assert sorted({j["job"] for j in jobs["jobs"]}) == [1]       # nothing of job 2 anywhere
     assert {s["switch"]: s["free_slots"] for s in jobs["slots"]} == {

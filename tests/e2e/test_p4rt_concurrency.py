@@ -99,8 +99,9 @@ def test_big_reads_release_the_lock_between_chunks(p4c_fixtures: Path,
         p4info=info, p4_device_config=(p4c_fixtures / "calc_state.json").read_bytes()))
     reg = dev.pipeline.registers["CalcIngress.acc"]
     cells: list[int] = []
-    original = type(reg).read
-    monkeypatch.setattr(type(reg), "read", lambda self, i: cells.append(i) or original(self, i))
+    original = type(reg).read_range
+    monkeypatch.setattr(type(reg), "read_range", lambda self, a, b: cells.extend(range(a, b))
+                        or original(self, a, b))
     dev.lock = lock = CountingLock(dev.lock, cells)  # type: ignore[assignment]
     got = svc.read([pb.Entity(register_entry=pb.RegisterEntry())])
     assert len(got) == 256 and sorted(cells) == list(range(256))

@@ -273,7 +273,8 @@ BAD_UPDATES: list[tuple[str, Callable[[], pb.Update], int]] = [
     ("clone class_of_service", lambda: update(INSERT, packet_replication_engine_entry=clone(5, (1, 0), cos=2)), 12),
     ("clone session 0", lambda: update(INSERT, packet_replication_engine_entry=clone(0, (1, 0))), 3),
     ("counter insert", lambda: update(INSERT, counter_entry=counter(DMAC_HITS, 0)), 3),
-    ("action profile member", lambda: update(INSERT, action_profile_member=pb.ActionProfileMember()), 12),
+    # l2_mcast has no action profile: id 0 is an invalid P4 id (PI: INVALID_ARGUMENT).
+    ("action profile member", lambda: update(INSERT, action_profile_member=pb.ActionProfileMember()), 3),
 ]
 
 
@@ -457,13 +458,19 @@ def test_write_to_other_device_id(l2: RawClient) -> None:
 
 def test_big_wildcard_read_is_split_into_several_responses(l2: RawClient, p4c_fixtures: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    import netsum.switch.p4rt.server as server_module
-    monkeypatch.setattr(server_module, "READ_CHUNK", 1000)
-    l2.write([update(INSERT, table_entry=dmac(k.to_bytes(2, "big"))) for k in range(1, 2501)])
+    import netsum.switch.p4rt.service as service_module
+    # Replies are cut between read steps once ~READ_BYTES are gathered; a step encodes at
+    # most 1024 entries, so with a 10 kB budget 2500 entries come as 1024 + 1024 + 452.
+    monkeypatch.setattr(service_module, "READ_BYTES", 10_000)
+    written = [dmac(k.to_bytes(2, "big")) for k in range(1, 2501)]
+    l2.write([update(INSERT, table_entry=te) for te in written])
     e = pb.Entity()
     e.table_entry.table_id = DMAC
     responses = list(l2.stub.Read(pb.ReadRequest(device_id=DEVICE_ID, entities=[e])))
-    assert [len(r.entities) for r in responses] == [1000, 1000, 500]
+    assert [len(r.entities) for r in responses] == [1024, 1024, 452]
+    got = sorted(int.from_bytes(x.table_entry.match[0].exact.value, "big")
+                 for r in responses for x in r.entities)
+    assert got == list(range(1, 2501))
     # An empty result is still one (empty) response, as PI sends.
     l2.set_pipeline(*load(p4c_fixtures, "l2_mcast"))
     assert len(list(l2.stub.Read(pb.ReadRequest(device_id=DEVICE_ID, entities=[e])))) == 1

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "p4programs"
 GOLDEN = ROOT / "tests" / "golden" / "compiler"
 NAMES = ["basic_router", "tunnel", "mcast", "stateful", "checksum_hash", "stack", "calc",
-         "tutorial_mix", "grab_bag", "subcontrol", "probe"]
+         "tutorial_mix", "grab_bag", "subcontrol", "probe", "learning",
+         "punt_cache"]
 # Every program runs on the embedded switch (stack and tutorial_mix need its push/pop and
 # stack_field support); the packet-level tests below drive each one.
 RUNNABLE = NAMES
@@ -387,3 +388,63 @@ def test_probe_keeps_locals_across_the_table_and_copies_parameters() -> None:
     # Not a probe: forwarded by the default action, untouched.
     plain = bytes.fromhex("000000000001" "000000000002" "0800") + b"x" * 20
     assert d.process(2, plain) == [(2, plain)]
+
+
+def test_learning_digests_unknown_sources_and_ages_smac_entries() -> None:
+    d = device("learning")
+    digests: list[tuple[int, tuple[int, ...]]] = []
+    d.digest_handler = lambda lid, values: digests.append((lid, values))
+    a, b = 0x0200000000AA, 0x0200000000BB
+    f_ab = b.to_bytes(6, "big") + a.to_bytes(6, "big") + b"\x88\xb5" + b"x" * 20
+    # Unknown source: smac's const default `learn` digests {src, ingress port}; dmac's
+    # default discards.
+    assert d.process(3, f_ab) == []
+    assert digests == [(1, (a, 3))]
+    # Known source (smac `known`) and destination (dmac forward(2)): no digest, unicast.
+    smac = d.pipeline.tables["Ing.smac"]
+    now = [1_000]
+    smac._clock = lambda: now[0]      # ageing on a hand-driven clock
+    smac.insert(TableEntry((Exact(a),), ActionCall("Ing.known")))
+    smac.set_ttl((Exact(a),), 0, 500)
+    d.pipeline.tables["Ing.dmac"].insert(TableEntry((Exact(b),), ActionCall("Ing.forward",
+                                                                            (2,))))
+    assert d.process(3, f_ab) == [(2, f_ab)] and len(digests) == 1
+    # Ageing: the hit above counts from the sweep that sees it (t=1100); idle from then on,
+    # the entry is reported once its TTL (500) has passed without a hit, and only once.
+    now[0] = 1_100
+    assert smac.sweep() == []
+    now[0] = 1_599
+    assert smac.sweep() == []
+    now[0] = 1_600
+    assert [e.key for e in smac.sweep()] == [(Exact(a),)]
+    now[0] = 5_000
+    assert smac.sweep() == []
+    # A hit re-arms it: reported again a full TTL after the sweep that saw the hit.
+    d.process(3, f_ab)
+    assert smac.sweep() == [] and smac.elapsed_ns((Exact(a),)) == 0
+    now[0] = 5_499
+    assert smac.sweep() == []
+    now[0] = 5_500
+    assert len(smac.sweep()) == 1
+    # An entry without a TTL never ages.
+    smac.set_ttl((Exact(a),), 0, 0)
+    now[0] = 10 ** 12
+    assert smac.sweep() == []
+
+
+def test_punt_cache_punts_unknown_flows_and_forwards_cached_ones() -> None:
+    d = device("punt_cache")
+    eth = bytes.fromhex("0000000000aa" "0000000000bb" "0800")
+    ip = bytes([0x45, 0, 0, 40, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2])
+    frame = eth + ip + b"p" * 20
+    # Miss: to CPU port 64 behind packet_in {ingress_port 3 (9 bits), pad 0 (7 bits)}.
+    assert d.process(3, frame) == [(64, (3 << 7).to_bytes(2, "big") + frame)]
+    d.pipeline.tables["Ing.flow_cache"].insert(TableEntry(
+        (Exact(17), Exact(0x0A000101), Exact(0x0A000202)),
+        ActionCall("Ing.cached", (2, 1, 0x080000000222))))
+    out = bytes.fromhex("080000000222") + frame[6:22] + bytes([63]) + frame[23:]
+    assert d.process(3, frame) == [(2, out)]
+    # From the CPU: packet_out {egress_port 5} is removed and names the port.
+    assert d.process(64, (5 << 7).to_bytes(2, "big") + frame) == [(5, frame)]
+    # Not IPv4: dropped.
+    assert d.process(3, eth[:12] + b"\x86\xdd" + b"z" * 40) == []

@@ -132,3 +132,104 @@ def test_slots_reserve_refuses_overlap(want: SlotRange, message: str) -> None:
     assert a.reserve(2, SlotRange(300, 10)) == SlotRange(300, 10)
     with pytest.raises(AllocationError, match="already holds"):
         a.allocate(2, 5)
+
+
+# -- hostile documents: refused in bounded time and memory, one line each ----------------------
+
+def laughs(levels: int, fan: int = 9) -> str:
+    """A "billion laughs" switch name: level i repeats level i-1 `fan` times through aliases,
+    so the name stands for fan**levels strings written in a few hundred bytes."""
+    defs = ["&a0 [" + ", ".join(['"lol"'] * fan) + "]"]
+    defs += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * fan) + "]" for i in range(1, levels + 1)]
+    return ("switches:\n  - name: [" + ", ".join(defs) + "]\n"
+            "    grpc_addr: 127.0.0.1:9559\n    ports: [1]\n"
+            "    service: {mac: '02:00:00:00:01:00', ipv4: 10.0.1.254}\n")
+
+
+def refusal(text: str) -> str:
+    with pytest.raises(TopologyError) as info:
+        parse_topology(text, "t.yaml")
+    message = str(info.value)
+    assert message.startswith("t.yaml: ") and "\n" not in message and len(message) < 300
+    return message
+
+
+def test_billion_laughs_is_refused_before_anything_is_built() -> None:
+    # Measured on main: `netsum-ctl topo show` of this file ran past 20 s at 250 MB (the
+    # name's error message repr'd 9^9 strings).  Refused here by counting parser events.
+    import time
+    started = time.process_time()
+    message = refusal(laughs(9))
+    assert time.process_time() - started < 0.5
+    assert "expands to more than 250000 values" in message
+
+
+ALIASED = """\
+switches:
+  - {name: s1, grpc_addr: "127.0.0.1:9559", ports: [1, 2, 3],
+     service: &svc {mac: "02:00:00:00:01:00", ipv4: 10.0.1.254}}
+hosts:
+  - {name: h1, mac: "02:00:00:00:00:01", ipv4: 10.0.0.1, switch: s1, port: 1}
+  - {name: h2, mac: "02:00:00:00:00:02", ipv4: 10.0.0.2, switch: s1, port: 2}
+  - {name: h3, mac: "02:00:00:00:00:03", ipv4: 10.0.0.3, switch: s1, port: 3}
+jobs:
+  - {id: 1, workers: &all [h1, h2, h3], slots: 64}
+  - {id: 2, workers: *all, slots: 64}
+"""
+
+
+def test_a_few_aliases_are_fine_and_too_many_are_refused() -> None:
+    t = parse_topology(ALIASED, "t.yaml")
+    assert t.jobs[1].workers == ("h1", "h2", "h3")
+    many = "switches: &s []\nhosts: [" + ", ".join(["*s"] * 101) + "]\n"
+    assert "more than 100 YAML aliases" in refusal(many)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("switches: &a [*a]\n", "refers to a node that contains it"),
+    ("switches: " + "[" * 40 + "]" * 40 + "\n", "nested deeper than 32 levels"),
+    ('{"switches": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 32 levels"),
+    ("switches: " + "[" * 100_000 + "]" * 100_000 + "\n", "not valid YAML/JSON"),
+    ('{"switches": [{"slots": NaN}]}', "NaN is not a number a topology can hold"),
+    ("switches: [{slots: " + "9" * 5000 + "}]\n", "more digits than the 4300 Python reads"),
+    ('{"switches": [' + "9" * 5000 + "]}", "more digits than the 4300 Python reads"),
+    ("switches: [" + "1, " * 300_000 + "]\n", "expands to more than 250000 values"),
+])
+def test_hostile_documents_are_refused_in_one_line(text: str, message: str) -> None:
+    assert message in refusal(text)
+
+
+@pytest.mark.parametrize("value, message", [
+    (["h1"], "jobs[0].workers[0]: no host named ['h1']"),        # main: TypeError unhashable
+    ("x" * 100_000, "jobs[0].workers[0]: no host named 'xxxxxxxxxxxxxxxxx"),
+])
+def test_odd_values_are_named_briefly(value: object, message: str) -> None:
+    doc = _set(base(), ["jobs", 0, "workers", 0], value)
+    assert message in refusal(yaml.safe_dump(doc))
+
+
+def test_file_size_is_bounded(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_text(yaml.safe_dump(base()) + "#" * (1 << 20))
+    with pytest.raises(TopologyError, match="big.yaml: larger than the 1 MiB"):
+        load_topology(big)
+    with pytest.raises(TopologyError, match="larger than the 1 MiB"):
+        load_topology("/dev/zero")                # read up to the limit, not forever
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"switches: [\xff]\n")
+    with pytest.raises(TopologyError, match="bad.yaml: not UTF-8 text"):
+        load_topology(bad)
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (["hosts", 0, "ipv4"], "10.0.1.254",
+     "hosts[0].ipv4: 10.0.1.254 is the service address of switch root"),
+    (["hosts", 3, "mac"], "02:00:00:00:01:00",
+     "hosts[3].mac: 02:00:00:00:01:00 is the service address of switch root"),
+    (["switches", 2, "service", "ipv4"], "10.0.1.254",
+     "switches[2].service.ipv4: 10.0.1.254 is also the service address of switch"),
+])
+def test_a_service_address_belongs_to_its_switch_alone(path: list, value: object,
+                                                       message: str) -> None:
+    doc = _set(base(), path, value)
+    assert message in refusal(yaml.safe_dump(doc))

@@ -97,6 +97,8 @@ def test_jobs_are_watched_apart() -> None:
     assert list(got) == [7]
 
 
-def test_a_timeout_must_be_positive() -> None:
+@pytest.mark.parametrize("after", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_timeout_must_be_positive_and_finite(after: float) -> None:
+    # NaN compares false with everything: `after <= 0` let it through and nothing was stuck.
     with pytest.raises(ControllerError, match="must be > 0"):
-        dog(Counters(), 0.0)
+        dog(Counters(), after)

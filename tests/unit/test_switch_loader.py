@@ -59,8 +59,9 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "only one variable-length field"),
     ("algo", lambda j: j["calculations"][0].update(algo="crc64_custom"),
      "hash algorithm 'crc64_custom' is not supported"),
-    ("profile", lambda j: j["pipelines"][0].update(action_profiles=[{"name": "p"}]),
-     "action profiles"),
+    ("profile", lambda j: j["pipelines"][0].update(action_profiles=[{"name": "p", "selector": {
+        "algo": "crc16", "input": [{"type": "hexstr", "value": "0x1"}]}}]),
+     "action_profiles[0] ('p').selector.input[0]: selector input"),
     ("match type", lambda j: table(j, "MyIngress.acl")["key"][0].update(match_type="fuzzy"),
      "match type 'fuzzy' is not supported"),
     ("jump", lambda j: action(j, "MyIngress.drop")["primitives"].insert(

@@ -162,22 +162,6 @@ def test_a_silent_peer_fails_the_future_with_the_lane_and_later_ones_at_once() -
         b.close()
 
 
-def test_a_nan_fails_its_tensor_alone_and_the_lane_goes_on() -> None:
-    link, (a, b) = engines(lanes=1)
-    bad = np.array([1.0, np.nan, 2.0], np.float32)
-    try:
-        bads = [e.submit(bad, "bucket 3") for e in (a, b)]
-        goods = [e.submit(np.full(8, 2.0, np.float32)) for e in (a, b)]
-        for f in bads:
-            with pytest.raises(LaneError, match="bucket 3: tensor element at offset 1 is nan"):
-                f.result(timeout=10)
-        for f in goods:
-            assert np.array_equal(f.result(timeout=10).tensor, np.full(8, 4.0, np.float32))
-    finally:
-        a.close()
-        b.close()
-
-
 def test_close_fails_what_is_pending_and_refuses_more() -> None:
     link, (a, b) = engines(lanes=1)
     link.silent.add(1)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from netsum.controller.topology import parse_topology
-from netsum.training.register import (RegistrationError, StoreRendezvous, host_for_rank,
+from netsum.training.register import (RegistrationError, StoreRendezvous, host_for_rank, per_rank,
                                       register)
 from netsum.training.stepsplit import split_step, union_length
 
@@ -81,6 +81,18 @@ def test_host_for_rank_rules() -> None:
         host_for_rank(topo, 0, {"NETSUM_HOST": "h9"})
     with pytest.raises(RegistrationError, match="rank 3 has no host"):
         host_for_rank(topo, 3, {"NETSUM_FRAMES": "127.0.0.1:1"})
+
+
+def test_comma_lists_give_each_local_rank_its_own_value() -> None:
+    topo = parse_topology(TOPO)
+    env = {"NETSUM_HOST": "h3, h1", "NETSUM_FRAMES": "127.0.0.1:1,127.0.0.1:2"}
+    assert host_for_rank(topo, 0, {**env, "LOCAL_RANK": "0"}).name == "h3"
+    assert host_for_rank(topo, 5, {**env, "LOCAL_RANK": "1"}).name == "h1"
+    assert per_rank({**env, "LOCAL_RANK": "1"}, "NETSUM_FRAMES") == "127.0.0.1:2"
+    assert per_rank({"NETSUM_FRAMES_BIND": "127.0.0.1:9"}, "NETSUM_FRAMES_BIND") == "127.0.0.1:9"
+    assert per_rank({}, "NETSUM_NETNS") is None
+    with pytest.raises(RegistrationError, match="NETSUM_HOST lists 2 values; LOCAL_RANK 2"):
+        host_for_rank(topo, 2, {**env, "LOCAL_RANK": "2"})
 
 
 def test_a_rank_problem_reaches_every_rank_before_the_switch_is_touched(tmp_path: Path) -> None:

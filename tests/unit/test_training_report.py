@@ -8,7 +8,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from netsum.training.compare import VariantResult, summary_table, write_csv, write_png  # noqa: E402
+from netsum.training.compare import (VariantResult, routes, summary_table, write_csv,  # noqa: E402
+                                     write_png)
 
 
 def _ok(comm: str, steps: int = 8) -> VariantResult:
@@ -37,3 +38,21 @@ def test_every_variant_failed(tmp_path: Path) -> None:
     results = [VariantResult(c, False, "boom", 1.0, {}) for c in ("hook", "gloo")]
     write_png(tmp_path / "t.png", results)
     assert (tmp_path / "t.png").exists()
+
+
+def test_the_table_says_what_went_through_the_switch_and_what_to_gloo(tmp_path: Path) -> None:
+    hook = _ok("netsum-backend")
+    hook.metrics["ledger"] = {
+        "allreduce": {"switch": {"calls": 10, "bytes": 40960},
+                      "gloo": {"calls": 2, "bytes": 8}},
+        "reduce_scatter_single": {"switch (all-reduce)": {"calls": 3, "bytes": 1024}},
+        "barrier": {"gloo": {"calls": 1, "bytes": 0}}}
+    hook.metrics["final_loss"] = 0.5
+    gloo = _ok("gloo")
+    gloo.metrics["final_loss"] = 0.25
+    assert routes(hook) == (13, 41984, 3, 8) and routes(gloo) is None
+    table = summary_table([hook, gloo])
+    line = next(ln for ln in table.splitlines() if ln.startswith("netsum-backend"))
+    assert "0.50000" in line and "0.25" in line and "13 / 41K" in line and "3 / 0K" in line
+    write_png(tmp_path / "t.png", [hook, gloo])
+    assert (tmp_path / "t.png").stat().st_size > 10_000

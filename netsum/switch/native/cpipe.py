@@ -73,6 +73,9 @@ def _precheck(j: dict[str, Any]) -> None:
         for t in p.get("tables") or []:
             if t.get("with_counters") or t.get("direct_meters"):
                 raise Decline(f"table '{t.get('name')}' has direct counters or meters")
+            if t.get("support_timeout"):
+                # Ageing records each hit on the Python record (Table.sweep reads it).
+                raise Decline(f"table '{t.get('name')}' supports idle timeouts")
             if t.get("type", "simple") != "simple":
                 raise Decline(f"table '{t.get('name')}' uses an action profile")
 

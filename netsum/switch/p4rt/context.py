@@ -19,8 +19,9 @@ __all__ = ["Context", "EntryKey", "ReadStep"]
 #: (table name, key, priority): identifies a table entry across the P4Runtime layer.
 EntryKey = tuple[str, tuple[Any, ...], int]
 #: One step of a read: created under device.lock (data already copied), run outside it to
-#: build the entities.
-ReadStep = Callable[[], list[p4runtime_pb2.Entity]]
+#: build the entities -- as messages, or as ReadResponse records already encoded
+#: (netsum.switch.p4rt.wire), the fast form of big array reads.
+ReadStep = Callable[[], "list[p4runtime_pb2.Entity] | bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +34,6 @@ class Context:
     #: TableEntry.metadata (the controller's opaque cookie, P4Runtime §9.1) per entry.  The data
     #: plane has no slot for it; PI stores it beside the entry and returns it on reads.
     entry_metadata: dict[EntryKey, bytes] = field(default_factory=dict)
+    #: P4Runtime state of each action profile by P4Info id (netsum.switch.p4rt.profiles):
+    #: member and group ids and the data-plane handles they map to.
+    profiles: dict[int, Any] = field(default_factory=dict)

@@ -25,12 +25,13 @@ from netsum.switch.errors import Code
 from netsum.switch.p4rt.codec import decode_uint, encode_uint
 from netsum.switch.p4rt.context import Context, ReadStep
 from netsum.switch.p4rt.errors import P4RTError
+from netsum.switch.p4rt import wire
 from netsum.schema import NameIndex
 from netsum.switch.p4rt.schema import ResourceInfo
 from netsum.switch.p4rt.tables import (binding, decode_meter_config, encode_key, encode_meter_config,
                                 find_entry)
 
-__all__ = ["read_action_profile_entries", "write_counter", "read_counters", "write_direct_counter", "read_direct_counters",
+__all__ = ["write_counter", "read_counters", "write_direct_counter", "read_direct_counters",
            "write_meter", "read_meters", "write_direct_meter", "read_direct_meters",
            "write_register", "read_registers", "write_pre", "read_pre",
            "MAX_GROUP_ID", "CLONE_SESSION_MAX"]
@@ -101,17 +102,19 @@ def write_counter(ctx: Context, kind: int, ce: p4runtime_pb2.CounterEntry) -> No
 
 
 def read_counters(ctx: Context, ce: p4runtime_pb2.CounterEntry) -> Iterator[ReadStep]:
-    def encode(info: ResourceInfo, i: int, value: CounterValue) -> p4runtime_pb2.Entity:
-        e = Entity()
-        out = e.counter_entry
-        out.counter_id = info.id
-        out.index.index = i
-        _fill_counter_data(out.data, value)
-        return e
-
     for info in _all_or_one(ctx.schema.counters, ce.counter_id, ctx.schema.counter):
-        yield from _array_steps(info, _cells(info, ce, "counter"),
-                                _array(ctx, "counters", info).read, encode)
+        arr = _array(ctx, "counters", info)
+        if ce.HasField("index"):
+            i = _index(info, ce.index.index, "counter")
+            v = arr.read(i)
+            yield partial(wire.counter_entities, info.id, [(i, v.packets, v.bytes)])
+            continue
+        for start in range(0, info.size, READ_CHUNK_CELLS):
+            # Copied under device.lock (this generator's caller holds it), encoded after.
+            stop = min(start + READ_CHUNK_CELLS, info.size, arr.size)
+            packets, nbytes = arr.read_range(start, stop)
+            yield partial(wire.counter_entities, info.id,
+                          zip(range(start, stop), packets, nbytes))
 
 
 def write_direct_counter(ctx: Context, kind: int, dce: p4runtime_pb2.DirectCounterEntry) -> None:
@@ -250,17 +253,16 @@ def write_register(ctx: Context, kind: int, re: p4runtime_pb2.RegisterEntry) -> 
 
 
 def read_registers(ctx: Context, re: p4runtime_pb2.RegisterEntry) -> Iterator[ReadStep]:
-    def encode(info: ResourceInfo, i: int, value: int) -> p4runtime_pb2.Entity:
-        e = Entity()
-        out = e.register_entry
-        out.register_id = info.id
-        out.index.index = i
-        out.data.bitstring = encode_uint(value)
-        return e
-
     for info in _all_or_one(ctx.schema.registers, re.register_id, ctx.schema.register):
-        yield from _array_steps(info, _cells(info, re, "register"),
-                                _array(ctx, "registers", info).read, encode)
+        arr = _array(ctx, "registers", info)
+        if re.HasField("index"):
+            i = _index(info, re.index.index, "register")
+            yield partial(wire.register_entities, info.id, [(i, arr.read(i))])
+            continue
+        for start in range(0, info.size, READ_CHUNK_CELLS):
+            stop = min(start + READ_CHUNK_CELLS, info.size, arr.size)
+            yield partial(wire.register_entities, info.id,
+                          zip(range(start, stop), arr.read_range(start, stop)))
 
 
 # ---------------------------------------------------------------- PRE
@@ -389,13 +391,3 @@ def _as_dict(value: Any) -> dict[int, Any]:
 
 
 # ---------------------------------------------------------------- action profiles
-
-def read_action_profile_entries(ctx: Context, msg: Any) -> Iterator[ReadStep]:
-    """ActionProfileMember / ActionProfileGroup reads.  The switch loads no program with an
-    action profile (rejected at load), so a wildcard read (action_profile_id 0) is empty, as
-    PI answers for a program without profiles (client libraries' `delete_all` reads them), and
-    any other id is unknown."""
-    if msg.action_profile_id:
-        raise _invalid(f"Invalid action profile id {msg.action_profile_id}")
-    yield from ()
-

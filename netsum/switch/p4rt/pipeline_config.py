@@ -11,12 +11,12 @@ own (unique ids, resolvable references), which every handler relies on.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from p4.config.v1 import p4info_pb2
 
+from netsum.switch.jsonload import strict_loads
 from netsum.switch.errors import Code
 from netsum.switch.p4rt.errors import P4RTError
 from netsum.switch.p4rt.binding import TableBinding
@@ -48,8 +48,8 @@ def decode_device_config(data: bytes) -> dict[str, Any]:
                             "p4_device_config is neither BMv2 JSON nor a P4DeviceConfig")
         text = wrapped
     try:
-        doc = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = strict_loads(text)
+    except ValueError as exc:
         raise P4RTError(Code.INVALID_ARGUMENT, f"p4_device_config: invalid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise P4RTError(Code.INVALID_ARGUMENT, "p4_device_config: BMv2 JSON must be an object")

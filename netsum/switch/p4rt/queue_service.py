@@ -27,6 +27,8 @@ from typing import Any
 
 import grpc
 
+from netsum.switch.jsonload import strict_loads
+
 __all__ = ["SERVICE", "queue_handler", "encode", "decode"]
 
 SERVICE = "netsum.v1.SwitchConfig"
@@ -37,7 +39,7 @@ def encode(obj: Any) -> bytes:
 
 
 def decode(data: bytes) -> Any:
-    return json.loads(data)
+    return strict_loads(data, max_bytes=1 << 16)
 
 
 def _report(device: Any) -> dict[str, Any]:

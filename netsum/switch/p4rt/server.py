@@ -16,6 +16,8 @@ import queue
 import threading
 from collections.abc import Iterator
 from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import grpc
@@ -27,14 +29,18 @@ from netsum.switch.p4rt.queue_service import queue_handler
 from netsum.switch.p4rt.errors import P4RTError, batch_status, code_and_message
 from netsum.switch.p4rt.service import NO_PIPELINE, DeviceService
 
-__all__ = ["P4RuntimeServer", "P4RuntimeServicer", "API_VERSION"]
+__all__ = ["P4RuntimeServer", "P4RuntimeServicer", "API_VERSION", "TlsConfig"]
 
 log = logging.getLogger(__name__)
 
 #: What PI's Capabilities answers (its protos are 1.3-era); p4runtime-shell only displays it.
 API_VERSION = "1.3.0"
-#: Entities per ReadResponse (~1 MB for typical entities).
-READ_CHUNK = 16384
+#: Reads served at once.  A Read whose client does not consume its responses holds a pool
+#: thread until the client goes away; capped here (with the 16 stream seats) so that such
+#: readers never take the threads Write needs: 16 streams + 8 reads leave 8 of the pool's 32.
+MAX_READS = 8
+#: Period of the digest and idle-timeout timers (netsum.switch.p4rt.digests / ageing).
+TICK_S = 0.05
 _CLOSE = object()
 
 
@@ -62,7 +68,10 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         # arbitrated connections at 16; the same cap on open streams keeps half the pool for
         # unary RPCs (P4RuntimeServer's max_workers is 32).
         self._streams = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._reads = threading.BoundedSemaphore(MAX_READS)
         device.packet_in_handler = self.on_packet_in
+        device.digest_handler = self.service.digests.learn
+        self.service.notify = self._to_primary
 
     # ---------------------------------------------------------------- unary RPCs
     def _check_writer(self, request: Any) -> None:
@@ -94,21 +103,31 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4runtime_pb2.WriteResponse()
 
     def Read(self, request: p4runtime_pb2.ReadRequest, context: grpc.ServicerContext
-             ) -> Iterator[p4runtime_pb2.ReadResponse]:
+             ) -> Iterator[bytes]:
+        """Serialized ReadResponses (the Read handler's serializer passes bytes through)."""
+        if not self._reads.acquire(blocking=False):
+            _abort(context, P4RTError(Code.RESOURCE_EXHAUSTED,
+                                      f"Too many Reads in progress (at most {MAX_READS}): "
+                                      "consume or cancel the ones open"))
         try:
             if request.device_id != self.device_id:
-                raise P4RTError(Code.FAILED_PRECONDITION, NO_PIPELINE)
+                _abort(context, P4RTError(Code.FAILED_PRECONDITION, NO_PIPELINE))
             if request.role:
-                raise P4RTError(Code.UNIMPLEMENTED, "Roles are not supported: leave `role` unset")
-            found = self.service.read(request.entities)
-        except Exception as exc:  # noqa: BLE001 - reported as the RPC status
-            _abort(context, exc)
-        # PI answers with one ReadResponse holding every entity; so do we, up to a size that
-        # stays far below gRPC's default 4 MB receive limit (a wildcard register read of a big
-        # program would exceed it), beyond which the spec's streaming of several responses is
-        # used.
-        for start in range(0, max(len(found), 1), READ_CHUNK):
-            yield p4runtime_pb2.ReadResponse(entities=found[start:start + READ_CHUNK])
+                _abort(context, P4RTError(Code.UNIMPLEMENTED,
+                                          "Roles are not supported: leave `role` unset"))
+            # Lazy: each ReadResponse (<= ~1 MB) is built when gRPC asks for the next one, so
+            # a wildcard read of millions of cells streams in flat memory.
+            bodies = self.service.read_bodies(request.entities)
+            while True:
+                try:
+                    body = next(bodies, None)
+                except Exception as exc:  # noqa: BLE001 - reported as the RPC status
+                    _abort(context, exc)
+                if body is None:
+                    return
+                yield body
+        finally:
+            self._reads.release()
 
     def SetForwardingPipelineConfig(self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
                                     context: grpc.ServicerContext
@@ -184,7 +203,10 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                         return
                 elif kind == "packet":
                     self._packet_out(conn, request.packet)
-                # digest_ack / other: nothing to do (no digests on this switch).
+                elif kind == "digest_ack":
+                    # PI takes acks from the primary only, silently.
+                    if self.arbitrator.is_primary(conn):
+                        self.service.digests.ack(request.digest_ack)
         except grpc.RpcError:
             pass  # client went away
         except Exception:  # noqa: BLE001 - a bug must not kill the server; close this stream
@@ -205,6 +227,13 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             msg.error.message = message
             msg.error.packet_out.packet_out.CopyFrom(packet)
             conn.send(msg)
+
+    def _to_primary(self, msg: p4runtime_pb2.StreamMessageResponse) -> None:
+        """DigestList and IdleTimeoutNotification go to the primary only (PI's
+        send_stream_message); with no primary they are dropped."""
+        primary = self.arbitrator.primary()
+        if primary is not None:
+            primary.send(msg)
 
     def on_packet_in(self, frame: bytes) -> None:
         """Called by the data plane for each frame sent to the CPU port."""
@@ -228,34 +257,104 @@ class _RichStatus(grpc.Status):
         self.trailing_metadata = (("grpc-status-details-bin", status.SerializeToString()),)
 
 
-class P4RuntimeServer:
-    """A P4Runtime gRPC server for one device.  `address` port 0 picks a free port."""
+def _passthrough(body: bytes) -> bytes:
+    return body
 
-    def __init__(self, device: Any, address: str = "127.0.0.1:9559", max_workers: int = 32
-                 ) -> None:
+
+def _handlers(servicer: P4RuntimeServicer) -> grpc.GenericRpcHandler:
+    """The P4Runtime service's method table (what the generated add_..._to_server builds),
+    except that Read's responses are the bytes `DeviceService.read_bodies` serialized."""
+    pb = p4runtime_pb2
+
+    def unary(fn: Any, req: Any, resp: Any) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(
+            fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
+
+    return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", {
+        "Write": unary(servicer.Write, pb.WriteRequest, pb.WriteResponse),
+        "Read": grpc.unary_stream_rpc_method_handler(
+            servicer.Read, request_deserializer=pb.ReadRequest.FromString,
+            response_serializer=_passthrough),
+        "SetForwardingPipelineConfig": unary(servicer.SetForwardingPipelineConfig,
+                                             pb.SetForwardingPipelineConfigRequest,
+                                             pb.SetForwardingPipelineConfigResponse),
+        "GetForwardingPipelineConfig": unary(servicer.GetForwardingPipelineConfig,
+                                             pb.GetForwardingPipelineConfigRequest,
+                                             pb.GetForwardingPipelineConfigResponse),
+        "StreamChannel": grpc.stream_stream_rpc_method_handler(
+            servicer.StreamChannel, request_deserializer=pb.StreamMessageRequest.FromString,
+            response_serializer=pb.StreamMessageResponse.SerializeToString),
+        "Capabilities": unary(servicer.Capabilities, pb.CapabilitiesRequest,
+                              pb.CapabilitiesResponse),
+    })
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """simple_switch_grpc's --grpc-server-ssl options: PEM files of the server's certificate
+    and key, and of the CA that signs client certificates (needed when clients must present
+    one, --grpc-server-with-client-auth)."""
+    cert: Path
+    key: Path
+    cacert: Path | None = None
+    client_auth: bool = False
+
+    def credentials(self) -> grpc.ServerCredentials:
+        if self.client_auth and self.cacert is None:
+            raise ValueError("client authentication needs a CA certificate (--grpc-server-cacert)")
+        root = self.cacert.read_bytes() if self.cacert is not None else None
+        return grpc.ssl_server_credentials([(self.key.read_bytes(), self.cert.read_bytes())],
+                                           root_certificates=root,
+                                           require_client_auth=self.client_auth)
+
+
+class P4RuntimeServer:
+    """A P4Runtime gRPC server for one device.  `address` port 0 picks a free port; `tls`
+    serves over TLS instead of plaintext."""
+
+    def __init__(self, device: Any, address: str = "127.0.0.1:9559", max_workers: int = 32,
+                 tls: TlsConfig | None = None) -> None:
         self.device = device
         self.address = address
         self.servicer = P4RuntimeServicer(device)
         self._executor = futures.ThreadPoolExecutor(max_workers=max_workers,
                                                     thread_name_prefix="p4rt")
         self._server = grpc.server(self._executor)
-        p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
+        self._server.add_generic_rpc_handlers((_handlers(self.servicer),))
         if hasattr(device, "set_queue_rate"):
             self._server.add_generic_rpc_handlers((queue_handler(device),))
-        self.port = self._server.add_insecure_port(address)
+        if tls is None:
+            self.port = self._server.add_insecure_port(address)
+        else:
+            self.port = self._server.add_secure_port(address, tls.credentials())
         if self.port == 0:
             raise OSError(f"P4Runtime server: cannot bind {address}")
+        self._stop_timers = threading.Event()
+        self._timers = threading.Thread(target=self._tick, name="p4rt-timers", daemon=True)
+
+    def _tick(self) -> None:
+        while not self._stop_timers.wait(TICK_S):
+            try:
+                self.servicer.service.tick()
+            except Exception:  # noqa: BLE001 - a bug must not stop digests and ageing for good
+                log.exception("P4Runtime timers failed")
 
     def start(self) -> "P4RuntimeServer":
         self._server.start()
+        self._timers.start()
         return self
 
     def stop(self, grace: float | None = None) -> None:
         """Stop serving; open streams end with UNAVAILABLE.  Idempotent."""
+        self._stop_timers.set()
+        if self._timers.is_alive():
+            self._timers.join()
         self._server.stop(grace).wait()
         self._executor.shutdown(wait=False)
         if self.device.packet_in_handler == self.servicer.on_packet_in:
             self.device.packet_in_handler = None
+        if self.device.digest_handler == self.servicer.service.digests.learn:
+            self.device.digest_handler = None
 
     def wait(self) -> None:
         self._server.wait_for_termination()

@@ -22,7 +22,9 @@ from typing import Any
 from p4.v1 import p4runtime_pb2
 
 from netsum.switch.errors import Code, SwitchError
-from netsum.switch.p4rt import entities, tables, vsets
+from netsum.switch.p4rt import entities, profiles, tables, vsets, wire
+from netsum.switch.p4rt.ageing import IdleTimeouts
+from netsum.switch.p4rt.digests import DigestManager
 from netsum.switch.p4rt.context import Context, ReadStep
 from netsum.switch.p4rt.errors import P4RTError, code_and_message
 from netsum.switch.p4rt.packetio import decode_packet_in, encode_packet_out
@@ -34,6 +36,9 @@ from netsum.switch.p4rt.schema import Schema
 __all__ = ["DeviceService", "NO_PIPELINE"]
 
 NO_PIPELINE = "No forwarding pipeline config set for this device"
+#: A Read's result is cut into ReadResponses of about this many bytes (PI sends one response;
+#: a wildcard register read of netsum.p4 is ~60 MB, past every client's 4 MB receive limit).
+READ_BYTES = 1 << 20
 Action = p4runtime_pb2.SetForwardingPipelineConfigRequest
 ResponseType = p4runtime_pb2.GetForwardingPipelineConfigRequest
 Update = p4runtime_pb2.Update
@@ -47,6 +52,8 @@ _WRITERS: dict[str, Callable[[Context, int, Any], None]] = {
     "register_entry": entities.write_register,
     "packet_replication_engine_entry": entities.write_pre,
     "value_set_entry": vsets.write_value_set,
+    "action_profile_member": profiles.write_member,
+    "action_profile_group": profiles.write_group,
 }
 _READERS: dict[str, Callable[[Context, Any], Iterator[ReadStep]]] = {
     "table_entry": tables.read_table_entries,
@@ -57,8 +64,8 @@ _READERS: dict[str, Callable[[Context, Any], Iterator[ReadStep]]] = {
     "register_entry": entities.read_registers,
     "packet_replication_engine_entry": entities.read_pre,
     "value_set_entry": vsets.read_value_sets,
-    "action_profile_member": entities.read_action_profile_entries,
-    "action_profile_group": entities.read_action_profile_entries,
+    "action_profile_member": profiles.read_members,
+    "action_profile_group": profiles.read_groups,
 }
 
 
@@ -71,6 +78,11 @@ class DeviceService:
         self._saved: PipelineConfig | None = None
         self._ctx: Context | None = None
         self._lock = threading.RLock()
+        #: Stream messages the switch originates (DigestList, IdleTimeoutNotification) go
+        #: through `notify`, which the gRPC layer points at the primary's stream.
+        self.notify: Callable[[p4runtime_pb2.StreamMessageResponse], None] = lambda _m: None
+        self.digests = DigestManager(lambda m: self.notify(m))
+        self.ageing = IdleTimeouts(lambda m: self.notify(m))
 
     # ------------------------------------------------------------ pipeline config
     @property
@@ -143,6 +155,8 @@ class DeviceService:
                     raise
             self._committed = cfg
             self._ctx = Context(cfg.schema, cfg.pipeline, self.device, cfg.bindings, metadata)
+            self.digests.configure(cfg.p4info, cfg.pipeline.layout.learn_list_names)
+            self.ageing.configure(self._ctx)
 
     def get_pipeline(self, response_type: int) -> p4runtime_pb2.ForwardingPipelineConfig:
         cfg = self._committed       # one reference read: consistent without the lock
@@ -182,6 +196,9 @@ class DeviceService:
         kind = update.entity.WhichOneof("entity")
         if kind is None:
             raise P4RTError(Code.INVALID_ARGUMENT, "Update without an entity")
+        if kind == "digest_entry":
+            self.digests.write(update.type, update.entity.digest_entry)
+            return
         writer = _WRITERS.get(kind)
         if writer is None:
             raise P4RTError(Code.UNIMPLEMENTED, f"Writing {kind} is not supported")
@@ -189,30 +206,64 @@ class DeviceService:
             writer(ctx, update.type, getattr(update.entity, kind))
 
     def read(self, entities_: Any) -> list[p4runtime_pb2.Entity]:
-        with self._lock:
-            return self._read(entities_)
-
-    def _read(self, entities_: Any) -> list[p4runtime_pb2.Entity]:
-        ctx = self.context
+        """Every entity the request selects, as messages (tests and tools; the server streams
+        `read_bodies` instead)."""
         out: list[p4runtime_pb2.Entity] = []
-        for entity in entities_:
-            kind = entity.WhichOneof("entity")
-            if kind is None:
-                raise P4RTError(Code.INVALID_ARGUMENT, "Read of an empty entity")
-            reader = _READERS.get(kind)
-            if reader is None:
-                raise P4RTError(Code.UNIMPLEMENTED, f"Reading {kind} is not supported")
-            # device.lock is held only while a step copies data-plane values (one table, or up
-            # to 1024 cells); encoding runs outside it, so a wildcard read of a big program
-            # (~300k register cells) never stalls the packet path for long.
-            steps = reader(ctx, getattr(entity, kind))
-            while True:
-                with self.device.lock:
-                    step = next(steps, None)
-                if step is None:
-                    break
-                out.extend(step())
+        for body in self.read_bodies(entities_):
+            out.extend(p4runtime_pb2.ReadResponse.FromString(body).entities)
         return out
+
+    def read_bodies(self, entities_: Any, limit: int | None = None) -> Iterator[bytes]:
+        """A Read as serialized ReadResponses of at most ~`limit` bytes each (one, possibly
+        empty, for a small result -- as PI answers).  Lazy: a step's cells are copied only
+        when the previous body has been taken, so memory stays flat whatever the read's size
+        and however slowly the client consumes it.  No lock is held between bodies: the read
+        works on the context committed when it began (Context is immutable per config), and
+        each step holds device.lock only while it copies (one table, or 1024 cells)."""
+        with self._lock:
+            ctx = self.context
+            kinds = []
+            for entity in entities_:
+                kind = entity.WhichOneof("entity")
+                if kind is None:
+                    raise P4RTError(Code.INVALID_ARGUMENT, "Read of an empty entity")
+                if kind != "digest_entry" and kind not in _READERS:
+                    raise P4RTError(Code.UNIMPLEMENTED, f"Reading {kind} is not supported")
+                kinds.append((kind, getattr(entity, kind)))
+        limit = READ_BYTES if limit is None else limit
+        parts: list[bytes] = []
+        size = 0
+        sent = False
+        for kind, msg in kinds:
+            for chunk in self._read_one(ctx, kind, msg):
+                parts.append(chunk)
+                size += len(chunk)
+                if size >= limit:
+                    yield b"".join(parts)
+                    parts, size, sent = [], 0, True
+        if parts or not sent:
+            yield b"".join(parts)
+
+    def _read_one(self, ctx: Context, kind: str, msg: Any) -> Iterator[bytes]:
+        if kind == "digest_entry":
+            yield b"".join(wire.record(e.SerializeToString())
+                           for e in self.digests.read(msg))
+            return
+        steps = _READERS[kind](ctx, msg)
+        while True:
+            with self.device.lock:
+                step = next(steps, None)
+            if step is None:
+                return
+            got = step()
+            yield got if isinstance(got, bytes) else \
+                b"".join(wire.record(e.SerializeToString()) for e in got)
+
+    def tick(self) -> None:
+        """The periodic work of digests and idle timeouts (the server calls it every
+        TICK_S seconds from one thread)."""
+        self.digests.tick()
+        self.ageing.tick()
 
     # ------------------------------------------------------------ packet I/O
     def packet_out(self, packet: p4runtime_pb2.PacketOut) -> None:
@@ -249,10 +300,11 @@ def _snapshot(ctx: Context) -> _Snapshot:
     pl = ctx.pipeline
     visible = ctx.schema.tables.by_name
     return _Snapshot(
+        # Indirect tables' entries point at profile state that is not carried over.
         entries={n: [e for e in t.entries() if not e.is_const]
-                 for n, t in pl.tables.items() if n in visible},
+                 for n, t in pl.tables.items() if n in visible and t.profile is None},
         defaults={n: t.default for n, t in pl.tables.items()
-                  if n in visible and not t.default_is_const},
+                  if n in visible and not t.default_is_const and t.profile is None},
         counters={n: [c.read(i) for i in range(c.size)]
                   for n, c in pl.counters.items() if not c.is_direct},
         meters={n: [m.get_config(i) for i in range(m.size)]

@@ -23,6 +23,7 @@ from netsum.switch.errors import Code, NotFound
 from netsum.switch.p4rt.codec import decode_uint, encode_uint
 from netsum.switch.p4rt.context import Context, EntryKey, ReadStep
 from netsum.switch.p4rt.errors import P4RTError
+from netsum.switch.p4rt import profiles
 from netsum.switch.p4rt.binding import FieldMap, TableBinding
 from netsum.switch.p4rt.schema import EXACT, LPM, OPTIONAL, RANGE, TERNARY, MatchField, TableInfo
 
@@ -35,6 +36,8 @@ __all__ = ["write_table_entry", "read_table_entries", "decode_key", "encode_key"
 
 Update = p4runtime_pb2.Update
 MAX_PRIORITY = (1 << 31) - 1
+#: Entries encoded per read step (netsum.switch.p4rt.service cuts replies between steps).
+_ENCODE_CHUNK = 1024
 
 
 _ONEOF_OF_KIND = {EXACT: "exact", LPM: "lpm", TERNARY: "ternary", RANGE: "range",
@@ -182,8 +185,8 @@ def decode_action(ctx: Context, table: TableInfo, ta: p4runtime_pb2.TableAction,
     if kind is None:
         raise _invalid(f"table '{table.name}': entry has no action")
     if kind != "action":
-        raise P4RTError(Code.UNIMPLEMENTED,
-                        f"table '{table.name}': action profiles are not supported ({kind})")
+        raise _invalid(f"table '{table.name}' has no action profile: an entry names an action "
+                       f"(got {kind})")
     action = ctx.schema.action(ta.action.action_id)
     if action.id not in table.action_ids:
         raise _invalid(f"action '{action.name}' is not an action of table '{table.name}'")
@@ -294,8 +297,13 @@ def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> 
     if table.is_const:
         raise P4RTError(Code.PERMISSION_DENIED,
                         f"table '{table.name}' is const: its entries cannot be changed")
-    if te.idle_timeout_ns:
-        raise P4RTError(Code.UNIMPLEMENTED, "idle timeouts are not supported by this switch")
+    if te.HasField("time_since_last_hit"):
+        raise _invalid("has_time_since_last_hit must not be set in WriteRequest")
+    if te.idle_timeout_ns < 0:
+        raise _invalid("idle_timeout_ns must be a positive value")
+    if te.idle_timeout_ns and not table.supports_timeout:
+        raise _invalid("idle_timeout_ns must be set to 0 for tables which do not support "
+                       "idle timeout")
     key = decode_key(table, list(te.match), b.fields)
     priority = _priority(table, te.priority)
     ekey = (table.name, key, priority)
@@ -308,28 +316,51 @@ def write_table_entry(ctx: Context, kind: int, te: p4runtime_pb2.TableEntry) -> 
         if not te.HasField("action"):
             raise _invalid(f"table '{table.name}': INSERT needs an action")
         raise _target_error("adding match entry to", b.key_problem)
+    indirect = profiles.profile_of_table(ctx, table.id) != 0
     if kind == Update.DELETE:
         dp_table.delete(key, priority)
         ctx.entry_metadata.pop(ekey, None)
+        if indirect:
+            profiles.release(ctx, table, ekey, "current")
         return
     if not te.HasField("action"):
         raise _invalid(f"table '{table.name}': {Update.Type.Name(kind)} needs an action")
-    call = decode_action(ctx, table, te.action, for_default=False)
-    doing = "adding match entry to" if kind == Update.INSERT else "modifying match entry in"
-    _check_action(b, call, te.action.action.action_id, doing)
     counter, meter = _direct_data(ctx, table, te)
-    if kind == Update.INSERT:
-        entry = TableEntry(key, call, priority, counter=counter or CounterValue(), meter=meter)
-        dp_table.insert(entry)
+    ref = None
+    if indirect:
+        if kind == Update.MODIFY:
+            dp_table.get(key, priority)           # NOT_FOUND before any one-shot set is made
+        call = ActionCall("")
+        ref = profiles.decode_indirect(ctx, table, te.action, ekey)
     else:
-        old = dp_table.get(key, priority)
-        # A MODIFY changes the action; direct resources keep their state unless given.  The
-        # data plane's modify keeps the counter, so a given counter_data is written after it
-        # (that write cannot fail once the entry exists: the values are uint64).
-        dp_table.modify(TableEntry(key, call, priority,
-                                   meter=meter if te.HasField("meter_config") else old.meter))
-        if counter is not None:
-            dp_table.write_counter(key, priority, counter)
+        call = decode_action(ctx, table, te.action, for_default=False)
+        doing = "adding match entry to" if kind == Update.INSERT else "modifying match entry in"
+        _check_action(b, call, te.action.action.action_id, doing)
+    try:
+        if kind == Update.INSERT:
+            entry = TableEntry(key, call, priority, counter=counter or CounterValue(),
+                               meter=meter, ref=ref)
+            dp_table.insert(entry)
+            if te.idle_timeout_ns:
+                dp_table.set_ttl(key, priority, te.idle_timeout_ns)
+        else:
+            old = dp_table.get(key, priority)
+            # A MODIFY changes the action; direct resources keep their state unless given.
+            # The data plane's modify keeps the counter, so a given counter_data is written
+            # after it (that write cannot fail once the entry exists: the values are uint64).
+            dp_table.modify(TableEntry(key, call, priority, ref=ref,
+                                       meter=meter if te.HasField("meter_config") else old.meter))
+            if counter is not None:
+                dp_table.write_counter(key, priority, counter)
+    except Exception:
+        if indirect:
+            profiles.release(ctx, table, ekey, "current")
+        raise
+    if indirect and kind == Update.MODIFY:
+        profiles.release(ctx, table, ekey, "old")
+        if table.supports_timeout and getattr(dp_table, "support_timeout", False):
+            # PI sets the TTL on every MODIFY (0 stops the ageing).
+            dp_table.set_ttl(key, priority, te.idle_timeout_ns)
     if te.metadata:
         ctx.entry_metadata[ekey] = te.metadata
     else:
@@ -395,6 +426,11 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
               else sorted(ctx.schema.tables.values(), key=lambda t: t.id))
     want_counter = te.HasField("counter_data")
     want_meter = te.HasField("meter_config")
+    want_elapsed = te.HasField("time_since_last_hit")
+    if want_elapsed and not te.is_default_action \
+            and not all(t.supports_timeout for t in tables):
+        raise _invalid("Do not set time_since_last_hit for a ReadRequest if the table does "
+                       "not support idle timeout; yes, that includes wildcard reads")
 
     def encode_default(table: TableInfo, call: ActionCall) -> list[p4runtime_pb2.Entity]:
         e = p4runtime_pb2.Entity()
@@ -406,11 +442,18 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
             e.table_entry.metadata = cookie
         return [e]
 
-    def encode_all(table: TableInfo, entries: list[TableEntry]) -> list[p4runtime_pb2.Entity]:
+    def encode_all(table: TableInfo, entries: list[TableEntry],
+                   ageing: list[tuple[int, int]] | None) -> list[p4runtime_pb2.Entity]:
         out = []
-        for entry in entries:
+        for i, entry in enumerate(entries):
             e = p4runtime_pb2.Entity()
             encode_entry(ctx, table, entry, want_counter, want_meter, e.table_entry)
+            if ageing is not None:
+                ttl, elapsed = ageing[i]
+                e.table_entry.idle_timeout_ns = ttl
+                if want_elapsed:
+                    # PI answers 0 for an entry that does not age.
+                    e.table_entry.time_since_last_hit.elapsed_ns = elapsed if ttl else 0
             out.append(e)
         return out
 
@@ -418,6 +461,9 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
         b = binding(ctx, table)
         dp_table = b.table
         if te.is_default_action:
+            if want_elapsed:
+                raise _invalid("Default table entries do not support entry ageing, do not set "
+                               "'time_since_last_hit' in your ReadRequest")
             if dp_table is None:
                 raise _target_error("reading default entry from", b.key_problem)
             yield partial(encode_default, table, dp_table.default)
@@ -433,7 +479,16 @@ def read_table_entries(ctx: Context, te: p4runtime_pb2.TableEntry) -> Iterator[R
                 entries = []
         else:
             entries = list(dp_table.entries())
-        yield partial(encode_all, table, entries)
+        ageing = None
+        if table.supports_timeout and getattr(dp_table, "support_timeout", False):
+            assert dp_table is not None
+            ageing = [(dp_table.ttl(e.key, e.priority), dp_table.elapsed_ns(e.key, e.priority))
+                      for e in entries]
+        # The table is copied at once (a consistent view), then encoded 1024 entries a step,
+        # so the server can cut the reply into bounded ReadResponses.
+        for start in range(0, max(len(entries), 1), _ENCODE_CHUNK):
+            yield partial(encode_all, table, entries[start:start + _ENCODE_CHUNK],
+                          None if ageing is None else ageing[start:start + _ENCODE_CHUNK])
 
 
 def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter: bool,
@@ -442,7 +497,11 @@ def encode_entry(ctx: Context, table: TableInfo, entry: TableEntry, want_counter
     out.table_id = table.id
     out.priority = entry.priority
     out.match.extend(encode_key(table, entry.key, binding(ctx, table).fields))
-    _fill_action(ctx, out.action, entry.action)
+    if entry.ref is not None:
+        profiles.encode_indirect(ctx, table, entry.ref, (table.name, entry.key, entry.priority),
+                                 out.action)
+    else:
+        _fill_action(ctx, out.action, entry.action)
     if entry.is_const:
         out.is_const = True
     cookie = ctx.entry_metadata.get((table.name, entry.key, entry.priority))
