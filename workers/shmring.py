@@ -140,11 +140,10 @@ class ShmFrameTransport(FrameTransport):
     knows it, `service` the switch's aggregation service address."""
 
     def __init__(self, path: str, local: wire.Endpoint, service: wire.Endpoint,
-                 k: int = K_DEFAULT, strict_dst: bool = True, timeout: float = 5.0) -> None:
+                 k: int = K_DEFAULT, timeout: float = 5.0) -> None:
         link = ShmLink(path, timeout)
         try:
-            super().__init__(("127.0.0.1", 0), local, service, ("127.0.0.1", 0), k=k,
-                             strict_dst=strict_dst)
+            super().__init__(("127.0.0.1", 0), local, service, ("127.0.0.1", 0), k=k)
         except BaseException:
             link.close()
             raise
