@@ -14,6 +14,9 @@ machine's load of that minute:
   * shm: the same over shared-memory ports (`-i N@shm:PATH`, netsum.workers.shmring);
     `shm@N` spins N µs before sleeping on a ring (NETSUM_SHM_SPIN_US for the switch and the
     ranks), so several spins can be compared in one run;
+  * KIND/py (udp/py, shm/py, ...): the same with the ranks on the Python worker core
+    (NETSUM_WORKER_NATIVE=0); without /py they use the compiled one (workers/native.py)
+    where it builds, so `udp,udp/py` compares the two in one run;
   * backend: `torch.distributed.all_reduce` on the "netsum" backend (netsum.training: the
     lane engine, one lane with the whole window, as `udp` has) over the same UDP-tunnel
     ports: the difference to `udp` is what the training path adds per call;
@@ -64,10 +67,13 @@ from netsum.tensors import check_result, reference, synthetic_inputs
 
 SIZES = (1, 16, 256, 4096, 65536, 1 << 20, 1 << 24)
 SPIN_ENV = "NETSUM_SHM_SPIN_US"
+#: a kind ending in it runs its ranks on the Python worker core (NETSUM_WORKER_NATIVE=0)
+PY = "/py"
 
 
 def _direct(kind: str) -> bool:
     """Do this kind's ranks drive netsum.workers' cores themselves (a switch pid known)?"""
+    kind = kind.removesuffix(PY)
     return kind in ("udp", "lanes") or kind.startswith("shm")
 KINDS = ("gloo", "udp", "shm", "backend", "lanes")
 WARMUP = 2
@@ -368,25 +374,29 @@ def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
 def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
                   work: Path, profile: int = 0) -> list[Point]:
     from netsum.rig import Mode
+    from netsum.workers.native import ENV as NATIVE_ENV
     mode = Mode.SHM if kind.startswith("shm") else Mode.UDP
-    spin = kind.partition("@")[2]
-    old = os.environ.get(SPIN_ENV)
-    if spin:                       # the switch and the spawned ranks inherit it
-        os.environ[SPIN_ENV] = spin
+    spin = kind.removesuffix(PY).partition("@")[2]
+    env = {SPIN_ENV: spin or None, NATIVE_ENV: "0" if kind.endswith(PY) else None}
+    old = {name: os.environ.get(name) for name in env}
+    for name, value in env.items():     # the switch and the spawned ranks inherit them
+        if value is not None:
+            os.environ[name] = value
     try:
         return _netsum_points(kind, mode, n, k, sizes, seconds, work, profile)
     finally:
-        if old is None:
-            os.environ.pop(SPIN_ENV, None)
-        else:
-            os.environ[SPIN_ENV] = old
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _netsum_points(kind: str, mode: Any, n: int, k: int, sizes: list[int], seconds: float,
                    work: Path, profile: int) -> list[Point]:
     from netsum.controller.topology import JobSpec
     from netsum.rig import Mode, Rig, RigConfig
-    with Rig(RigConfig(work / f"{kind.replace('@', '-')}-{n}", workers=n, k=k, mode=mode,
+    with Rig(RigConfig(work / f"{re.sub('[@/]', '-', kind)}-{n}", workers=n, k=k, mode=mode,
                        timeout=30)) as rig:
         assert rig.switch is not None
         hosts = rig.layout.hosts
@@ -398,7 +408,7 @@ def _netsum_points(kind: str, mode: Any, n: int, k: int, sizes: list[int], secon
                            f"{rig.peers[h.name][0]}:{rig.peers[h.name][1]}") for h in hosts)
         else:
             links = tuple((rig.shm_paths[h.name], "") for h in hosts)
-        lanes = "" if kind != "lanes" else (f"n={n} size={profile}" if profile else "-")
+        lanes = "" if kind.removesuffix(PY) != "lanes" else (f"n={n} size={profile}" if profile else "-")
         plan = NetsumPlan(kind, job_id, slots, k, links, tuple((h.mac, h.ipv4) for h in hosts),
                           (sw.service_mac, sw.service_ip), rig.switch.popen.pid, lanes)
         return run_ranks(kind, n, plan, sizes, seconds, k, profile)
@@ -555,8 +565,9 @@ def main() -> int:
     ranks = [int(x) for x in a.ranks.split(",")]
     sizes = [int(x) for x in a.sizes.split(",")]
     kinds = [x for x in a.kinds.split(",") if x]
-    if not all(k in KINDS or re.fullmatch(r"shm@\d+", k) for k in kinds):
-        ap.error(f"--kinds: one or more of {', '.join(KINDS)}, shm@SPIN_US")
+    if not all(k in KINDS or re.fullmatch(r"(udp|shm(@\d+)?|lanes)(/py)?", k) for k in kinds):
+        ap.error(f"--kinds: one or more of {', '.join(KINDS)}, shm@SPIN_US, and udp, shm, "
+                 "shm@SPIN_US or lanes with /py (the Python worker core)")
     if any(k != "gloo" for k in kinds) and not prepare_native([a.k]):
         print("the native switch backend is not available: netsum runs on the Python path",
               file=sys.stderr)
