@@ -111,6 +111,7 @@ class Point:
     switch_cpu_us: float = math.nan      # the switch daemon's CPU per call, µs
     packets: float = math.nan            # packets each rank sent per call (netsum)
     retx: int = 0
+    spurious: int = 0
 
     @property
     def goodput(self) -> float:
@@ -127,6 +128,7 @@ class _RankRow:
     switch_cpu: float = 0.0
     packets: int = 0
     retx: int = 0
+    spurious: int = 0
     ok: bool = True
     problem: str = ""
 
@@ -178,7 +180,7 @@ def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
                                    k=plan.k)
     job = JobConfig(plan.job_id, n, plan.slots, plan.k)
     timing = Timing(progress_deadline=30.0)
-    stats = {"packets": 0, "retx": 0}
+    stats = {"packets": 0, "retx": 0, "spurious": 0}
     if plan.lanes:
         return _lanes_op(transport, job, timing, stats, plan.lanes)
     worker = Worker(transport, job, timing)
@@ -187,6 +189,7 @@ def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
         res = worker.allreduce(x)
         stats["packets"] += res.stats.packets_sent
         stats["retx"] += res.stats.retransmissions
+        stats["spurious"] += getattr(res.stats, "spurious", 0)
         return res.tensor
 
     op.stats = stats  # type: ignore[attr-defined]
@@ -271,7 +274,8 @@ def _rank_main(kind: str, rank: int, n: int, k: int, plan: Any, sizes: list[int]
                                                                                 1e-6))))
             barrier.wait()
             reps = reps_box.value
-            p0 = (stats["packets"], stats["retx"]) if stats else (0, 0)
+            p0 = (stats["packets"], stats["retx"], stats.get("spurious", 0)) if stats \
+                else (0, 0, 0)
             sw0 = cpu_seconds(plan.switch_pid) if _direct(kind) and rank == 0 else None
             prof = cProfile.Profile(time.process_time) if (
                 rank == 0 and size == profile and _direct(kind)) else None
@@ -298,6 +302,7 @@ def _rank_main(kind: str, rank: int, n: int, k: int, plan: Any, sizes: list[int]
             if stats:
                 row.packets = stats["packets"] - p0[0]
                 row.retx = stats["retx"] - p0[1]
+                row.spurious = stats.get("spurious", 0) - p0[2]
             if rank == 0:
                 row.ok, row.problem = _check(kind, n, k, size, y)
             out.put(("row", rank, row))
@@ -366,6 +371,7 @@ def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
             pt.switch_cpu_us = r0.switch_cpu / reps * 1e6
             pt.packets = sum(r.packets for r in rs) / n / reps
             pt.retx = sum(r.retx for r in rs)
+            pt.spurious = sum(r.spurious for r in rs)
         points.append(pt)
     return points
 
@@ -480,7 +486,7 @@ def print_cpu(points: list[Point]) -> None:
             per = p.packets * p.ranks
             line += (f"  switch {p.switch_cpu_us:9.0f}  packets/rank {p.packets:8.1f}  per "
                      f"packet: ranks {p.rank_cpu_us / per:6.1f}  switch "
-                     f"{p.switch_cpu_us / per:5.1f}  retx {p.retx}")
+                     f"{p.switch_cpu_us / per:5.1f}  retx {p.retx} ({p.spurious} spurious)")
         print(line)
 
 
@@ -499,10 +505,12 @@ def write_csv(points: list[Point], path: Path) -> None:
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["kind", "ranks", "elements", "latency_s", "p10_s", "p90_s", "reps",
-                    "goodput_elem_s", "ok", "rank_cpu_us", "switch_cpu_us", "packets", "retx"])
+                    "goodput_elem_s", "ok", "rank_cpu_us", "switch_cpu_us", "packets", "retx",
+                    "spurious"])
         for p in points:
             w.writerow([p.kind, p.ranks, p.elements, p.latency, p.p10, p.p90, p.reps,
-                        p.goodput, p.ok, p.rank_cpu_us, p.switch_cpu_us, p.packets, p.retx])
+                        p.goodput, p.ok, p.rank_cpu_us, p.switch_cpu_us, p.packets, p.retx,
+                        p.spurious])
 
 
 def write_png(points: list[Point], kinds: list[str], path: Path, dpi: int = 110) -> None:

@@ -171,7 +171,7 @@ class NativeCore(WorkerCore):
 
     def _after(self, code: int) -> None:
         """State and errors after a C call (the reference's messages)."""
-        (*_, running, done, _s, finished, _p, a, b, c) = self._mod.counters(self._c)
+        (*_, running, done, _s, finished, _p, a, b, c, _sp) = self._mod.counters(self._c)
         if done and self._running:
             self._fire(Trigger.LAST_RESULT)
             self._finished = finished
@@ -210,7 +210,7 @@ class NativeCore(WorkerCore):
         """The Python core's view of the C state (for its messages, stats and rounds)."""
         (self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
          self._chunks, self._fast, _r, _d, self._started, finished, self._progress,
-         *_) = self._mod.counters(self._c)
+         _a, _b, _c, self._spurious) = self._mod.counters(self._c)
         if _d:
             self._finished = finished
         cur, rounds, want, nxt = self._mod.slots(self._c)

@@ -71,8 +71,9 @@ typedef struct {
     int64_t *pending, npending, *flying, nflying, fly_cap;
     int64_t *uq, uq_head, uq_len, uq_cap, *due;
     int64_t tx_count, sent, retx, boot, results, dups, stale, chunks, fast, in_flight, active;
+    int64_t spurious;
     int64_t gap_seq, gap;
-    double cwnd, ssthresh, last_cut, min_rtt, srtt, rttvar, base_rto, tmin;
+    double cwnd, ssthresh, last_cut, min_rtt, srtt, rttvar, base_rto, tmin, rto_floor;
     double started, finished, progress, deadline_at;
     int has_srtt, running, done;
     int64_t err_a, err_b, err_c;
@@ -307,9 +308,21 @@ static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, in
         c->has_srtt = 1;
         double v = srtt + 4 * c->rttvar;
         if (c->rto_min > v) v = c->rto_min;
+        if (c->rto_floor > v) v = c->rto_floor;
         if (c->rto_max < v) v = c->rto_max;
         c->base_rto = v;
         if (rtt < c->min_rtt) c->min_rtt = rtt;
+    } else if (now - s->tx_at < c->min_rtt) {
+        /* a spurious retransmission: the RTO floor rises to 5/4 of the use's wait */
+        c->spurious++;
+        double floor = (now - s->first_sent) * 1.25;
+        if (floor > c->rto_floor) {
+            c->rto_floor = floor;
+            double v = c->base_rto;
+            if (floor > v) v = floor;
+            if (c->rto_max < v) v = c->rto_max;
+            c->base_rto = v;
+        }
     }
     c->results++;
     s->acc_round = round;
@@ -620,11 +633,12 @@ static PyObject *w_counters(PyObject *self, PyObject *cap) {
     (void)self;
     Core *c = get(cap);
     if (!c) return NULL;
-    return Py_BuildValue("(LLLLLLLLiidddLLL)", (long long)c->sent, (long long)c->retx,
+    return Py_BuildValue("(LLLLLLLLiidddLLLL)", (long long)c->sent, (long long)c->retx,
                          (long long)c->boot, (long long)c->results, (long long)c->dups,
                          (long long)c->stale, (long long)c->chunks, (long long)c->fast,
                          c->running, c->done, c->started, c->finished, c->progress,
-                         (long long)c->err_a, (long long)c->err_b, (long long)c->err_c);
+                         (long long)c->err_a, (long long)c->err_b, (long long)c->err_c,
+                         (long long)c->spurious);
 }
 
 static PyObject *w_slots(PyObject *self, PyObject *cap) {

@@ -79,7 +79,7 @@ class Twin:
         sa, sb = a.stats, b.stats
         for f in ("packets_sent", "retransmissions", "bootstrap_packets", "results",
                   "duplicates", "stale", "rejected", "chunks", "fast_retransmissions",
-                  "elapsed"):
+                  "spurious", "elapsed"):
             assert getattr(sa, f) == getattr(sb, f), f
         assert np.array_equal(sa.latencies, sb.latencies)
 
@@ -238,3 +238,36 @@ def test_native_errors_are_the_references() -> None:
     with pytest.raises(WorkerError, match="bootstrap result"):
         t.receive(bad, 0.003)
     assert t.py.stats().rejected == t.nat.stats().rejected == len(garbage)
+
+
+def _result_for(data: bytes, k: int) -> bytes:
+    """A one-worker job's switch: the sum is the contribution itself."""
+    pkt = wire.decode(data, k)
+    h = pkt.header
+    head = wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=h.job_id, round=h.round,
+                       slot=h.slot, exp=h.exp, count=1, offset=h.offset)
+    return wire.encode(head, pkt.values, k)
+
+
+def test_a_spurious_retransmission_raises_the_rto_floor() -> None:
+    """Slot 0 answers in 1 ms (RTO 3 ms: SRTT + 4 RTTVAR); slot 1's bootstrap waits past its
+    4 ms timer, is sent again, and is answered 0.5 ms later: sooner than any round trip, so
+    the switch had the first copy.  Its next use must get 5/4 of that 4.5 ms wait (5.625 ms)
+    as its RTO, not 3 ms: no retransmission at 9 ms, one at 10.2 ms.  Both cores."""
+    k = 32
+    timing = Timing(rto_initial=0.004, rto_min=0.002, rto_max=0.1, progress_deadline=2.0,
+                    adaptive=False, fast_retransmit=0)
+    t = Twin(np.ones(4 * k, np.float32), JobConfig(5, 1, 2, k), timing)
+    boot = t.start(0.0).send
+    block0 = t.receive(_result_for(boot[0], k), 0.001).send     # slot 0: block 0
+    assert len(block0) == 1
+    t.receive(_result_for(block0[0], k), 0.0015)                # slot 0: block 2
+    retx = t.tick(0.004).send
+    assert [wire.decode_header(p, k).slot for p in retx] == [1]
+    block1 = t.receive(_result_for(boot[1], k), 0.0045).send    # slot 1 -> block 1
+    assert t.py.stats().spurious == t.nat.stats().spurious == 1
+    assert len(block1) == 1
+    assert [wire.decode_header(p, k).slot for p in t.tick(0.0025 + 0.003).send] == [0]
+    assert not [p for p in t.tick(0.009).send if wire.decode_header(p, k).slot == 1]
+    late = t.tick(0.0102).send
+    assert [wire.decode_header(p, k).slot for p in late] == [1]
