@@ -184,8 +184,7 @@ class WorkerCore(LossRecovery, ResultAcceptance):
         self._srtt: float | None = None
         self._rttvar = 0.0
         self._base_rto = timing.rto_initial
-        self._rto_floor = 0.0            # from spurious retransmissions (see _accept)
-        self._spurious = 0
+        self._spurious = 0               # spurious retransmissions (see _accept)
         self._size = self.packet_bytes = HEADER_BYTES + 4 * k   # a netsum packet's length
         self._zeros = bytes(4 * k)
         self._latency = np.zeros(nb)
@@ -381,21 +380,15 @@ class WorkerCore(LossRecovery, ResultAcceptance):
                 srtt += (rtt - srtt) / 8
             self._srtt = srtt
             t = self._timing
-            self._base_rto = min(max(srtt + 4 * self._rttvar, t.rto_min, self._rto_floor),
-                                 t.rto_max)
+            self._base_rto = min(max(srtt + 4 * self._rttvar, t.rto_min), t.rto_max)
             if rtt < self._min_rtt:
                 self._min_rtt = rtt
         elif now - self._tx_at[i] < self._min_rtt:
             # Answered sooner after the last retransmission than any round trip: the switch
             # had an earlier transmission, so that retransmission was spurious (Eifel's test,
-            # RFC 3522, made by time).  The use's whole wait is a round trip this job really
-            # sees (a peer descheduled on shared cores): the RTO floor rises to 5/4 of it, so
-            # that spread is not taken for a loss again (docs/performance.md).
+            # RFC 3522, made by time).  Counted only: an RTO floor raised to such a use's wait
+            # was tried and slowed recovery from real loss (docs/performance.md, section 6).
             self._spurious += 1
-            floor = (now - self._first_sent[i]) * 1.25
-            if floor > self._rto_floor:
-                self._rto_floor = floor
-                self._base_rto = min(max(self._base_rto, floor), self._timing.rto_max)
         self._results += 1
         self._acc_round[i] = round_
         self._acc_offset[i] = offset = self._want_offset[i]

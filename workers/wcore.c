@@ -73,7 +73,7 @@ typedef struct {
     int64_t tx_count, sent, retx, boot, results, dups, stale, chunks, fast, in_flight, active;
     int64_t spurious;
     int64_t gap_seq, gap;
-    double cwnd, ssthresh, last_cut, min_rtt, srtt, rttvar, base_rto, tmin, rto_floor;
+    double cwnd, ssthresh, last_cut, min_rtt, srtt, rttvar, base_rto, tmin;
     double started, finished, progress, deadline_at;
     int has_srtt, running, done;
     int64_t err_a, err_b, err_c;
@@ -308,21 +308,11 @@ static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, in
         c->has_srtt = 1;
         double v = srtt + 4 * c->rttvar;
         if (c->rto_min > v) v = c->rto_min;
-        if (c->rto_floor > v) v = c->rto_floor;
         if (c->rto_max < v) v = c->rto_max;
         c->base_rto = v;
         if (rtt < c->min_rtt) c->min_rtt = rtt;
     } else if (now - s->tx_at < c->min_rtt) {
-        /* a spurious retransmission: the RTO floor rises to 5/4 of the use's wait */
-        c->spurious++;
-        double floor = (now - s->first_sent) * 1.25;
-        if (floor > c->rto_floor) {
-            c->rto_floor = floor;
-            double v = c->base_rto;
-            if (floor > v) v = floor;
-            if (c->rto_max < v) v = c->rto_max;
-            c->base_rto = v;
-        }
+        c->spurious++;                 /* answered from an earlier copy: counted only */
     }
     c->results++;
     s->acc_round = round;

@@ -249,11 +249,11 @@ def _result_for(data: bytes, k: int) -> bytes:
     return wire.encode(head, pkt.values, k)
 
 
-def test_a_spurious_retransmission_raises_the_rto_floor() -> None:
-    """Slot 0 answers in 1 ms (RTO 3 ms: SRTT + 4 RTTVAR); slot 1's bootstrap waits past its
-    4 ms timer, is sent again, and is answered 0.5 ms later: sooner than any round trip, so
-    the switch had the first copy.  Its next use must get 5/4 of that 4.5 ms wait (5.625 ms)
-    as its RTO, not 3 ms: no retransmission at 9 ms, one at 10.2 ms.  Both cores."""
+def test_a_spurious_retransmission_is_counted_alike() -> None:
+    """Slot 0 answers in 1 ms; slot 1's bootstrap waits past its 4 ms timer, is sent again,
+    and is answered 0.5 ms later: sooner than any round trip, so the switch had the first
+    copy (Stats.spurious); slot 0's use after a timeout answered 1.3 ms after its resend is
+    not.  Both cores, frame for frame."""
     k = 32
     timing = Timing(rto_initial=0.004, rto_min=0.002, rto_max=0.1, progress_deadline=2.0,
                     adaptive=False, fast_retransmit=0)
@@ -261,13 +261,11 @@ def test_a_spurious_retransmission_raises_the_rto_floor() -> None:
     boot = t.start(0.0).send
     block0 = t.receive(_result_for(boot[0], k), 0.001).send     # slot 0: block 0
     assert len(block0) == 1
-    t.receive(_result_for(block0[0], k), 0.0015)                # slot 0: block 2
+    block2 = t.receive(_result_for(block0[0], k), 0.0015).send  # slot 0: block 2
     retx = t.tick(0.004).send
     assert [wire.decode_header(p, k).slot for p in retx] == [1]
-    block1 = t.receive(_result_for(boot[1], k), 0.0045).send    # slot 1 -> block 1
+    assert len(t.receive(_result_for(boot[1], k), 0.0045).send) == 1   # slot 1 -> block 1
     assert t.py.stats().spurious == t.nat.stats().spurious == 1
-    assert len(block1) == 1
-    assert [wire.decode_header(p, k).slot for p in t.tick(0.0025 + 0.003).send] == [0]
-    assert not [p for p in t.tick(0.009).send if wire.decode_header(p, k).slot == 1]
-    late = t.tick(0.0102).send
-    assert [wire.decode_header(p, k).slot for p in late] == [1]
+    assert [wire.decode_header(p, k).slot for p in t.tick(0.0055).send] == [0]
+    t.receive(_result_for(block2[0], k), 0.0068)
+    assert t.py.stats().spurious == t.nat.stats().spurious == 1
