@@ -43,6 +43,16 @@ _LAYOUT = {"msg_type": 0, "flags": 1, "job_id": 2, "slot": 4, "exp": 6, "count":
            "length": 20}
 _BATCH = 256        # the transports' largest receive batch (their _DRAIN)
 _lock = threading.Lock()
+_local = threading.local()
+
+
+def _pool() -> dict[int, list[tuple[bytearray, list[memoryview], list[memoryview]]]]:
+    """This thread's spare output rows by frame length (see NativeCore.__init__)."""
+    pools: dict[int, list[tuple[bytearray, list[memoryview], list[memoryview]]]] | None = \
+        getattr(_local, "pools", None)
+    if pools is None:
+        pools = _local.pools = {}
+    return pools
 _module: ModuleType | None = None
 _why = ""
 
@@ -111,20 +121,41 @@ class NativeCore(WorkerCore):
                           t.rto_min, t.rto_max, t.backoff, int(t.adaptive), t.initial_window,
                           t.window_min, t.fast_retransmit)
         mod.config(self._c, t.progress_deadline)
-        self._cap = 0
-        # Replaced in place when it grows: a driver keeps the list it got at the start.
-        self.frames = []
-        self._grow(w + 2 * _BATCH + 64)
+        # The output rows: taken from this thread's pool (allocating them and their views
+        # each call cost more than a small call's whole work), back in it when the core goes.
+        pool = _pool().get(self._stride)
+        self._out, self.frames, self._payload_views = pool.pop() if pool else \
+            (bytearray(), [], [])
+        self._cap = len(self.frames)
+        if self._cap:
+            mod.set_out(self._c, self._out, self._cap)
+        # Enough for any batch a transport hands over (at most _BATCH): the rows never move
+        # under a sender that keeps their addresses (workers/mmsg.py keys them on the list).
+        need = self._job.num_slots + 2 * _BATCH + 64
+        if self._cap < need:
+            self._out, self.frames, self._payload_views, self._cap = bytearray(), [], [], 0
+            self._grow(need)
+
+    def __del__(self) -> None:
+        if not getattr(self, "_cap", 0):
+            return                  # __init__ failed before the rows were set up
+        pool = _pool().setdefault(self._stride, [])
+        if len(pool) < 4:
+            self._c = None          # the C state lets go of the buffer first
+            pool.append((self._out, self.frames, self._payload_views))
 
     def _grow(self, rows: int) -> None:
-        """Output rows for at least `rows` frames (a call sends at most w + 2 per result)."""
+        """Output rows for at least `rows` frames (a call sends at most w + 2 per result).
+        `frames` is replaced in place: a driver keeps the list it got at the start (only a
+        batch of more than _BATCH frames makes the rows move)."""
         if rows <= self._cap:
             return
+        rows = max(rows, 2 * self._cap)
         self._out = bytearray(rows * self._stride)
         mv = memoryview(self._out)
         s, hr = self._stride, self._hr
         self.frames[:] = [mv[j * s:(j + 1) * s] for j in range(rows)]
-        self._payload_views = [mv[j * s + hr:(j + 1) * s] for j in range(rows)]
+        self._payload_views[:] = [mv[j * s + hr:(j + 1) * s] for j in range(rows)]
         self._mod.set_out(self._c, self._out, rows)
         self._cap = rows
 
