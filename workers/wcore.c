@@ -509,13 +509,18 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     return cap;
 }
 
+/* The (capsule, float) arguments of config, start and tick. */
+static Core *core_and_float(PyObject *args, double *v) {
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "Od", &cap, v)) return NULL;
+    return get(cap);
+}
+
 static PyObject *w_config(PyObject *self, PyObject *args) {
     /* (capsule, progress_deadline): set apart from new() for the format's length */
     (void)self;
-    PyObject *cap;
     double d;
-    if (!PyArg_ParseTuple(args, "Od", &cap, &d)) return NULL;
-    Core *c = get(cap);
+    Core *c = core_and_float(args, &d);
     if (!c) return NULL;
     c->deadline = d;
     Py_RETURN_NONE;
@@ -543,10 +548,8 @@ static PyObject *w_set_out(PyObject *self, PyObject *args) {
 
 static PyObject *w_start(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *cap;
     double now;
-    if (!PyArg_ParseTuple(args, "Od", &cap, &now)) return NULL;
-    Core *c = get(cap);
+    Core *c = core_and_float(args, &now);
     if (!c) return NULL;
     c->nout = 0;
     c->running = 1;
@@ -597,10 +600,8 @@ static PyObject *w_receive(PyObject *self, PyObject *args) {
 
 static PyObject *w_tick(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *cap;
     double now;
-    if (!PyArg_ParseTuple(args, "Od", &cap, &now)) return NULL;
-    Core *c = get(cap);
+    Core *c = core_and_float(args, &now);
     if (!c) return NULL;
     c->nout = 0;
     int r = OK;
