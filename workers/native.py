@@ -20,6 +20,7 @@ frame under loss, duplicates and reordering.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -44,6 +45,8 @@ _LAYOUT = {"msg_type": 0, "flags": 1, "job_id": 2, "slot": 4, "exp": 6, "count":
 _BATCH = 256        # the transports' largest receive batch (their _DRAIN)
 _lock = threading.Lock()
 _local = threading.local()
+_said: list[str] = []        # the fallback's reason, once logged
+log = logging.getLogger("netsum.workers.native")
 
 
 def _pool() -> dict[int, list[tuple[bytearray, list[memoryview], list[memoryview]]]]:
@@ -94,6 +97,9 @@ def native_status() -> tuple[bool, str]:
     mod = native_module()
     if mod is None and os.environ.get(ENV, "").strip() == "1":
         raise RuntimeError(f"{ENV}=1 but the compiled worker core is not here: {_why}")
+    if mod is None and not _said:
+        _said.append(_why)
+        log.warning("the worker core runs in Python: %s", _why)
     return mod is not None, _why
 
 

@@ -269,3 +269,20 @@ def test_a_spurious_retransmission_is_counted_alike() -> None:
     assert [wire.decode_header(p, k).slot for p in t.tick(0.0055).send] == [0]
     t.receive(_result_for(block2[0], k), 0.0068)
     assert t.py.stats().spurious == t.nat.stats().spurious == 1
+
+
+def test_without_a_compiler_the_python_core_runs_and_says_why(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import netsum.workers.native as native
+    monkeypatch.setattr(native, "_module", None)
+    monkeypatch.setattr(native, "_why", "no C compiler (cc/gcc, or $CC) on PATH")
+    monkeypatch.setattr(native, "_said", [])
+    assert native.native_status() == (False, "no C compiler (cc/gcc, or $CC) on PATH")
+    assert "runs in Python: no C compiler" in caplog.text
+    with pytest.raises(RuntimeError, match="not here: no C compiler"):
+        NativeCore(np.ones(4, np.float32), JobConfig(5, 1, 2, 32), FAST)
+    monkeypatch.setenv(native.ENV, "1")
+    with pytest.raises(RuntimeError, match="NETSUM_WORKER_NATIVE=1"):
+        native.native_status()
+    monkeypatch.setenv(native.ENV, "0")
+    assert native.native_status() == (False, "NETSUM_WORKER_NATIVE=0")
