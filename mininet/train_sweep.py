@@ -13,7 +13,8 @@ back to back on it, so they see the same machine load.  Outputs in --out (rewrit
 point): results.csv (one row per run: step time and its split, the model's prediction, bytes
 per link per step measured on the host interfaces, P4 counters, load), pairs.csv (each netsum
 variant's speed-up over gloo of the same repetition, measured and modelled), steps.csv (per
-step: loss, time, test accuracy where evaluated), telemetry.csv.gz (host interface counters),
+step: loss, time, test accuracy where evaluated), time_to_accuracy.csv (when each run reached
+gloo's final accuracy), telemetry.csv.gz (host interface counters),
 sweep.json (the command, the machine, its load) and the plots (netsum.experiments.trainplots).
 
 No delay: this kernel has no netem (docs/experiments.md), so --delay is refused.  Loss: the P4
@@ -195,7 +196,8 @@ class Sweep:
     def write(self) -> None:
         from netsum.experiments import trainplots
         from netsum.experiments.points import write_csv
-        from netsum.experiments.trainpoints import FIELDS, PAIR_FIELDS, pair_rows
+        from netsum.experiments.trainpoints import (FIELDS, PAIR_FIELDS, TTA_FIELDS, pair_rows,
+                                                    time_to_accuracy)
         a = self.a
         a.out.mkdir(parents=True, exist_ok=True)
         write_csv(a.out / "results.csv", self.rows, FIELDS)
@@ -205,6 +207,10 @@ class Sweep:
             w.writerow(("run", "comm", "step", "loss", "wall_s", "train_s", "t_wall",
                         "test_accuracy"))
             w.writerows(self.steps)
+        steps = [dict(zip(("run", "comm", "step", "loss", "wall_s", "train_s", "t_wall",
+                           "test_accuracy"), s)) for s in self.steps]
+        write_csv(a.out / "time_to_accuracy.csv", time_to_accuracy(self.rows, steps),
+                  TTA_FIELDS)
         with gzip.open(a.out / "telemetry.csv.gz", "wt", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(("run", "t_s", "source", "node", "item", "metric", "value", "wall0"))

@@ -28,7 +28,7 @@ from typing import Any
 from netsum.experiments.points import ACK_FRAME, TCP_FRAME, TCP_MSS, ina_frame_bytes
 
 __all__ = ["Prediction", "wire_bytes", "predict", "FIELDS", "row_of", "pair_rows",
-           "PAIR_FIELDS", "window", "slot_uses", "WARMUP"]
+           "PAIR_FIELDS", "window", "slot_uses", "WARMUP", "TTA_FIELDS", "time_to_accuracy"]
 
 #: Steps left out of the medians: step 1 reduces every gradient as one bucket, step 2 runs
 #: DDP's rebuilt buckets for the first time, step 3 still warms caches.
@@ -216,6 +216,47 @@ def pair_rows(rows: Sequence[Mapping[str, Any]], k: int) -> list[dict[str, Any]]
                     "serial_model_speedup": mg.serial_s / mi.serial_s,
                     "of_model": measured / model,
                     "load": (float(r["load_start"]) + float(g["load_start"])) / 2})
+    return out
+
+
+#: One row per run that evaluated during training: when it reached gloo's final accuracy.
+TTA_FIELDS = ("run", "comm", "workers", "bw_mbps", "model", "batch", "rep", "target_accuracy",
+              "final_test_accuracy", "reached_step", "reached_train_s", "gloo_reached_train_s",
+              "time_ratio", "accuracy_diff_pp")
+
+
+def time_to_accuracy(rows: Sequence[Mapping[str, Any]],
+                     steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """For every run with evaluations: the training time at its first evaluation at or above
+    the final test accuracy of gloo's run of the same point and repetition (the target), that
+    time over gloo's own, and the final accuracies' difference in percentage points."""
+    evals: dict[str, list[tuple[int, float, float]]] = {}
+    for s in steps:
+        acc = s.get("test_accuracy")
+        if acc in ("", None):
+            continue
+        evals.setdefault(str(s["run"]), []).append((int(s["step"]), float(s["train_s"]),
+                                                     float(acc)))
+    key = ("topo", "workers", "bw_mbps", "loss", "model", "batch", "rep")
+    gloo = {tuple(r[c] for c in key): r for r in rows if r["comm"] == "gloo" and _ok(r)}
+    out = []
+    for r in rows:
+        g = gloo.get(tuple(r[c] for c in key))
+        mine = sorted(evals.get(str(r["run"]), []))
+        if g is None or len(mine) < 2 or not _ok(r):
+            continue
+        target = float(g["final_test_accuracy"])
+
+        def reached(ev: list[tuple[int, float, float]]) -> tuple[int, float]:
+            return next(((st, t) for st, t, a in ev if a >= target), (0, float("nan")))
+        step, t = reached(mine)
+        _, tg = reached(sorted(evals.get(str(g["run"]), [])))
+        out.append({"run": r["run"], "comm": r["comm"], **{c: r[c] for c in key[1:]},
+                    "target_accuracy": target,
+                    "final_test_accuracy": r["final_test_accuracy"], "reached_step": step,
+                    "reached_train_s": t, "gloo_reached_train_s": tg,
+                    "time_ratio": t / tg if tg == tg and tg else float("nan"),
+                    "accuracy_diff_pp": 100 * (float(r["final_test_accuracy"]) - target)})
     return out
 
 

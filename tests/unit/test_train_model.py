@@ -14,7 +14,7 @@ from netsum.experiments import trainplots
 from netsum.experiments.points import read_csv, write_csv
 from netsum.experiments.telemetry import IfCounters, Interface, Sample, Telemetry
 from netsum.experiments.trainpoints import (FIELDS, PAIR_FIELDS, pair_rows, predict, row_of,
-                                            slot_uses, wire_bytes)
+                                            slot_uses, time_to_accuracy, wire_bytes)
 from netsum.wire import HEADER_BYTES
 
 FRAME_256 = 14 + 20 + 8 + HEADER_BYTES + 4 * 256        # Ethernet + IPv4 + UDP + netsum + K values
@@ -143,3 +143,20 @@ def test_pairs_and_plots(tmp_path: Path) -> None:
     made = trainplots.write_all(tmp_path)
     assert {p.name for p in made} == {"speedup_vs_batch.png", "time_to_accuracy.png"}
     assert all(p.stat().st_size > 10_000 for p in made)
+
+
+def test_time_to_accuracy_against_gloos_final() -> None:
+    p = {**POINT, "topo": "single"}
+    g, i = _run("gloo", 1.0), _run("netsum-hook", 0.5)
+    g.metrics["final_test_accuracy"] = 0.95
+    i.metrics["final_test_accuracy"] = 0.955
+    rows = [row_of("g", p, 0, g, 256), row_of("i", p, 0, i, 256)]
+    # Both runs' evaluations reach 0.95 at step 8: gloo after 8 s, netsum after 4 s.
+    acc = {2: 0.5, 4: 0.8, 6: 0.93, 8: 0.95, 10: 0.95}
+    steps = [{"run": run, "step": s, "train_s": s * dt, "test_accuracy": acc.get(s, "")}
+             for run, dt in (("g", 1.0), ("i", 0.5)) for s in range(1, 11)]
+    out = {r["run"]: r for r in time_to_accuracy(rows, steps)}
+    assert out["i"]["reached_step"] == 8 and out["i"]["reached_train_s"] == 4.0
+    assert out["i"]["gloo_reached_train_s"] == 8.0 and out["i"]["time_ratio"] == 0.5
+    assert out["i"]["accuracy_diff_pp"] == pytest.approx(0.5)
+    assert out["g"]["time_ratio"] == 1.0
