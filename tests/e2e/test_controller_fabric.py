@@ -97,8 +97,12 @@ def data_frame(topo: Topology, host: str, job: int, slot: int, values: np.ndarra
     svc = topo.switch(h.switch).service
     src = wire.Endpoint(h.mac.to_bytes(6, "big"), h.ipv4.to_bytes(4, "big"), h.udp_port)
     dst = wire.Endpoint(svc.mac.to_bytes(6, "big"), svc.ipv4.to_bytes(4, "big"))
+    # protocol v2: what a correctly configured member says (the job's member count, its K)
+    spec = next((j for j in topo.jobs if j.id == job), None)
     header = wire.Header(msg_type=MsgType.DATA, flags=Flags.NONE, job_id=job, slot=slot,
-                         exp=exp, count=0, round=round_, offset=slot * K)
+                         exp=exp, count=0, round=round_, offset=slot * K,
+                         workers=len(spec.workers) if spec else 0, klog2=K.bit_length() - 1,
+                         length=1 << 20)
     return h.port, wire.build_frame(src, dst, wire.encode(header, values, K))
 
 
