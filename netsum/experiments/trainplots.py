@@ -3,6 +3,9 @@
 - `speedup_vs_batch.png` / `speedup_vs_bw.png`: each netsum variant's iteration-time speed-up
   over gloo's ring (median over repetitions, min-max bars) with the link-rate model (with
   overlap, dashed; without, dotted) and 2(n-1)/n;
+- `step_vs_batch.png` / `step_vs_bw.png`: each variant's median iteration time with the
+  link-rate model's beside it and the measured compute part of the step;
+- `step_by_model.png`: the same per model (one point's models side by side);
 - `step_vs_workers.png`: median step time per variant against n, star and tree, with the
   model's line;
 - `time_to_accuracy.png`: test accuracy against training time, per variant;
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from netsum.experiments.points import as_float, read_csv
+from netsum.experiments.trainpoints import WARMUP
 
 __all__ = ["write_all"]
 
@@ -77,6 +81,94 @@ def _speedup(pairs: Sequence[dict[str, object]], x: str, fixed: Sequence[str],
         ax.set(xlabel=xlabel, ylabel="speed-up over gloo's ring (iteration time)",
                title=", ".join(f"{k}={v}" for k, v in desc.items() if k != x), ylim=(0, None))
         ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _compute(r: dict[str, object]) -> float:
+    return sum(as_float(r[c]) for c in ("forward_s", "backward_s", "optimizer_s"))
+
+
+def _step_vs(rows: Sequence[dict[str, object]], x: str, fixed: Sequence[str], path: Path,
+             xlabel: str, log: bool) -> bool:
+    """Median iteration time per variant against `x`, the link-rate model's (with overlap)
+    beside it and the compute part of the step that the model takes as measured."""
+    groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
+    for r in rows:
+        if _ok(r):
+            groups[tuple(r[c] for c in fixed)].append(r)
+    drawn = [(k, g) for k, g in groups.items() if len({r[x] for r in g}) > 1]
+    if not drawn:
+        return False
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(drawn), figsize=(6.5 * len(drawn), 4.8), squeeze=False)
+    for ax, (key, mine) in zip(axes[0], drawn):
+        xs = sorted({as_float(r[x]) for r in mine})
+        for comm in sorted({str(r["comm"]) for r in mine}):
+            at = [[r for r in mine if r["comm"] == comm and as_float(r[x]) == v] for v in xs]
+            vx = [v for v, a in zip(xs, at) if a]
+            at = [a for a in at if a]
+            c = _COLOURS.get(comm, "black")
+            ax.plot(vx, [1e3 * statistics.median(as_float(r["step_s"]) for r in a) for a in at],
+                    marker="o", color=c, label=f"{comm}: measured (median)")
+            ax.plot(vx, [1e3 * statistics.median(as_float(r["model_overlap_s"]) for r in a)
+                         for a in at], "--", marker="x", color=c,
+                    label=f"{comm}: link-rate model, with overlap")
+        ax.plot(xs, [1e3 * statistics.median(_compute(r) for r in mine if as_float(r[x]) == v)
+                     for v in xs], ":", color="gray",
+                label="compute (forward + backward + optimizer, measured)")
+        if log:
+            ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        desc = dict(zip(fixed, key))
+        ax.set(xlabel=xlabel, ylabel="iteration time (ms, log)",
+               title=", ".join(f"{k}={v}" for k, v in desc.items()))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _step_by_model(rows: Sequence[dict[str, object]], path: Path) -> bool:
+    """One group of bars per model: each variant's median iteration time (bar), the link-rate
+    model's (black mark) and the compute part (grey bar inside)."""
+    ok = [r for r in rows if _ok(r)]
+    models = sorted({str(r["model"]) for r in ok},
+                    key=lambda m: statistics.median(as_float(r["params"]) for r in ok
+                                                    if r["model"] == m))
+    if len(models) < 2:
+        return False
+    comms = sorted({str(r["comm"]) for r in ok})
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    width = 0.8 / len(comms)
+    for j, comm in enumerate(comms):
+        for i, m in enumerate(models):
+            at = [r for r in ok if r["model"] == m and r["comm"] == comm]
+            if not at:
+                continue
+            xpos = i + (j - (len(comms) - 1) / 2) * width
+            step = 1e3 * statistics.median(as_float(r["step_s"]) for r in at)
+            ax.bar(xpos, step, width * 0.9, color=_COLOURS.get(comm, "black"),
+                   label=f"{comm}: measured (median)" if i == 0 else None)
+            ax.bar(xpos, 1e3 * statistics.median(_compute(r) for r in at), width * 0.5,
+                   color="gray", label="compute part (measured)" if i == 0 and j == 0 else None)
+            ax.plot([xpos - width * 0.45, xpos + width * 0.45],
+                    [1e3 * statistics.median(as_float(r["model_overlap_s"]) for r in at)] * 2,
+                    color="black", lw=2,
+                    label="link-rate model, with overlap" if i == 0 and j == 0 else None)
+    params = {m: int(statistics.median(as_float(r["params"]) for r in ok if r["model"] == m))
+              for m in models}
+    ax.set_xticks(range(len(models)), [f"{m}\n{params[m]:,} parameters" for m in models])
+    ax.set_yscale("log")
+    r0 = ok[0]
+    ax.set(ylabel="iteration time (ms, log)",
+           title=f"n={r0['workers']} {r0['topo']}, batch {r0['batch']} per rank, "
+           f"{as_float(r0['bw_mbps']):g} Mb/s links")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -169,7 +261,7 @@ def _utilisation(rows: Sequence[dict[str, object]], steps: Sequence[dict[str, ob
         starts = [as_float(s["t_wall"]) for s in steps if s["run"] == r["run"]]
         if len(starts) < 6:
             continue
-        t0, t1 = starts[3], starts[min(3 + nsteps, len(starts) - 1)]
+        t0, t1 = starts[WARMUP], starts[min(WARMUP + nsteps, len(starts) - 1)]
         bw = as_float(r["bw_mbps"])
         for (node, metric), pts in sorted(series[str(r["run"])].items()):
             # Rates over pairs of sampling intervals: a 0.1 s interval holds a handful of
@@ -182,13 +274,14 @@ def _utilisation(rows: Sequence[dict[str, object]], steps: Sequence[dict[str, ob
                     ys.append((vb - va) * 8 / (tb - ta) / 1e6)
             ax.plot(xs, ys, lw=0.8, ls="-" if metric == "tx_bytes" else "--",
                     label=f"{node} {'up' if metric == 'tx_bytes' else 'down'}")
-        for s in starts[3:4 + nsteps]:
+        for s in starts[WARMUP:WARMUP + 1 + nsteps]:
             ax.axvline(s - t0, color="gray", lw=0.6, ls=":")
         if bw:
             ax.axhline(bw, color="black", lw=0.8, label=f"link rate {bw:g} Mb/s")
         ax.set(title=f"{comm}: host links over {nsteps} steps (dotted: step starts), "
                f"{r['model']} b={r['batch']}, n={r['workers']} {r['topo']}",
-               xlabel="s", ylabel="Mb/s", ylim=(0, 1.3 * bw if bw else None))
+               xlabel=f"time from the start of step {WARMUP + 1} (s)",
+               ylabel="host link rate (Mb/s, 0.2 s means)", ylim=(0, 1.3 * bw if bw else None))
         ax.legend(fontsize=6, ncol=4, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -208,6 +301,14 @@ def write_all(out: Path) -> list[Path]:
     if _speedup(pairs, "bw_mbps", ("topo", "workers", "model", "batch"),
                 out / "speedup_vs_bw.png", "link rate (Mb/s)", False):
         done.append(out / "speedup_vs_bw.png")
+    if _step_vs(rows, "batch", ("topo", "workers", "bw_mbps", "model"),
+                out / "step_vs_batch.png", "batch per rank", True):
+        done.append(out / "step_vs_batch.png")
+    if _step_vs(rows, "bw_mbps", ("topo", "workers", "model", "batch"),
+                out / "step_vs_bw.png", "link rate (Mb/s)", True):
+        done.append(out / "step_vs_bw.png")
+    if _step_by_model(rows, out / "step_by_model.png"):
+        done.append(out / "step_by_model.png")
     if _step_vs_workers(rows, out / "step_vs_workers.png"):
         done.append(out / "step_vs_workers.png")
     if _time_to_accuracy(rows, steps, out / "time_to_accuracy.png"):

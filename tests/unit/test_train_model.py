@@ -141,8 +141,20 @@ def test_pairs_and_plots(tmp_path: Path) -> None:
             for s in range(1, 11)))
     assert len(read_csv(tmp_path / "pairs.csv")) == 6
     made = trainplots.write_all(tmp_path)
-    assert {p.name for p in made} == {"speedup_vs_batch.png", "time_to_accuracy.png"}
+    assert {p.name for p in made} == {"speedup_vs_batch.png", "step_vs_batch.png",
+                                      "time_to_accuracy.png"}
     assert all(p.stat().st_size > 10_000 for p in made)
+
+
+def test_models_side_by_side_plot(tmp_path: Path) -> None:
+    """One point, two models: only the per-model plot has an x axis to draw."""
+    rows = [row_of(f"{c}{m}", {**POINT, "model": m}, 0, _run(c, t), 256)
+            for m, (g, i) in {"mlp": (2.0, 1.5), "transformer": (6.0, 4.5)}.items()
+            for c, t in (("gloo", g), ("netsum-hook", i))]
+    write_csv(tmp_path / "results.csv", rows, FIELDS)
+    made = trainplots.write_all(tmp_path)
+    assert [p.name for p in made] == ["step_by_model.png"]
+    assert made[0].stat().st_size > 10_000
 
 
 def test_time_to_accuracy_against_gloos_final() -> None:
