@@ -109,7 +109,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lock", default="/tmp/netsum-privileged.lock",
                    help="flock this file for each point's network ('' : no lock)")
     p.add_argument("--out", type=Path, default=Path("results/train-sweep"))
+    p.add_argument("--redraw", type=Path, metavar="DIR",
+                   help="only recompute DIR's pairs.csv and time_to_accuracy.csv from its "
+                   "results.csv and steps.csv (the measurements) and redraw its plots")
     return p
+
+
+def redraw(out: Path, k: int) -> list[Path]:
+    """The files derived from a sweep's measurements, made again by this code."""
+    from netsum.experiments import trainplots
+    from netsum.experiments.points import read_csv, write_csv
+    from netsum.experiments.trainpoints import (PAIR_FIELDS, TTA_FIELDS, pair_rows,
+                                                time_to_accuracy)
+    rows = read_csv(out / "results.csv")
+    write_csv(out / "pairs.csv", pair_rows(rows, k), PAIR_FIELDS)
+    write_csv(out / "time_to_accuracy.csv", time_to_accuracy(rows, read_csv(out / "steps.csv")),
+              TTA_FIELDS)
+    return trainplots.write_all(out)
 
 
 @contextlib.contextmanager
@@ -239,6 +255,14 @@ def _progress(done: int, total: int, r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
+    if a.redraw:
+        try:
+            for path in redraw(a.redraw, a.k):
+                print(path)
+        except (OSError, KeyError, ValueError) as exc:
+            print(f"{PROG}: error: {a.redraw}: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if a.delay:
         parser.error("--delay: this kernel has no netem (no sch_netem module), so link delay "
                      "cannot be emulated here; loss is --loss")

@@ -43,6 +43,22 @@ def _ok(r: dict[str, object]) -> bool:
     return str(r.get("ok")) in ("True", "true", "1")
 
 
+def _title(desc: dict[str, object], rows: Sequence[dict[str, object]]) -> str:
+    """The fixed part of a point in words: 'n=4 single, 10 Mb/s links, mlp (85,002
+    parameters), batch 16 per rank'."""
+    out = []
+    if "workers" in desc:
+        out.append(f"n={desc['workers']} {desc.get('topo', '')}".strip())
+    if "bw_mbps" in desc:
+        out.append(f"{as_float(desc['bw_mbps']):g} Mb/s links")
+    if "model" in desc:
+        params = int(as_float(rows[0]["params"])) if rows and "params" in rows[0] else 0
+        out.append(f"{desc['model']} ({params:,} parameters)" if params else str(desc["model"]))
+    if "batch" in desc:
+        out.append(f"batch {desc['batch']} per rank")
+    return ", ".join(out)
+
+
 def _speedup(pairs: Sequence[dict[str, object]], x: str, fixed: Sequence[str],
              path: Path, xlabel: str, log: bool) -> bool:
     groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
@@ -59,7 +75,7 @@ def _speedup(pairs: Sequence[dict[str, object]], x: str, fixed: Sequence[str],
         for comm in sorted({str(r["comm"]) for r in rows}):
             mine = [r for r in rows if r["comm"] == comm]
             xs = sorted({as_float(r[x]) for r in mine})
-            med, lo, hi, mod, ser = [], [], [], [], []
+            med, lo, hi, mod, ser, rdy = [], [], [], [], [], []
             for v in xs:
                 at = [r for r in mine if as_float(r[x]) == v]
                 s = [as_float(r["speedup"]) for r in at]
@@ -68,18 +84,22 @@ def _speedup(pairs: Sequence[dict[str, object]], x: str, fixed: Sequence[str],
                 hi.append(max(s) - med[-1])
                 mod.append(statistics.median(as_float(r["model_speedup"]) for r in at))
                 ser.append(statistics.median(as_float(r["serial_model_speedup"]) for r in at))
+                rdy.append(statistics.median(as_float(r.get("ready_model_speedup", "nan"))
+                                             for r in at))
             c = _COLOURS.get(comm, "black")
             ax.errorbar(xs, med, yerr=[lo, hi], marker="o", color=c, capsize=3,
                         label=f"{comm}: measured (median, min-max)")
             ax.plot(xs, mod, "--", color=c, label=f"{comm}: link-rate model, with overlap")
+            ax.plot(xs, rdy, "-.", color=c, alpha=0.8,
+                    label=f"{comm}: model, buckets sent as backward produces them")
             ax.plot(xs, ser, ":", color=c, alpha=0.7, label=f"{comm}: model, no overlap")
-        ax.axhline(2 * (n - 1) / n, color="gray", lw=0.8, ls="-.",
+        ax.axhline(2 * (n - 1) / n, color="gray", lw=0.8, ls=(0, (1, 3)),
                    label=f"2(n-1)/n = {2 * (n - 1) / n:.2f}")
         ax.axhline(1.0, color="gray", lw=0.5)
         if log:
             ax.set_xscale("log", base=2)
         ax.set(xlabel=xlabel, ylabel="speed-up over gloo's ring (iteration time)",
-               title=", ".join(f"{k}={v}" for k, v in desc.items() if k != x), ylim=(0, None))
+               title=_title({k: v for k, v in desc.items() if k != x}, rows), ylim=(0, None))
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -121,10 +141,8 @@ def _step_vs(rows: Sequence[dict[str, object]], x: str, fixed: Sequence[str], pa
                 label="compute (forward + backward + optimizer, measured)")
         if log:
             ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        desc = dict(zip(fixed, key))
-        ax.set(xlabel=xlabel, ylabel="iteration time (ms, log)",
-               title=", ".join(f"{k}={v}" for k, v in desc.items()))
+        ax.set(xlabel=xlabel, ylabel="iteration time (ms)", ylim=(0, None),
+               title=_title(dict(zip(fixed, key)), mine))
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -222,7 +240,8 @@ def _time_to_accuracy(rows: Sequence[dict[str, object]], steps: Sequence[dict[st
         pts = sorted(evals[str(r["run"])])
         ax.plot([t for t, _ in pts], [100 * a for _, a in pts], marker=".",
                 color=_COLOURS.get(str(r["comm"]), "black"),
-                label=f"{r['comm']} rep {r['rep']} (final {100 * as_float(r['final_test_accuracy']):.2f} %)")
+                label=f"{r['comm']} rep {r['rep']} "
+                f"(final {100 * as_float(r['final_test_accuracy']):.2f} %)")
     r0 = runs[0]
     ax.set(xlabel="training time (s, evaluations excluded)", ylabel="test accuracy (%)",
            title=f"{r0['model']} on {r0['data']}, n={r0['workers']}, batch {r0['batch']}, "

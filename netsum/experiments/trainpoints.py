@@ -16,6 +16,13 @@ With C = bytes / R the communication time:
 and the speed-up of netsum over gloo that the network alone predicts is the ratio of the two
 "with overlap" times for the same F, B, O -- 2(n-1)/n x framing when communication dominates,
 falling toward 1 as compute (the batch) grows.
+
+"With overlap" lets every bucket but the last start with backward: a bound.  A bucket cannot
+leave before backward has produced it, so a third form, `ready`, hands bucket i (in the order
+DDP hands them over) to the link at F + B x (values in buckets 1..i) / (all values) --
+backward producing gradients at a steady rate per value -- and the link serves them in order:
+  ready          F + max(B, end of the last bucket) + O
+between the other two; with one big bucket ready late (an MLP's) it is nearly "no overlap".
 """
 from __future__ import annotations
 
@@ -28,7 +35,8 @@ from typing import Any
 from netsum.experiments.points import ACK_FRAME, TCP_FRAME, TCP_MSS, ina_frame_bytes
 
 __all__ = ["Prediction", "wire_bytes", "predict", "FIELDS", "row_of", "pair_rows",
-           "PAIR_FIELDS", "window", "slot_uses", "WARMUP", "TTA_FIELDS", "time_to_accuracy"]
+           "PAIR_FIELDS", "window", "slot_uses", "WARMUP", "TTA_FIELDS", "time_to_accuracy",
+           "ready_step"]
 
 #: Steps left out of the medians: step 1 reduces every gradient as one bucket, step 2 runs
 #: DDP's rebuilt buckets for the first time, step 3 still warms caches.
@@ -42,6 +50,7 @@ class Prediction:
     comm_s: float            # wire_bytes over the link rate
     overlap_s: float         # the step with communication overlapping backward
     serial_s: float          # the step with none
+    ready_s: float = float("nan")   # each bucket sent once backward has produced it
 
 
 def _blocks(numel: int, k: int) -> int:
@@ -72,8 +81,14 @@ def predict(comm: str, numels: Sequence[int], n: int, k: int, window: int, bw_mb
     rate = bw_mbps * 1e6 / 8
     c = total / rate
     last = _bucket_bytes(comm, numels[-1], n, k, window) / rate
+    # `ready`: bucket i leaves at its share of backward, after the buckets before it.
+    done, free, values = 0, 0.0, sum(numels)
+    for e in numels:
+        done += e
+        free = max(free, backward * done / values) + _bucket_bytes(comm, e, n, k, window) / rate
     return Prediction(total, c, forward + max(backward + last, c) + optimizer,
-                      forward + backward + c + optimizer)
+                      forward + backward + c + optimizer,
+                      forward + max(backward, free) + optimizer)
 
 
 def slot_uses(steps: Sequence[Mapping[str, Any]], k: int, window: int) -> int:
@@ -190,12 +205,13 @@ def row_of(run_id: str, point: Mapping[str, Any], rep: int, run: Any, k: int) ->
 #: One row per point and repetition: each netsum variant against gloo of the same repetition.
 PAIR_FIELDS = ("topo", "workers", "bw_mbps", "loss", "model", "batch", "rep", "comm",
                "step_s", "gloo_step_s", "speedup", "model_speedup", "serial_model_speedup",
-               "of_model", "load")
+               "ready_model_speedup", "of_model", "of_ready_model", "load")
 
 
 def pair_rows(rows: Sequence[Mapping[str, Any]], k: int) -> list[dict[str, Any]]:
-    """Measured speed-up (gloo's median step over the variant's) next to the model's, both
-    from gloo's compute split of the same repetition (the network alone changes)."""
+    """Measured speed-up (gloo's median step over the variant's) next to the model's (with
+    overlap, ready, no overlap), all from gloo's compute split and buckets (in the order gloo's
+    DDP handed them over) of the same repetition: the network alone changes."""
     key = ("topo", "workers", "bw_mbps", "loss", "model", "batch", "rep")
     gloo = {tuple(r[c] for c in key): r for r in rows if r["comm"] == "gloo" and _ok(r)}
     out = []
@@ -214,7 +230,9 @@ def pair_rows(rows: Sequence[Mapping[str, Any]], k: int) -> list[dict[str, Any]]
         out.append({**{c: r[c] for c in key}, "comm": r["comm"], "step_s": r["step_s"],
                     "gloo_step_s": g["step_s"], "speedup": measured, "model_speedup": model,
                     "serial_model_speedup": mg.serial_s / mi.serial_s,
+                    "ready_model_speedup": mg.ready_s / mi.ready_s,
                     "of_model": measured / model,
+                    "of_ready_model": measured / (mg.ready_s / mi.ready_s),
                     "load": (float(r["load_start"]) + float(g["load_start"])) / 2})
     return out
 
@@ -258,6 +276,13 @@ def time_to_accuracy(rows: Sequence[Mapping[str, Any]],
                     "time_ratio": t / tg if tg == tg and tg else float("nan"),
                     "accuracy_diff_pp": 100 * (float(r["final_test_accuracy"]) - target)})
     return out
+
+
+def ready_step(r: Mapping[str, Any], k: int) -> float:
+    """The `ready` model's step time (module docstring) for a results.csv row."""
+    return predict(str(r["comm"]), _numels(r), int(float(r["workers"])), k,
+                   int(float(r.get("window") or 64)), float(r["bw_mbps"]), float(r["forward_s"]),
+                   float(r["backward_s"]), float(r["optimizer_s"])).ready_s
 
 
 def _ok(r: Mapping[str, Any]) -> bool:

@@ -44,6 +44,13 @@ def test_predict_overlap_and_serial_by_hand() -> None:
     # Compute-bound: backward 3 s, then the last bucket alone.
     q = predict("gloo", [250_000, 250_000], 2, 256, 32, 8.0, 0.1, 3.0, 0.05)
     assert q.overlap_s == pytest.approx(0.1 + 3.0 + b + 0.05)
+    # Ready: the first bucket leaves at half of backward (half the values), the second when
+    # the link is free again; compute-bound, the second waits for backward's end.
+    assert p.ready_s == pytest.approx(0.1 + 0.25 + 2 * b + 0.05)
+    assert q.ready_s == pytest.approx(0.1 + 3.0 + b + 0.05)
+    # One late big bucket: 3 of 4 values come at the end, so ready is near no overlap.
+    r = predict("gloo", [62_500, 187_500], 2, 256, 32, 8.0, 0.1, 0.5, 0.05)
+    assert r.ready_s == pytest.approx(0.1 + 0.5 + 0.75 * b + 0.05)
     assert math.isnan(predict("gloo", [10], 2, 256, 32, 0.0, 0, 0, 0).overlap_s)
 
 
@@ -133,6 +140,8 @@ def test_pairs_and_plots(tmp_path: Path) -> None:
     assert len(pairs) == 6 and set(pairs[0]) == set(PAIR_FIELDS)
     assert pairs[0]["speedup"] == pytest.approx(2.0 / 1.5)
     assert pairs[0]["of_model"] == pytest.approx(pairs[0]["speedup"] / pairs[0]["model_speedup"])
+    assert pairs[0]["of_ready_model"] == pytest.approx(
+        pairs[0]["speedup"] / pairs[0]["ready_model_speedup"])
     write_csv(tmp_path / "results.csv", rows, FIELDS)
     write_csv(tmp_path / "pairs.csv", pairs, PAIR_FIELDS)
     (tmp_path / "steps.csv").write_text(
