@@ -275,7 +275,8 @@ def _utilisation(rows: Sequence[dict[str, object]], steps: Sequence[dict[str, ob
                 series[t["run"]][(t["node"], t["metric"])].append(
                     (float(t["wall0"]) + float(t["t_s"]), float(t["value"])))
     plt = _plt()
-    fig, axes = plt.subplots(len(chosen), 1, figsize=(9, 2.8 * len(chosen)), squeeze=False)
+    fig, axes = plt.subplots(len(chosen), 1, figsize=(9, 2.8 * len(chosen)), squeeze=False,
+                             sharex=True)     # the same time scale: who finishes first shows
     for ax, (comm, r) in zip(axes[:, 0], sorted(chosen.items())):
         starts = [as_float(s["t_wall"]) for s in steps if s["run"] == r["run"]]
         if len(starts) < 6:

@@ -266,7 +266,9 @@ def time_to_accuracy(rows: Sequence[Mapping[str, Any]],
         target = float(g["final_test_accuracy"])
 
         def reached(ev: list[tuple[int, float, float]]) -> tuple[int, float]:
-            return next(((st, t) for st, t, a in ev if a >= target), (0, float("nan")))
+            # CSV files keep 6 significant digits: the target read back may be rounded up
+            # past the very evaluation it came from (accuracies step by 1/test-set size).
+            return next(((st, t) for st, t, a in ev if a >= target - 1e-6), (0, float("nan")))
         step, t = reached(mine)
         _, tg = reached(sorted(evals.get(str(g["run"]), [])))
         out.append({"run": r["run"], "comm": r["comm"], **{c: r[c] for c in key[1:]},

@@ -181,3 +181,16 @@ def test_time_to_accuracy_against_gloos_final() -> None:
     assert out["i"]["gloo_reached_train_s"] == 8.0 and out["i"]["time_ratio"] == 0.5
     assert out["i"]["accuracy_diff_pp"] == pytest.approx(0.5)
     assert out["g"]["time_ratio"] == 1.0
+
+
+def test_time_to_accuracy_survives_the_csv_round_trip(tmp_path: Path) -> None:
+    """results.csv keeps 6 significant digits: 349/359 = 0.97214484... is written 0.972145,
+    above the evaluation it came from; the target must still count as reached (--redraw)."""
+    p = {**POINT, "topo": "single"}
+    g = _run("gloo", 1.0)
+    g.metrics["final_test_accuracy"] = 349 / 359
+    write_csv(tmp_path / "results.csv", [row_of("g", p, 0, g, 256)], FIELDS)
+    steps = [{"run": "g", "step": s, "train_s": float(s), "test_accuracy": 349 / 359 if s >= 8
+              else 0.5} for s in range(1, 11)]
+    out = time_to_accuracy(read_csv(tmp_path / "results.csv"), steps)
+    assert out[0]["reached_step"] == 8 and out[0]["time_ratio"] == 1.0
