@@ -59,6 +59,13 @@ def _title(desc: dict[str, object], rows: Sequence[dict[str, object]]) -> str:
     return ", ".join(out)
 
 
+def _ticks(ax: Any, values: set[float]) -> None:
+    """Ticks at the measured values (a log axis would label powers of its base)."""
+    xs = sorted(values)
+    ax.set_xticks(xs, [f"{v:g}" for v in xs])
+    ax.minorticks_off()
+
+
 def _speedup(pairs: Sequence[dict[str, object]], x: str, fixed: Sequence[str],
              path: Path, xlabel: str, log: bool) -> bool:
     groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
@@ -98,6 +105,7 @@ def _speedup(pairs: Sequence[dict[str, object]], x: str, fixed: Sequence[str],
         ax.axhline(1.0, color="gray", lw=0.5)
         if log:
             ax.set_xscale("log", base=2)
+            _ticks(ax, {as_float(r[x]) for r in rows})
         ax.set(xlabel=xlabel, ylabel="speed-up over gloo's ring (iteration time)",
                title=_title({k: v for k, v in desc.items() if k != x}, rows), ylim=(0, None))
         ax.legend(fontsize=7)
@@ -141,6 +149,7 @@ def _step_vs(rows: Sequence[dict[str, object]], x: str, fixed: Sequence[str], pa
                 label="compute (forward + backward + optimizer, measured)")
         if log:
             ax.set_xscale("log", base=2)
+            _ticks(ax, set(xs))
         ax.set(xlabel=xlabel, ylabel="iteration time (ms)", ylim=(0, None),
                title=_title(dict(zip(fixed, key)), mine))
         ax.legend(fontsize=7)
