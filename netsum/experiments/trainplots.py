@@ -39,6 +39,13 @@ def _plt() -> Any:
     return plt
 
 
+def _save(plt: Any, fig: Any, path: Path) -> bool:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
 def _ok(r: dict[str, object]) -> bool:
     return str(r.get("ok")) in ("True", "true", "1")
 
@@ -66,12 +73,18 @@ def _ticks(ax: Any, values: set[float]) -> None:
     ax.minorticks_off()
 
 
+def _panels(rows: Sequence[dict[str, object]], x: str, fixed: Sequence[str]
+            ) -> list[tuple[tuple[object, ...], list[dict[str, object]]]]:
+    """Rows grouped by the `fixed` columns' values, the groups with more than one `x`."""
+    groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
+    for r in rows:
+        groups[tuple(r[c] for c in fixed)].append(r)
+    return [(k, g) for k, g in groups.items() if len({r[x] for r in g}) > 1]
+
+
 def _speedup(pairs: Sequence[dict[str, object]], x: str, fixed: Sequence[str],
              path: Path, xlabel: str, log: bool) -> bool:
-    groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
-    for r in pairs:
-        groups[tuple(r[c] for c in fixed)].append(r)
-    drawn = [(k, g) for k, g in groups.items() if len({r[x] for r in g}) > 1]
+    drawn = _panels(pairs, x, fixed)
     if not drawn:
         return False
     plt = _plt()
@@ -109,10 +122,7 @@ def _speedup(pairs: Sequence[dict[str, object]], x: str, fixed: Sequence[str],
         ax.set(xlabel=xlabel, ylabel="speed-up over gloo's ring (iteration time)",
                title=_title({k: v for k, v in desc.items() if k != x}, rows), ylim=(0, None))
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _compute(r: dict[str, object]) -> float:
@@ -123,11 +133,7 @@ def _step_vs(rows: Sequence[dict[str, object]], x: str, fixed: Sequence[str], pa
              xlabel: str, log: bool) -> bool:
     """Median iteration time per variant against `x`, the link-rate model's (with overlap)
     beside it and the compute part of the step that the model takes as measured."""
-    groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
-    for r in rows:
-        if _ok(r):
-            groups[tuple(r[c] for c in fixed)].append(r)
-    drawn = [(k, g) for k, g in groups.items() if len({r[x] for r in g}) > 1]
+    drawn = _panels([r for r in rows if _ok(r)], x, fixed)
     if not drawn:
         return False
     plt = _plt()
@@ -153,10 +159,7 @@ def _step_vs(rows: Sequence[dict[str, object]], x: str, fixed: Sequence[str], pa
         ax.set(xlabel=xlabel, ylabel="iteration time (ms)", ylim=(0, None),
                title=_title(dict(zip(fixed, key)), mine))
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _step_by_model(rows: Sequence[dict[str, object]], path: Path) -> bool:
@@ -196,10 +199,7 @@ def _step_by_model(rows: Sequence[dict[str, object]], path: Path) -> bool:
            title=f"n={r0['workers']} {r0['topo']}, batch {r0['batch']} per rank, "
            f"{as_float(r0['bw_mbps']):g} Mb/s links")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _step_vs_workers(rows: Sequence[dict[str, object]], path: Path) -> bool:
@@ -227,10 +227,7 @@ def _step_vs_workers(rows: Sequence[dict[str, object]], path: Path) -> bool:
            title=f"{first['model']} batch {first['batch']}, {as_float(first['bw_mbps']):g} Mb/s "
            "links", ylim=(0, None))
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _time_to_accuracy(rows: Sequence[dict[str, object]], steps: Sequence[dict[str, object]],
@@ -256,10 +253,7 @@ def _time_to_accuracy(rows: Sequence[dict[str, object]], steps: Sequence[dict[st
            title=f"{r0['model']} on {r0['data']}, n={r0['workers']}, batch {r0['batch']}, "
            f"{as_float(r0['bw_mbps']):g} Mb/s links")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _utilisation(rows: Sequence[dict[str, object]], steps: Sequence[dict[str, object]],
@@ -312,10 +306,7 @@ def _utilisation(rows: Sequence[dict[str, object]], steps: Sequence[dict[str, ob
                xlabel=f"time from the start of step {WARMUP + 1} (s)",
                ylabel="host link rate (Mb/s, 0.2 s means)", ylim=(0, 1.3 * bw if bw else None))
         ax.legend(fontsize=6, ncol=4, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def write_all(out: Path) -> list[Path]:
