@@ -15,6 +15,7 @@ __all__ = [
     "Default", "TypeExpr", "TypeName", "BitType", "IntType", "VarbitType", "BoolType",
     "ErrorType", "StringType", "VoidType", "StackType", "DontCareType", "Stmt", "Assign",
     "CallStmt", "If", "Block", "Return", "Exit", "SwitchCase", "Switch", "VarDecl", "EmptyStmt",
+    "For", "ForIn", "Break", "Continue",
     "Decl", "ConstDecl", "Typedef", "Field", "HeaderDecl", "StructDecl", "HeaderUnionDecl",
     "EnumDecl", "ErrorDecl", "MatchKindDecl", "Param", "MethodDecl", "ExternDecl",
     "FunctionDecl", "ParserTypeDecl", "ControlTypeDecl", "PackageDecl", "Instantiation",
@@ -269,6 +270,35 @@ class VarDecl(Stmt):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class EmptyStmt(Stmt):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class For(Stmt):
+    """``for (init; cond; update) body`` (P4_16 1.2.5); ``cond`` None is ``true``."""
+    init: tuple[Stmt, ...]
+    cond: Expr | None
+    update: tuple[Stmt, ...]
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ForIn(Stmt):
+    """``for (T x in collection) body``: parsed so that it can be refused by name (p4c's
+    BMv2 back end rejects it: "BMV2 does not support for-in loops")."""
+    type: TypeExpr | None
+    name: str
+    collection: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Continue(Stmt):
     pass
 
 

@@ -26,6 +26,7 @@ from .check import CheckTypes
 from .diagnostics import CompileError, Diagnostic, Diagnostics, NOPOS
 from .layout import BuildLayout, Layout
 from .lexer import tokenize
+from .loops import CheckLoops
 from .model import ControlPlane
 from .inline_functions import InlineFunctions
 from .parser_ifs import SplitParserIfs
@@ -85,6 +86,11 @@ def _preprocess(s: CompileState) -> None:
 
 def _parse(s: CompileState) -> None:
     s.program = parse(tokenize(s.preprocessed, s.filename, s.diags), s.diags)
+
+
+def _check_loops(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = CheckLoops().run(s.program, s.diags)
 
 
 def _builtins(s: CompileState) -> None:
@@ -161,6 +167,7 @@ def _p4info(s: CompileState) -> None:
 PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("Preprocess", _preprocess),        # cpp: #include/#define, line markers kept for positions
     ("Parse", _parse),                  # lexer + recursive descent; recovers per declaration
+    ("CheckLoops", _check_loops),       # for-in, loops in parser states, stray break/continue
     ("CreateBuiltins", _builtins),      # implicit NoAction defaults, implicit reject
     ("InstantiateDirectCalls", _direct_calls),  # Ctl.apply(...) -> an instance of Ctl
     # From here on a name never depends on scope: every variable and local constant has a

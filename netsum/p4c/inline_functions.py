@@ -174,6 +174,15 @@ class InlineFunctions:
             case A.Return(value=v) if v is not None and self._has_call(v):
                 pre, v2 = self._lift(v)
                 return pre + [dataclasses.replace(s, value=v2)]
+            case A.For(init=i, cond=c, update=u, body=b):
+                if c is not None and self._has_call(c):
+                    # Lifted out, the call would run once instead of before every test.
+                    self.diags.error(c.pos, "unsupported construct: a call of a function with "
+                                            "statements in a for loop's condition")
+                    return [s]
+                return [dataclasses.replace(s, init=tuple(self._stmts(i)),
+                                            update=tuple(self._stmts(u)),
+                                            body=self._as_block(b))]
         return [s]
 
     def _as_block(self, s: A.Stmt) -> A.Stmt:
@@ -508,6 +517,8 @@ def _early_return(stmts: tuple[A.Stmt, ...]) -> bool:
                 return any(has(x) for x in ss)
             case A.If(then=t, other=o):
                 return has(t) or (o is not None and has(o))
+            case A.For(body=b):
+                return has(b)
         return False
     body = [s for s in stmts if not isinstance(s, A.VarDecl)]
     return any(has(s) for s in body[:-1]) or (bool(body) and not isinstance(body[-1], A.Return)
@@ -537,6 +548,17 @@ def _remove_returns(stmts: tuple[A.Stmt, ...], result: str | None, done: str | N
                 ob, mo = stmt(o) if o is not None else ([], False)
                 return [A.If(s.pos, c, A.Block(t.pos, tuple(tb)),
                              A.Block(o.pos, tuple(ob)) if o is not None else None)], mt or mo
+            case A.For(cond=c, update=u, body=b):
+                bb, may = stmt(b)
+                if not may:
+                    return [s], False
+                # A return inside the loop ends it: neither the update nor another test runs.
+                assert done is not None  # _early_return: a loop holding a return needs one
+                running = A.Unary(pos, "!", A.Name(pos, done))
+                cond = running if c is None else A.Binary(c.pos, "&&", running, c)
+                update = (A.If(pos, running, A.Block(pos, u), None),) if u else u
+                return [dataclasses.replace(s, cond=cond, update=update,
+                                            body=A.Block(b.pos, tuple(bb)))], True
         return [s], False
 
     def seq(ss: tuple[A.Stmt, ...]) -> tuple[list[A.Stmt], bool]:

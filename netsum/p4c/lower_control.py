@@ -302,6 +302,11 @@ class ControlLowering:
                 return self._if(s, env)
             case A.Switch():
                 return self._switch(s, env)
+            case A.For():
+                self.err(s.pos, "unsupported construct: a for loop in an apply block that "
+                                "applies a table or a control, or returns (BMv2's control "
+                                "graph has no loops)")
+                return Frag(None, [])
         self.err(s.pos, f"unsupported construct: {type(s).__name__} in an apply block")
         return Frag(None, [])
 

@@ -6,9 +6,10 @@ the end of the enclosing declaration and goes on, so one run reports several err
 """
 from __future__ import annotations
 
-from .ast import (ActionDecl, Annotation, Assign, Binary, Block, Call, CallStmt, ConstDecl,
-                  ControlDecl, ControlTypeDecl, EmptyStmt, EnumDecl, ErrorDecl, Exit, Expr,
-                  ExternDecl, Field, FunctionDecl, HeaderDecl, HeaderUnionDecl, If,
+from .ast import (ActionDecl, Annotation, Assign, Binary, Block, Break, Call, CallStmt,
+                  ConstDecl, Continue, ControlDecl, ControlTypeDecl, EmptyStmt, EnumDecl,
+                  ErrorDecl, Exit, Expr, ExternDecl, Field, For, ForIn, FunctionDecl,
+                  HeaderDecl, HeaderUnionDecl, If, Range,
                   Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Name, Node,
                   PackageDecl, Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return,
                   Select, SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl,
@@ -514,8 +515,8 @@ class Parser(ExprParser):
         return Block(pos, tuple(stmts))
 
 
-    # statement: block | if | switch | return | exit | ';' | varDecl | constDecl
-    #          | lvalue '=' expr ';' | call ';'
+    # statement: block | if | switch | for | break ';' | continue ';' | return | exit | ';'
+    #          | varDecl | constDecl | lvalue '=' expr ';' | lvalue op'=' expr ';' | call ';'
     def statement(self) -> Stmt:
         t = self.tok
         if self.at("{"):
@@ -538,9 +539,17 @@ class Parser(ExprParser):
             return Exit(t.pos)
         if self.accept("switch"):
             return self._switch(t)
+        if self.accept("break"):
+            self.expect(";")
+            return Break(t.pos)
+        if self.accept("continue"):
+            self.expect(";")
+            return Continue(t.pos)
         annos = self.annotations()
         if annos and self.at("{"):
             return self.block()  # e.g. @atomic { ... }: BMv2 locks per action anyway
+        if self.at("for"):
+            return self._for(self.tok)  # annotations (@unroll ...) are hints: ignored
         if self.at("const"):
             self.i += 1
             typ = self.parse_type()
@@ -550,29 +559,74 @@ class Parser(ExprParser):
             self.expect(";")
             return VarDecl(name.pos, annos, typ, name.text, init, is_const=True)
         if self._starts_var_decl():
-            typ = self.parse_type()
-            name = self.ident("a variable name")
-            init_opt = self.parse_expr() if self.accept("=") else None
+            decl = self._var_decl(annos)
             self.expect(";")
-            return VarDecl(name.pos, annos, typ, name.text, init_opt)
+            return decl
+        simple = self._simple_statement()
+        self.expect(";")
+        return simple
+
+    # varDecl (without its ';'): type name ['=' expr]
+    def _var_decl(self, annos: tuple[Annotation, ...]) -> VarDecl:
+        typ = self.parse_type()
+        name = self.ident("a variable name")
+        init_opt = self.parse_expr() if self.accept("=") else None
+        return VarDecl(name.pos, annos, typ, name.text, init_opt)
+
+    # simpleStatement (without its ';'): lvalue '=' expr | lvalue op'=' expr | call
+    def _simple_statement(self) -> Stmt:
         lhs = self.parse_expr()
         if self.at("="):
             pos = self.tok.pos
             self.i += 1
-            rhs = self.parse_expr()
-            self.expect(";")
-            return Assign(pos, lhs, rhs)
+            return Assign(pos, lhs, self.parse_expr())
         if self.tok.text in _COMPOUND:
             # `a op= b` is `a = a op b` (P4_16 1.2.4); the left side is written once here.
             op_tok = self.tok
             self.i += 1
             rhs = self.parse_expr()
-            self.expect(";")
             return Assign(op_tok.pos, lhs, Binary(op_tok.pos, _COMPOUND[op_tok.text], lhs, rhs))
         if isinstance(lhs, Call):
-            self.expect(";")
             return CallStmt(lhs.pos, lhs)
         raise ParseError(self.tok.pos, f"syntax error, expected '=' or ';' but found '{self.tok}'")
+
+    # for: 'for' '(' [forInit {',' forInit}] ';' [expr] ';' [simpleStatement {','
+    #      simpleStatement}] ')' statement ; forInit: varDecl | simpleStatement
+    #    | 'for' '(' annotations typeRef name 'in' expr ['..' expr] ')' statement
+    def _for(self, t: Token) -> Stmt:
+        self.expect("for")
+        self.expect("(")
+        annos = self.annotations()
+        if self._starts_var_decl():
+            start = self.i
+            typ = self.parse_type()
+            name = self.ident("a variable name")
+            if self.accept("in"):
+                coll = self.parse_expr()
+                if self.accept(".."):
+                    coll = Range(coll.pos, coll, self.parse_expr())
+                self.expect(")")
+                return ForIn(t.pos, typ, name.text, coll, self.statement())
+            self.i = start
+        init: list[Stmt] = []
+        if not self.at(";"):
+            while True:
+                init.append(self._var_decl(annos) if self._starts_var_decl()
+                            else self._simple_statement())
+                annos = ()
+                if not self.accept(","):
+                    break
+        self.expect(";")
+        cond = None if self.at(";") else self.parse_expr()
+        self.expect(";")
+        update: list[Stmt] = []
+        if not self.at(")"):
+            while True:
+                update.append(self._simple_statement())
+                if not self.accept(","):
+                    break
+        self.expect(")")
+        return For(t.pos, tuple(init), cond, tuple(update), self.statement())
 
     def _starts_var_decl(self) -> bool:
         t = self.tok

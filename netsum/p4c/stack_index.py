@@ -84,6 +84,15 @@ class ExpandStackIndex:
                 return [dataclasses.replace(s, cases=tuple(
                     dataclasses.replace(c, body=self._block(c.body)) if c.body else c
                     for c in cs))]
+            case A.For(init=i, update=u, body=b):
+                # A run-time index in the condition stays (it is read on every iteration; the
+                # lowering names it); init, update and body expand as any statement does.
+                def stmts(xs: tuple[A.Stmt, ...]) -> tuple[A.Stmt, ...]:
+                    return tuple(y for x in xs for y in self._stmt(x, depth))
+                body = self._stmt(b, depth)
+                return [dataclasses.replace(s, init=stmts(i), update=stmts(u),
+                                            body=body[0] if len(body) == 1
+                                            else A.Block(b.pos, tuple(body)))]
             case _:
                 return [s]
         found = self._find(own)

@@ -299,4 +299,14 @@ class UniqueNames:
                     c, value=self._x(c.value),
                     body=self._block(c.body) if c.body is not None else None) for c in cs)
                 return dataclasses.replace(s, expr=self._x(e), cases=cases)
+            case A.For(init=i, cond=c, update=u, body=b):
+                # A variable declared in the init is the loop's own (scope: the loop).
+                self._push()
+                try:
+                    init = tuple(self._stmt(x) for x in i)
+                    return dataclasses.replace(s, init=init, cond=self._x(c),
+                                               update=tuple(self._stmt(x) for x in u),
+                                               body=self._stmt(b))
+                finally:
+                    self._pop()
         return self._x(s)
