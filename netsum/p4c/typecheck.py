@@ -619,16 +619,20 @@ class Typer:
         if isinstance(ua, TConst) and isinstance(ub, TConst):
             return self._fold(op, ua, ub, e.pos)
         if op in ("/", "%"):
+            if isinstance(t, Bits) and t.signed:
+                # p4c's type checker: / and % are defined on unsigned values only.
+                self.err(e.pos, f"{what}: cannot operate on signed values")
+                return None
             d = int(ub.value) if isinstance(ub, TConst) else 0
-            if isinstance(t, Bits) and not t.signed and d > 0 and d & (d - 1) == 0:
-                # By a power of two: a shift or a mask, as p4c's strength reduction makes it
-                # (BMv2 has no run-time division).
+            if isinstance(t, Bits) and d > 0 and d & (d - 1) == 0:
+                # By a power of two: a shift or a mask, as p4c's strength reduction makes it.
                 k = d.bit_length() - 1
                 if op == "/":
                     return TBinary(t, e.pos, ">>", ua, TConst(Bits(32), e.pos, k)) if k else ua
                 return TBinary(t, e.pos, "&", ua, TConst(t, e.pos, d - 1))
-            self.err(e.pos, f"unsupported construct: '{op}' on run-time values (BMv2 target)")
-            return None
+            # Otherwise BMv2's own "/" and "%" expression operators, as p4c-bm2-ss emits them
+            # (masked to the width like every arithmetic result).  BMv2 requires a divisor
+            # > 0 (it asserts); netsum-switch yields 0 for a zero divisor.
         return TBinary(t, e.pos, op, ua, ub)
 
     def _aggregate_eq(self, a: TExpr, b: TExpr, pos: Pos) -> TExpr | None:
