@@ -465,6 +465,13 @@ class Typer:
                 self.err(e.pos, f"unsupported construct: '{text}' (a header stack's .next "
                                 f"can only be extracted into)")
                 return None
+        if isinstance(base, TList) and isinstance(base.type, (StructT, HeaderT)):
+            # A member of a structure-valued expression (a list or initializer bound to a
+            # parameter of an inlined function): that member's value.
+            names = [n for n, _ in (base.type.members() if isinstance(base.type, HeaderT)
+                                    else base.type.fields)]
+            if m in names and len(names) == len(base.items):
+                return base.items[names.index(m)]
         self.err(e.pos, f"{show(base.type)} has no member '{m}'")
         return None
 
