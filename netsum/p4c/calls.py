@@ -7,6 +7,7 @@ or name), generic parameters are inferred, and ``out``/``inout`` arguments must 
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 
@@ -176,6 +177,12 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
         if sym is None:
             typer.err(f.pos, unknown("action or function", f.name, env.names()))
             return None
+        if sym.kind is SymKind.ACTION and f.name in g.functions and \
+                not any(a.name for a in call.args) and \
+                len(call.args) > len(sym.value.params):  # type: ignore[attr-defined]
+            # p4c picks among the declarations of a name by argument count: an action named
+            # like an extern function (`action hash() { hash(...); }`) calls the function.
+            sym = dataclasses.replace(sym, kind=SymKind.FUNCTION, value=g.functions[f.name])
         if sym.kind is SymKind.ACTION:
             decl = sym.value
             assert isinstance(decl, A.ActionDecl)

@@ -23,6 +23,7 @@ from .bmv2_json import GenerateJson
 from .builtins import CreateBuiltins
 from .direct_calls import InstantiateDirectCalls
 from .check import CheckTypes
+from .ctor_consts import BindPackageConstants
 from .diagnostics import CompileError, Diagnostic, Diagnostics, NOPOS
 from .layout import BuildLayout, Layout
 from .lexer import tokenize
@@ -38,6 +39,7 @@ from .parser_lookahead import HoistLookahead
 from .preprocess import preprocess
 from .resolve import Globals, ResolveNames
 from .stack_index import ExpandStackIndex
+from .static_assert import HoistStaticAsserts
 from .unique_names import UniqueNames
 
 __all__ = ["CompileResult", "CompileState", "PIPELINE", "compile_source", "compile_file"]
@@ -91,6 +93,16 @@ def _parse(s: CompileState) -> None:
 def _check_loops(s: CompileState) -> None:
     assert s.program is not None
     s.program = CheckLoops().run(s.program, s.diags)
+
+
+def _static_asserts(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = HoistStaticAsserts().run(s.program, s.diags)
+
+
+def _package_constants(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = BindPackageConstants().run(s.program, s.diags)
 
 
 def _builtins(s: CompileState) -> None:
@@ -168,6 +180,8 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("Preprocess", _preprocess),        # cpp: #include/#define, line markers kept for positions
     ("Parse", _parse),                  # lexer + recursive descent; recovers per declaration
     ("CheckLoops", _check_loops),       # for-in, loops in parser states, stray break/continue
+    ("HoistStaticAsserts", _static_asserts),  # static_assert(...); checked as a constant
+    ("BindPackageConstants", _package_constants),  # V1Switch(P(false), ...): P's constants
     ("CreateBuiltins", _builtins),      # implicit NoAction defaults, implicit reject
     ("InstantiateDirectCalls", _direct_calls),  # Ctl.apply(...) -> an instance of Ctl
     # From here on a name never depends on scope: every variable and local constant has a

@@ -7,9 +7,9 @@ the end of the enclosing declaration and goes on, so one run reports several err
 from __future__ import annotations
 
 from .ast import (ActionDecl, Annotation, Assign, Binary, Block, Break, Call, CallStmt,
-                  ConstDecl, Continue, ControlDecl, ControlTypeDecl, EmptyStmt, EnumDecl,
-                  ErrorDecl, Exit, Expr, ExternDecl, Field, For, ForIn, FunctionDecl,
-                  HeaderDecl, HeaderUnionDecl, If, Range,
+                  ConstDecl, Continue, ControlDecl, ControlTypeDecl, Default, EmptyStmt,
+                  EnumDecl, ErrorDecl, Exit, Expr, ExternDecl, Field, For, ForIn, FunctionDecl,
+                  BitType, BoolType, HeaderDecl, HeaderUnionDecl, If, IntType, Range, StackType,
                   Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Name, Node,
                   PackageDecl, Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return,
                   Select, SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl,
@@ -202,6 +202,13 @@ class Parser(ExprParser):
             annos = self.annotations()
             typ = self.parse_type()
             name = self.ident("a field name")
+            if self.at("[") or (isinstance(typ, StackType) and
+                                isinstance(typ.elem, (BitType, IntType, BoolType))):
+                # P4_16 1.2.5 arrays of bit strings (`bit<8>[16] a;`, or C's `bit<8> a[16];`
+                # that p4c parses too): p4c-bm2-ss stops at them as well (a BMv2 header
+                # cannot hold a stack).
+                raise ParseError(name.pos, f"unsupported construct: an array field "
+                                           f"'{name.text}' (arrays of bit strings)")
             self.expect(";")
             fields.append(Field(name.pos, annos, name.text, typ))
         return tuple(fields)
@@ -416,13 +423,15 @@ class Parser(ExprParser):
                 self._skip_to_end(0)
         return ParserState(name.pos, annos, name.text, tuple(stmts), transition, tpos)
 
-    # select: 'select' '(' exprs ')' '{' (keyset ':' name ';')* '}'
-    def _select(self) -> Select:
+    # select: 'select' '(' exprs? ')' '{' (keyset ':' name ';')* '}'
+    def _select(self) -> Select | str:
         pos = self.expect("select").pos
         self.expect("(")
-        keys = [self.parse_expr()]
-        while self.accept(","):
+        keys: list[Expr] = []
+        if not self.at(")"):
             keys.append(self.parse_expr())
+            while self.accept(","):
+                keys.append(self.parse_expr())
         self.expect(")")
         self.expect("{")
         cases: list[SelectCase] = []
@@ -432,7 +441,17 @@ class Parser(ExprParser):
             st = self.ident("a state name")
             self.expect(";")
             cases.append(SelectCase(ks.pos, ks, st.text, st.pos))
-        return Select(pos, tuple(keys), tuple(cases))
+        if keys:
+            return Select(pos, tuple(keys), tuple(cases))
+        # select() over no expressions: only a default case can match, so the first one is
+        # the state's one transition (p4c's midend makes it a plain 'transition s;').
+        for c in cases:
+            if isinstance(c.keyset, Default):
+                return c.state
+            raise ParseError(c.pos, "a select() over no expressions can only have "
+                                    "'default' cases")
+        raise ParseError(pos, "unsupported construct: a select() over no expressions "
+                              "without a 'default' case")
 
     # table: 'table' name '{' property* '}'
     def _table(self, annos: tuple[Annotation, ...]) -> TableDecl:

@@ -1,0 +1,99 @@
+"""Front-end rules p4c's samples rely on: `select()` over no expressions (issue1291-bmv2),
+core.p4's `static_assert` (issue3531) and an action named like the extern function it calls
+(issue1541: `action hash() { hash(...); }` calls v1model's hash; p4c picks among a name's
+declarations by argument count).  Expected packets are worked out by hand."""
+from __future__ import annotations
+
+import pytest
+
+from netsum import p4c as compiler
+from netsum.switch.device import Device
+
+TEMPLATE = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { TRANSITION }
+    state parse_h { p.extract(h.h); transition accept; }
+}
+control V(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    ACTIONS
+    apply { APPLY sm.egress_spec = 1; }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs h, inout m meta) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def program(transition: str = "transition parse_h;", actions: str = "", apply: str = "") -> str:
+    return TEMPLATE.replace("TRANSITION", transition).replace("ACTIONS", actions) \
+        .replace("APPLY", apply)
+
+
+def run(src: str, frame: bytes) -> list[tuple[int, bytes]]:
+    res = compiler.compile_source(src, "front_end.p4")
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    return d.process(0, frame)
+
+
+def test_select_over_no_expressions_takes_its_default_case() -> None:
+    src = program("transition select() { default: parse_h; }", apply="h.h.b = h.h.a + 1;")
+    # parse_h ran (the header is valid and emitted): b = a + 1.
+    assert run(src, bytes([7, 0, 9])) == [(1, bytes([7, 8, 9]))]
+
+
+def test_select_over_no_expressions_with_a_value_case_is_refused() -> None:
+    with pytest.raises(compiler.CompileError, match="only have 'default' cases"):
+        compiler.compile_source(program("transition select() { 8w1: parse_h; }"), "x.p4")
+
+
+def test_static_assert_true_compiles_to_nothing() -> None:
+    src = program(apply='static_assert(V1MODEL_VERSION >= 20180101, "v1model too old");') \
+        .replace("struct m { }", "struct m { }\nconst bool ok = static_assert(true);")
+    res = compiler.compile_source(src, "sa.p4")
+    ingress = next(p for p in res.bmv2_json["pipelines"] if p["name"] == "ingress")
+    assert ingress["conditionals"] == []
+    assert run(src, bytes([7, 0])) == [(1, bytes([7, 0]))]
+
+
+@pytest.mark.parametrize("where", ["statement", "constant"])
+def test_static_assert_false_is_an_error_naming_its_message(where: str) -> None:
+    call = 'static_assert(8w1 == 8w2, "one is not two")'
+    src = program(apply=call + ";") if where == "statement" else \
+        program().replace("struct m { }", f"struct m {{ }}\nconst bool no = {call};")
+    with pytest.raises(compiler.CompileError, match="static_assert failed: one is not two"):
+        compiler.compile_source(src, "sa.p4")
+
+
+def test_action_named_like_an_extern_function_calls_the_function() -> None:
+    # identity hash of a, reduced modulo max = 7 (v1model: base + hash % max): b = a % 7.
+    act = "action hash() { hash(h.h.b, HashAlgorithm.identity, 8w0, { h.h.a }, 16w7); }\n" \
+          "table t { actions = { hash; } default_action = hash(); }"
+    src = program(actions=act, apply="t.apply();")
+    for a in (0, 6, 7, 200):
+        assert run(src, bytes([a, 0xEE])) == [(1, bytes([a, a % 7]))]
+
+
+@pytest.mark.parametrize("flag, b", [("true", 0x11), ("false", 0x22)])
+def test_package_argument_constructor_constants(flag: str, b: int) -> None:
+    """`V1Switch(P(true), ..., I(8w5), ...)`: P's `test` and I's `k` are constants of those
+    blocks (parser-unroll-t1-cond): the select on `test` picks the state, `k` is added."""
+    src = program("transition select(test) { true: parse_h; false: other; }",
+                  apply="h.h.a = h.h.a + k;") \
+        .replace("inout standard_metadata_t sm) {\n    state start",
+                 "inout standard_metadata_t sm)(bool test) {\n"
+                 "    state other { p.extract(h.h); h.h.b = 8w0x22; transition accept; }\n"
+                 "    state start") \
+        .replace("state parse_h { p.extract(h.h);",
+                 "state parse_h { p.extract(h.h); h.h.b = 8w0x11;") \
+        .replace("control I(inout hs h, inout m meta, inout standard_metadata_t sm) {",
+                 "control I(inout hs h, inout m meta, inout standard_metadata_t sm)(bit<8> k) {") \
+        .replace("V1Switch(P(), V(), I(),", f"V1Switch(P({flag}), V(), I(8w5),")
+    assert run(src, bytes([7, 0])) == [(1, bytes([12, b]))]
