@@ -378,7 +378,8 @@ class ControlLowering:
                                f"(first at {prev}); its tables can be applied only once")
             return Frag(None, [])
         self.ps.applied.setdefault(info.qualified, info.pos)
-        bindings: dict[str, Sym] = {}
+        bindings: dict[str, Sym] = {p: Sym(x.kind, p, x.value, x.qualified)
+                                    for p, x in info.externs}
         copies: list[tuple[TLoc, TExpr]] = []
         for p, a in zip(info.params, info.args):
             if a is None and p.default is not None:

@@ -97,3 +97,25 @@ def test_package_argument_constructor_constants(flag: str, b: int) -> None:
                  "control I(inout hs h, inout m meta, inout standard_metadata_t sm)(bit<8> k) {") \
         .replace("V1Switch(P(), V(), I(),", f"V1Switch(P({flag}), V(), I(8w5),")
     assert run(src, bytes([7, 0])) == [(1, bytes([12, b]))]
+
+
+def test_extern_instance_passed_to_a_control_and_a_typedef_of_an_extern() -> None:
+    """issue1958: `sub.apply(h, reg)` binds the control's `register<bit<8>> r` parameter to the
+    caller's register (p4c inlines it: one register, the caller's); issue2735-bmv2:
+    `typedef register<bit<8>> R; R(4) reg;`.  Each packet reads the previous one's `a`."""
+    sub = """
+control Sub(inout hs h, register<bit<8>> r) {
+    apply { bit<8> v; r.read(v, 32w1); h.h.b = v; r.write(32w1, h.h.a); }
+}
+typedef register<bit<8>> R;
+"""
+    src = program(actions="R(4) reg; Sub() sub;", apply="sub.apply(h, reg);") \
+        .replace("control I(", sub + "control I(")
+    res = compiler.compile_source(src, "extern_arg.p4")
+    assert [(r["name"], r["size"], r["bitwidth"]) for r in res.bmv2_json["register_arrays"]] \
+        == [("I.reg", 4, 8)]
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    assert d.process(0, bytes([5, 0xEE])) == [(1, bytes([5, 0]))]
+    assert d.process(0, bytes([9, 0xEE])) == [(1, bytes([9, 5]))]
+    assert d.process(0, bytes([1, 0xEE])) == [(1, bytes([1, 9]))]
