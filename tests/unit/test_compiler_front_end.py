@@ -119,3 +119,15 @@ typedef register<bit<8>> R;
     assert d.process(0, bytes([5, 0xEE])) == [(1, bytes([5, 0]))]
     assert d.process(0, bytes([9, 0xEE])) == [(1, bytes([9, 5]))]
     assert d.process(0, bytes([1, 0xEE])) == [(1, bytes([1, 9]))]
+
+
+def test_sub_parser_parameter_left_out_takes_its_default() -> None:
+    """issue1937-2-bmv2: `foo.apply(x)` for `parser foo(out bit<8> x, in bit<8> y = 5)`."""
+    sub = "parser Sub(out bit<8> x, in bit<8> y = 8w20) " \
+          "{ state start { x = y >> 2; transition accept; } }\n"
+    src = program().replace("state parse_h { p.extract(h.h);",
+                            "state parse_h { p.extract(h.h); Sub.apply(h.h.a, h.h.a); "
+                            "Sub.apply(h.h.b);") \
+        .replace("parser P(", sub + "parser P(")
+    # a = a >> 2 (y bound to a); b = 20 >> 2 = 5.
+    assert run(src, bytes([0x40, 0xEE])) == [(1, bytes([0x10, 5]))]
