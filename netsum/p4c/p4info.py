@@ -203,26 +203,34 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
     for d in cp.digests:
         pdg = info.digests.add()
         _preamble(pdg.preamble, did[d.name], d.name, alias[d.name], ())
-        pdg.type_spec.struct.name = d.name
-        st = info.type_info.structs[d.name]
+        if d.tuple:  # p4c: a tuple type spec; type_info present, empty
+            info.type_info.SetInParent()
+            pdg.type_spec.tuple.SetInParent()
+        else:
+            pdg.type_spec.struct.name = d.name
+            st = info.type_info.structs[d.name]
         for fname, width, spec in d.fields:
-            mem = st.members.add()
-            mem.name = fname
+            if d.tuple:
+                mem = pdg.type_spec.tuple.members.add()
+            else:
+                smem = st.members.add()
+                smem.name = fname
+                mem = smem.type_spec
             kind, _, tname = spec.partition(":")
             if kind == "bool":
-                mem.type_spec.bool.SetInParent()
+                mem.bool.SetInParent()
             elif kind == "error":
-                mem.type_spec.error.SetInParent()
+                mem.error.SetInParent()
             elif kind == "enum":
-                mem.type_spec.enum.name = tname
+                mem.enum.name = tname
             elif kind == "serializable_enum":
-                mem.type_spec.serializable_enum.name = tname
+                mem.serializable_enum.name = tname
             elif kind == "new_type":
-                mem.type_spec.new_type.name = tname
+                mem.new_type.name = tname
             elif kind == "int":
-                mem.type_spec.bitstring.int.bitwidth = width
+                mem.bitstring.int.bitwidth = width
             else:
-                mem.type_spec.bitstring.bit.bitwidth = width
+                mem.bitstring.bit.bitwidth = width
     for name, nt in cp.new_types.items():
         spec = info.type_info.new_types[name]
         if nt.uri:

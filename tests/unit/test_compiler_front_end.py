@@ -131,3 +131,21 @@ def test_sub_parser_parameter_left_out_takes_its_default() -> None:
         .replace("parser P(", sub + "parser P(")
     # a = a >> 2 (y bound to a); b = 20 >> 2 = 5.
     assert run(src, bytes([0x40, 0xEE])) == [(1, bytes([0x10, 5]))]
+
+
+def test_digest_of_a_list_without_a_struct_type() -> None:
+    """issue430-1-bmv2: `digest(5, { f, g })` -- P4Info digest `digest_0` with a tuple type
+    spec (p4c's auto-generated name), a learn list of the same name carrying the values."""
+    src = program(apply="digest(32w5, { h.h.a, h.h.b });")
+    res = compiler.compile_source(src, "tuple_digest.p4")
+    (d,) = res.p4info.digests
+    assert d.preamble.name == "digest_0" and not d.type_spec.HasField("struct")
+    assert [m.bitstring.bit.bitwidth for m in d.type_spec.tuple.members] == [8, 8]
+    (ll,) = res.bmv2_json["learn_lists"]
+    assert ll["name"] == "digest_0"
+    dev = Device()
+    dev.install(Device.build_pipeline(res.bmv2_json))
+    got: list[tuple[int, tuple[int, ...]]] = []
+    dev.digest_handler = lambda lid, values: got.append((lid, values))
+    assert dev.process(0, bytes([3, 4])) == [(1, bytes([3, 4]))]
+    assert got == [(ll["id"], (3, 4))]
