@@ -17,6 +17,7 @@ from .ir import (FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TL
                  UnionStackNextRef, UnionStackRef)
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
+from .lower_ctx import prim
 from .scopes import Env, SymKind, ValueSet
 from .types import (Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, P4Type, StackT, StructT,
                     VarbitT, show, width_of)
@@ -104,6 +105,21 @@ def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
         return
     rhs = typer.expr(r, env, lhs.type, lookahead_ok=True)
     if rhs is None:
+        return
+    if isinstance(rhs, TLookahead) and isinstance(rhs.type, HeaderT) and \
+            isinstance(lhs, TLoc) and isinstance(lhs.ref, HeaderRef) and lhs.type == rhs.type:
+        # h = pkt.lookahead<H>(): h becomes valid and each field is set from the packet bits
+        # at its offset (p4c reads a bit<W> lookahead and slices it; the bits are the same).
+        ops.append({"parameters": [prim("add_header", [ref_json(lhs)])], "op": "primitive"})
+        off = rhs.offset
+        for fname, ft in rhs.type.fields:
+            if not isinstance(ft, (Bits, Bool)):
+                ctx.diags.error(s.pos, f"unsupported construct: lookahead into a header with "
+                                       f"a {show(ft)} field")
+                return
+            ops.append({"parameters": [field_json(FieldRef(lhs.ref.name, fname)), {
+                "type": "lookahead", "value": [off, width_of(ft)]}], "op": "set"})
+            off += width_of(ft)
         return
     if isinstance(rhs, TLookahead):
         # pkt.lookahead<T>() or a field/slice of it: BMv2 sets the field from packet bits.

@@ -386,13 +386,13 @@ class Typer:
         base = self.expr(x, env, lookahead_ok=True)
         if base is None:
             return None
-        if isinstance(base, TLookahead) and isinstance(base.type, HeaderT):
+        if isinstance(base, TLookahead) and isinstance(base.type, (HeaderT, StructT)):
             off = base.offset
             for fname, fty in base.type.fields:
                 if fname == m:
                     return TLookahead(fty, e.pos, off)
                 off += width_of(fty)
-            self.err(e.pos, unknown(f"field of header '{base.type.name}':", m,
+            self.err(e.pos, unknown(f"field of '{base.type.name}':", m,
                                     [n for n, _ in base.type.fields]))
             return None
         if isinstance(base, TLoc):
@@ -742,7 +742,10 @@ class Typer:
             t = resolve_type(e.type_args[0], env.g, self.diags)
             if t is None:
                 return None
-            if not isinstance(t, (Bits, HeaderT)):
+            flat = isinstance(t, StructT) and all(
+                isinstance(ft, (Bits, Bool)) for _, ft in t.fields)
+            if not isinstance(t, (Bits, HeaderT)) and not flat:
+                # A struct of bit strings reads like a header (its members' offsets add up).
                 self.err(e.pos, f"unsupported construct: lookahead of {show(t)}")
                 return None
             return TLookahead(t, e.pos)
