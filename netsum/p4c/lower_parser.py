@@ -13,8 +13,8 @@ from .blocks import BlockScope
 from .calls import CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_condition, as_param, field_json, hexstr, lower_expr, ref_json, wrap
-from .ir import (FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TLoc, TLookahead,
-                 UnionStackNextRef, UnionStackRef)
+from .ir import (FieldRef, HeaderRef, StackFieldRef, StackRef, StructRef, TConst, TExpr, TLoc,
+                 TLookahead, UnionStackNextRef, UnionStackRef)
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
 from .lower_ctx import prim
@@ -97,6 +97,42 @@ def _state_stmt(ctx: LowerCtx, s: A.Stmt, env: Env, ops: list[Json]) -> None:
             ctx.diags.error(s.pos, f"unsupported construct: {type(s).__name__} in a parser state")
 
 
+def _lookahead_into(loc: TLoc, off: int, ops: list[Json]) -> int | None:
+    """Parser ops setting loc from the packet bits at off onwards; the offset after it."""
+    ref = loc.ref
+    if isinstance(ref, FieldRef) and isinstance(loc.type, (Bits, Bool)):
+        w = width_of(loc.type)
+        ops.append({"parameters": [field_json(ref), {"type": "lookahead", "value": [off, w]}],
+                    "op": "set"})
+        return off + w
+    if isinstance(ref, HeaderRef):
+        ops.append({"parameters": [prim("add_header", [ref_json(loc)])], "op": "primitive"})
+        for fname, ft in ref.type.fields:
+            if not isinstance(ft, (Bits, Bool)):
+                return None
+            ops.append({"parameters": [field_json(FieldRef(ref.name, fname)), {
+                "type": "lookahead", "value": [off, width_of(ft)]}], "op": "set"})
+            off += width_of(ft)
+        return off
+    if isinstance(ref, StackRef):
+        el = ref.type.elem
+        for i in range(ref.type.size):
+            got = _lookahead_into(TLoc(el, loc.pos, HeaderRef(f"{ref.name}[{i}]", el),
+                                       loc.text), off, ops) if isinstance(el, HeaderT) else None
+            if got is None:
+                return None
+            off = got
+        return off
+    if isinstance(ref, StructRef):
+        for _, m in ref.members:
+            got = _lookahead_into(m, off, ops)
+            if got is None:
+                return None
+            off = got
+        return off
+    return None
+
+
 def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
                    ops: list[Json]) -> None:
     typer = ctx.typer
@@ -106,20 +142,13 @@ def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
     rhs = typer.expr(r, env, lhs.type, lookahead_ok=True)
     if rhs is None:
         return
-    if isinstance(rhs, TLookahead) and isinstance(rhs.type, HeaderT) and \
-            isinstance(lhs, TLoc) and isinstance(lhs.ref, HeaderRef) and lhs.type == rhs.type:
-        # h = pkt.lookahead<H>(): h becomes valid and each field is set from the packet bits
-        # at its offset (p4c reads a bit<W> lookahead and slices it; the bits are the same).
-        ops.append({"parameters": [prim("add_header", [ref_json(lhs)])], "op": "primitive"})
-        off = rhs.offset
-        for fname, ft in rhs.type.fields:
-            if not isinstance(ft, (Bits, Bool)):
-                ctx.diags.error(s.pos, f"unsupported construct: lookahead into a header with "
-                                       f"a {show(ft)} field")
-                return
-            ops.append({"parameters": [field_json(FieldRef(lhs.ref.name, fname)), {
-                "type": "lookahead", "value": [off, width_of(ft)]}], "op": "set"})
-            off += width_of(ft)
+    if isinstance(rhs, TLookahead) and isinstance(rhs.type, (HeaderT, StructT)) and \
+            isinstance(lhs, TLoc) and lhs.type == rhs.type:
+        # x = pkt.lookahead<T>() for a header, or a struct of headers, stacks and bit strings:
+        # every header becomes valid and each field is set from the packet bits at its offset
+        # (p4c reads one bit<W> lookahead and slices it; the bits are the same).
+        if _lookahead_into(lhs, rhs.offset, ops) is None:
+            ctx.diags.error(s.pos, f"unsupported construct: lookahead into {show(lhs.type)}")
         return
     if isinstance(rhs, TLookahead):
         # pkt.lookahead<T>() or a field/slice of it: BMv2 sets the field from packet bits.

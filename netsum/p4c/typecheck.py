@@ -73,6 +73,23 @@ def group_ref(st: StructT, header: str, prefix: str) -> StructRef:
     return StructRef(st, tuple(members))
 
 
+def lookahead_width(t: P4Type) -> int | None:
+    """Bits a lookahead<t>() reads: bit strings, bools, and headers, stacks and structs of
+    them (None for anything else, e.g. varbit fields)."""
+    match t:
+        case Bits(w, _):
+            return w
+        case Bool():
+            return 1
+        case StackT(elem=el, size=n):
+            ew = lookahead_width(el)
+            return ew * n if ew is not None else None
+        case HeaderT(fields=fs) | StructT(fields=fs):
+            ws = [lookahead_width(ft) for _, ft in fs]
+            return None if None in ws else sum(w for w in ws if w is not None)
+    return None
+
+
 def key_name(e: A.Expr) -> str | None:
     """The P4Info name of a table key (p4c TableKeyNames): a path, field, index, slice, `&`
     or constant written out, ``x.isValid()`` as ``x.$valid$``; None for anything more complex
@@ -391,7 +408,7 @@ class Typer:
             for fname, fty in base.type.fields:
                 if fname == m:
                     return TLookahead(fty, e.pos, off)
-                off += width_of(fty)
+                off += lookahead_width(fty) or 0
             self.err(e.pos, unknown(f"field of '{base.type.name}':", m,
                                     [n for n, _ in base.type.fields]))
             return None
@@ -742,10 +759,10 @@ class Typer:
             t = resolve_type(e.type_args[0], env.g, self.diags)
             if t is None:
                 return None
-            flat = isinstance(t, StructT) and all(
-                isinstance(ft, (Bits, Bool)) for _, ft in t.fields)
-            if not isinstance(t, (Bits, HeaderT)) and not flat:
-                # A struct of bit strings reads like a header (its members' offsets add up).
+            if not isinstance(t, (Bits, HeaderT)) and not (
+                    isinstance(t, StructT) and lookahead_width(t) is not None):
+                # A struct of bit strings, headers and stacks reads like a header (its
+                # members' offsets add up).
                 self.err(e.pos, f"unsupported construct: lookahead of {show(t)}")
                 return None
             return TLookahead(t, e.pos)

@@ -135,16 +135,20 @@ def test_unsupported_forms_are_positioned_errors(state: str, marker: str, messag
 HEADER_LOOKAHEAD = """#include <core.p4>
 #include <v1model.p4>
 header h_t { bit<8> a; bit<8> b; }
+header f_t { bit<8> f; }
 struct pair { bit<4> x; bit<4> y; }
+struct two { f_t[2] s; }
 struct metadata { }
 struct headers { h_t h; }
 parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
         h_t peek = pkt.lookahead<h_t>();
         bit<4> y = pkt.lookahead<pair>().y;
+        two t;
+        t = pkt.lookahead<two>();
         pkt.extract(hdr.h);
         hdr.h.a = peek.b;
-        hdr.h.b = (bit<8>)y;
+        hdr.h.b = (bit<8>)y + t.s[1].f;
         transition accept;
     }
 }
@@ -162,12 +166,14 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 def test_lookahead_into_a_header_and_a_struct_member() -> None:
     """issue3702-bmv2 (`ipv4_t ipv4 = pkt.lookahead<ipv4_t>();`) and issue561-bmv2
     (`pkt.lookahead<S>().length`, S a struct of bit strings): the header becomes valid with
-    each field read at its offset; a struct member reads its own bits.  By hand: for the
-    bytes 12 34, peek = {a: 0x12, b: 0x34} and y is the low nibble of 0x12."""
+    each field read at its offset; a struct member reads its own bits; issue2465-bmv2: a
+    struct holding a header stack, every element valid and filled in order.  By hand: for
+    the bytes 12 34, peek = {a: 0x12, b: 0x34}, y is the low nibble of 0x12 and t.s[1].f is
+    0x34, so h.b = 2 + 0x34."""
     res = compiler.compile_source(HEADER_LOOKAHEAD, "la_header.p4")
     ops = res.bmv2_json["parsers"][0]["parse_states"][0]["parser_ops"]
-    sets = [o["parameters"][1] for o in ops if o["op"] == "set"][:3]
-    assert sets == [LA(0, 8), LA(8, 8), LA(4, 4)]
+    sets = [o["parameters"][1] for o in ops if o["op"] == "set"][:5]
+    assert sets == [LA(0, 8), LA(8, 8), LA(4, 4), LA(0, 8), LA(8, 8)]
     d = Device()
     d.install(Device.build_pipeline(res.bmv2_json))
-    assert d.process(0, bytes([0x12, 0x34])) == [(1, bytes([0x34, 0x02]))]
+    assert d.process(0, bytes([0x12, 0x34])) == [(1, bytes([0x34, 0x36]))]
