@@ -40,6 +40,7 @@ from .preprocess import preprocess
 from .resolve import Globals, ResolveNames
 from .stack_index import ExpandStackIndex
 from .static_assert import HoistStaticAsserts
+from .struct_consts import InlineStructConstants
 from .unique_names import UniqueNames
 
 __all__ = ["CompileResult", "CompileState", "PIPELINE", "compile_source", "compile_file"]
@@ -120,6 +121,11 @@ def _unique_names(s: CompileState) -> None:
     s.program = UniqueNames().run(s.program, s.diags)
 
 
+def _struct_consts(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = InlineStructConstants().run(s.program, s.diags)
+
+
 def _move_declarations(s: CompileState) -> None:
     assert s.program is not None
     s.program = MoveDeclarations().run(s.program, s.diags)
@@ -188,6 +194,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     # program-wide unique name, declared once at the top of its parser or control (or of an
     # action outside any control).  Every later pass relies on it.
     ("UniqueNames", _unique_names),
+    ("InlineStructConstants", _struct_consts),  # const S c = {...}: the list where used
     ("MoveDeclarations", _move_declarations),
     ("SplitParserIfs", _parser_ifs),  # an if in a parser state: a select on its condition
     ("InlineParsers", _inline_parsers),  # sub-parser applications become states

@@ -583,8 +583,25 @@ class Typer:
                               else (a.value or b.value))
             return TBinary(Bool(), e.pos, op, a, b)
         want = expected if isinstance(expected, Bits) and op not in _COMPARE else None
-        a = self.expr(e.left, env, None)
-        b = self.expr(e.right, env, None)
+        if op in ("==", "!=") and isinstance(e.left, A.ListExpr) != \
+                isinstance(e.right, A.ListExpr):
+            # `s == { ... }` (a struct constant is one, see struct_consts): the list takes
+            # the other side's type, as p4c's type inference gives it.
+            a = self.expr(e.right if isinstance(e.left, A.ListExpr) else e.left, env, None)
+            if a is None:
+                return None
+            b = self.expr(e.left if isinstance(e.left, A.ListExpr) else e.right, env, a.type)
+            if b is None:
+                return None
+            if isinstance(a.type, StructT) and isinstance(b, TList):
+                eq = self._aggregate_eq(a, b, e.pos)
+                if eq is None:
+                    self.err(e.pos, f"unsupported construct: comparing {show(a.type)} values")
+                    return None
+                return eq if op == "==" else TUnary(Bool(), e.pos, "!", eq)
+        else:
+            a = self.expr(e.left, env, None)
+            b = self.expr(e.right, env, None)
         if a is None or b is None:
             return None
         if op in ("<<", ">>"):
@@ -662,9 +679,21 @@ class Typer:
     def _aggregate_eq(self, a: TExpr, b: TExpr, pos: Pos) -> TExpr | None:
         """`a == b` for headers, structs and stacks, member by member (spec §8.16: two
         headers are equal when both are invalid, or both valid with equal fields)."""
+        parts: list[TExpr] = []
+        if isinstance(a, TLoc) and isinstance(a.ref, StructRef) and isinstance(b, TList) and \
+                len(b.items) == len(a.ref.members):
+            # A struct against a list of its member values (a struct constant).
+            for (_, x), y in zip(a.ref.members, b.items):
+                if isinstance(x.type, (HeaderT, StructT, StackT)):
+                    sub = self._aggregate_eq(x, y, pos)
+                    if sub is None:
+                        return None
+                    parts.append(sub)
+                else:
+                    parts.append(TBinary(Bool(), pos, "==", x, y))
+            return _all(parts, pos)
         if not (isinstance(a, TLoc) and isinstance(b, TLoc)):
             return None
-        parts: list[TExpr] = []
         if isinstance(a.ref, HeaderRef) and isinstance(b.ref, HeaderRef):
             for n, ft in a.ref.type.fields:
                 x = TLoc(ft, pos, FieldRef(a.ref.name, n), f"{a.text}.{n}")
