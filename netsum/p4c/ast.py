@@ -34,6 +34,7 @@ class Annotation(Node):
     name: str
     args: tuple["Expr", ...]  # parsed when the body is an expression list, else empty
     body: str                 # raw body text, for P4Info annotations strings
+    structured: bool = False  # `@a[...]`: body holds the folded items (structured_annotations)
 
 
 # ---------------------------------------------------------------- expressions

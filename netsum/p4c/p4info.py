@@ -11,6 +11,7 @@ from p4.config.v1 import p4info_pb2
 from .diagnostics import Diagnostics
 from .ids import Prefix, assign_ids
 from .model import ControlPlane
+from .structured_annotations import add_annotations
 
 __all__ = ["build_p4info", "p4info_text", "aliases"]
 
@@ -41,7 +42,7 @@ def _preamble(pre: p4info_pb2.Preamble, id_: int, name: str, alias: str,
     pre.id = id_
     pre.name = name
     pre.alias = alias
-    pre.annotations.extend(annotations)
+    add_annotations(pre, annotations)
 
 
 def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
@@ -87,7 +88,7 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             mf.name = k.name
             mf.bitwidth = k.bitwidth
             mf.match_type = _MATCH[k.match_type]
-            mf.annotations.extend(k.annotations)
+            add_annotations(mf, k.annotations)
             if k.type_name:
                 mf.type_name.name = k.type_name
         for ref in t.actions:
@@ -95,7 +96,7 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             ar.id = aid[ref.name]
             if ref.scope:
                 ar.scope = p4info_pb2.ActionRef.Scope.Value(ref.scope)
-            ar.annotations.extend(ref.annotations)
+            add_annotations(ar, ref.annotations)
         if t.default_action:
             if t.default_const:
                 pt.const_default_action_id = aid[t.default_action]

@@ -14,6 +14,7 @@ from .ast import (ActionDecl, Annotation, Assign, Binary, Block, Break, Call, Ca
                   PackageDecl, Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return,
                   Select, SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl,
                   TableEntry, TableProperty, TypeName, Typedef, VarDecl)
+from . import structured_annotations
 from .diagnostics import Diagnostics
 from .lexer import Token, TokKind
 from .parse_expr import ExprParser, ParseError
@@ -122,8 +123,33 @@ class Parser(ExprParser):
                         args = tuple(items)
                 except ParseError:
                     args = ()
+            elif self.at("[") and self.tok.pos.line == name.pos.line:
+                out.append(self._structured_annotation(at, name.text))
+                continue
             out.append(Annotation(at.pos, name.text, args, body))
         return tuple(out)
+
+    # structured annotation: '@' name '[' (expr (',' expr)* | name '=' expr (',' ...)*)? ']'
+    def _structured_annotation(self, at: Token, name: str) -> Annotation:
+        self.expect("[")
+        items: list[tuple[str | None, int | str | bool]] = []
+        while not self.accept("]"):
+            if items:
+                self.expect(",")
+            key: str | None = None
+            if self.tok.kind is TokKind.IDENT and self.peek().text == "=":
+                key = self.ident("a key").text
+                self.expect("=")
+            e = self.parse_expr()
+            v = structured_annotations.fold(e)
+            if v is None:
+                raise ParseError(e.pos, f"unsupported construct: structured annotation "
+                                        f"'@{name}' value that is not a literal constant")
+            if items and (key is None) != (items[0][0] is None):
+                raise ParseError(e.pos, f"structured annotation '@{name}' mixes key = value "
+                                        "pairs and expressions")
+            items.append((key, v))
+        return Annotation(at.pos, name, (), structured_annotations.encode(items), True)
 
     # declaration: annotations (constDecl | typedef | header | struct | enum | error
     #   | match_kind | extern | parser | control | package | action | instantiation)

@@ -149,3 +149,46 @@ def test_digest_of_a_list_without_a_struct_type() -> None:
     dev.digest_handler = lambda lid, values: got.append((lid, values))
     assert dev.process(0, bytes([3, 4])) == [(1, bytes([3, 4]))]
     assert got == [(ll["id"], (3, 4))]
+
+
+@pytest.mark.parametrize("a, b", [(1, 2), (1, 3), (2, 2)])
+def test_struct_constant_compared_and_assigned(a: int, b: int) -> None:
+    """issue1210: `const PortId_t C = {9w192}; ... meta.foo == C` compares member by member
+    (p4c's midend: `meta.foo._v == 9w192`); `meta.q = C` assigns the members."""
+    src = program(apply="meta.p.x = h.h.a; meta.p.y = h.h.b; meta.q = K; "
+                        "if (meta.p == K) { h.h.a = 8w0xAA; } h.h.b = meta.q.y;") \
+        .replace("struct m { }", "struct pair_t { bit<8> x; bit<8> y; }\n"
+                                 "struct m { pair_t p; pair_t q; }\n"
+                                 "const pair_t K = { 8w1, 8w2 };")
+    # a becomes 0xAA only when (a, b) equals K = (1, 2); b becomes K.y = 2.
+    assert run(src, bytes([a, b])) == [(1, bytes([0xAA if (a, b) == (1, 2) else a, 2]))]
+
+
+def test_structured_annotations_in_p4info() -> None:
+    """structured_annotations: `@Name[expressions]` and `@Name[key = value, ...]` on a table
+    and on an action reference, values folded (2*3 = 6, 1==2 = false, -(4) = -4) into
+    P4Info's structured_annotations as p4c writes them; plain annotations stay strings."""
+    act = """action a() { }
+    @List[1, "hello", true, 1==2, 2*3] @KV[label="text", neg=-(4)] @plain("x")
+    table t { actions = { @myid[7] a; NoAction; } default_action = NoAction(); }"""
+    res = compiler.compile_source(program(actions=act, apply="t.apply();"), "sa.p4")
+    (t,) = res.p4info.tables
+    assert list(t.preamble.annotations) == ['@plain("x")']
+    lst, kv = t.preamble.structured_annotations
+    assert lst.name == "List"
+    got = [(e.WhichOneof("value"), getattr(e, e.WhichOneof("value")))
+           for e in lst.expression_list.expressions]
+    assert got == [("int64_value", 1), ("string_value", "hello"), ("bool_value", True),
+                   ("bool_value", False), ("int64_value", 6)]
+    assert kv.name == "KV"
+    assert [(p.key, getattr(p.value, p.value.WhichOneof("value")))
+            for p in kv.kv_pair_list.kv_pairs] == [("label", "text"), ("neg", -4)]
+    ref = t.action_refs[0]
+    assert [(s.name, [e.int64_value for e in s.expression_list.expressions])
+            for s in ref.structured_annotations] == [("myid", [7])]
+
+
+def test_structured_annotation_with_a_run_time_value_is_refused() -> None:
+    act = "@Bad[h.h.a] table t { actions = { NoAction; } default_action = NoAction(); }"
+    with pytest.raises(compiler.CompileError, match="structured annotation '@Bad' value"):
+        compiler.compile_source(program(actions=act), "sa.p4")
