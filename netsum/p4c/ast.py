@@ -330,16 +330,19 @@ class Field(Decl):
 @dataclass(frozen=True, slots=True, eq=False)
 class HeaderDecl(Decl):
     fields: tuple[Field, ...]
+    type_params: tuple[str, ...] = ()  # generic (`struct S<T>`): specialized by SpecializeGenerics
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class StructDecl(Decl):
     fields: tuple[Field, ...]
+    type_params: tuple[str, ...] = ()  # generic (`struct S<T>`): specialized by SpecializeGenerics
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HeaderUnionDecl(Decl):
     fields: tuple[Field, ...]
+    type_params: tuple[str, ...] = ()  # generic (`struct S<T>`): specialized by SpecializeGenerics
 
 
 @dataclass(frozen=True, slots=True, eq=False)

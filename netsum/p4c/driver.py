@@ -29,6 +29,7 @@ from .layout import BuildLayout, Layout
 from .lexer import tokenize
 from .loops import CheckLoops
 from .model import ControlPlane
+from .generics import SpecializeGenerics
 from .inline_functions import InlineFunctions
 from .parser_ifs import SplitParserIfs
 from .inline_parsers import InlineParsers
@@ -94,6 +95,11 @@ def _parse(s: CompileState) -> None:
 def _check_loops(s: CompileState) -> None:
     assert s.program is not None
     s.program = CheckLoops().run(s.program, s.diags)
+
+
+def _generics(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = SpecializeGenerics().run(s.program, s.diags)
 
 
 def _static_asserts(s: CompileState) -> None:
@@ -186,6 +192,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("Preprocess", _preprocess),        # cpp: #include/#define, line markers kept for positions
     ("Parse", _parse),                  # lexer + recursive descent; recovers per declaration
     ("CheckLoops", _check_loops),       # for-in, loops in parser states, stray break/continue
+    ("SpecializeGenerics", _generics),  # header h<T> {...}; h<bit<8>> -> h_bit8
     ("HoistStaticAsserts", _static_asserts),  # static_assert(...); checked as a constant
     ("BindPackageConstants", _package_constants),  # V1Switch(P(false), ...): P's constants
     ("CreateBuiltins", _builtins),      # implicit NoAction defaults, implicit reject

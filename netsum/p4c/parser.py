@@ -174,9 +174,10 @@ class Parser(ExprParser):
             self.i += 1
             name = self.ident()
             self.type_names.add(name.text)
+            tparams = self._type_params()
             fields = self._fields()
             cls = {"header": HeaderDecl, "struct": StructDecl, "header_union": HeaderUnionDecl}
-            return cls[t.text](name.pos, annos, name.text, fields)
+            return cls[t.text](name.pos, annos, name.text, fields, tparams)
         if self.accept("enum"):
             underlying = None
             if self.at("bit") or self.at("int"):

@@ -192,3 +192,18 @@ def test_structured_annotation_with_a_run_time_value_is_refused() -> None:
     act = "@Bad[h.h.a] table t { actions = { NoAction; } default_action = NoAction(); }"
     with pytest.raises(compiler.CompileError, match="structured annotation '@Bad' value"):
         compiler.compile_source(program(actions=act), "sa.p4")
+
+
+def test_generic_header_and_struct_are_specialized() -> None:
+    """issue4835-generic-struct: `header g_t<T> { T x; T y; }`, `struct gs<T> { g_t<T> g; }`
+    used as gs<bit<8>>: p4c's front end specializes them as g_t_bit8 and gs_bit8."""
+    src = program(apply="meta.s.g.setValid(); meta.s.g.x = h.h.a; meta.s.g.y = 8w7; "
+                        "h.h.b = meta.s.g.x + meta.s.g.y;") \
+        .replace("struct m { }", "header g_t<T> { T x; T y; }\nstruct gs<T> { g_t<T> g; }\n"
+                                 "struct m { gs<bit<8>> s; }")
+    res = compiler.compile_source(src, "generic.p4")
+    types = {t["name"]: t["fields"] for t in res.bmv2_json["header_types"]}
+    assert types["g_t_bit8"] == [["x", 8, False], ["y", 8, False]]
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    assert d.process(0, bytes([5, 0])) == [(1, bytes([5, 12]))]
