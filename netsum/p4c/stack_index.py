@@ -9,8 +9,8 @@ The index is evaluated once, before the branches.  An index out of range takes n
 the statement does nothing (P4_16 §8.18: a write out of bounds has no effect; what a read
 gives is unspecified).  A condition that reads `hs[i]` is computed into a bool first, and the
 expression of a `switch` into a variable of its type, so the branches are not copied.  A
-table key reading `hs[i]` becomes a variable set before each application of the table (p4c's
-SimplifyKey).  Nested indexes (`hs[hs[i].a]`) expand innermost first.  Parser states cannot
+table key reading `hs[i]` (or another table's `apply().hit`) becomes a variable set before
+each application of the table (p4c's SimplifyKey).  Nested indexes (`hs[hs[i].a]`) expand innermost first.  Parser states cannot
 branch in BMv2: an index there is left to the type checker, which reports it as unsupported.
 """
 from __future__ import annotations
@@ -70,21 +70,34 @@ class ExpandStackIndex:
         return dataclasses.replace(c, locals=tuple(self.decls) + tuple(locals_), apply=apply)
 
     def _table(self, t: A.TableDecl) -> A.TableDecl:
-        """A key reading `hs[i]` becomes a variable set before each application of the table
-        (p4c SimplifyKey): the assignment expands like any other; the key keeps its name."""
+        """A key reading `hs[i]`, or another table's apply result (`u.apply().hit`), becomes
+        a variable set before each application of the table (p4c SimplifyKey): the
+        assignment expands like any other statement; the key keeps its name."""
         props: list[A.TableProperty] = []
         for p in t.properties:
             if p.name == "key" and isinstance(p.value, tuple):
                 keys: list[A.KeyElement] = []
                 for ke in p.value:
                     ty = self.declared.type_of(ke.expr)
+                    applied = _applied_result(ke.expr)
+                    if applied is not None and applied != t.name:
+                        ty = A.BoolType(ke.pos)
+                    else:
+                        applied = None
                     text = key_name(ke.expr)
-                    if ty is None or self._find((ke.expr,)) is None or (
+                    if ty is None or (applied is None and self._find((ke.expr,)) is None) or (
                             text is None and not any(a.name == "name" for a in ke.annotations)):
                         keys.append(ke)
                         continue
                     tmp = self._temp(ty, ke.pos, "key")
-                    self.key_sets.setdefault(t.name, []).append(A.Assign(ke.pos, tmp, ke.expr))
+                    set_key: A.Stmt = A.Assign(ke.pos, tmp, ke.expr)
+                    if applied is not None:
+                        # BMv2 reads an apply result in a condition only (p4c's midend
+                        # turns `k = t.apply().hit` into an if as well).
+                        set_key = A.If(ke.pos, ke.expr, A.Block(ke.pos, (A.Assign(
+                            ke.pos, tmp, A.BoolLit(ke.pos, True)),)), A.Block(ke.pos, (
+                                A.Assign(ke.pos, tmp, A.BoolLit(ke.pos, False)),)))
+                    self.key_sets.setdefault(t.name, []).append(set_key)
                     annos = ke.annotations
                     if text is not None and not any(a.name == "name" for a in annos):
                         annos += (A.Annotation(ke.pos, "name", (A.StrLit(ke.pos, text),),
@@ -221,6 +234,15 @@ class ExpandStackIndex:
                     return n, size
             stack.extend(reversed([getattr(n, f.name) for f in dataclasses.fields(n)]))
         return None
+
+
+def _applied_result(e: A.Expr) -> str | None:
+    """The table of `t.apply().hit` / `.miss` (None for anything else)."""
+    if isinstance(e, A.Member) and e.member in ("hit", "miss") and \
+            isinstance(e.expr, A.Call) and isinstance(e.expr.func, A.Member) and \
+            e.expr.func.member == "apply" and isinstance(e.expr.func.expr, A.Name):
+        return e.expr.func.expr.name
+    return None
 
 
 def _replace(s: A.Stmt, old: A.Index, new: A.Expr) -> A.Stmt:

@@ -1,9 +1,9 @@
 """A header stack element picked by a run-time index where no statement of its own runs first:
 a table key (p4c's SimplifyKey then HSIndexSimplifier: a variable set before each application,
 one branch per element) and a switch's expression (read once into a variable before the
-cases).  p4c's control-hs-index-test6 and issue3374 are these; neither has an STF test, so the
-packets here are worked out by hand: the element the index names decides the table entry and
-the switch case."""
+cases); also another table's apply result as a key.  p4c's control-hs-index-test6, issue3374
+and issue2362-bmv2 are these; none has an STF test, so the packets here are worked out by
+hand: the element the index names decides the table entry and the switch case."""
 from __future__ import annotations
 
 import pytest
@@ -78,3 +78,44 @@ def test_key_is_set_before_a_table_applied_in_a_switch() -> None:
     d = Device()
     d.install(Device.build_pipeline(res.bmv2_json))
     assert d.process(0, bytes([1, 10, 20, 0, 0])) == [(1, bytes([1, 10, 20, 2, 200]))]
+
+
+HIT_KEY = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(h.h); transition accept; }
+}
+control V(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    action set_b(bit<8> v) { h.h.b = v; }
+    table sub { key = { h.h.a : exact; } actions = { NoAction; }
+                const entries = { 8w1 : NoAction(); } default_action = NoAction(); }
+    table t {
+        key = { sub.apply().hit : exact @name("sub_hit"); }
+        actions = { set_b; NoAction; }
+        const entries = { true : set_b(8w11); false : set_b(8w22); }
+        default_action = NoAction();
+    }
+    apply { t.apply(); sm.egress_spec = 1; }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs h, inout m meta) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+@pytest.mark.parametrize("a, b", [(1, 11), (2, 22)])
+def test_key_on_another_tables_apply_result(a: int, b: int) -> None:
+    """issue2362-bmv2: `key = { sub.apply().hit : exact; }` -- sub is applied just before t
+    and its outcome kept in a bool variable t matches on (p4c's SimplifyKey)."""
+    res = compiler.compile_source(HIT_KEY, "hit_key.p4")
+    (t,) = [x for x in res.p4info.tables if x.preamble.name == "I.t"]
+    assert [(f.name, f.bitwidth) for f in t.match_fields] == [("sub_hit", 1)]
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    assert d.process(0, bytes([a, 0])) == [(1, bytes([a, b]))]
