@@ -12,8 +12,8 @@ from . import ast as A
 from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_param, field_json, hexstr, lower_expr, ref_json, wrap
-from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TConst, TExpr, TIsValid,
-                 TList, TLoc, TSlice, UnionRef, UnionStackRef)
+from .ir import (FieldRef, HeaderRef, ParamRef, StackLastRef, StackRef, StructRef, TConst, TExpr,
+                 TIsValid, TList, TLoc, TSlice, UnionRef, UnionStackRef)
 from .layout import storable
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .typecheck import group_ref
@@ -270,6 +270,16 @@ class ActionLowering(InlineActions, ExternLowering):
         if isinstance(t, HeaderT):
             if isinstance(rhs, TLoc) and isinstance(rhs.ref, HeaderRef) and rhs.type == t:
                 prims.append(_prim("assign_header", [ref_json(lhs), ref_json(rhs)]))
+            elif isinstance(rhs, TLoc) and isinstance(rhs.ref, StackLastRef) and \
+                    rhs.type == t and isinstance(lhs.ref, HeaderRef):
+                # `h = hs.last` (parsers only): the element at BMv2's last_stack_index,
+                # picked per packet (dereference_header_stack as a header operand).
+                stack = {"type": "header_stack", "value": rhs.ref.name}
+                last = {"type": "expression", "value": {
+                    "op": "dereference_header_stack", "left": stack, "right": {
+                        "type": "expression", "value": {
+                            "op": "last_stack_index", "left": None, "right": stack}}}}
+                prims.append(_prim("assign_header", [ref_json(lhs), last]))
             else:
                 self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to header "
                               f"{show(t)}")

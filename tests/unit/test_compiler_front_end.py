@@ -207,3 +207,31 @@ def test_generic_header_and_struct_are_specialized() -> None:
     d = Device()
     d.install(Device.build_pipeline(res.bmv2_json))
     assert d.process(0, bytes([5, 0])) == [(1, bytes([5, 12]))]
+
+
+LAST = """
+#include <core.p4>
+#include <v1model.p4>
+header e_t { bit<8> v; }
+struct hs { e_t[2] s; e_t t; }
+struct m { }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(h.s.next); transition select(h.s.last.v) { 0: done; default: more; } }
+    state more { p.extract(h.s.next); transition done; }
+    state done { h.t = h.s.last; transition accept; }
+}
+control V(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { sm.egress_spec = 1; } }
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs h, inout m meta) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+@pytest.mark.parametrize("frame, out", [(bytes([1, 2]), bytes([1, 2, 2])),
+                                        (bytes([0, 9]), bytes([0, 0, 9]))])
+def test_header_assigned_a_stacks_last_element_in_a_parser(frame: bytes, out: bytes) -> None:
+    """issue1607-bmv2: `meta.temp = hdr.stack.last;` in a parser state copies the element
+    extracted last (two extracted: s[1]; one: s[0], the rest of the frame is payload)."""
+    assert run(LAST, frame) == [(1, out)]
