@@ -67,6 +67,8 @@ def _state_stmt(ctx: LowerCtx, s: A.Stmt, env: Env, ops: list[Json]) -> None:
         case A.EmptyStmt():
             pass
         case A.CallStmt(call=c):
+            if _dynamic_validity(ctx, c, env, ops):
+                return
             info = resolve_call(c, env, typer)
             if info is None:
                 return
@@ -95,6 +97,28 @@ def _state_stmt(ctx: LowerCtx, s: A.Stmt, env: Env, ops: list[Json]) -> None:
             _parser_assign(ctx, s, l, r, env, ops)
         case _:
             ctx.diags.error(s.pos, f"unsupported construct: {type(s).__name__} in a parser state")
+
+
+def _dynamic_validity(ctx: LowerCtx, c: A.Call, env: Env, ops: list[Json]) -> bool:
+    """`hs[i].setValid()` / `.setInvalid()` with a run-time i in a parser state: BMv2's
+    add_header / remove_header on the element picked per packet (a dereference_header_stack
+    operand, as p4c emits a run-time array index).  False when c is not that."""
+    f = c.func
+    if not (isinstance(f, A.Member) and f.member in ("setValid", "setInvalid") and
+            not c.args and isinstance(f.expr, A.Index)):
+        return False
+    base = ctx.typer.expr(f.expr.expr, env)
+    if not (isinstance(base, TLoc) and isinstance(base.ref, StackRef)):
+        return False
+    idx = ctx.typer.expr(f.expr.index, env)
+    if idx is None or isinstance(idx, TConst):
+        return False
+    operand = {"type": "expression", "value": {
+        "op": "dereference_header_stack",
+        "left": {"type": "header_stack", "value": base.ref.name}, "right": as_param(idx)}}
+    op = "add_header" if f.member == "setValid" else "remove_header"
+    ops.append({"parameters": [prim(op, [operand])], "op": "primitive"})
+    return True
 
 
 def _lookahead_into(loc: TLoc, off: int, ops: list[Json]) -> int | None:

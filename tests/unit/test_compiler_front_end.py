@@ -235,3 +235,35 @@ def test_header_assigned_a_stacks_last_element_in_a_parser(frame: bytes, out: by
     """issue1607-bmv2: `meta.temp = hdr.stack.last;` in a parser state copies the element
     extracted last (two extracted: s[1]; one: s[0], the rest of the frame is payload)."""
     assert run(LAST, frame) == [(1, out)]
+
+
+DYN_VALID = """
+#include <core.p4>
+#include <v1model.p4>
+header i_t { bit<8> k; bit<8> a; bit<8> b; }
+header e_t { bit<8> v; }
+struct hs { i_t i; e_t[2] s; }
+struct m { bit<8> k; }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(h.i); meta.k = h.i.k; h.s[meta.k].setValid(); transition accept; }
+}
+control V(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    apply {
+        if (h.s[0].isValid()) { h.i.a = 1; }
+        if (h.s[1].isValid()) { h.i.b = 1; }
+        sm.egress_spec = 1;
+    }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs h, inout m meta) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.i); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+@pytest.mark.parametrize("k, a, b", [(0, 1, 0), (1, 0, 1)])
+def test_set_valid_on_a_run_time_index_in_a_parser(k: int, a: int, b: int) -> None:
+    """parser-unroll-test10: `hdr.hs[meta.i].setValid();` in a parser state makes the element
+    the index names valid (add_header on a dereference_header_stack operand)."""
+    assert run(DYN_VALID, bytes([k, 0, 0])) == [(1, bytes([k, a, b]))]
