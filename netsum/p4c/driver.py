@@ -20,6 +20,7 @@ from p4.config.v1 import p4info_pb2
 
 from . import ast as A
 from .bmv2_json import GenerateJson
+from .bound_args import BindActionListCalls
 from .builtins import CreateBuiltins
 from .direct_calls import InstantiateDirectCalls
 from .check import CheckTypes
@@ -112,6 +113,11 @@ def _package_constants(s: CompileState) -> None:
     s.program = BindPackageConstants().run(s.program, s.diags)
 
 
+def _bound_calls(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = BindActionListCalls().run(s.program, s.diags)
+
+
 def _builtins(s: CompileState) -> None:
     assert s.program is not None
     s.program = CreateBuiltins().run(s.program, s.diags)
@@ -195,6 +201,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("SpecializeGenerics", _generics),  # header h<T> {...}; h<bit<8>> -> h_bit8
     ("HoistStaticAsserts", _static_asserts),  # static_assert(...); checked as a constant
     ("BindPackageConstants", _package_constants),  # V1Switch(P(false), ...): P's constants
+    ("BindActionListCalls", _bound_calls),  # actions = { a(f(x)); }: f(x) inside a
     ("CreateBuiltins", _builtins),      # implicit NoAction defaults, implicit reject
     ("InstantiateDirectCalls", _direct_calls),  # Ctl.apply(...) -> an instance of Ctl
     # From here on a name never depends on scope: every variable and local constant has a

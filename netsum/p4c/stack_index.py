@@ -22,7 +22,7 @@ from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
 from .typecheck import key_name
-from .unique_names import NameSource, identifiers, rebuild
+from .unique_names import NameSource, identifiers, nodes, rebuild
 
 __all__ = ["ExpandStackIndex"]
 
@@ -117,18 +117,10 @@ class ExpandStackIndex:
             case _:
                 return []
         out: list[A.Stmt] = []
-        stack: list[Any] = list(roots)
-        while stack:
-            n = stack.pop()
-            if isinstance(n, tuple):
-                stack.extend(n)
-                continue
-            if not isinstance(n, A.Node) or isinstance(n, A.Annotation):
-                continue
+        for n in nodes(roots):
             if isinstance(n, A.Call) and isinstance(n.func, A.Member) and \
                     n.func.member == "apply" and isinstance(n.func.expr, A.Name):
                 out += self.key_sets.get(n.func.expr.name, [])
-            stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
         return out
 
     # ------------------------------------------------------------ statements

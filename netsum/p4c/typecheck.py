@@ -683,15 +683,7 @@ class Typer:
         if isinstance(a, TLoc) and isinstance(a.ref, StructRef) and isinstance(b, TList) and \
                 len(b.items) == len(a.ref.members):
             # A struct against a list of its member values (a struct constant).
-            for (_, x), y in zip(a.ref.members, b.items):
-                if isinstance(x.type, (HeaderT, StructT, StackT)):
-                    sub = self._aggregate_eq(x, y, pos)
-                    if sub is None:
-                        return None
-                    parts.append(sub)
-                else:
-                    parts.append(TBinary(Bool(), pos, "==", x, y))
-            return _all(parts, pos)
+            return self._members_eq([(x, y) for (_, x), y in zip(a.ref.members, b.items)], pos)
         if not (isinstance(a, TLoc) and isinstance(b, TLoc)):
             return None
         if isinstance(a.ref, HeaderRef) and isinstance(b.ref, HeaderRef):
@@ -707,15 +699,8 @@ class Typer:
                            TUnary(Bool(), pos, "!", vb))
             return TBinary(Bool(), pos, "||", none, valid_eq)
         if isinstance(a.ref, StructRef) and isinstance(b.ref, StructRef):
-            for (_, x), (_, y) in zip(a.ref.members, b.ref.members):
-                if isinstance(x.type, (HeaderT, StructT, StackT)):
-                    sub = self._aggregate_eq(x, y, pos)
-                    if sub is None:
-                        return None
-                    parts.append(sub)
-                else:
-                    parts.append(TBinary(Bool(), pos, "==", x, y))
-            return _all(parts, pos)
+            return self._members_eq([(x, y) for (_, x), (_, y) in zip(a.ref.members,
+                                                                       b.ref.members)], pos)
         if isinstance(a.ref, StackRef) and isinstance(b.ref, StackRef):
             st = a.ref.type
             for i in range(st.size):
@@ -727,6 +712,19 @@ class Typer:
                 parts.append(sub)
             return _all(parts, pos)
         return None
+
+    def _members_eq(self, pairs: list[tuple[TExpr, TExpr]], pos: Pos) -> TExpr | None:
+        """All members equal: aggregates member by member, the rest with `==`."""
+        parts: list[TExpr] = []
+        for x, y in pairs:
+            if isinstance(x.type, (HeaderT, StructT, StackT)):
+                sub = self._aggregate_eq(x, y, pos)
+                if sub is None:
+                    return None
+                parts.append(sub)
+            else:
+                parts.append(TBinary(Bool(), pos, "==", x, y))
+        return _all(parts, pos)
 
     def _fold(self, op: str, a: TConst, b: TConst, pos: Pos) -> TExpr | None:
         cv = fold_binary(op, ConstValue(a.type, a.value), ConstValue(b.type, b.value), pos,

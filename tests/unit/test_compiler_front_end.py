@@ -8,6 +8,7 @@ import pytest
 
 from netsum import p4c as compiler
 from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Exact, TableEntry
 
 TEMPLATE = """
 #include <core.p4>
@@ -267,3 +268,23 @@ def test_set_valid_on_a_run_time_index_in_a_parser(k: int, a: int, b: int) -> No
     """parser-unroll-test10: `hdr.hs[meta.i].setValid();` in a parser state makes the element
     the index names valid (add_header on a dereference_header_stack operand)."""
     assert run(DYN_VALID, bytes([k, 0, 0])) == [(1, bytes([k, a, b]))]
+
+
+def test_action_list_arguments_that_call_a_function() -> None:
+    """issue2321: `actions = { a2(bump(h.a), bump(h.a)); }` -- the calls run each time a2
+    runs, left to right, before its body (p4c's midend inlines them into a2, which then takes
+    no parameters).  By hand for a = 5: the first bump makes a 6 and gives 6, the second
+    makes it 7 and gives 7, so b = 13."""
+    fn = "bit<8> bump(inout bit<8> x) { x = x + 1; return x; }\n"
+    act = """action a2(in bit<8> y, in bit<8> z) { h.h.b = y + z; }
+    table t { key = { h.h.b : exact; } actions = { a2(bump(h.h.a), bump(h.h.a)); NoAction; }
+              default_action = NoAction(); }"""
+    src = program(actions=act, apply="t.apply();").replace("control I(", fn + "control I(")
+    res = compiler.compile_source(src, "bound_calls.p4")
+    (a2,) = [a for a in res.p4info.actions if a.preamble.name == "I.a2"]
+    assert list(a2.params) == []
+    d = Device()
+    d.install(Device.build_pipeline(res.bmv2_json))
+    d.pipeline.tables["I.t"].insert(TableEntry((Exact(0),), ActionCall("I.a2", ())))
+    assert d.process(0, bytes([5, 0])) == [(1, bytes([7, 13]))]
+    assert d.process(0, bytes([5, 1])) == [(1, bytes([5, 1]))]  # a miss: nothing runs
