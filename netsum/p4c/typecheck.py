@@ -18,7 +18,7 @@ from .layout import Layout
 from .resolve import ConstValue, fold_binary, resolve_type
 from .scopes import Env, Sym, SymKind
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, Str, StructT,
-                    UnionT, show, width_of)
+                    UnionT, lookahead_width, show, width_of)
 
 __all__ = ["Typer", "expr_text", "key_name"]
 
@@ -71,23 +71,6 @@ def group_ref(st: StructT, header: str, prefix: str) -> StructRef:
         ref = group_ref(t, header, name) if isinstance(t, StructT) else FieldRef(header, name)
         members.append((n, TLoc(t, NOPOS, ref, name)))
     return StructRef(st, tuple(members))
-
-
-def lookahead_width(t: P4Type) -> int | None:
-    """Bits a lookahead<t>() reads: bit strings, bools, and headers, stacks and structs of
-    them (None for anything else, e.g. varbit fields)."""
-    match t:
-        case Bits(w, _):
-            return w
-        case Bool():
-            return 1
-        case StackT(elem=el, size=n):
-            ew = lookahead_width(el)
-            return ew * n if ew is not None else None
-        case HeaderT(fields=fs) | StructT(fields=fs):
-            ws = [lookahead_width(ft) for _, ft in fs]
-            return None if None in ws else sum(w for w in ws if w is not None)
-    return None
 
 
 def key_name(e: A.Expr) -> str | None:
