@@ -27,7 +27,7 @@ from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
 from .typecheck import expr_text
-from .unique_names import NameSource, identifiers, rebuild
+from .unique_names import NameSource, identifiers, nodes, rebuild
 
 __all__ = ["InlineFunctions", "is_pure_expression"]
 
@@ -266,18 +266,11 @@ class InlineFunctions:
     def _written(self, x: Any) -> set[str]:
         """Spellings of the locations passed as out/inout to inlined calls inside x."""
         out: set[str] = set()
-        stack = [x]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, tuple):
-                stack.extend(n)
-            elif isinstance(n, A.Call) and (f := self._target(n)) is not None:
+        for n in nodes(x):
+            if isinstance(n, A.Call) and (f := self._target(n)) is not None:
                 for p, a in zip(f.params, n.args):
                     if p.direction in ("out", "inout") and a.value is not None:
                         out.add(expr_text(a.value))
-                stack.extend(n.args)
-            elif isinstance(n, A.Node) and not isinstance(n, A.Annotation):
-                stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
         return out
 
     @staticmethod
@@ -570,17 +563,7 @@ def _pure_functions(bodies: dict[str, list[A.FunctionDecl]]) -> set[str]:
 
 
 def _called_names(x: Any) -> set[str]:
-    out: set[str] = set()
-    stack = [x]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, tuple):
-            stack.extend(n)
-        elif isinstance(n, A.Node) and not isinstance(n, (A.Annotation, A.TypeExpr)):
-            if isinstance(n, A.Call) and isinstance(n.func, A.Name):
-                out.add(n.func.name)
-            stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
-    return out
+    return {n.func.name for n in nodes(x) if isinstance(n, A.Call) and isinstance(n.func, A.Name)}
 
 
 def _early_return(stmts: tuple[A.Stmt, ...]) -> bool:
