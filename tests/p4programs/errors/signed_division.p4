@@ -1,4 +1,4 @@
-/* Error case: digest needs struct type. */
+/* Error case: division of signed values (p4c: "Cannot operate on signed values"). */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -35,7 +35,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     }
     apply {
         if (hdr.ipv4.isValid()) {
-            digest(1, { hdr.eth.src });
+            meta.x = (bit<8>)((int<8>)hdr.ipv4.ttl / (int<8>)hdr.ipv4.proto);
             t.apply();
         }
     }
