@@ -31,9 +31,9 @@ from p4.v1 import p4runtime_pb2
 
 from netsum.controller import program as P
 from netsum.controller.errors import ControllerError
-from netsum.controller.entities import TableEntry
 from netsum.controller.fabric import Controller, Job
-from netsum.controller.values import Exact
+from netsum.match import Exact
+from netsum.p4rt.entities import TableEntry
 
 __all__ = ["Reclaim", "Watchdog", "missing_members", "reclaim", "reclaimed_jobs"]
 

@@ -1,8 +1,8 @@
 """Table keys' vocabulary, defined once: the match kinds and the values a key field matches with.
 
 Shared by the switch's data plane (`netsum.switch.entries`, `tables`), the P4Info model
-(`netsum.schema`) and the controller's P4Runtime client (`netsum.controller.values`).  A leaf:
-it imports nothing (the data plane must not need protobuf or gRPC to hold a key).
+(`netsum.schema`) and the P4Runtime client (`netsum.p4rt`).  A leaf: it imports nothing (the
+data plane must not need protobuf or gRPC to hold a key).
 
 Values are plain ints in P4Runtime's terms (spec §9.1.1): an lpm value is already masked to its
 prefix, a ternary value to its mask.  Whether a wildcard is explicit (the data plane:

@@ -78,6 +78,7 @@ class ResourceInfo:
     bitwidth: int = 0         # registers only
     direct_table_id: int = 0  # direct resources only
     unit: int = 0             # counter/meter `spec.unit` wire value (see UNITS)
+    signed: bool = False      # registers only: int<W> cells rather than bit<W>
 
     @property
     def unit_name(self) -> str:

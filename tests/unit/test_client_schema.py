@@ -1,14 +1,15 @@
-"""P4Info index over real p4c output: names, aliases, suggestions, entity encode/decode."""
+"""The client library's P4Info lookups over real p4c output: names, aliases, suggestions, entity encode/decode."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from netsum.controller import entities
-from netsum.controller.errors import ControllerError, LiteralError, SchemaLookupError
-from netsum.controller.schema import Schema, load_p4info
-from netsum.controller.values import Exact, Range, Ternary
+from netsum.match import Exact, Range, Ternary
+from netsum.p4rt import entities
+from netsum.p4rt.errors import ClientError, LiteralError, SchemaLookupError
+from netsum.p4rt.pre import MulticastGroup
+from netsum.p4rt.schema import Schema, load_p4info
 
 
 @pytest.fixture
@@ -84,8 +85,8 @@ def test_parse_table_entry_errors(l2: Schema, args, fragment: str) -> None:  # t
 
 
 def test_multicast_group_round_trip() -> None:
-    g = entities.MulticastGroup(5, ((1, 1), (2, 2)))
-    assert entities.MulticastGroup.decode(g.encode()) == g
+    g = MulticastGroup(5, ((1, 1), (2, 2)))
+    assert MulticastGroup.decode(g.encode()) == g
 
 
 @pytest.mark.parametrize("text, fragment", [
@@ -95,16 +96,16 @@ def test_multicast_group_round_trip() -> None:
 def test_load_p4info_errors(tmp_path: Path, text: str, fragment: str) -> None:
     p = tmp_path / "x.p4info.txtpb"
     p.write_text(text)
-    with pytest.raises(ControllerError, match=fragment):
+    with pytest.raises(ClientError, match=fragment):
         load_p4info(p)
-    with pytest.raises(ControllerError, match="cannot read"):
+    with pytest.raises(ClientError, match="cannot read"):
         load_p4info(tmp_path / "missing.txt")
 
 
 def test_multicast_replica_order_does_not_matter() -> None:
     # PI reads replicas back grouped by rid, not in the order they were written.
-    assert entities.MulticastGroup(3, ((5, 2), (1, 1), (4, 2))) == \
-        entities.MulticastGroup(3, ((1, 1), (4, 2), (5, 2)))
+    assert MulticastGroup(3, ((5, 2), (1, 1), (4, 2))) == \
+        MulticastGroup(3, ((1, 1), (4, 2), (5, 2)))
 
 
 def test_decoded_match_is_in_key_order(l2: Schema) -> None:
@@ -114,3 +115,73 @@ def test_decoded_match_is_in_key_order(l2: Schema) -> None:
     del ent.table_entry.match[:]
     ent.table_entry.match.extend(reversed(fields))   # a server may answer in any order
     assert entities.TableEntry.decode(ent, l2) == e
+
+
+# A P4Info written here, shaped as p4c writes issue486-bmv2's: a key `z` beside a key `m.z`
+# (whose last component is also `z`), and a register of int<W> cells.
+SMALL = """
+tables {
+  preamble { id: 1 name: "ingress.t" alias: "t" }
+  match_fields { id: 1 name: "m.z" bitwidth: 8 match_type: EXACT }
+  match_fields { id: 2 name: "z" bitwidth: 8 match_type: EXACT }
+  action_refs { id: 10 }
+}
+actions { preamble { id: 10 name: "ingress.a" alias: "a" } }
+registers { preamble { id: 40 name: "ingress.cells" alias: "cells" }
+            type_spec { bitstring { bit { bitwidth: 16 } } } size: 4 }
+registers { preamble { id: 41 name: "ingress.signed" alias: "signed" }
+            type_spec { bitstring { int { bitwidth: 16 } } } size: 4 }
+meters { preamble { id: 30 name: "ingress.rate" alias: "rate" } spec { unit: BYTES } size: 2 }
+"""
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Schema:
+    p = tmp_path / "small.p4info.txtpb"
+    p.write_text(SMALL)
+    return Schema(load_p4info(p))
+
+
+def test_a_key_named_exactly_wins_over_another_key_s_last_component(small: Schema) -> None:
+    t = small.table("t")
+    assert small.key_field(t, "z").id == 2
+    assert small.key_field(t, "m.z").id == 1
+    e = entities.TableEntry("ingress.t", (("z", Exact(7)), ("m.z", Exact(9))), "ingress.a")
+    assert {m.field_id: m.exact.value for m in e.encode(small).table_entry.match} == \
+        {2: b"\x07", 1: b"\x09"}
+
+
+def test_suffix_lookups(small: Schema, l2: Schema) -> None:
+    assert l2.table("ss.dmac", suffix=True).name == "L2Ingress.dmac"
+    assert l2.table("Ingress.acl", suffix=True).name == "L2Ingress.acl"
+    with pytest.raises(SchemaLookupError, match="no table named 'Ingress.ac'"):
+        l2.table("Ingress.ac", suffix=True)
+    assert small.register("ells", suffix=True).name == "ingress.cells"
+
+
+def test_cells_round_trip_and_refusals(small: Schema) -> None:
+    from netsum.p4rt.cells import MeterCell, RegisterCell
+    r = RegisterCell("cells", 3, 0x1234)
+    ent = r.encode(small)
+    assert ent.register_entry.data.bitstring == b"\x12\x34"
+    assert RegisterCell.decode(ent, small) == RegisterCell("ingress.cells", 3, 0x1234)
+    with pytest.raises(LiteralError, match="does not fit in bit<16>"):
+        RegisterCell("cells", 0, 1 << 16).encode(small)
+    with pytest.raises(LiteralError, match="only bit<W> cells"):
+        RegisterCell("signed", 0, 1).encode(small)
+    m = MeterCell("rate", 1, (500, 10, 1000, 20))
+    assert MeterCell.decode(m.encode(small), small) == MeterCell("ingress.rate", 1,
+                                                                 (500, 10, 1000, 20))
+    unset = MeterCell("rate", 0).encode(small)
+    assert not unset.meter_entry.HasField("config")
+
+
+def test_pre_entities_keep_order_only_when_asked() -> None:
+    from netsum.p4rt.pre import CloneSession
+    reps = ((4, 200), (2, 100), (4, 100))
+    ordered = MulticastGroup(5, reps, ordered=True)
+    assert [(r.egress_port, r.instance) for r in ordered.encode()
+            .packet_replication_engine_entry.multicast_group_entry.replicas] == list(reps)
+    assert MulticastGroup(5, reps).replicas == tuple(sorted(reps))
+    s = CloneSession(9, reps, class_of_service=2, packet_length_bytes=64)
+    assert CloneSession.decode(s.encode()) == s

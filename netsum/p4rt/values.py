@@ -19,14 +19,13 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from netsum.controller.errors import LiteralError
 from netsum.match import Exact, Lpm, Match, MatchKind, Optional, Range, Ternary
+from netsum.p4rt.errors import LiteralError
 
 __all__ = [
     "MatchKind", "Exact", "Lpm", "Ternary", "Range", "Optional", "Match",
     "encode", "decode", "parse_int", "parse_match", "format_int", "format_match", "is_dont_care",
 ]
-
 
 _MAC = re.compile(r"^[0-9a-fA-F]{1,2}(:[0-9a-fA-F]{1,2}){5}$")
 _IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
