@@ -1,5 +1,5 @@
-"""netsum's P4Runtime client library: the one client the controller and the tests use (the
-switch's P4Runtime *server* is `netsum.switch.p4rt`).
+"""netsum's P4Runtime client library: the one client the controller, the STF runner and the
+tests use (the switch's P4Runtime *server* is `netsum.switch.p4rt`).
 
 A flat package, one concern per module, after finsy's model:
 
