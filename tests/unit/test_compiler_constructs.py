@@ -46,8 +46,6 @@ SETUP: dict[str, Callable[[Device], None]] = {
         TableEntry((Exact(0x0800),), ActionCall("I.fwd", (2, 0x1234)))),
 }
 
-#: Programs whose JSON netsum-switch does not load yet (both documents are refused alike).
-NOT_LOADED = {"action_profile": "netsum-switch refuses action profiles at load"}
 
 
 def device(doc: dict[str, object], name: str) -> Device:
@@ -57,9 +55,7 @@ def device(doc: dict[str, object], name: str) -> Device:
     return d
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_LOADED[n]))
-    if n in NOT_LOADED else n for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_json_behaves_like_p4c(name: str) -> None:
     ours = device(compiler.compile_file(CONSTRUCTS / f"{name}.p4").bmv2_json, name)
     theirs = device(json.loads((CONSTRUCTS / f"{name}.json").read_text()), name)
@@ -83,8 +79,8 @@ def test_the_comparison_catches_a_wrong_assignment() -> None:
 
 
 def test_action_profiles_in_json_as_p4c_writes_them() -> None:
-    """The switch cannot run action_profile's JSON yet, so its profile part is compared with
-    p4c's directly: the profiles (selector inputs in key order, hash algorithm, sizes) and
+    """Beyond behaving alike, action_profile's profile part is compared with p4c's
+    directly: the profiles (selector inputs in key order, hash algorithm, sizes) and
     each table's type, profile, keys and the default entry an indirect table does not have."""
     def shape(doc: dict[str, object]) -> tuple[object, object]:
         pipe = doc["pipelines"][0]  # type: ignore[index]
