@@ -17,7 +17,7 @@ A flat package, one concern per module, after finsy's model:
 It knows nothing of aggregation: `netsum.controller` (fabric, jobs, topology) is built on top.
 """
 from netsum.p4rt.cells import (CounterCell, DirectCounterCell, MeterCell, RegisterCell,
-                               counter_wildcard)
+                               counter_wildcard, register_wildcard)
 from netsum.p4rt.client import Endpoint, Stream, SwitchClient
 from netsum.p4rt.entities import (DELETE, INSERT, MODIFY, Entity, TableEntry, parse_table_entry,
                                   table_wildcard, update)
@@ -31,7 +31,8 @@ __all__ = [
     "Schema", "load_p4info",
     "TableEntry", "MulticastGroup", "CloneSession", "CounterCell", "DirectCounterCell",
     "MeterCell", "RegisterCell", "Entity", "update", "INSERT", "MODIFY", "DELETE",
-    "table_wildcard", "groups_wildcard", "counter_wildcard", "parse_table_entry",
+    "table_wildcard", "groups_wildcard", "counter_wildcard", "register_wildcard",
+    "parse_table_entry",
     "Endpoint", "Stream", "SwitchClient",
     "ClientError", "SchemaLookupError", "LiteralError", "SwitchUnreachable", "NotPrimary",
     "PipelineMissing", "P4RuntimeError", "UpdateStatus", "decode_batch",

@@ -14,9 +14,10 @@ from p4.v1 import p4runtime_pb2
 from netsum.p4rt import values
 from netsum.p4rt.entities import TableEntry
 from netsum.p4rt.errors import LiteralError
-from netsum.p4rt.schema import Schema
+from netsum.p4rt.schema import ResourceInfo, Schema
 
-__all__ = ["CounterCell", "DirectCounterCell", "MeterCell", "RegisterCell", "counter_wildcard"]
+__all__ = ["CounterCell", "DirectCounterCell", "MeterCell", "RegisterCell", "counter_wildcard",
+           "register_wildcard"]
 
 _pb = p4runtime_pb2
 
@@ -137,14 +138,25 @@ class RegisterCell:
         return cls(r.name, re_.index.index, values.decode(data, r.bitwidth) if data else 0)
 
 
-def counter_wildcard(schema: Schema, name: str, index: int | None = None) -> p4runtime_pb2.Entity:
-    """Read request for one cell of a counter, or all of them (index None); an index out of
-    range is refused here with the counter's size."""
-    c = schema.counter(name)
-    if index is not None and not 0 <= index < c.size:
-        raise LiteralError(f"counter {c.alias!r} index {index} is out of range 0..{c.size - 1}")
+def _cell_read(kind: str, r: ResourceInfo, index: int | None) -> p4runtime_pb2.Entity:
+    """A read request for one cell of a counter or register (`kind`), or all of them (index
+    None); an index out of range is refused here with the array's size."""
+    if index is not None and not 0 <= index < r.size:
+        raise LiteralError(f"{kind} {r.alias!r} index {index} is out of range 0..{r.size - 1}")
     ent = _pb.Entity()
-    ent.counter_entry.counter_id = c.id
+    entry = getattr(ent, f"{kind}_entry")
+    setattr(entry, f"{kind}_id", r.id)
     if index is not None:
-        ent.counter_entry.index.index = index
+        entry.index.index = index
     return ent
+
+
+def counter_wildcard(schema: Schema, name: str, index: int | None = None) -> p4runtime_pb2.Entity:
+    """Read request for one cell of a counter, or all of them (index None)."""
+    return _cell_read("counter", schema.counter(name), index)
+
+
+def register_wildcard(schema: Schema, name: str, index: int | None = None
+                      ) -> p4runtime_pb2.Entity:
+    """Read request for one cell of a register, or all of them (index None)."""
+    return _cell_read("register", schema.register(name), index)

@@ -176,6 +176,18 @@ def test_cells_round_trip_and_refusals(small: Schema) -> None:
     assert not unset.meter_entry.HasField("config")
 
 
+def test_register_read_requests(small: Schema) -> None:
+    """One cell (register id and index set) or the whole register (no index: a wildcard);
+    an index past the register's size (4) is refused before anything is sent."""
+    from netsum.p4rt.cells import register_wildcard
+    one = register_wildcard(small, "cells", 3).register_entry
+    assert (one.register_id, one.HasField("index"), one.index.index) == (40, True, 3)
+    every = register_wildcard(small, "ingress.cells").register_entry
+    assert (every.register_id, every.HasField("index")) == (40, False)
+    with pytest.raises(LiteralError, match="register 'cells' index 4 is out of range 0..3"):
+        register_wildcard(small, "cells", 4)
+
+
 def test_pre_entities_keep_order_only_when_asked() -> None:
     from netsum.p4rt.pre import CloneSession
     reps = ((4, 200), (2, 100), (4, 100))
