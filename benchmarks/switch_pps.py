@@ -172,7 +172,11 @@ def over_link(target: Any, args: tuple[Any, ...], send: Any, sinks: list[socket.
     ready = ctx.Event()
     proc = ctx.Process(target=target, args=args + (ready,), daemon=True)
     proc.start()
-    ready.wait(10)
+    # Building netsum.p4's device takes 6-10 s on a loaded 2-core machine (load average 9):
+    # a shorter wait started the measurement before the switch read anything (0 pkt/s).
+    if not ready.wait(120):
+        proc.kill()
+        raise RuntimeError(f"{target.__name__}: the process under test was not ready in 120 s")
     assert proc.pid is not None
     cpu0 = cpu_seconds(proc.pid)
     for s in sinks:

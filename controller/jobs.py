@@ -23,10 +23,10 @@ from netsum.controller.topology import Host, JobSpec, Role, Switch, Topology
 from netsum.p4rt.entities import TableEntry
 from netsum.p4rt.pre import MulticastGroup
 from netsum.p4rt.schema import Schema
-from netsum.wire import MAX_WORKERS, UDP_PORT
+from netsum.wire import MAX_WORKERS, RANK_SWITCH, UDP_PORT
 
 __all__ = ["Contributor", "Placement", "JobPlan", "place_job", "plan_job", "member_entry",
-           "plan_forwarding", "plan_drop", "next_hop_ports"]
+           "plan_forwarding", "plan_service_sources", "plan_drop", "next_hop_ports"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,9 @@ class Contributor:
     ipv4: int
     udp_port: int
     port: int          # the switch port towards it
+    # protocol v2: its rank in the job (position in the job's worker list), which a
+    # reduce-scatter RESULT's dest names; a leaf switch is RANK_SWITCH (always the values)
+    rank: int = RANK_SWITCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +60,13 @@ class JobPlan:
     group: MulticastGroup
 
 
-def _host_contributor(h: Host) -> Contributor:
-    return Contributor(h.name, h.mac, h.ipv4, h.udp_port, h.port)
-
-
 def place_job(topo: Topology, spec: JobSpec) -> dict[str, Placement]:
     hosts = [topo.host(w) for w in spec.workers]
+    rank = {w: r for r, w in enumerate(spec.workers)}
+
+    def _host_contributor(h: Host) -> Contributor:
+        return Contributor(h.name, h.mac, h.ipv4, h.udp_port, h.port, rank[h.name])
+
     by_switch: dict[str, list[Host]] = {}
     for h in hosts:
         by_switch.setdefault(h.switch, []).append(h)
@@ -105,17 +109,21 @@ def plan_job(topo: Topology, schema: Schema, spec: JobSpec, place: Placement,
                        f"counters have {limit} cells)")
     mgid = P.job_mgid(spec.id)
     common = {"slot_base": slots.base, "num_slots": slots.count,
-              "num_workers": len(place.contributors), "mgid": mgid}
+              "num_workers": len(place.contributors), "mgid": mgid,
+              # protocol v2: the member count every DATA of the job says (all leaves')
+              "job_workers": len(spec.workers)}
     if place.role is Role.LEAF:
         assert place.parent is not None
         me, parent = topo.switch(place.switch), topo.switch(place.parent)
         up_port, _ = topo.link_between(place.switch, place.parent)
-        job = P.entry(schema, P.JOB, {"job_id": spec.id}, "job_leaf", {
-            **common, "up_port": up_port, "leaf_mac": me.service.mac,
-            "leaf_addr": me.service.ipv4, "up_mac": parent.service.mac,
-            "up_addr": parent.service.ipv4})
+        job = P.entry(schema, P.JOB, {"job_id": spec.id}, "job_leaf",
+                      _v2(schema, P.JOB, "job_leaf", {
+                          **common, "up_port": up_port, "leaf_mac": me.service.mac,
+                          "leaf_addr": me.service.ipv4, "up_mac": parent.service.mac,
+                          "up_addr": parent.service.ipv4}))
     else:
-        job = P.entry(schema, P.JOB, {"job_id": spec.id}, "job_root", common)
+        job = P.entry(schema, P.JOB, {"job_id": spec.id}, "job_root",
+                      _v2(schema, P.JOB, "job_root", common))
     entries = [job]
     replicas = []
     for i, c in enumerate(place.contributors):
@@ -124,8 +132,9 @@ def plan_job(topo: Topology, schema: Schema, spec: JobSpec, place: Placement,
         replicas.append((c.port, rid))
     for (port, rid), c in zip(replicas, place.contributors):
         entries.append(P.entry(schema, P.REPLICA, {"egress_rid": rid, "egress_port": port},
-                               "set_replica", {"dst_mac": c.mac, "dst_addr": c.ipv4,
-                                               "dst_port": c.udp_port}))
+                               "set_replica", _v2(schema, P.REPLICA, "set_replica", {
+                                   "dst_mac": c.mac, "dst_addr": c.ipv4,
+                                   "dst_port": c.udp_port, "rank": c.rank})))
     if P.RESULT_PORT in schema.tables.by_name:
         for port in sorted({c.port for c in place.contributors}):
             entries.append(P.entry(schema, P.RESULT_PORT, {"job_id": spec.id,
@@ -141,7 +150,19 @@ def member_entry(schema: Schema, job_id: int, c: Contributor, worker_bit: int) -
                                       "standard_metadata.ingress_port": c.port,
                                       "hdr.ipv4.srcAddr": c.ipv4,
                                       "hdr.ethernet.srcAddr": c.mac},
-                   "set_member", {"worker_bit": worker_bit})
+                   "set_member", _v2(schema, P.MEMBER, "set_member",
+                                     {"worker_bit": worker_bit, "rank": c.rank}))
+
+
+#: Parameters protocol v2 added to the job and member actions: left out when the running
+#: program's action does not take them (a build of netsum.p4 before v2, e.g. real p4c's
+#: fixtures), so the controller still plans and checks against it.
+V2_PARAMS = ("job_workers", "rank")
+
+
+def _v2(schema: Schema, table: str, action: str, params: dict[str, int]) -> dict[str, int]:
+    declared = {p.name for p in schema.table_action(schema.table(table), action).params}
+    return {k: v for k, v in params.items() if k in declared or k not in V2_PARAMS}
 
 
 def next_hop_ports(topo: Topology, switch: str) -> dict[str, int]:
@@ -180,8 +201,23 @@ def plan_forwarding(topo: Topology, schema: Schema,
                                    {"port": hops[other.name]}))
     entries.append(P.entry(schema, P.ARP, {"tpa": sw.service.ipv4}, "arp_reply",
                            {"mac": sw.service.mac}))
+    entries += plan_service_sources(topo, schema, sw)
     flood = MulticastGroup(P.FLOOD_MGID, tuple((p, 0) for p in sw.ports))
     return entries, [flood]
+
+
+def plan_service_sources(topo: Topology, schema: Schema, sw: Switch) -> list[TableEntry]:
+    """protocol v2 anti-spoofing (p4/README.md, `service_src`): the switch's own service
+    address, which no frame from outside may carry as its source, and a leaf's parent's, which
+    arrives on the uplink only.  Nothing when the running program has no such table."""
+    if P.SERVICE_SRC not in schema.tables.by_name:
+        return []
+    out = [P.entry(schema, P.SERVICE_SRC, {"srcAddr": sw.service.ipv4}, "own_service")]
+    if sw.parent is not None:
+        up_port, _ = topo.link_between(sw.name, sw.parent)
+        out.append(P.entry(schema, P.SERVICE_SRC, {"srcAddr": topo.switch(sw.parent).service.ipv4},
+                           "parent_service", {"port": up_port}))
+    return out
 
 
 def plan_drop(schema: Schema, port: int, probability: float, direction: str) -> list[TableEntry]:

@@ -17,16 +17,17 @@ from netsum.p4rt.errors import LiteralError
 from netsum.p4rt.schema import Schema
 
 __all__ = [
-    "DMAC", "ARP", "JOB", "MEMBER", "EPOCH", "REPLICA", "RESULT_PORT", "DROP_SIM_IN",
+    "DMAC", "ARP", "SERVICE_SRC", "JOB", "MEMBER", "EPOCH", "REPLICA", "RESULT_PORT", "DROP_SIM_IN",
     "DROP_SIM_OUT", "DROP_ACTIONS", "FLOOD_MGID", "JOB_COUNTERS", "REFUSALS", "PORT_COUNTERS",
     "entry", "next_epoch", "job_mgid", "replica_rid", "drop_threshold", "max_jobs", "slot_pool",
 ]
 
 DMAC = "NetsumIngress.dmac"                  # ethernet.dstAddr → forward(port) | broadcast(mgid)
 ARP = "NetsumIngress.arp_responder"          # arp.tpa → arp_reply(mac)
+SERVICE_SRC = "NetsumIngress.service_src"    # ipv4.srcAddr → own_service | parent_service(port)
 JOB = "NetsumIngress.job"                    # job_id → job_root(...) | job_leaf(...)
 MEMBER = "NetsumIngress.member"              # (job_id, ingress_port, ipv4.srcAddr, ethernet.srcAddr)
-                                             #   → set_member(worker_bit)
+                                             #   → set_member(worker_bit, rank)
 EPOCH = "NetsumIngress.job_epoch"            # job_id → set_epoch(epoch); default set_epoch(0)
 REPLICA = "NetsumEgress.replica"             # (egress_rid, egress_port) → set_replica(...)
 RESULT_PORT = "NetsumEgress.result_port"     # (job_id, egress_port) → allow_result; default refuse
@@ -53,15 +54,27 @@ JOB_COUNTERS: tuple[tuple[str, str], ...] = (
     ("drop_malformed", "NetsumIngress.drop_malformed"),
     ("drop_stale", "NetsumIngress.drop_stale"),
     ("drop_result_port", "NetsumEgress.drop_result_port"),
+    # protocol v2: a member's DATA refused with a REJECT, by reason (REJECT(SLOT) counts in
+    # drop_bad_slot)
+    ("reject_workers", "NetsumIngress.reject_workers"),
+    ("reject_length", "NetsumIngress.reject_length"),
+    ("reject_k", "NetsumIngress.reject_k"),
+    ("reject_dest", "NetsumIngress.reject_dest"),
+    ("reject_offset", "NetsumIngress.reject_offset"),
 )
 #: The refusal counters among JOB_COUNTERS, by column name.  None of them counts anything in
 #: a run of members only over links that keep each sender's packets in order: after a run,
 #: a nonzero one names what went wrong (docs/protocol.md, "What the switch guarantees").
-REFUSALS: tuple[str, ...] = tuple(c for c, _ in JOB_COUNTERS if c.startswith("drop_"))
-#: Per-port counters of the drop simulator.
+REFUSALS: tuple[str, ...] = tuple(c for c, _ in JOB_COUNTERS
+                                  if c.startswith(("drop_", "reject_")))
+#: Per-port counters of the drop simulator, and (protocol v2) of what the switch drops as
+#: claiming to come from the aggregation service without coming through it.
 PORT_COUNTERS: tuple[tuple[str, str], ...] = (
     ("sim_drops_in", "NetsumIngress.sim_drops_in"),
     ("sim_drops_out", "NetsumEgress.sim_drops_out"),
+    ("drop_spoofed_src", "NetsumIngress.drop_spoofed_src"),
+    ("drop_irregular", "NetsumIngress.drop_irregular"),
+    ("drop_unaggregated", "NetsumIngress.drop_unaggregated"),
 )
 
 #: Job multicast groups sit above this base so they never meet the flood group (1) or the

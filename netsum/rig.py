@@ -451,7 +451,9 @@ class Rig:
         started = time.monotonic()
         children = [self.procs.start(f"job{job_id}-w{rank}-{int(started * 1000) % 10**6}",
                                      [*self._worker_argv(job_id, rank, len(ranks), ins[i],
-                                                         outs[i]), *worker_args])
+                                                         outs[i]),
+                                      "--rank", str(i),   # its rank in the job: named in errors
+                                      *worker_args])
                     for i, rank in enumerate(ranks)]
         window = min(slots, blocks)
         leaves = sum(1 for sw in self.layout.switches if sw.role == "leaf")

@@ -202,6 +202,9 @@ class Reference:
             self.store(st, _unwrap(a[0])["value"], self.rng.randint(lo, hi) if lo <= hi else lo)
         elif op == "no_op":
             pass
+        elif op in ("remove_header", "add_header"):
+            # setInvalid / setValid: the header's validity bit (its fields keep their values)
+            st.valid[_unwrap(a[0])["value"]] = op == "add_header"
         else:
             raise NotImplementedError(f"primitive {op}")
 
@@ -234,10 +237,22 @@ class Reference:
                     raise NotImplementedError(f"parser op {op['op']}")
             key, shift = 0, 0
             for k in reversed(s.get("transition_key") or []):
-                if k["type"] != "field":
+                if k["type"] == "lookahead":
+                    # [bit offset from the parser's position, width]; nothing is consumed
+                    at, w = k["value"]
+                    first, last = st.off * 8 + at, st.off * 8 + at + w
+                    if last > len(st.data) * 8:
+                        st.hdr["standard_metadata"]["parser_error"] = \
+                            self.errors["PacketTooShort"]
+                        return
+                    chunk = int.from_bytes(st.data[first // 8:(last + 7) // 8], "big")
+                    value = chunk >> ((-last) % 8) & ((1 << w) - 1)
+                elif k["type"] == "field":
+                    w, _signed = self.width(*k["value"])
+                    value = self.load(st, k["value"]) & ((1 << w) - 1)
+                else:
                     raise NotImplementedError("transition key " + k["type"])
-                w, _signed = self.width(*k["value"])
-                key |= (self.load(st, k["value"]) & ((1 << w) - 1)) << shift
+                key |= value << shift
                 shift += (w + 7) // 8 * 8
             nxt: Any = "$nomatch" if s["transitions"] else None     # no transitions: accept
             for t in s["transitions"]:

@@ -7,9 +7,13 @@ What a frame may be, and why it cannot touch the running job's sums:
 - `truncated`: a DATA of the job with a member's own addresses, cut at or inside a header
   boundary or a value; cut after the netsum header it is `drop_malformed`.
 - `not_netsum`: IPv4/UDP frames that are no aggregation traffic -- another UDP port, IP
-  options, a fragment, another protocol or ethertype -- forwarded by `dmac` like any frame.
+  options, a fragment, another protocol or ethertype -- forwarded by `dmac` like any frame,
+  or (protocol v2) dropped on a per-port counter when they come from the netsum port, or
+  carry it behind options (`drop_unaggregated`, `drop_irregular`: no counter of the job).
 - `bad_type`: the job's header from a member with a msg_type other than DATA (`drop_bad_type`).
-- `bad_slot`: a member's DATA for a slot past the job's range (`drop_bad_slot`).
+- `bad_slot`: a member's DATA for a slot past the job's range (`drop_bad_slot`; the switch
+  answers the member with a REJECT(SLOT), which the member's worker -- whose own slots are in
+  range -- counts and ignores).
 - `stale`: a member's DATA for a round 2^30..2^31 older than any the job reaches (rounds
   compare modulo 2^32), which the switch never adds (`drop_stale`).
 - `unknown_job`: a member's DATA for a job id with no `job` entry (`drop_unknown_job`, on a
@@ -33,7 +37,8 @@ __all__ = ["Host", "FuzzTarget", "Fuzzed", "KINDS", "fuzz_frames", "ipv4_checksu
 
 UDP_PORT = 0x6E73            # the aggregation service port (docs/protocol.md)
 DATA = 1
-ETH, IP, UDP, HDR = 14, 20, 8, 16
+ETH, IP, UDP, HDR = 14, 20, 8, 24     # protocol v2's 24-byte header
+LENGTH = 1 << 20             # the `length` the frames of the job say
 NETSUM_AT = ETH + IP + UDP
 
 
@@ -52,6 +57,10 @@ class FuzzTarget:
     k: int
     service: Host
     members: tuple[Host, ...]
+
+    @property
+    def klog2(self) -> int:
+        return self.k.bit_length() - 1
 
     @property
     def rogue_link(self) -> int:
@@ -93,8 +102,10 @@ def _frame(src: Host, dst: Host, payload: bytes, *, ip_len: int | None = None,
 
 
 def _header(msg: int, job: int, slot: int, rnd: int, off: int, exp: int = 130, count: int = 0,
-            flags: int = 0) -> bytes:
-    return struct.pack("!BBHHBBII", msg, flags, job, slot, exp, count, rnd, off)
+            flags: int = 0, workers: int = 0, dest: int = 0xFF, reason: int = 0,
+            klog2: int = 0, length: int = LENGTH) -> bytes:
+    return struct.pack("!BBHHBBIIBBBBI", msg, flags, job, slot, exp, count, rnd, off, workers,
+                       dest, reason, klog2, length)
 
 
 class _Gen:
@@ -115,8 +126,9 @@ class _Gen:
 
     def data(self, link: int, **fields: int) -> bytes:
         t, r = self.t, self.rng
+        # what a correctly configured member says (v2): the job's count, its K
         hdr = dict(msg=DATA, job=t.job, slot=r.randrange(t.slots), rnd=self.small_round(),
-                   off=r.randrange(1 << 20) * t.k)
+                   off=r.randrange(1 << 20) * t.k, workers=len(t.members), klog2=t.klog2)
         hdr.update(fields)
         return _frame(t.members[link], t.service, _header(**hdr) + self.values())
 
@@ -128,7 +140,8 @@ class _Gen:
     def truncated(self) -> Fuzzed:
         link, k = self.member_link(), self.t.k
         whole = self.data(link)
-        bounds = [0, 6, 12, 13, 14, 15, 33, 34, 35, 41, 42, 43, 44, 46, 50, 57, 58]
+        bounds = [0, 6, 12, 13, 14, 15, 33, 34, 35, 41, 42, 43, 44, 46, 50, 57, 58, 59, 62,
+                  65, 66]
         cut = self.rng.choice(bounds + [NETSUM_AT + HDR + self.rng.randrange(4 * k)])
         return Fuzzed("truncated", link, whole[:cut],
                       "drop_malformed" if cut >= NETSUM_AT + HDR else None)
@@ -139,7 +152,8 @@ class _Gen:
         src = t.members[link] if link < len(t.members) else t.members[0]
         dst = t.members[r.randrange(len(t.members))] if r.random() < 0.5 else \
             Host(b"\xff" * 6, b"\xff" * 4)
-        payload = _header(DATA, t.job, r.randrange(t.slots), 0, 0) + self.values()
+        payload = _header(DATA, t.job, r.randrange(t.slots), 0, 0, workers=len(t.members),
+                          klog2=t.klog2) + self.values()
         way = r.randrange(5)
         if way == 0:
             frame = _frame(src, dst, payload, dport=r.choice((53, 5000, UDP_PORT + 1)))
@@ -188,7 +202,9 @@ class _Gen:
                        r.randbytes(4))                            # half of it its own, or none
         hdr = _header(DATA, t.job, r.randrange(t.slots), r.randrange(1 << 32),
                       r.randrange(1 << 32), exp=r.randrange(256), count=r.randrange(256),
-                      flags=r.randrange(256))
+                      flags=r.randrange(256), workers=r.randrange(256), dest=r.randrange(256),
+                      reason=r.randrange(256), klog2=r.randrange(256),
+                      length=r.randrange(1 << 32))
         values = self.values(r.choice((t.k, t.k, t.k, t.k + 1, 2 * t.k, 360, 2000)))  # 2000: oversize
         opts: dict[str, int | bool] = {}
         twist = r.randrange(4)

@@ -17,6 +17,7 @@ import numpy as np
 __all__ = ["shift", "expected_sums", "dequantized", "ResultCheck"]
 
 _NETSUM_AT = 14 + 20 + 8
+_HEADER = 24                 # protocol v2's header (docs/protocol.md)
 
 
 def shift(workers: int) -> int:
@@ -46,14 +47,16 @@ def dequantized(agreed: np.ndarray, sums: np.ndarray, workers: int) -> np.ndarra
 
 @dataclass
 class ResultCheck:
-    """Call with every netsum RESULT (or STATUS) frame a switch sends (slot `slot` of round r >= 1 holds
-    block slot + (r - 1) * slots; round 0 is the bootstrap use, all zeros); `bad` lists the
-    wrong ones, `checked` counts them by kind."""
+    """Call with every netsum RESULT (or STATUS, or REJECT) frame a switch sends (slot `slot`
+    of round r >= 1 holds block slot + (r - 1) * slots; round 0 is the bootstrap use, all
+    zeros); `bad` lists the wrong ones, `checked` counts them by kind.  A REJECT (a member's
+    frame the switch refused; the fuzz test sends such frames from members' ports) carries no
+    sums: it must be the header alone."""
     sums: np.ndarray
     slots: int
     k: int
     checked: dict[str, int] = field(default_factory=lambda: {"bootstrap": 0, "data": 0,
-                                                             "status": 0})
+                                                             "status": 0, "reject": 0})
     bad: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -63,7 +66,13 @@ class ResultCheck:
     def __call__(self, frame: bytes) -> None:
         msg, _f, _job, slot, _e, _c, rnd, off = struct.unpack_from("!BBHHBBII", frame,
                                                                    _NETSUM_AT)
-        values = frame[_NETSUM_AT + 16:]
+        values = frame[_NETSUM_AT + _HEADER:]
+        if msg == 4:
+            udp_len = struct.unpack_from("!H", frame, _NETSUM_AT - 4)[0]
+            self.checked["reject"] += 1
+            if udp_len != 8 + _HEADER:
+                self.bad.append(f"slot {slot} round {rnd}: a REJECT with values")
+            return
         if msg == 3:
             # A STATUS (a member re-sent DATA for a slot still missing contributions): no
             # sums, but value[0] is the bitmap of the `count` members that contributed.

@@ -7,12 +7,23 @@ rounds with loss in milliseconds.  No demo, experiment or end-to-end test may us
 the P4 switch.
 
 Model (per job, slot and set = round & 1, as netsum.p4's registers): the round held, bitmap of
-workers seen, contribution count, max exponent, done flag, K int32 sums.  A DATA packet of an
-older round than its set holds is stale and dropped; a newer round (or the first use of the
-set) starts the round with this packet; the same round with the worker's bit clear adds
-(int32 wrap-around, max exponent), and the last contribution (count == num_workers) multicasts
-the RESULT to every member; with the bit already set it is a duplicate: a done set answers the
-sender alone, otherwise it is dropped.
+workers seen, contribution count, max exponent, done flag, K int32 sums, and (protocol v2) the
+NONFINITE OR and the length, offset and dest the round's first contribution said.  A DATA
+packet of an older round than its set holds is stale and dropped; a newer round (or the first
+use of the set) starts the round with this packet; the same round with the worker's bit clear
+adds (int32 wrap-around, max exponent, NONFINITE ORed), and the last contribution (count ==
+num_workers) multicasts the RESULT to every member -- for a reduce-scatter (dest < 0xFF) the
+values to the owner alone, an ACK (the header, flag ACK) to the others; with the bit already
+set it is a duplicate: a done set answers the sender alone (values or ACK as it is owed),
+otherwise with a STATUS.
+
+Protocol v2 agreement, written from docs/protocol.md and not from the P4 program (this model is
+what the program's behaviour is checked against): a member's DATA whose K (its size or
+klog2), member count, dest or slot disagrees with the job, or whose length, offset or dest
+disagrees with the round's first contribution, is answered with a REJECT to the sender alone
+(the header: reason set, the field it names holding the switch's value) and changes nothing;
+the job's last refusal (reason, member bit; per registration) rides on every STATUS in
+`reason`/`length`.  Members are ranks: member i of `members[job]` has rank i.
 """
 from __future__ import annotations
 
@@ -23,9 +34,11 @@ from typing import Protocol
 
 import numpy as np
 
-from netsum.wire import Flags, MsgType
+from netsum.wire import (DEST_ALL, HEADER_BYTES, HEADER_FIELDS, REASON_FIELD, Flags, MsgType,
+                         Reason, klog2)
 from netsum.workers import wire
 from netsum.workers.core import CoreState, Step, WorkerCore
+from netsum.workers.errors import WorkerError
 
 __all__ = ["Fabric", "OracleSwitch", "LossyLink", "Network", "SlotSet"]
 
@@ -46,6 +59,9 @@ class SlotSet:
     exp: int = 0
     done: bool = False
     offset: int = 0
+    length: int = 0
+    dest: int = DEST_ALL
+    nonfinite: int = 0
     values: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
 
 
@@ -63,6 +79,10 @@ class OracleSwitch:
     stale: int = 0
     dropped: int = 0
     overflowed: int = 0
+    #: REJECTs sent, by reason
+    refused: dict[Reason, int] = field(default_factory=dict)
+    #: per job: (reason, member bit, epoch) of its last refusal
+    last_refusal: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
     def _set(self, job: int, slot: int, s: int) -> SlotSet:
         key = (job, slot, s)
@@ -71,18 +91,26 @@ class OracleSwitch:
         return self.state[key]
 
     def process(self, src: int, payload: bytes) -> list[tuple[int, bytes]]:
-        try:
-            pkt = wire.decode(payload, self.k)
-        except wire.WireError:
+        h, values = self._parse(payload)
+        if h is None:
             self.dropped += 1
             return []
-        h = pkt.header
         workers = self.members.get(h.job_id)
-        if (workers is None or src not in workers or h.msg_type is not MsgType.DATA
-                or h.slot >= self.num_slots[h.job_id]):
+        if workers is None or src not in workers or h.msg_type is not MsgType.DATA:
             self.dropped += 1
             return []
-        bit = 1 << list(workers).index(src)
+        rank = list(workers).index(src)
+        bit = 1 << rank
+        n = len(workers)
+        # the job's agreement, stateless (values None: a frame of another K)
+        if values is None or h.klog2 != klog2(self.k):
+            return self._refuse(src, h, bit, Reason.K, klog2(self.k))
+        if h.workers != n:
+            return self._refuse(src, h, bit, Reason.WORKERS, n)
+        if h.dest != DEST_ALL and h.dest >= n:
+            return self._refuse(src, h, bit, Reason.DEST, h.dest)
+        if h.slot >= self.num_slots[h.job_id]:
+            return self._refuse(src, h, bit, Reason.SLOT, self.num_slots[h.job_id])
         cur = self._set(h.job_id, h.slot, h.round & 1)
         epoch = self.epochs.get(h.job_id, 0)
         if cur.epoch != epoch:
@@ -94,45 +122,90 @@ class OracleSwitch:
         if age == 0 and cur.bitmap & bit:
             self.duplicates += 1
             if cur.done:
-                return [(src, self._result(h, cur))]
-            return [(src, self._status(h, cur, pkt.values))]
+                return [(src, self._result(h, cur, rank))]
+            return [(src, self._status(h, cur))]
+        if age == 0:
+            # the round's agreement: what its first contribution said
+            for name, reason in (("length", Reason.LENGTH), ("offset", Reason.OFFSET),
+                                 ("dest", Reason.DEST)):
+                if getattr(h, name) != getattr(cur, name):
+                    return self._refuse(src, h, bit, reason, getattr(cur, name))
         self.contributions += 1
+        nf = int(h.flags & Flags.NONFINITE)
         if age != 0:
             cur.round, cur.bitmap = h.round, bit
             cur.count, cur.exp, cur.done, cur.offset = 1, h.exp, False, h.offset
-            cur.values = pkt.values.copy()
+            cur.length, cur.dest, cur.nonfinite = h.length, h.dest, nf
+            cur.values = values.copy()
         else:
             cur.bitmap |= bit
             cur.count += 1
             cur.exp = max(cur.exp, h.exp)
-            wide = cur.values.astype(np.int64) + pkt.values
+            cur.nonfinite |= nf
+            wide = cur.values.astype(np.int64) + values
             if (np.abs(wide) > np.iinfo(np.int32).max).any():
                 self.overflowed += 1
             cur.values = wide.astype(np.int32)  # wraps like bit<32> addition
-        if cur.count != len(workers):
+        if cur.count != n:
             return []
         cur.done = True
-        result = self._result(h, cur)
-        return [(w, result) for w in workers]
+        return [(w, self._result(h, cur, r)) for r, w in enumerate(workers)]
+
+    def _parse(self, payload: bytes) -> tuple[wire.Header | None, np.ndarray | None]:
+        """The header and values of a packet of this K; the header alone (values None) of a
+        packet whose values do not fit this K; (None, None) for anything else."""
+        try:
+            pkt = wire.decode(payload, self.k)
+            return pkt.header, pkt.values
+        except wire.WireError:
+            pass
+        if len(payload) < HEADER_BYTES or (len(payload) - HEADER_BYTES) % 4:
+            return None, None
+        try:
+            raw = dict(zip((f.name for f in HEADER_FIELDS),
+                           wire.header_codec().unpack(payload[:HEADER_BYTES])))
+            fields: dict[str, object] = dict(raw, msg_type=MsgType(raw["msg_type"]),
+                                             flags=Flags(raw["flags"]))
+            return wire.Header(**fields), None  # type: ignore[arg-type]
+        except (wire.WireError, ValueError, TypeError):
+            return None, None
+
+    def _refuse(self, src: int, h: wire.Header, bit: int, reason: Reason,
+                value: int) -> list[tuple[int, bytes]]:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+        self.last_refusal[h.job_id] = (int(reason), bit, self.epochs.get(h.job_id, 0))
+        fields = {f.name: getattr(h, f.name) for f in HEADER_FIELDS}
+        fields.update(msg_type=MsgType.REJECT, flags=Flags.NONE, count=0, reason=int(reason))
+        fields[REASON_FIELD[reason]] = value
+        return [(src, wire.encode(wire.Header(**fields), None, self.k))]
 
     def new_epoch(self, job: int) -> None:
         """What the controller does when it registers `job` again: its sets hold nothing."""
         self.epochs[job] = self.epochs.get(job, 0) + 1
 
-    def _status(self, h: wire.Header, s: SlotSet, values: np.ndarray) -> bytes:
+    def _status(self, h: wire.Header, s: SlotSet) -> bytes:
         """netsum.p4's reply_status: count and exp so far, the bitmap in every value (value[0]
-        is the one to read)."""
+        is the one to read), the job's last refusal of this registration in reason/length."""
+        reason, bit, epoch = self.last_refusal.get(h.job_id, (0, 0, -1))
+        if epoch != self.epochs.get(h.job_id, 0):
+            reason, bit = 0, 0
         head = wire.Header(msg_type=MsgType.STATUS, flags=Flags.NONE, job_id=h.job_id,
                            slot=h.slot, exp=s.exp, count=s.count, round=h.round,
-                           offset=h.offset)
+                           offset=h.offset, workers=h.workers, dest=h.dest, reason=reason,
+                           klog2=h.klog2, length=bit)
         out = np.full(self.k, np.array([s.bitmap], dtype=np.uint32).view(np.int32)[0])
         return wire.encode(head, out, self.k)
 
-    def _result(self, h: wire.Header, s: SlotSet) -> bytes:
-        head = wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=h.job_id,
-                           slot=h.slot, exp=s.exp, count=s.count, round=h.round,
-                           offset=h.offset)
-        return wire.encode(head, s.values, self.k)
+    def _result(self, h: wire.Header, s: SlotSet, rank: int) -> bytes:
+        """The round's RESULT as member `rank` gets it: the values, or (a reduce-scatter
+        chunk it does not own) the header alone with ACK."""
+        ack = s.dest != DEST_ALL and s.dest != rank
+        head = wire.Header(msg_type=MsgType.RESULT,
+                           flags=Flags(s.nonfinite) | (Flags.ACK if ack else Flags.NONE),
+                           job_id=h.job_id, slot=h.slot, exp=s.exp, count=s.count,
+                           round=h.round, offset=h.offset, workers=h.workers, dest=s.dest,
+                           klog2=h.klog2, length=s.length)
+        return wire.encode(head, None if ack else s.values, self.k)
 
 
 @dataclass(slots=True)
@@ -191,6 +264,9 @@ class Network:
     seq: int = 0
     now: float = 0.0
     tamper: Callable[[int, bytes], bytes] | None = None
+    #: with run(keep_going=True): per worker, the error its core raised (the others go on)
+    failures: dict[int, BaseException] = field(default_factory=dict)
+    keep_going: bool = False
 
     def _push(self, to_switch: bool, node: int, payload: bytes, at: float | None = None) -> None:
         link = self.uplink if to_switch else self.downlink
@@ -202,16 +278,33 @@ class Network:
         for payload in step.send:
             self._push(True, worker, payload)
 
-    def run(self, cores: dict[int, WorkerCore], max_time: float = 3600.0) -> None:
-        """Run until every core is DONE.  WorkerTimeoutError from a core propagates."""
+    def _call(self, worker: int, fn: Callable[[], Step]) -> None:
+        try:
+            self._emit(worker, fn())
+        except WorkerError as exc:
+            if not self.keep_going:
+                raise
+            self.failures[worker] = exc
+
+    def run(self, cores: dict[int, WorkerCore], max_time: float = 3600.0,
+            keep_going: bool = False) -> None:
+        """Run until every core is DONE.  An error from a core propagates, unless
+        `keep_going`: then it is kept in `failures` and the other cores go on until each is
+        done or failed (a misconfigured member must not stop the test from seeing what the
+        others end with)."""
+        self.keep_going = keep_going
         for w, core in cores.items():
-            self._emit(w, core.start(self.now))
+            self._call(w, lambda core=core: core.start(self.now))   # type: ignore[misc]
+
+        def live() -> dict[int, WorkerCore]:
+            return {w: c for w, c in cores.items()
+                    if c.state is CoreState.RUNNING and w not in self.failures}
         steps = 0
-        while any(c.state is CoreState.RUNNING for c in cores.values()):
+        while live():
             steps += 1
             if steps > 2_000_000:
                 raise AssertionError("simulation made no progress in 2,000,000 steps")
-            deadlines = [(d, w) for w, c in cores.items()
+            deadlines = [(d, w) for w, c in live().items()
                          if (d := c.next_deadline()) is not None]
             t_timer, w_timer = min(deadlines) if deadlines else (float("inf"), -1)
             if self.queue and self.queue[0][0] <= t_timer:
@@ -227,12 +320,15 @@ class Network:
                         self.busy_until = depart = begin + 1.0 / self.switch_rate
                     for dst, out in self.switch.process(node, payload):
                         self._push(False, dst, out, depart)
-                elif node in cores and cores[node].state is not CoreState.IDLE:
+                elif node in cores and cores[node].state is not CoreState.IDLE and \
+                        node not in self.failures:
                     if self.tamper is not None:
                         payload = self.tamper(node, payload)
-                    self._emit(node, cores[node].receive(payload, self.now))
+                    core = cores[node]
+                    self._call(node, lambda: core.receive(payload, self.now))
             else:
                 self.now = max(self.now, t_timer)
-                self._emit(w_timer, cores[w_timer].tick(self.now))
+                core = cores[w_timer]
+                self._call(w_timer, lambda: core.tick(self.now))
             if self.now > max_time:
                 raise AssertionError(f"simulation passed {max_time}s of virtual time")

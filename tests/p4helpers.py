@@ -16,16 +16,37 @@ from typing import Any, Iterable, Sequence
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from netsum.wire import HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, UDP_PORT, MsgType
+from netsum.wire import (DEST_ALL, HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, K_SUPPORTED, UDP_PORT,
+                         Flags, MsgType)
+from netsum.wire import klog2 as log2_k
 
 __all__ = [
     "netsum_config", "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host", "pack_header", "unpack_header",
     "netsum_frame", "Parsed", "parse_frame", "ipv4_checksum_ok", "NetsumSwitch", "mac_int",
-    "ip_int", "wrap32", "vec_sum", "INT32_MIN", "INT32_MAX",
+    "ip_int", "wrap32", "vec_sum", "INT32_MIN", "INT32_MAX", "DEFAULT_LENGTH", "data_fields",
+    "one_reply",
 ]
 
 SERVICE_MAC = "02:00:00:00:00:fe"
 SERVICE_IP = "10.0.0.254"
+
+#: The tensor length a frame says when a test does not give one (the same for every member,
+#: so the switch's length check passes unless a test sets another).
+DEFAULT_LENGTH = 1 << 20
+
+# job id -> the member count the last NetsumSwitch of this process installed it with: what a
+# correctly configured worker of the job says in `workers` (netsum_frame's default).  Test
+# plumbing: a test that wants another count passes `workers=` explicitly.
+_JOB_WORKERS: dict[int, int] = {}
+
+
+def data_fields(job_id: int, k: int = K_DEFAULT, **over: int) -> dict[str, int]:
+    """The v2 header fields netsum_frame writes into a DATA frame of `job_id` with K values
+    by default (a result or STATUS copies them): workers, dest, reason, klog2, length."""
+    out = {"workers": _JOB_WORKERS.get(job_id, 0), "dest": DEST_ALL, "reason": 0,
+           "klog2": log2_k(k) if k in K_SUPPORTED else 0, "length": DEFAULT_LENGTH}
+    out.update(over)
+    return out
 
 
 @functools.cache
@@ -92,7 +113,7 @@ def pack_header(**fields: int) -> bytes:
         raise KeyError(f"not netsum header fields: {sorted(unknown)}")
     acc = 0
     for f in HEADER_FIELDS:
-        v = fields.get(f.name, 0)
+        v = fields.get(f.name, f.default)
         if not 0 <= v < (1 << f.bits):
             raise ValueError(f"{f.name}={v} does not fit in {f.bits} bits")
         acc = (acc << f.bits) | v
@@ -113,11 +134,20 @@ def netsum_frame(src: Host, *, job_id: int, slot: int, round: int = 0, values: S
                  exp: int = 0, msg_type: int = MsgType.DATA, flags: int = 0, count: int = 0,
                  offset: int = 0, dst_mac: str = SERVICE_MAC, dst_ip: str = SERVICE_IP,
                  dst_port: int = UDP_PORT, truncate: int | None = None,
-                 src_mac: str | None = None, src_ip: str | None = None) -> bytes:
+                 src_mac: str | None = None, src_ip: str | None = None,
+                 workers: int | None = None, dest: int = DEST_ALL, reason: int = 0,
+                 klog2: int | None = None, length: int = DEFAULT_LENGTH) -> bytes:
     """A whole Ethernet frame from `src` (or, spoofing, from `src_mac`/`src_ip`); values are
-    int32 (two's complement, big-endian)."""
+    int32 (two's complement, big-endian).  The v2 fields default to what a correctly
+    configured member sends (`data_fields`): the job's member count, log2 of len(values),
+    DEFAULT_LENGTH, every rank as destination."""
+    v2 = data_fields(job_id, len(values), dest=dest, reason=reason, length=length)
+    if workers is not None:
+        v2["workers"] = workers
+    if klog2 is not None:
+        v2["klog2"] = klog2
     payload = pack_header(msg_type=msg_type, flags=flags, job_id=job_id, round=round, slot=slot,
-                          exp=exp, count=count, offset=offset)
+                          exp=exp, count=count, offset=offset, **v2)
     payload += struct.pack(f"!{len(values)}i", *values)
     frame = bytes(Ether(src=src_mac or src.mac, dst=dst_mac)
                   / IP(src=src_ip or src.ip, dst=dst_ip, id=1)
@@ -136,7 +166,10 @@ class Parsed:
     dport: int
     udp_checksum: int
     header: dict[str, int]
-    values: tuple[int, ...]
+    values: tuple[int, ...]     # () for a header-only packet (REJECT, ACK)
+    ip_len: int = 0             # IPv4 total length
+    udp_len: int = 0            # UDP length
+    trailing: int = 0           # bytes after the IPv4 datagram (Ethernet padding)
 
 
 def ipv4_checksum_ok(ip_header: bytes) -> bool:
@@ -147,18 +180,39 @@ def ipv4_checksum_ok(ip_header: bytes) -> bool:
 
 
 def parse_frame(frame: bytes, k: int = K_DEFAULT) -> Parsed:
-    """Dissect an Ethernet/IPv4/UDP/netsum frame (raises if it is not one)."""
+    """Dissect an Ethernet/IPv4/UDP/netsum frame (raises if it is not one).  The UDP payload is
+    what the UDP length says; a REJECT, and a RESULT with the ACK flag, must be the header
+    alone, anything else the header and K values."""
     pkt = Ether(frame)
     if IP not in pkt or UDP not in pkt:
         raise ValueError(f"not IPv4/UDP: {pkt.summary()}")
     ihl = pkt[IP].ihl * 4
-    body = bytes(pkt[UDP].payload)
-    if len(body) < HEADER_BYTES + 4 * k:
-        raise ValueError(f"netsum payload of {len(body)} bytes, expected {HEADER_BYTES + 4 * k}")
-    values = struct.unpack(f"!{k}i", body[HEADER_BYTES:HEADER_BYTES + 4 * k])
+    at = 14 + ihl + 8
+    body = frame[at:at + pkt[UDP].len - 8]
+    if len(body) < HEADER_BYTES:
+        raise ValueError(f"netsum payload of {len(body)} bytes, shorter than the header")
+    header = unpack_header(body)
+    bare = header["msg_type"] == MsgType.REJECT or (
+        header["msg_type"] == MsgType.RESULT and header["flags"] & Flags.ACK)
+    want = HEADER_BYTES if bare else HEADER_BYTES + 4 * k
+    if len(body) != want:
+        raise ValueError(f"netsum payload of {len(body)} bytes, expected {want}")
+    values = () if bare else struct.unpack(f"!{k}i", body[HEADER_BYTES:want])
     return Parsed(pkt[Ether].src, pkt[Ether].dst, pkt[IP].src, pkt[IP].dst,
                   ipv4_checksum_ok(frame[14:14 + ihl]), pkt[UDP].sport, pkt[UDP].dport,
-                  pkt[UDP].chksum, unpack_header(body), tuple(values))
+                  pkt[UDP].chksum, header, tuple(values), pkt[IP].len, pkt[UDP].len,
+                  len(frame) - 14 - pkt[IP].len)
+
+
+def one_reply(out: list[tuple[int, bytes]], to: Host, k: int = K_DEFAULT) -> Parsed:
+    """The one frame the switch sent back, out of the port of `to` and addressed to it from
+    the service address (a STATUS, a REJECT or a replayed RESULT), parsed."""
+    assert [port for port, _ in out] == [to.port], out
+    p = parse_frame(out[0][1], k)
+    assert (p.eth_dst, p.ip_dst, p.dport) == (to.mac, to.ip, to.udp_port)
+    assert (p.eth_src, p.ip_src, p.sport) == (SERVICE_MAC, SERVICE_IP, UDP_PORT)
+    assert p.ip_checksum_ok and p.udp_checksum == 0
+    return p
 
 
 class NetsumSwitch:
@@ -184,27 +238,46 @@ class NetsumSwitch:
             TableEntry(key=tuple(key), action=ActionCall(action, tuple(params))))
 
     def add_job_root(self, job_id: int, slot_base: int, num_slots: int, num_workers: int,
-                     mgid: int) -> None:
+                     mgid: int, job_workers: int | None = None) -> None:
+        """`num_workers`: the contributors this switch aggregates; `job_workers`: the job's
+        member count every DATA must say (default num_workers: a single-switch job)."""
         from netsum.switch.entries import Exact
 
+        jw = num_workers if job_workers is None else job_workers
+        _JOB_WORKERS[job_id] = jw
         self.insert(f"{self.ING}.job", [Exact(job_id)], f"{self.ING}.job_root",
-                    [slot_base, num_slots, num_workers, mgid])
+                    [slot_base, num_slots, num_workers, mgid, jw])
 
     def add_job_leaf(self, job_id: int, slot_base: int, num_slots: int, num_workers: int,
-                     mgid: int, up_port: int, leaf: Host, up: Host) -> None:
+                     mgid: int, up_port: int, leaf: Host, up: Host,
+                     job_workers: int | None = None) -> None:
         from netsum.switch.entries import Exact
 
+        jw = num_workers if job_workers is None else job_workers
+        _JOB_WORKERS[job_id] = jw
         self.insert(f"{self.ING}.job", [Exact(job_id)], f"{self.ING}.job_leaf",
                     [slot_base, num_slots, num_workers, mgid, up_port, mac_int(leaf.mac),
-                     ip_int(leaf.ip), mac_int(up.mac), ip_int(up.ip)])
+                     ip_int(leaf.ip), mac_int(up.mac), ip_int(up.ip), jw])
 
-    def add_member(self, job_id: int, host: Host, index: int) -> None:
-        """Membership as the controller installs it: (job, the host's port, IPv4, MAC)."""
+    def add_member(self, job_id: int, host: Host, index: int, rank: int | None = None) -> None:
+        """Membership as the controller installs it: (job, the host's port, IPv4, MAC) ->
+        its bit and its rank in the job (default: its index; RANK_SWITCH for a leaf)."""
         from netsum.switch.entries import Exact
 
         self.insert(f"{self.ING}.member", [Exact(job_id), Exact(host.port), Exact(ip_int(host.ip)),
                                            Exact(mac_int(host.mac))],
-                    f"{self.ING}.set_member", [1 << index])
+                    f"{self.ING}.set_member", [1 << index, index if rank is None else rank])
+
+    def add_service(self, ip: str, parent_port: int | None = None) -> None:
+        """`service_src`: `ip` is this switch's own service address (no frame from outside may
+        carry it), or, with `parent_port`, its parent's (accepted on that port only)."""
+        from netsum.switch.entries import Exact
+
+        if parent_port is None:
+            self.insert(f"{self.ING}.service_src", [Exact(ip_int(ip))], f"{self.ING}.own_service")
+        else:
+            self.insert(f"{self.ING}.service_src", [Exact(ip_int(ip))],
+                        f"{self.ING}.parent_service", [parent_port])
 
     def allow_results(self, job_id: int, ports: Iterable[int]) -> None:
         """`result_port` entries: the job's RESULTs may leave on these ports (its members')."""
@@ -214,25 +287,45 @@ class NetsumSwitch:
             self.insert(f"{self.EGR}.result_port", [Exact(job_id), Exact(port)],
                         f"{self.EGR}.allow_result")
 
-    def add_result_group(self, mgid: int, hosts: Sequence[Host], rid_base: int) -> None:
-        """Multicast group + one replica rewrite per host (rid = rid_base + position)."""
+    def add_result_group(self, mgid: int, hosts: Sequence[Host], rid_base: int,
+                         ranks: Sequence[int] | None = None) -> None:
+        """Multicast group + one replica rewrite per host (rid = rid_base + position), each
+        copy for the host's rank (default: its position)."""
         from netsum.switch.entries import Exact, Replica
 
+        ranks = list(range(len(hosts))) if ranks is None else list(ranks)
         self.pipeline.pre.mc_group_insert(
             mgid, [Replica(h.port, rid_base + i) for i, h in enumerate(hosts)])
         for i, h in enumerate(hosts):
             self.insert(f"{self.EGR}.replica", [Exact(rid_base + i), Exact(h.port)],
-                        f"{self.EGR}.set_replica", [mac_int(h.mac), ip_int(h.ip), h.udp_port])
+                        f"{self.EGR}.set_replica",
+                        [mac_int(h.mac), ip_int(h.ip), h.udp_port, ranks[i]])
 
     def add_job(self, job_id: int, hosts: Sequence[Host], *, slot_base: int = 0,
-                num_slots: int = 16, mgid: int | None = None, rid_base: int | None = None) -> None:
-        """A root job with `hosts` as members (worker index = position)."""
+                num_slots: int = 16, mgid: int | None = None, rid_base: int | None = None,
+                job_workers: int | None = None, ranks: Sequence[int] | None = None) -> None:
+        """A root job with `hosts` as members (worker index = position; rank = position
+        unless `ranks` says otherwise, e.g. RANK_SWITCH for leaves)."""
         mgid = mgid if mgid is not None else 100 + job_id
-        self.add_job_root(job_id, slot_base, num_slots, len(hosts), mgid)
+        ranks = list(range(len(hosts))) if ranks is None else list(ranks)
+        self.add_job_root(job_id, slot_base, num_slots, len(hosts), mgid, job_workers)
+        for i, h in enumerate(hosts):
+            self.add_member(job_id, h, i, ranks[i])
+        self.add_result_group(mgid, hosts, rid_base if rid_base is not None else job_id * 64 + 1,
+                              ranks)
+        self.allow_results(job_id, (h.port for h in hosts))
+
+    def add_leaf_job(self, job_id: int, hosts: Sequence[Host], *, leaf: Host, up: Host,
+                     up_port: int, num_slots: int = 8, mgid: int = 50,
+                     job_workers: int | None = None) -> None:
+        """A leaf's job: `hosts` its workers (index and rank = position, replicas from rid 1,
+        results on their ports), `leaf` its service address, `up` the parent's on `up_port`."""
+        self.add_job_leaf(job_id, slot_base=0, num_slots=num_slots, num_workers=len(hosts),
+                          mgid=mgid, up_port=up_port, leaf=leaf, up=up, job_workers=job_workers)
         for i, h in enumerate(hosts):
             self.add_member(job_id, h, i)
-        self.add_result_group(mgid, hosts, rid_base if rid_base is not None else job_id * 64 + 1)
-        self.allow_results(job_id, (h.port for h in hosts))
+        self.add_result_group(mgid, hosts, rid_base=1)
+        self.allow_results(job_id, [h.port for h in hosts])
 
     def set_epoch(self, job_id: int, epoch: int) -> None:
         """What a controller does when it re-installs a job id: rounds left by the earlier run

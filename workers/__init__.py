@@ -9,18 +9,20 @@ core, transports and the allreduce API.
 from __future__ import annotations
 
 from netsum.wire import K_DEFAULT, MAX_WORKERS, UDP_PORT
-from netsum.workers.api import Worker, allreduce
+from netsum.workers.api import Worker, allreduce, reduce_scatter
+from netsum.workers.blocks import BlockPlan, plan_blocks
 from netsum.workers.core import AllreduceResult, JobConfig, Stats, Timing, WorkerCore
-from netsum.workers.errors import (NonFiniteError, ProtocolStateError, QuantError, ResultError,
-                            SumOverflowError, TransportError, WireError, WorkerError,
-                            WorkerTimeoutError)
+from netsum.workers.errors import (NonFiniteError, ProtocolStateError, QuantError, RejectedError,
+                            ResultError, SumOverflowError, TransportError, WireError,
+                            WorkerError, WorkerTimeoutError)
 from netsum.workers.transport import FrameTransport, Transport, UdpTransport
 from netsum.workers.wire import Endpoint
 
 __all__ = [
-    "allreduce", "Worker", "AllreduceResult", "JobConfig", "Stats", "Timing", "WorkerCore",
+    "allreduce", "reduce_scatter", "Worker", "AllreduceResult", "BlockPlan", "plan_blocks",
+    "JobConfig", "Stats", "Timing", "WorkerCore",
     "Transport", "UdpTransport", "FrameTransport", "Endpoint",
     "WorkerError", "WireError", "QuantError", "NonFiniteError", "SumOverflowError",
-    "ProtocolStateError", "WorkerTimeoutError", "TransportError", "ResultError",
+    "ProtocolStateError", "WorkerTimeoutError", "TransportError", "ResultError", "RejectedError",
     "UDP_PORT", "K_DEFAULT", "MAX_WORKERS",
 ]

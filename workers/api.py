@@ -1,6 +1,7 @@
-"""The public allreduce: drives a `WorkerCore` over a `Transport` with the real clock.
+"""The public allreduce and reduce_scatter: drive a `WorkerCore` over a `Transport` with the
+real clock.
 
-`allreduce` is one call on one tensor.  `Worker` keeps what must survive between calls of the
+`allreduce` (and `reduce_scatter`) is one call on one tensor.  `Worker` keeps what must survive between calls of the
 same job registration: the round each slot takes next (the switch keeps every slot's round
 across calls and refuses older ones), and refuses to go on after a failed call, when the
 switch's state is unknown.  A new registration of the job (the controller gives it a new
@@ -11,32 +12,85 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
+from netsum.workers import quant
+from netsum.workers.blocks import even_shards
 from netsum.workers.core import AllreduceResult, CoreState, Event, JobConfig, Timing, WorkerCore
 from netsum.workers.errors import ProtocolStateError, QuantError, SumOverflowError, WorkerError
 from netsum.workers.transport import BatchTransport, Transport
 
-__all__ = ["allreduce", "Worker"]
+__all__ = ["allreduce", "reduce_scatter", "Worker"]
 
 
 def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
               timing: Timing = Timing(), rounds: Sequence[int] | None = None,
               clock: Callable[[], float] = time.monotonic,
-              on_event: Callable[[Event], None] | None = None) -> AllreduceResult:
+              on_event: Callable[[Event], None] | None = None, rank: int | None = None,
+              nonfinite: npt.ArrayLike | None = None) -> AllreduceResult:
     """Sum `tensor` with the other workers of `job`; returns the float32 sum (the input's
     shape), statistics and `next_rounds` to pass to the next call of the same job
     registration (`rounds`: where this call starts; default every slot at round 0).
 
-    Every worker of the job must call with a tensor of the same length.  Raises QuantError for
-    a bad tensor (before sending anything), WorkerTimeoutError when no result arrives for
-    `timing.progress_deadline` seconds, TransportError for socket failures."""
+    Every worker of the job must call with a tensor of the same length (the switch refuses a
+    contribution of another length: the call fails with RejectedError naming both lengths).
+
+    Inf/NaN (protocol v2, docs/protocol.md "NONFINITE"): the tensor must be finite; a caller
+    whose gradient holds Inf/NaN passes it with those elements zeroed and, in `nonfinite`,
+    one boolean per block (`plan_blocks(len(tensor), job.k).any_per_block(~isfinite(x))`),
+    and gets `result.flags`: per block, Flags.NONFINITE where any rank flagged that block
+    (the switch ORs the flags).  Every rank gets the same flags; what to do in those blocks
+    (a second round that sums the Inf/NaN pattern, as gloo would produce it) is the caller's.
+
+    `rank`: this worker's position in the job, for the errors (optional).  Raises QuantError
+    for a bad tensor (before sending anything), RejectedError at once when the switch
+    refuses this worker's DATA (its member count, K, length, slots or schedule disagree with
+    the job's or the other members'), WorkerTimeoutError when no result arrives for
+    `timing.progress_deadline` seconds (naming the members the switch says are missing, and
+    the job's last refusal), TransportError for socket failures."""
+    return _call(tensor, transport, job, timing, rounds, clock, on_event, rank, None,
+                 nonfinite)
+
+
+def reduce_scatter(tensor: object, transport: Transport, job: JobConfig, *, rank: int,
+                   shards: Sequence[int] | None = None, timing: Timing = Timing(),
+                   rounds: Sequence[int] | None = None,
+                   clock: Callable[[], float] = time.monotonic,
+                   on_event: Callable[[Event], None] | None = None,
+                   nonfinite: npt.ArrayLike | None = None) -> AllreduceResult:
+    """In-network reduce-scatter: the sum of `tensor` over the job's workers, of which this
+    worker (`rank`) gets its own shard alone (`result.tensor`, 1-D float32): rank r owns the
+    next `shards[r]` elements (default: torch's reduce_scatter_tensor layout, equal parts,
+    the first `len % n` one longer).  Each shard is cut into blocks of its own; the switch
+    sends each block's values to its owner only and an ACK to the others, so a rank's
+    downlink carries its shard's values (plus a header per other block).  `nonfinite` and
+    `result.flags` as for `allreduce`, per block of `plan_blocks(len, k, shards)`.  Every
+    worker must call with the same length and shards."""
+    if shards is None:
+        shards = even_shards(len(_flat(tensor)), job.num_workers)
+    return _call(tensor, transport, job, timing, rounds, clock, on_event, rank, shards,
+                 nonfinite)
+
+
+def _flat(tensor: object) -> np.ndarray:
+    return quant.as_tensor(tensor)
+
+
+def _call(tensor: object, transport: Transport, job: JobConfig, timing: Timing,
+          rounds: Sequence[int] | None, clock: Callable[[], float],
+          on_event: Callable[[Event], None] | None, rank: int | None,
+          shards: Sequence[int] | None, nonfinite: npt.ArrayLike | None) -> AllreduceResult:
     if not all(callable(getattr(transport, m, None)) for m in ("send", "receive")):
         raise TypeError(f"transport must have send() and receive(), got "
                         f"{type(transport).__name__}")
     if on_event is None and isinstance(transport, BatchTransport):
-        core = WorkerCore(tensor, job, timing, rounds, transport.frame_prefix)
+        core = WorkerCore(tensor, job, timing, rounds, transport.frame_prefix, rank=rank,
+                          shards=shards, nonfinite=nonfinite)
         _run_frames(core, transport, clock)
     else:
-        core = WorkerCore(tensor, job, timing, rounds)
+        core = WorkerCore(tensor, job, timing, rounds, rank=rank, shards=shards,
+                          nonfinite=nonfinite)
         _run_steps(core, transport, clock, on_event)
     try:
         return core.result()
@@ -103,24 +157,40 @@ def _run_steps(core: WorkerCore, transport: Transport, clock: Callable[[], float
 
 
 class Worker:
-    """One worker process's handle on one job: repeated allreduce calls on one transport."""
+    """One worker process's handle on one job: repeated allreduce (and reduce_scatter) calls
+    on one transport.  `rank`: this worker's rank in the job (needed for reduce_scatter)."""
 
-    def __init__(self, transport: Transport, job: JobConfig, timing: Timing = Timing()) -> None:
+    def __init__(self, transport: Transport, job: JobConfig, timing: Timing = Timing(),
+                 rank: int | None = None) -> None:
         self.transport = transport
         self.job = job
         self.timing = timing
+        self.rank = rank
         self._rounds: tuple[int, ...] | None = None
         self._broken: str | None = None
 
-    def allreduce(self, tensor: object) -> AllreduceResult:
+    def allreduce(self, tensor: object, nonfinite: npt.ArrayLike | None = None
+                  ) -> AllreduceResult:
+        return self._call(tensor, None, nonfinite)
+
+    def reduce_scatter(self, tensor: object, shards: Sequence[int] | None = None,
+                       nonfinite: npt.ArrayLike | None = None) -> AllreduceResult:
+        if self.rank is None:
+            raise ValueError("reduce_scatter needs the Worker's rank")
+        if shards is None:
+            shards = even_shards(len(_flat(tensor)), self.job.num_workers)
+        return self._call(tensor, shards, nonfinite)
+
+    def _call(self, tensor: object, shards: Sequence[int] | None,
+              nonfinite: npt.ArrayLike | None) -> AllreduceResult:
         if self._broken:
             raise ProtocolStateError(
                 f"job {self.job.job_id}: a previous allreduce failed ({self._broken}); the "
                 "switch's slot state is unknown - reset the job (a new epoch) and start a new "
                 "Worker")
         try:
-            result = allreduce(tensor, self.transport, self.job, timing=self.timing,
-                               rounds=self._rounds)
+            result = _call(tensor, self.transport, self.job, self.timing, self._rounds,
+                           time.monotonic, None, self.rank, shards, nonfinite)
         except SumOverflowError as exc:
             self._rounds = exc.next_rounds
             raise

@@ -34,7 +34,7 @@ from netsum.workers.errors import WorkerError
 from netsum.workers.ring import HostResult
 from netsum.workers.transport import FrameTransport, Transport, UdpTransport, parse_hostport
 
-__all__ = ["main", "build_parser", "synthetic"]
+__all__ = ["main", "build_parser", "synthetic", "load_npy", "MAX_ELEMENTS"]
 
 
 class UsageError(Exception):
@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--input", type=Path, help=".npy float tensor to sum")
     data.add_argument("--size", type=int, help="synthetic tensor length")
     data.add_argument("--seed", type=int, default=0)
-    data.add_argument("--rank", type=int, default=0, help="synthetic: this worker's rank")
+    data.add_argument("--rank", type=int, default=None,
+                      help="this worker's rank in the job (default 0): picks the synthetic "
+                           "tensor, and names this worker in errors")
     data.add_argument("--check", action="store_true", help="synthetic: verify the sum of all ranks")
     data.add_argument("--output", type=Path, help="write the sum (.npy)")
     run = p.add_argument_group("run")
@@ -128,15 +130,56 @@ def _tensor(a: argparse.Namespace) -> np.ndarray:
     if (a.input is None) == (a.size is None):
         raise UsageError("give exactly one of --input and --size")
     if a.input is not None:
-        try:
-            return np.load(a.input, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{a.input}: cannot load a .npy array: {exc}") from None
+        return load_npy(a.input)
     if a.size < 1:
         raise UsageError("--size must be at least 1")
     if not 0 <= a.rank < a.workers:
         raise UsageError(f"--rank must be in 0..{a.workers - 1}")
     return synthetic(a.seed, a.rank, a.size)
+
+
+#: The most elements one call carries: the v2 header's `length` and `offset` are 32 bits.
+MAX_ELEMENTS = (1 << 32) - 1
+#: The largest .npy header read (numpy's own default guard against a hostile header).
+_MAX_HEADER = 10_000
+
+
+def load_npy(path: Path) -> np.ndarray:
+    """A .npy tensor, its header checked before anything is allocated: a header that claims
+    more data than the file holds, more elements than the protocol carries, or a dtype that
+    is not numbers is a one-line UsageError (never a MemoryError from a hostile file)."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _fortran, dtype = np.lib.format.read_array_header_1_0(
+                    f, max_header_size=_MAX_HEADER)
+            elif version in ((2, 0), (3, 0)):
+                shape, _fortran, dtype = np.lib.format.read_array_header_2_0(
+                    f, max_header_size=_MAX_HEADER)
+            else:
+                raise ValueError(f"unsupported .npy format version {version}")
+            at = f.tell()
+            f.seek(0, 2)
+            available = f.tell() - at
+    except (OSError, ValueError, SyntaxError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"{path}: cannot load a .npy array: {first}") from None
+    if dtype.hasobject or dtype.kind not in "fiub":
+        raise UsageError(f"{path}: dtype {dtype} is not a number type")
+    count = 1
+    for n in shape:
+        count *= int(n)
+    if count > MAX_ELEMENTS:
+        raise UsageError(f"{path}: {count} elements; one call carries at most {MAX_ELEMENTS} "
+                         "(the header's 32-bit length)")
+    if count * dtype.itemsize != available:
+        raise UsageError(f"{path}: the header says {shape} {dtype} ({count * dtype.itemsize} "
+                         f"bytes) but the file holds {available} bytes of data")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: cannot load a .npy array: {exc}") from None
 
 
 def _check(a: argparse.Namespace, res: AllreduceResult | HostResult) -> bool:
@@ -173,6 +216,10 @@ def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | Non
 
 
 def run(a: argparse.Namespace) -> int:
+    # --rank given names this worker in errors; synthetic data defaults to rank 0's tensor
+    a.rank_given = a.rank
+    if a.rank is None:
+        a.rank = 0
     if a.check and a.size is None:
         raise UsageError("--check needs synthetic data (--size)")
     if a.iterations < 1:
@@ -198,7 +245,10 @@ def run(a: argparse.Namespace) -> int:
     status = 0
     transport = _transport(a)
     try:
-        worker = Worker(transport, job, timing)
+        # a rank given names this worker in errors (the switch's REJECT of its DATA)
+        worker = Worker(transport, job, timing,
+                        rank=a.rank_given if a.rank_given is not None and
+                        0 <= a.rank_given < a.workers else None)
         late = hostcli.wait_until(a.start_at)
         for it in range(a.iterations):
             res = worker.allreduce(tensor)

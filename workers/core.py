@@ -1,9 +1,12 @@
 """The worker protocol core, sans-I/O (like h11): no sockets, no clock.  It is given received
 netsum payloads and the current time, and returns payloads to send and events.
 
-Owns: splitting a tensor into K-element blocks, the window of outstanding slots (the job's slot
-range), the round number of every use of a slot, exponent agreement (docs/quantization.md),
-retransmission on timeout with backoff, accepting each result once, placing it by offset,
+Owns: splitting a tensor into K-element blocks (workers/blocks.py: per shard for a
+reduce-scatter), the window of outstanding slots (the job's slot range), the round number of
+every use of a slot, exponent agreement (docs/quantization.md), the protocol v2 fields of each
+DATA (workers, klog2, length; dest per block; the caller's NONFINITE flag per block),
+retransmission on timeout with backoff, accepting each result once (workers/acceptance.py:
+an ACK for a chunk another rank owns; a REJECT fails the call), placing it by offset,
 checking what the switch returned, statistics, and the no-progress deadline.
 
 Schedule (W = number of slots used, nb = number of blocks): slot i carries, in order, a
@@ -34,13 +37,15 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from netsum.wire import EXP_ZERO, HEADER_BYTES, ROUND_BITS, Flags, MsgType
-from netsum.workers import quant, wire
+from netsum.wire import DEST_ALL, EXP_ZERO, HEADER_BYTES, ROUND_BITS, Flags
+from netsum.workers import quant
+from netsum.workers.acceptance import ResultAcceptance
+from netsum.workers.blocks import BlockPlan, plan_blocks
 from netsum.workers.coretypes import (ALLOWED_CALLS, TRANSITIONS, AgreementError, AllreduceResult,
                                ChunkDone, CoreState, DuplicateResult, Event, Finished, JobConfig,
                                Rejected, Retransmitted, StaleResult, Stats, Step, Timing,
-                               Trigger, rejection)
-from netsum.workers.errors import ProtocolStateError, ResultError, WorkerTimeoutError
+                               Trigger)
+from netsum.workers.errors import NonFiniteError, ProtocolStateError, ResultError, WorkerTimeoutError
 from netsum.workers.recovery import IDLE as _IDLE
 from netsum.workers.recovery import SLOT_BITS as _SLOT_BITS
 from netsum.workers.recovery import LossRecovery
@@ -55,25 +60,38 @@ __all__ = [
 
 _ROUND_SPAN = 1 << ROUND_BITS
 _ROUND_MASK = _ROUND_SPAN - 1
-# Plain ints for the per-packet checks (enum.Flag arithmetic costs microseconds a packet).
-_RESULT = int(MsgType.RESULT)
-_STATUS = int(MsgType.STATUS)
-_RETX = int(Flags.RETX)
-_UNKNOWN_FLAGS = ~_RETX
-# The fields receive reads, in this order, with one struct call.
-_READ = wire.field_reader(("msg_type", "flags", "job_id", "slot", "exp", "round", "offset"))
+_NONFINITE = int(Flags.NONFINITE)
 
 
-class WorkerCore(LossRecovery):
-    """One worker's side of one allreduce of one tensor.  `prefix`: bytes every frame in
-    `frames` starts with (a transport's link-layer headers; see workers/window.py)."""
+class WorkerCore(LossRecovery, ResultAcceptance):
+    """One worker's side of one all-reduce (or reduce-scatter) of one tensor.  `prefix`: bytes
+    every frame in `frames` starts with (a transport's link-layer headers; see
+    workers/window.py).
+
+    `rank`: this worker's rank in the job (the position the controller gave it; only named in
+    errors for an all-reduce).  `shards`: a reduce-scatter: rank r owns the next `shards[r]`
+    elements (one length per member, adding up to the tensor's); each shard's blocks go to the
+    switch with `dest` = its owner, and `result()` returns this rank's shard alone.
+    `nonfinite`: per block of `blocks` (see `plan_blocks(len, k, shards)`), whether the
+    caller's tensor held Inf/NaN there; the block's DATA carries NONFINITE and the result's
+    `flags` has the OR over every rank.  The tensor itself must be finite (the caller zeroes
+    what it flags)."""
 
     def __init__(self, tensor: object, job: JobConfig, timing: Timing = Timing(),
-                 rounds: Sequence[int] | None = None, prefix: bytes = b"") -> None:
+                 rounds: Sequence[int] | None = None, prefix: bytes = b"", *,
+                 rank: int | None = None, shards: Sequence[int] | None = None,
+                 nonfinite: npt.ArrayLike | None = None) -> None:
         if not isinstance(job, JobConfig):
             raise TypeError(f"job must be a JobConfig, got {type(job).__name__}")
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, got {type(timing).__name__}")
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)
+                                 or not 0 <= rank < job.num_workers):
+            raise ValueError(f"rank must be an integer in 0..{job.num_workers - 1}, got "
+                             f"{rank!r}")
+        if shards is not None and (rank is None or len(shards) != job.num_workers):
+            raise ValueError(f"a reduce-scatter needs this worker's rank and one shard length "
+                             f"per member ({job.num_workers})")
         x = quant.as_tensor(tensor)
         # as_tensor accepted `tensor`, so it is array-like (the parameter is `object` because
         # that check is made at run time, with a clear error).
@@ -81,13 +99,35 @@ class WorkerCore(LossRecovery):
         self._job = job
         self._job_id = job.job_id
         self._timing = timing
+        self._rank = rank
         k = job.k
-        rows = quant.blocks(x, k)
+        plan = plan_blocks(len(x), k, shards)
+        #: the blocks of this call: offsets, owners (workers/blocks.py)
+        self.blocks: BlockPlan = plan
+        rows = plan.rows(x)
         self._length = len(x)
-        self._nb = nb = len(rows)
+        self._nb = nb = plan.num_blocks
         # Validates finiteness before anything is sent: a bad gradient never reaches the wire.
-        self._proposals: list[int] = quant.block_exponents(x, k).tolist()
+        try:
+            self._proposals: list[int] = quant.block_exponents(rows.reshape(-1), k).tolist()
+        except NonFiniteError as exc:   # an index into the rows: the tensor's offset instead
+            b, j = divmod(exc.offset, k)
+            raise NonFiniteError(int(plan.starts[b]) + j, exc.value) from None
         self._agreed = np.zeros(nb, dtype=np.uint8)
+        self._offsets: list[int] = plan.starts.tolist()
+        self._dests: list[int] = plan.owners.tolist()
+        # Whether this rank keeps a block's values (all-reduce: every block).
+        self._mine = [d == DEST_ALL or d == rank for d in self._dests]
+        if nonfinite is None:
+            self._nf = [0] * nb
+        else:
+            flags = np.asarray(nonfinite)
+            if flags.shape != (nb,) or flags.dtype.kind not in "biu":
+                raise ValueError(f"nonfinite must be {nb} booleans (one per block), got "
+                                 f"{flags.dtype} {flags.shape}")
+            self._nf = [_NONFINITE if f else 0 for f in flags.tolist()]
+        self._rflags = np.zeros(nb, dtype=np.uint8)     # the RESULTs' NONFINITE per block
+        self._acks_owned = 0
         if rounds is None:
             rounds = (0,) * job.num_slots
         if len(rounds) != job.num_slots or any(
@@ -99,7 +139,8 @@ class WorkerCore(LossRecovery):
         w = min(job.num_slots, nb)
         self._w = w
         self._k = k
-        self._win = TxWindow(rows, job.job_id, w, quant.scale_shift(job.num_workers), prefix)
+        self._win = TxWindow(rows, job.job_id, w, quant.scale_shift(job.num_workers), prefix,
+                             workers=job.num_workers, length=len(x))
         #: per slot: the frame to send (prefix + packet), as the transport sends it
         self.frames = self._win.frames
         # Result values by block, big-endian as received; result() converts them in one pass.
@@ -197,16 +238,20 @@ class WorkerCore(LossRecovery):
     def receive(self, payload: bytes, now: float) -> Step:
         """One received netsum payload (UDP payload).  Never raises for bad packets: they are
         counted and reported as `Rejected`; the only errors are results that cannot be right
-        (`ResultError`, e.g. a broken exponent agreement)."""
+        (`ResultError`, e.g. a broken exponent agreement) and the switch's REJECT of this
+        worker's DATA (`RejectedError`, naming the mismatch)."""
         self._check("receive")
         self._ev = []
         try:
             if not isinstance(payload, (bytes, bytearray, memoryview)) or \
-                    len(payload) != self._size:
+                    len(payload) not in (self._size, HEADER_BYTES):
                 self._reject(payload)
                 return self._step([])
             out = self._begin()
-            self._take(memoryview(payload), now, out)
+            if len(payload) == HEADER_BYTES:          # an ACK or a REJECT
+                self._take_bare(memoryview(payload), now, out)
+            else:
+                self._take(memoryview(payload), now, out)
             if self._win.todo:
                 self._win.flush()
             return self._step(out)
@@ -239,8 +284,8 @@ class WorkerCore(LossRecovery):
 
     def receive_frames(self, payloads: Sequence[memoryview], n: int, now: float) -> list[int]:
         """Results in payloads[0:n] (each exactly HEADER_BYTES + 4K bytes; a transport hands
-        anything else to `receive`): the slots whose `frames` to send now, in order.  The
-        buffers may be reused as soon as this returns."""
+        anything else, ACKs and REJECTs included, to `receive`): the slots whose `frames` to
+        send now, in order.  The buffers may be reused as soon as this returns."""
         self._check("receive")
         out = self._begin()
         take = self._take
@@ -287,52 +332,12 @@ class WorkerCore(LossRecovery):
 
     # -- receiving ---------------------------------------------------------------------------
 
-    def _take(self, view: memoryview, now: float, out: list[int]) -> None:
-        """One result payload of the right length: accept it, or count why not."""
-        msg_type, flags, job_id, i, exp, round_, offset = _READ(view)
-        if msg_type != _RESULT or job_id != self._job_id or flags & _UNKNOWN_FLAGS:
-            if msg_type == _STATUS and job_id == self._job_id:
-                self.status_frames += 1
-                self._status_at = now
-                self.on_status(view)
-            else:
-                self._reject(bytes(view))
-            return
-        if i < self._w:
-            block = self._cur_block[i]
-            if block != _IDLE and round_ == self._cur_round[i] and \
-                    offset == self._want_offset[i]:
-                self._accept(i, block, round_, exp, view, now, out)
-                return
-            if round_ == self._acc_round[i] and offset == self._acc_offset[i]:
-                self._dups += 1
-                if self._ev is not None:
-                    self._ev.append(DuplicateResult(i, round_, offset))
-                return
-        self._stale += 1
-        if self._ev is not None:
-            self._ev.append(StaleResult(i, round_, offset))
-
-    def on_status(self, payload: memoryview) -> None:
-        """A STATUS frame of this job (msg_type 3: the switch's report on a slot that is not
-        complete, to a member that sent DATA into it again; lane 0 of its values is the slot's
-        member bitmap, `count` the contributions so far).  Never a result and never an error:
-        counted in `status_frames`, and otherwise left to this hook (a subclass or the
-        bookkeeping of who is missing).  `payload` is a view of a receive buffer reused after
-        the call: copy what must be kept.  By default the bitmap goes to `status`, which the
-        deadline error asks who is missing."""
-        self.status.note(payload, self._status_at)
-
-    def _reject(self, payload: object) -> None:
-        """The slow path: say precisely what is wrong with a packet that is not ours."""
-        self._rejected += 1
-        self._last_reject = reason = rejection(payload, self._job_id, self._k)
-        if self._ev is not None:
-            self._ev.append(Rejected(reason))
-
-    def _accept(self, i: int, block: int, round_: int, exp: int, view: memoryview,
-                now: float, out: list[int]) -> None:
-        if block < 0 and view[HEADER_BYTES:] != self._zeros:
+    def _accept(self, i: int, block: int, round_: int, exp: int, flags: int,
+                view: memoryview | None, now: float, out: list[int]) -> None:
+        """The result of slot i's use in flight (values in `view`, or None for the ACK of a
+        chunk another rank owns): check what can be checked, keep what is this rank's, agree
+        the exponent of the slot's next block and move the slot on."""
+        if block < 0 and view is not None and view[HEADER_BYTES:] != self._zeros:
             # Every worker's bootstrap carries zeros, so their sum is zero whatever the switch
             # held: anything else is a sum the switch got wrong (or added twice).
             raise ResultError(
@@ -356,8 +361,10 @@ class WorkerCore(LossRecovery):
                 "max(exp)")
         rtt = now - self._first_sent[i]
         if block >= 0:
-            size = 4 * self._k
-            self._sums_mv[block * size:(block + 1) * size] = view[HEADER_BYTES:]
+            if view is not None and self._mine[block]:
+                size = 4 * self._k
+                self._sums_mv[block * size:(block + 1) * size] = view[HEADER_BYTES:]
+            self._rflags[block] = flags & _NONFINITE
             self._latency[block] = rtt
             self._chunks += 1
             if self._ev is not None:
@@ -445,6 +452,7 @@ class WorkerCore(LossRecovery):
         qcall, qpos, call = self._qcall, self._qpos, self._call
         flying, rounds = self._flying, self._cur_round
         fr, unanswered = self._fr, self._unanswered
+        offsets, dests, nf = self._offsets, self._dests, self._nf
         base = self._base_rto
         t = now + base
         while pending:
@@ -459,13 +467,15 @@ class WorkerCore(LossRecovery):
             heapq.heappush(flying, block)
             ahead = block + w
             # A bootstrap use (block < 0) is tagged with the offset of the block it proposes
-            # for.
-            offset = (block if block >= 0 else ahead) * k
-            want[i] = offset
-            win.launch(i, props[ahead] if ahead < nb else EXP_ZERO, rounds[i], offset)
+            # for, and its (zero) values go to every rank.
+            exp = props[ahead] if ahead < nb else EXP_ZERO
             if block >= 0:
+                want[i] = offset = offsets[block]
+                win.launch(i, exp, rounds[i], offset, dests[block], nf[block])
                 todo.append(block)
             else:
+                want[i] = offset = offsets[ahead]
+                win.launch(i, exp, rounds[i], offset, DEST_ALL, 0)
                 self._boot += 1      # its values are zeros, as the row is from allocation
             first[i] = now
             attempts[i] = 0
@@ -510,11 +520,23 @@ class WorkerCore(LossRecovery):
         return tuple(self._next_rounds)
 
     def result(self) -> AllreduceResult:
+        """The sum: the input's shape (all-reduce), or this rank's shard (reduce-scatter,
+        1-D); `flags` per block: where some rank's tensor held Inf/NaN."""
         self._check("result")
-        job = self._job
+        job, plan = self._job, self.blocks
         sums = np.frombuffer(self._sums, dtype=">i4").reshape(self._nb, job.k)
-        out = quant.dequantize(sums, self._agreed, job.num_workers,
-                               self._length)
-        bound = quant.error_bound(self._agreed, job.num_workers, job.k, self._length)
-        return AllreduceResult(out.reshape(self._shape), self.stats(), self.next_rounds(),
-                               self._agreed.copy(), bound)
+        agreed, shape = self._agreed, self._shape
+        length = self._length
+        if plan.shards:
+            assert self._rank is not None
+            b0, b1 = plan.blocks_of(self._rank)
+            sums, agreed = sums[b0:b1], agreed[b0:b1]
+            length = plan.shards[self._rank][1]
+            shape = (length,)
+        if length:
+            out = quant.dequantize(sums, agreed, job.num_workers, length)
+        else:
+            out = np.zeros(0, dtype=np.float32)      # a rank whose shard is empty
+        bound = quant.error_bound(agreed, job.num_workers, job.k, length)
+        return AllreduceResult(out.reshape(shape), self.stats(), self.next_rounds(),
+                               self._agreed.copy(), bound, self._rflags.copy(), plan)

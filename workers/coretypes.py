@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from netsum.wire import HEADER_BYTES, K_DEFAULT, MAX_SLOTS, MAX_WORKERS
+from netsum.wire import HEADER_BYTES, K_DEFAULT, MAX_SLOTS, MAX_WORKERS, Flags
 from netsum.workers import wire
+from netsum.workers.blocks import BlockPlan
 from netsum.workers.errors import ResultError, WireError
 
 __all__ = [
@@ -98,6 +99,7 @@ class Trigger(enum.Enum):
     START = "start"
     LAST_RESULT = "last result accepted"
     NO_PROGRESS = "progress deadline passed"
+    REJECTED = "the switch refused this worker's DATA"
 
 
 #: The state machine.  Any (state, trigger) pair not listed is a bug in the caller.
@@ -105,6 +107,7 @@ TRANSITIONS: dict[tuple[CoreState, Trigger], CoreState] = {
     (CoreState.IDLE, Trigger.START): CoreState.RUNNING,
     (CoreState.RUNNING, Trigger.LAST_RESULT): CoreState.DONE,
     (CoreState.RUNNING, Trigger.NO_PROGRESS): CoreState.FAILED,
+    (CoreState.RUNNING, Trigger.REJECTED): CoreState.FAILED,
 }
 
 #: Which methods each state accepts.  DONE still takes packets: late duplicates are counted.
@@ -188,7 +191,8 @@ class Stats:
 
 @dataclass(frozen=True, slots=True)
 class AllreduceResult:
-    tensor: np.ndarray           # float32, the input's shape
+    # float32: the input's shape (all-reduce), or this rank's shard, 1-D (reduce-scatter)
+    tensor: np.ndarray
     stats: Stats
     next_rounds: tuple[int, ...]  # per slot of the job: the round its next use must take
     exponents: np.ndarray = field(compare=False, repr=False)  # agreed, biased, per block
@@ -196,13 +200,19 @@ class AllreduceResult:
     # can say about its own result.  A check of the switch must not use it (a switch that
     # returns too high an exponent widens it): derive bounds from the inputs instead.
     bound: np.ndarray = field(compare=False, repr=False)
+    # Per block of `blocks`: the RESULT's flags & NONFINITE (the OR over every rank's DATA
+    # flags for that block): where some rank's tensor held Inf/NaN.
+    flags: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8), compare=False,
+                              repr=False)
+    blocks: BlockPlan | None = field(default=None, compare=False, repr=False)
 
 
 def rejection(payload: object, job_id: int, k: int) -> str:
     """Why a received packet is not a result of job `job_id` (what a worker reports)."""
     try:
         head = wire.decode_header(payload, k)  # type: ignore[arg-type]
-        return f"not a result of job {job_id}: {head.msg_type.name} of job {head.job_id}"
+        kind = head.msg_type.name + (" (ACK)" if head.flags & Flags.ACK else "")
+        return f"not a result of job {job_id}: {kind} of job {head.job_id}"
     except WireError as exc:
         reason = str(exc)
         if isinstance(payload, (bytes, bytearray)) and len(payload) > HEADER_BYTES and \

@@ -72,10 +72,14 @@ def constants_table() -> str:
         ("EXP_BIAS", protocol.EXP_BIAS), ("EXP_ZERO", protocol.EXP_ZERO),
         ("MAX_WORKERS", protocol.MAX_WORKERS), ("MAX_SLOTS", protocol.MAX_SLOTS),
         ("HEADER_BYTES", protocol.HEADER_BYTES),
+        ("DEST_ALL", f"0x{protocol.DEST_ALL:02x}"), ("RANK_SWITCH", f"0x{protocol.RANK_SWITCH:02x}"),
     ]
     items += [(f"MsgType.{m.name}", int(m)) for m in MsgType]
     items += [(f"Flags.{f.name}", f"0x{int(f):02x}") for f in protocol.Flags if f.name != "NONE"]
+    items += [(f"Reason.{r.name}", f"{int(r)} (switch's value in `{protocol.REASON_FIELD[r]}`)")
+              for r in protocol.Reason if r in protocol.REASON_FIELD]
     items += [(f"packet_bytes({k})", protocol.packet_bytes(k)) for k in protocol.K_SUPPORTED]
+    items += [("header_only_bytes()", protocol.header_only_bytes())]
     rows += [f"| `{name}` | {value} |" for name, value in items]
     return "\n".join(rows)
 

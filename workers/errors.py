@@ -6,6 +6,7 @@ from __future__ import annotations
 __all__ = [
     "WorkerError", "WireError", "QuantError", "NonFiniteError", "SumOverflowError",
     "ProtocolStateError", "WorkerTimeoutError", "TransportError", "ResultError",
+    "RejectedError",
 ]
 
 
@@ -46,6 +47,20 @@ class SumOverflowError(QuantError):
 class ResultError(WorkerError):
     """A result the switch returned cannot be right: what this worker knows without trusting
     the switch (its own proposal, that bootstrap rounds sum zeros) contradicts it."""
+
+
+class RejectedError(WorkerError):
+    """The switch refused this worker's DATA (a REJECT): its configuration or tensor disagrees
+    with the job or with what the other members sent.  `reason` is the wire's Reason, `field`
+    and `switch_value` what the switch holds, `ours` what this worker sent."""
+
+    def __init__(self, message: str, reason: int, field: str, switch_value: int,
+                 ours: int | None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.field = field
+        self.switch_value = switch_value
+        self.ours = ours
 
 
 class ProtocolStateError(WorkerError, RuntimeError):

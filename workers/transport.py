@@ -1,12 +1,15 @@
 """Transports: thin socket shells that move netsum payloads for the worker core.
 
-* `UdpTransport` - kernel UDP: the worker binds its own IP:port and sends to the aggregation
-  service address:UDP_PORT (inside a network namespace or Mininet host, real IP stack).
+* `UdpTransport` - kernel UDP: the worker binds its own IP:port and connects the socket to the
+  aggregation service address:UDP_PORT (inside a network namespace or Mininet host, real IP
+  stack); the kernel then delivers datagrams from that address and port only.
 * `FrameTransport` - unprivileged: the worker builds whole Ethernet/IPv4/UDP frames itself
   (its own MAC/IPv4) and sends each as one UDP datagram to an embedded switch port on
   127.0.0.1 (`netsum-switch -i N@udp:127.0.0.1:PORT=PEER`, where PEER is the address this
   transport binds: the switch takes datagrams from its port's peer only); frames coming back
-  are parsed and validated, and only their netsum payloads are handed on.
+  are parsed and validated in full (docs/protocol.md, "What a worker trusts": from the service
+  address and port, to this worker's MAC, address and port), and only their netsum payloads
+  are handed on.
 
 Both keep one socket open and send prebuilt bytes (the frame prefix is computed once).  Both
 are non-blocking; `receive(timeout)` waits up to `timeout` and drains what is queued.
@@ -38,7 +41,7 @@ __all__ = ["Transport", "BatchTransport", "TransportCounters", "UdpTransport", "
            "parse_hostport"]
 
 _DRAIN = 256            # datagrams read per receive() call at most
-_ROW = 2048             # bytes per receive row: more than any netsum frame (K=256: 1082)
+_ROW = 2048             # bytes per receive row: more than any netsum frame (K=256: 1090)
 _SOCKBUF = 4 << 20      # bytes; a window of a few thousand packets must not overflow the kernel
 _SEND_WAIT = 0.5        # seconds to wait for room in a full send buffer before dropping
 
@@ -98,7 +101,9 @@ def parse_hostport(text: str, default_port: int | None = None) -> tuple[str, int
 class _Socket:
     """One non-blocking UDP socket with batched receive and bounded-wait send."""
 
-    def __init__(self, bind: tuple[str, int]) -> None:
+    def __init__(self, bind: tuple[str, int], peer: tuple[str, int] | None = None) -> None:
+        """`peer`: connect the socket to it, so that the kernel drops datagrams from any
+        other address or port (a worker takes results from its switch only)."""
         self.counters = TransportCounters()
         try:
             self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -112,6 +117,13 @@ class _Socket:
             self._sock.close()
             raise TransportError(f"cannot bind UDP {bind[0]}:{bind[1]}: {exc.strerror}") \
                 from None
+        if peer is not None:
+            try:
+                self._sock.connect(peer)
+            except OSError as exc:
+                self._sock.close()
+                raise TransportError(f"cannot connect UDP to {peer[0]}:{peer[1]}: "
+                                     f"{exc.strerror}") from None
         self._sock.setblocking(False)
         self._mmsg: mmsg.MmsgSocket | None = None
         self._mmsg_rows: list[memoryview] | None = None
@@ -275,14 +287,16 @@ class _Rows:
 
 class UdpTransport:
     """Kernel UDP to the aggregation service.  Bind the port the controller installed for this
-    worker (results come back to it); default UDP_PORT on all addresses of the host."""
+    worker (results come back to it); default UDP_PORT on all addresses of the host.  The
+    socket is connected to `service`: the kernel hands it datagrams from there only, so a
+    forged result from any other address or port never reaches the worker."""
 
     frame_prefix = b""   # the kernel builds the frame
 
     def __init__(self, service: tuple[str, int],
                  bind: tuple[str, int] = ("0.0.0.0", UDP_PORT)) -> None:
         self.service = service
-        self._sock = _Socket(bind)
+        self._sock = _Socket(bind, peer=service)
         self._rx: _Rows | None = None
         self.rx_payloads: list[memoryview] = []
         self.rx_other: list[bytes] = []
@@ -347,11 +361,11 @@ class FrameTransport:
 
     def __init__(self, switch_port: tuple[str, int], local: wire.Endpoint,
                  service: wire.Endpoint, bind: tuple[str, int] = ("127.0.0.1", 0),
-                 k: int = K_DEFAULT, strict_dst: bool = True) -> None:
+                 k: int = K_DEFAULT) -> None:
         self.switch_port = switch_port
         self.local = local
+        self.service = service
         self.k = wire.check_k(k)
-        self.strict_dst = strict_dst
         self._prefix = wire.FramePrefix.build(local, service, HEADER_BYTES + 4 * k).data
         #: what every frame the core builds for this transport starts with
         self.frame_prefix = self._prefix
@@ -413,8 +427,7 @@ class FrameTransport:
             c.last_error = f"frame of {length} bytes: longer than any netsum frame"
             return False
         frame = bytes(row[:length])
-        if wire.netsum_payload(frame, self.k, self.local.ip if self.strict_dst else None) \
-                is not None:
+        if wire.netsum_payload(frame, self.k, self.local, self.service) is not None:
             self._good = frame[:self._head]
             return True
         payload = self._parse(frame)
@@ -435,17 +448,19 @@ class FrameTransport:
             c.malformed += 1
             c.last_error = str(exc)
             return None
-        if self.strict_dst and parsed.dst.ip != self.local.ip:
-            c.foreign += 1
+        try:
+            wire.check_peers(parsed, self.local, self.service)
+        except WireError as exc:
+            c.foreign += 1      # not from this worker's switch, or not for this worker
+            c.last_error = str(exc)
             return None
         return parsed.payload
 
     def receive(self, timeout: float) -> list[bytes]:
         out = []
-        fast, k = wire.netsum_payload, self.k
-        dst = self.local.ip if self.strict_dst else None
+        fast, k, local, service = wire.netsum_payload, self.k, self.local, self.service
         for frame in self._sock.recv_many(timeout):
-            payload = fast(frame, k, dst)
+            payload = fast(frame, k, local, service)
             if payload is None:          # not the common case: the full path
                 payload = self._parse(frame)
             if payload is not None:

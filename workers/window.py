@@ -2,8 +2,9 @@
 
 Row i of one `bytearray` is slot i's frame: `prefix` (a transport's link-layer headers, fixed
 for the whole call; empty for kernel UDP), then the netsum header, then K big-endian int32.
-What never changes for the row (prefix, msg_type DATA, job_id, slot i, count 0) is written
-once; a launch writes flags, exp, round and offset with one struct call, and the block's
+What never changes for the row (prefix, msg_type DATA, job_id, slot i, count 0, and protocol
+v2's workers, klog2 and length: what the sum's meaning depends on) is written once; a launch writes flags (NONFINITE, as the caller flagged the block) and, with one struct
+call, exp, round, offset and dest (the block's owner, or DEST_ALL), and the block's
 values are written by numpy straight into the row (`flush`).  A retransmission sends the row
 as it is with RETX set.  Transports send `frames[i]` (a memoryview), so a packet is never
 built, copied or concatenated as a Python object.
@@ -22,7 +23,7 @@ import math
 
 import numpy as np
 
-from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, MsgType
+from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, MsgType, klog2
 from netsum.workers import quant, wire
 
 __all__ = ["TxWindow"]
@@ -36,9 +37,10 @@ class TxWindow:
 
     __slots__ = ("frames", "payloads", "buf", "values", "factors", "todo", "_rows", "_w",
                  "_tmp", "_tiny", "_shift", "_stride", "_flags", "_launch_at", "_launch",
-                 "_factor_of", "_prefix_len", "_factor", "_value_rows")
+                 "_factor_of", "_prefix_len", "_factor", "_value_rows", "_workers")
 
-    def __init__(self, rows: np.ndarray, job_id: int, w: int, shift: int, prefix: bytes) -> None:
+    def __init__(self, rows: np.ndarray, job_id: int, w: int, shift: int, prefix: bytes, *,
+                 workers: int = 0, length: int = 0) -> None:
         nb, k = rows.shape
         size = HEADER_BYTES + 4 * k
         hr = len(prefix)
@@ -56,11 +58,14 @@ class TxWindow:
         for i in range(w):
             at = i * stride
             self.buf[at:at + hr] = prefix
-            self.buf[at + hr:at + hr + HEADER_BYTES] = pack(msg_type=MsgType.DATA,
-                                                            job_id=job_id, slot=i)
+            self.buf[at + hr:at + hr + HEADER_BYTES] = pack(
+                msg_type=MsgType.DATA, job_id=job_id, slot=i, workers=workers,
+                klog2=klog2(k), length=length)
         self._flags = hr + wire.field_offset("flags")
-        self._launch_at, self._launch = wire.field_writer(("exp", "count", "round", "offset"))
+        self._launch_at, self._launch = wire.field_writer(("exp", "count", "round", "offset",
+                                                           "workers", "dest"))
         self._launch_at += hr
+        self._workers = workers
         self._rows = rows
         self._w = w
         self._shift = shift
@@ -84,13 +89,15 @@ class TxWindow:
         else:
             self.factors[block, 0] = self._factor[block] = f
 
-    def launch(self, i: int, exp: int, round_: int, offset: int) -> None:
-        """Slot i's row carries a new use: flags 0 (not a retransmission), the exponent
-        proposal, its round and offset.  Values: `todo.append(block)` (or zeros, as the
-        bootstrap rows are from allocation)."""
+    def launch(self, i: int, exp: int, round_: int, offset: int, dest: int,
+               flags: int = 0) -> None:
+        """Slot i's row carries a new use: `flags` (NONFINITE or 0: not a retransmission),
+        the exponent proposal, its round, offset and dest.  Values: `todo.append(block)` (or
+        zeros, as the bootstrap rows are from allocation)."""
         at = i * self._stride
-        self.buf[at + self._flags] = 0
-        self._launch.pack_into(self.buf, at + self._launch_at, exp, 0, round_, offset)
+        self.buf[at + self._flags] = flags
+        self._launch.pack_into(self.buf, at + self._launch_at, exp, 0, round_, offset,
+                               self._workers, dest)
 
     def spill(self, i: int) -> int:
         """A copy of slot i's frame as it is now, appended to `frames` (and its packet to

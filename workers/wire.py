@@ -6,6 +6,9 @@ The byte layout is derived from `protocol.HEADER_FIELDS` (the one definition): b
 grouped into byte-aligned big-endian units, so changing the field table changes the codec and
 the docs' diagram together.  Decoding validates everything and raises `WireError` with the
 reason; it never returns a half-parsed packet.
+
+A packet is the header and K values, or the header alone: a REJECT, and a RESULT with the ACK
+flag (a reduce-scatter chunk this receiver does not own) carry no values (`header_only`).
 """
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from netsum import wire as protocol
-from netsum.wire import (HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT, Flags, MsgType,
-                        round_set)
+from netsum.wire import (DEST_ALL, HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP_PORT, Flags,
+                        MsgType, round_set)
 from netsum.workers.errors import WireError
 
 __all__ = [
@@ -29,7 +32,7 @@ __all__ = [
     "field_reader", "field_writer", "field_offset",
     "encode", "decode", "decode_header", "HeaderCodec", "header_codec", "encode_batch",
     "batch_bytes", "decode_batch", "Endpoint", "FramePrefix", "build_frame", "parse_frame",
-    "ParsedFrame", "ipv4_checksum", "netsum_payload",
+    "ParsedFrame", "ipv4_checksum", "netsum_payload", "header_only", "check_peers",
     "ETH_BYTES", "IPV4_BYTES", "UDP_BYTES", "ETHERTYPE_IPV4", "IPPROTO_UDP",
 ]
 
@@ -40,8 +43,17 @@ ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
 _IPV4_TTL = 64
 _IPV4_DF = 0x4000
-_KNOWN_FLAGS = int(Flags.RETX)
+_KNOWN_FLAGS = int(Flags.RETX | Flags.NONFINITE | Flags.ACK)
 _MSG_TYPES = frozenset(int(m) for m in MsgType)
+_REJECT = int(MsgType.REJECT)
+_RESULT = int(MsgType.RESULT)
+_ACK = int(Flags.ACK)
+
+
+def header_only(msg_type: int, flags: int) -> bool:
+    """Whether a packet of this type and flags is the header alone (no values): a REJECT, and
+    an ACK (a RESULT whose values went to another rank)."""
+    return msg_type == _REJECT or (msg_type == _RESULT and bool(flags & _ACK))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +125,9 @@ def packet_dtype(k: int) -> np.dtype:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Header:
     """One netsum header; fields by name only (their order is HEADER_FIELDS', which changed
-    with the v2 layout: positional construction would silently shift them)."""
+    with the v2 layout: positional construction would silently shift them).  The v2 fields
+    default to what a packet that is not DATA carries (a DATA packet must set workers,
+    klog2 and length: the switch refuses 0)."""
     msg_type: MsgType
     flags: Flags
     job_id: int
@@ -122,11 +136,21 @@ class Header:
     count: int
     round: int
     offset: int
+    workers: int = 0
+    dest: int = DEST_ALL
+    reason: int = 0
+    klog2: int = 0
+    length: int = 0
 
     @property
     def set(self) -> int:
         """The shadow set this packet's round uses."""
         return round_set(self.round)
+
+    @property
+    def header_only(self) -> bool:
+        """A packet with this header carries no values (REJECT, ACK)."""
+        return header_only(self.msg_type, self.flags)
 
     def __post_init__(self) -> None:
         for field in HEADER_FIELDS:
@@ -143,7 +167,7 @@ class Header:
 @dataclass(frozen=True, slots=True)
 class Packet:
     header: Header
-    values: np.ndarray  # int32, native byte order, length K
+    values: np.ndarray  # int32, native byte order, length K (0 for a header-only packet)
 
 
 def _pack_header_word(unit: Unit, header: Header) -> int:
@@ -154,9 +178,16 @@ def _pack_header_word(unit: Unit, header: Header) -> int:
 
 
 def encode(header: Header, values: np.ndarray | None, k: int) -> bytes:
-    """One packet.  `values` None means K zeros (bootstrap/proposal-only packets)."""
+    """One packet.  `values` None means K zeros (bootstrap/proposal-only packets); a
+    header-only packet (REJECT, ACK) is the header alone and takes no values."""
     if not isinstance(header, Header):
         raise WireError(f"expected a wire.Header, got {type(header).__name__}")
+    if header.header_only:
+        if values is not None:
+            raise WireError(f"a {header.msg_type.name} with flags {header.flags!r} is the "
+                            "header alone: it carries no values")
+        return header_codec().pack(**{f.name: int(getattr(header, f.name))
+                                      for f in HEADER_FIELDS})
     rec = np.zeros(1, dtype=packet_dtype(k))
     for unit in header_units():
         rec[unit.name] = _pack_header_word(unit, header)
@@ -183,7 +214,8 @@ def _check_values(values: np.ndarray, k: int, rows: int) -> np.ndarray:
 class HeaderCodec:
     """Per-packet header packing/unpacking for the worker's hot path: one struct call each way,
     the words built from the same unit table as everything else.  No range validation on
-    pack (callers own their ranges; missing fields are 0, unknown keywords are ignored);
+    pack (callers own their ranges; missing fields take their default - 0, dest DEST_ALL -
+    and unknown keywords are ignored);
     `unpack` returns the raw field values in HEADER_FIELDS order and leaves checking them to
     the caller.  Both are straight-line functions generated once from the unit table."""
     layout: struct.Struct
@@ -199,7 +231,8 @@ def _codec_functions(layout: struct.Struct, units: tuple[Unit, ...],
     # are spliced into the source.
     names = [name for u in units for name, _, _ in u.fields]
     words = [" | ".join(f"{n} << {sh}" if sh else n for n, sh, _ in u.fields) for u in units]
-    args = ", ".join(f"{n}=0" for n in names)
+    defaults = {f.name: f.default for f in HEADER_FIELDS}
+    args = ", ".join(f"{n}={defaults[n]}" for n in names)
     ws = ", ".join(f"w{i}" for i in range(len(units)))
     picks = ", ".join(f"w{w} >> {sh} & {m}" if sh else f"w{w} & {m}" for w, sh, m in extract)
     src = (f"def pack(*, {args}, **_ignored):\n    return PACK({', '.join(words)})\n"
@@ -277,13 +310,14 @@ def _check_buffer(buf: object) -> None:
 
 
 def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
-    """Validate length, message type and flags; return the header."""
+    """Validate length (header and K values, or the header alone for REJECT and ACK),
+    message type and flags; return the header."""
     _check_buffer(buf)
     size = HEADER_BYTES + 4 * check_k(k)
-    if len(buf) != size:
+    if len(buf) not in (size, HEADER_BYTES):
         what = "truncated" if len(buf) < size else "too long"
         raise WireError(f"netsum packet {what}: {len(buf)} bytes, expected {size} "
-                        f"(header {HEADER_BYTES} + {k} x int32)")
+                        f"(header {HEADER_BYTES} + {k} x int32) or {HEADER_BYTES} (REJECT, ACK)")
     values: dict[str, Any] = {}   # ints, then msg_type and flags as their enums
     for unit in header_units():
         word = int.from_bytes(bytes(buf[unit.offset:unit.offset + unit.size]), "big")
@@ -293,6 +327,12 @@ def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
         raise WireError(f"unknown netsum msg_type {values['msg_type']}")
     if values["flags"] & ~_KNOWN_FLAGS:
         raise WireError(f"unknown netsum flag bits 0x{values['flags'] & ~_KNOWN_FLAGS:02x}")
+    bare = header_only(values["msg_type"], values["flags"])
+    if bare != (len(buf) == HEADER_BYTES):
+        kind = MsgType(values["msg_type"]).name + (" with ACK" if values["flags"] & _ACK else "")
+        raise WireError(f"netsum {kind} of {len(buf)} bytes: " + (
+            f"it is the header alone ({HEADER_BYTES} bytes)" if bare else
+            f"it carries {k} values ({size} bytes)"))
     values["msg_type"] = MsgType(values["msg_type"])
     values["flags"] = Flags(values["flags"])
     return Header(**values)
@@ -300,6 +340,8 @@ def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
 
 def decode(buf: bytes | bytearray | memoryview, k: int) -> Packet:
     header = decode_header(buf, k)
+    if header.header_only:
+        return Packet(header, np.zeros(0, dtype=np.int32))
     values = np.frombuffer(buf, dtype=">i4", count=k, offset=HEADER_BYTES).astype(np.int32)
     return Packet(header, values)
 
@@ -308,7 +350,7 @@ def encode_batch(fields: Mapping[str, int | np.ndarray], values: np.ndarray | No
                  k: int, count: int | None = None, fill: bool = True) -> np.ndarray:
     """Many packets at once, as a structured array (one contiguous buffer, `.tobytes()` or
     `batch_bytes` to split).  `fields` maps header field names to scalars or per-packet arrays;
-    missing fields are 0.  `values` is (n, K) integers, or None for zeros - or, with
+    missing fields take their default (0; dest DEST_ALL).  `values` is (n, K) integers, or None for zeros - or, with
     fill=False, left unwritten for a caller that fills `rec["values"]` itself (the quantizer's
     `out=`), saving a pass over the batch."""
     n = count if count is not None else (len(values) if values is not None else None)
@@ -333,7 +375,7 @@ def encode_batch(fields: Mapping[str, int | np.ndarray], values: np.ndarray | No
     for unit in header_units():
         word: np.ndarray | int = 0
         for name, shift, width in unit.fields:
-            col = np.asarray(fields.get(name, 0))
+            col = np.asarray(fields.get(name, known[name].default))
             if col.dtype.kind not in "iub":
                 raise WireError(f"header field {name} must be integers, got {col.dtype}")
             if col.ndim and col.shape != (n,):
@@ -378,11 +420,13 @@ def decode_batch(bufs: Sequence[bytes], k: int) -> tuple[dict[str, np.ndarray], 
         word = rec[unit.name].astype(np.uint64)
         for name, shift, width in unit.fields:
             out[name] = ((word >> np.uint64(shift)) & np.uint64((1 << width) - 1)).astype(np.int64)
-    bad = ~np.isin(out["msg_type"], sorted(_MSG_TYPES)) | ((out["flags"] & ~_KNOWN_FLAGS) != 0)
+    bare = (out["msg_type"] == _REJECT) | ((out["msg_type"] == _RESULT) & (out["flags"] & _ACK != 0))
+    bad = ~np.isin(out["msg_type"], sorted(_MSG_TYPES)) | ((out["flags"] & ~_KNOWN_FLAGS) != 0) \
+        | bare
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise WireError(f"packet {i}: unknown msg_type {out['msg_type'][i]} or flags "
-                        f"0x{out['flags'][i]:02x}")
+                        f"0x{out['flags'][i]:02x}, or a header-only kind with values")
     return out, rec["values"].astype(np.int32)
 
 
@@ -500,24 +544,32 @@ def _udp_checksum(src_ip: bytes, dst_ip: bytes, udp: bytes) -> int:
 _FAST = struct.Struct("!HBBHHHBBH4s4sHHHH")
 
 
-def netsum_payload(frame: bytes, k: int, dst_ip: bytes | None = None) -> bytes | None:
-    """The receive fast path: the netsum payload of `frame` when it is the common case (exact
-    size, IPv4 without options, not fragmented, UDP checksum 0 as the switch sends results,
-    valid header and, if given, destination `dst_ip`), else None.  Whenever it returns a
-    payload, `parse_frame(frame, k).payload` is that same payload and its dst.ip is `dst_ip`;
-    None only means "take the full path" (which then accepts or explains the rejection)."""
+def netsum_payload(frame: bytes, k: int, local: Endpoint | None = None,
+                   service: Endpoint | None = None) -> bytes | None:
+    """The receive fast path: the netsum payload of `frame` when it is the common case (a
+    header and K values, IPv4 without options, not fragmented, UDP checksum 0 as the switch
+    sends results, valid header and, if given, from `service` to `local`: MACs, IPv4
+    addresses and UDP ports), else None.  Whenever it returns a payload, `parse_frame(frame,
+    k)` accepts the frame with that same payload and `check_peers` accepts it; None only means
+    "take the full path" (which then accepts or explains the rejection)."""
     size = HEADER_BYTES + 4 * k
     head = ETH_BYTES + IPV4_BYTES + UDP_BYTES
     if type(frame) is not bytes or len(frame) != head + size:
         return None
-    (ethertype, vihl, _tos, total, _ident, frag, _ttl, proto, _csum, _src, dst, sport, dport,
+    (ethertype, vihl, _tos, total, _ident, frag, _ttl, proto, _csum, src, dst, sport, dport,
      ulen, ucsum) = _FAST.unpack_from(frame, 12)
     if ethertype != ETHERTYPE_IPV4 or vihl != 0x45 or total != IPV4_BYTES + UDP_BYTES + size \
             or frag & 0x3FFF or proto != IPPROTO_UDP or ulen != UDP_BYTES + size or ucsum \
-            or (sport != UDP_PORT and dport != UDP_PORT) or (dst_ip is not None and dst != dst_ip):
+            or (sport != UDP_PORT and dport != UDP_PORT):
         return None
-    if frame[head + field_offset("msg_type")] not in _MSG_TYPES or \
-            frame[head + field_offset("flags")] & ~_KNOWN_FLAGS:
+    if local is not None and (dst != local.ip or dport != local.port or
+                              frame[0:6] != local.mac):
+        return None
+    if service is not None and (src != service.ip or sport != service.port or
+                                frame[6:12] != service.mac):
+        return None
+    kind, flags = frame[head + field_offset("msg_type")], frame[head + field_offset("flags")]
+    if kind not in _MSG_TYPES or flags & ~_KNOWN_FLAGS or header_only(kind, flags):
         return None
     if ipv4_checksum(frame[ETH_BYTES:ETH_BYTES + IPV4_BYTES]) != 0:
         return None
@@ -567,3 +619,14 @@ def parse_frame(frame: bytes | bytearray | memoryview, k: int) -> ParsedFrame:
     packet = decode(payload, k)
     return ParsedFrame(Endpoint(frame[6:12], src_ip, sport), Endpoint(frame[0:6], dst_ip, dport),
                        payload, packet)
+
+
+def check_peers(parsed: ParsedFrame, local: Endpoint, service: Endpoint) -> None:
+    """A frame a worker takes must come from the switch it registered with and be addressed
+    to this worker: source = the service's MAC, IPv4 address and UDP_PORT, destination = the
+    worker's own MAC, address and port.  Raises WireError naming the first difference."""
+    for side, got, want in (("source", parsed.src, service), ("destination", parsed.dst, local)):
+        for what, a, b in (("MAC", got.mac, want.mac), ("IPv4", got.ip, want.ip),
+                           ("UDP port", got.port, want.port)):
+            if a != b:
+                raise WireError(f"frame {side} {got} is not {want} ({what} differs)")

@@ -13,7 +13,7 @@ Theory.  On links of R bit/s, each worker must send (and receive) over its own l
         plus the ACKs of the stream coming the other way (one 66-byte ACK per two segments);
   ps    rank 0's link carries (n-1) tensors each way, in the same TCP framing.
 The time is those bytes over R; the ring/ina speed-up tends to 2(n-1)/n when both framings
-cost the same (K = 256: 1082-byte frames for 1024 payload bytes, 5.7 %; TCP 4.6 % + ACKs).
+cost the same (K = 256: 1090-byte frames for 1024 payload bytes, 6.4 %; TCP 4.6 % + ACKs).
 """
 from __future__ import annotations
 

@@ -6,8 +6,10 @@ packet is deparsed once after ingress (`base`), and each replica's frame is that
 headers holding a field egress may write re-packed in place (`patch`).  That is the same bytes
 as a full deparse of the replica when:
 
-- egress cannot change header validity (no add/remove/copy of headers, no stacks), so every
-  replica has the base's header layout; the copies also start from the same field values;
+- egress can only take headers out (`setInvalid`, BMv2's remove_header: a reduce-scatter
+  ACK drops its values), never add, copy or stack them, so every replica's headers are the
+  base's minus some; the copies also start from the same field values.  A replica with the
+  base's validity is patched in place; one that lost headers is the base's remaining slices;
 - every field egress may write is known: destinations of the primitives of every action its
   tables can run (assign, register_read, random, hash, meters, the P4_14 arithmetic), plus the
   checksum targets; a header containing any of them is re-packed whole, all others are bytes
@@ -60,33 +62,50 @@ class ReplicaPatcher:
         self.dirty = dirty                     # names of the headers to re-pack
         self.static = static
         self.update = update
-        self.cache: dict[tuple[int, ...], Callable[[bytes, list[Any]], bytes]] = {}
+        self.cache: dict[tuple[tuple[int, ...], tuple[int, ...]],
+                         Callable[[bytes, list[Any]], bytes]] = {}
 
-    def patch(self, base: bytes, F: list[Any]) -> bytes:
-        key = tuple(F[h.valid] for h in self.headers)
+    def valid(self, F: list[Any]) -> tuple[int, ...]:
+        """Which deparsed headers are valid in F (the base's, kept with its frame)."""
+        return tuple(1 if F[h.valid] else 0 for h in self.headers)
+
+    def patch(self, base: bytes, base_valid: tuple[int, ...], F: list[Any]) -> bytes:
+        key = (base_valid, self.valid(F))
         fn = self.cache.get(key)
         if fn is None:
-            fn = self._build(key)
+            fn = self._build(*key)
         return fn(base, F)
 
-    def _build(self, key: tuple[int, ...]) -> Callable[[bytes, list[Any]], bytes]:
+    def _build(self, was: tuple[int, ...],
+               now: tuple[int, ...]) -> Callable[[bytes, list[Any]], bytes]:
         ns: dict[str, Any] = {}
-        lines = ["def patch(base, F):", "    b = bytearray(base)"]
-        off = 0
-        for i, (h, valid) in enumerate(zip(self.headers, key)):
-            if not valid:
+        if any(n and not w for w, n in zip(was, now)):
+            raise AssertionError("egress validated a header: replica_patcher admits removal only")
+        if was == now:              # the common case: same layout, re-pack in place
+            lines = ["def patch(base, F):", "    b = bytearray(base)"]
+        else:                       # headers removed: the base's remaining slices, re-packed
+            lines = ["def patch(base, F):", "    b = bytearray()"]
+        off = 0                     # offset in the base
+        for i, (h, w, n) in enumerate(zip(self.headers, was, now)):
+            if not w:
                 continue
-            if h.name in self.dirty:
-                codes, args = pack_parts(h)
+            codes, args = pack_parts(h) if h.name in self.dirty else ("", [])
+            if codes:
+                ns[f"S{i}"] = struct.Struct(">" + codes)
+            if was == now:
                 if codes:
-                    ns[f"S{i}"] = struct.Struct(">" + codes)
                     lines.append(f"    S{i}.pack_into(b, {off}, {', '.join(args)})")
+            elif n:
+                if codes:
+                    lines.append(f"    b += S{i}.pack({', '.join(args)})")
+                else:
+                    lines.append(f"    b += base[{off}:{off + h.nbytes}]")
             off += h.nbytes
         lines.append("    return bytes(b)")
         exec(compile("\n".join(lines) + "\n", "<netsum replica patch>", "exec"), ns)
         fn: Callable[[bytes, list[Any]], bytes] = ns["patch"]
         if len(self.cache) < self.MAX_PATTERNS:
-            self.cache[key] = fn
+            self.cache[(was, now)] = fn
         return fn
 
 
@@ -112,6 +131,12 @@ def _egress_writes(j: dict[str, Any], layout: Layout) -> tuple[set[str], set[int
             op = p.get("op") if isinstance(p, dict) else None
             if op in _NO_HEADER_WRITE:
                 continue
+            if op == "remove_header":
+                d = unwrap((p.get("parameters") or [None])[0])
+                if not (isinstance(d, dict) and d.get("type") == "header" and
+                        d.get("value") in layout.headers):
+                    return None        # a stack element or a union member
+                continue               # a removed header is left out, never re-packed
             if op not in _WRITES_PARAM0:
                 return None            # validity changes, clones, truncation, exit, unknown
             d = unwrap((p.get("parameters") or [None])[0])

@@ -211,7 +211,8 @@ class V1Model:
             base = None
             if self.patcher is not None and self.queues is None and len(replicas) > 1:
                 st = self.patcher.static
-                base = (self.deparse(F), st(F) if st is not None else None)
+                base = (self.deparse(F), st(F) if st is not None else None,
+                        self.patcher.valid(F))
             for rep in replicas:
                 copy = Packet(F[:], data)
                 copy.off = pkt.off
@@ -281,7 +282,7 @@ class V1Model:
                 self._enqueue(pkt, rep.port, rep.rid, out, depth)
 
     def _egress(self, pkt: Packet, port: int, rid: int, out: list[tuple[int, bytes]],
-                depth: int, base: tuple[bytes, Any] | None = None) -> None:
+                depth: int, base: tuple[bytes, Any, tuple[int, ...]] | None = None) -> None:
         F = pkt.F
         F[self.i_eport] = port
         F[self.i_espec] = 0
@@ -311,7 +312,7 @@ class V1Model:
                 self.patcher.update(F, base[1])
             elif self.update is not None:
                 self.update(F, pkt)
-            frame = self.patcher.patch(base[0], F)
+            frame = self.patcher.patch(base[0], base[2], F)
         data = pkt.data
         if pkt.off < len(data):
             frame += data[pkt.off:]

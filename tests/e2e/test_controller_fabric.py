@@ -91,14 +91,21 @@ def ok(topo: Path, *argv: str) -> str:
 
 
 def data_frame(topo: Topology, host: str, job: int, slot: int, values: np.ndarray,
-               exp: int = 130, round_: int = 0) -> tuple[int, bytes]:
-    """(ingress port, frame) of `host`'s DATA packet to its switch's service address."""
+               exp: int = 130, round_: int = 0,
+               workers: int | None = None) -> tuple[int, bytes]:
+    """(ingress port, frame) of `host`'s DATA packet to its switch's service address;
+    `workers`: the job's member count, when the job is not one of the topology file's."""
     h = topo.host(host)
     svc = topo.switch(h.switch).service
     src = wire.Endpoint(h.mac.to_bytes(6, "big"), h.ipv4.to_bytes(4, "big"), h.udp_port)
     dst = wire.Endpoint(svc.mac.to_bytes(6, "big"), svc.ipv4.to_bytes(4, "big"))
+    # protocol v2: what a correctly configured member says (the job's member count, its K)
+    spec = next((j for j in topo.jobs if j.id == job), None)
     header = wire.Header(msg_type=MsgType.DATA, flags=Flags.NONE, job_id=job, slot=slot,
-                         exp=exp, count=0, round=round_, offset=slot * K)
+                         exp=exp, count=0, round=round_, offset=slot * K,
+                         workers=workers if workers is not None else
+                         len(spec.workers) if spec else 0, klog2=K.bit_length() - 1,
+                         length=1 << 20)
     return h.port, wire.build_frame(src, dst, wire.encode(header, values, K))
 
 

@@ -54,16 +54,23 @@ def test_built_json_declares_k_values(k: int) -> None:
 
 
 _LANE = re.compile(r"\b(v|val)(\d{3})\b")
+#: the one K-dependent constant outside the lanes: log2 K, which a REJECT names (protocol v2)
+_KLOG2 = re.compile(r'(\["netsum", "klog2"\]\}, \{"type": "hexstr", "value": )"(0x[0-9a-f]+)"')
 
 
-def _lane_view(doc: dict[str, Any]) -> dict[str, tuple[list[str], dict[int, int]]]:
+def _lane_view(doc: dict[str, Any],
+               klog2: int) -> dict[str, tuple[list[str], dict[int, int]]]:
     """Per action: its primitives as JSON text with lane numbers blanked (source_info
-    dropped), and how many of its primitives name each lane."""
+    dropped), and how many of its primitives name each lane.  A write of log2 K to the
+    header's klog2 must write `klog2` and is blanked too."""
     out = {}
     for a in doc["actions"]:
         texts, per_lane = [], {}
         for prim in a["primitives"]:
             text = json.dumps({k: v for k, v in prim.items() if k != "source_info"})
+            for m in _KLOG2.finditer(text):
+                assert int(m.group(2), 16) == klog2, (a["name"], text)
+            text = _KLOG2.sub(r'\1"KLOG2"', text)
             lanes = {int(m.group(2)) for m in _LANE.finditer(text)}
             for lane in lanes:
                 per_lane[lane] = per_lane.get(lane, 0) + 1
@@ -76,8 +83,8 @@ def _lane_view(doc: dict[str, Any]) -> dict[str, tuple[list[str], dict[int, int]
 def test_large_k_builds_repeat_the_lanes_of_the_golden_build(k: int) -> None:
     """The builds without golden copies: every action is the K=32 action with its lane
     statements repeated for lanes 0..K-1, and nothing else differs."""
-    small = _lane_view(json.loads(build.ensure_built(32)[0].read_text()))
-    large = _lane_view(json.loads(build.ensure_built(k)[0].read_text()))
+    small = _lane_view(json.loads(build.ensure_built(32)[0].read_text()), 5)
+    large = _lane_view(json.loads(build.ensure_built(k)[0].read_text()), k.bit_length() - 1)
     assert small.keys() == large.keys()
     lane_actions = 0
     for name, (texts, per_lane) in small.items():

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import pytest
 
-from p4helpers import (INT32_MAX, INT32_MIN, SERVICE_IP, SERVICE_MAC, Host, NetsumSwitch, Parsed,
+from p4helpers import (INT32_MAX, INT32_MIN, SERVICE_IP, data_fields, SERVICE_MAC, Host, NetsumSwitch, Parsed,
                        netsum_config, netsum_frame, parse_frame, vec_sum, worker_host, wrap32)
 from netsum.wire import K_DEFAULT, K_SUPPORTED, UDP_PORT, Flags, MsgType
 
@@ -41,7 +41,8 @@ def check_result(p: Parsed, *, to: Host, job: int, slot: int, round_: int, exp: 
     assert p.ip_checksum_ok
     assert p.udp_checksum == 0
     assert p.header == {"msg_type": MsgType.RESULT, "flags": 0, "job_id": job, "round": round_,
-                        "slot": slot, "exp": exp, "count": count, "offset": offset}
+                        "slot": slot, "exp": exp, "count": count, "offset": offset,
+                        **data_fields(job, len(values))}
     assert p.values == tuple(values)
 
 

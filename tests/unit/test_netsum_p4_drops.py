@@ -6,9 +6,9 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from p4helpers import (SERVICE_IP, SERVICE_MAC, NetsumSwitch, mac_int, netsum_config,
+from p4helpers import (SERVICE_IP, SERVICE_MAC, NetsumSwitch, mac_int, netsum_config, one_reply,
                        netsum_frame, worker_host)
-from netsum.wire import HEADER_BYTES, K_DEFAULT, MsgType
+from netsum.wire import HEADER_BYTES, K_DEFAULT, MsgType, Reason
 
 JOB = 5
 VALUES = [1] * K_DEFAULT
@@ -70,9 +70,16 @@ def test_unknown_job(job_id: int, index: int) -> None:
     (4090, 100, 6),         # inside the job's range but past the register pool (4096 slots)
 ])
 def test_bad_slot_never_touches_registers(slot_base: int, num_slots: int, slot: int) -> None:
+    """A member's slot outside its job's range: refused and counted, its sender alone gets a
+    header-only REJECT(SLOT) whose slot field is the job's number of slots."""
     sw = make_switch(slot_base=slot_base, num_slots=num_slots)
-    assert sw.send(1, netsum_frame(worker_host(0), job_id=JOB, slot=slot, values=VALUES)) == []
+    out = sw.send(1, netsum_frame(worker_host(0), job_id=JOB, slot=slot, values=VALUES))
+    p = one_reply(out, worker_host(0))
+    assert (p.header["msg_type"], p.header["reason"], p.header["slot"]) == \
+        (MsgType.REJECT, Reason.SLOT, num_slots)
+    assert p.values == () and (p.ip_len, p.udp_len) == (20 + 8 + HEADER_BYTES, 8 + HEADER_BYTES)
     assert drops(sw, JOB) == only("drop_bad_slot")
+    assert all(sw.register("bitmap", i) == 0 for i in range(2 * 4096))
 
 
 def test_last_slot_of_the_pool_is_usable() -> None:

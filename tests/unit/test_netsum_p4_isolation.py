@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from p4helpers import (Host, NetsumSwitch, ip_int, mac_int, netsum_config, netsum_frame,
+from p4helpers import (Host, NetsumSwitch, ip_int, mac_int, netsum_config, netsum_frame, one_reply,
                        parse_frame, vec_sum, worker_host)
-from netsum.wire import K_DEFAULT, MsgType
+from netsum.wire import K_DEFAULT, MsgType, Reason
 
 JOB_A, JOB_B = 3, 4
 REFUSALS = ("drop_non_member", "drop_bad_slot", "drop_unknown_job", "drop_bad_type",
@@ -108,8 +108,17 @@ def test_member_of_job_a_naming_job_b_slots_is_refused(slot: int) -> None:
     switch took them; it refuses any slot >= A's num_slots."""
     sw, a, _ = two_jobs()
     before = state(sw)
-    assert sw.send(a[0].port, frame(a[0], JOB_A, slot=slot)) == []
-    assert state(sw) == before
+    p = one_reply(sw.send(a[0].port, frame(a[0], JOB_A, slot=slot)), a[0])
+    assert (p.header["msg_type"], p.header["reason"]) == (MsgType.REJECT, Reason.SLOT)
+    # nothing changed but A's own record of its last refusal (for its members' STATUS)
+    record = {f"NetsumIngress.{r}" for r in ("last_refusal", "last_refused_bit",
+                                               "last_refusal_tag")}
+    after = state(sw)
+    assert {n: v for n, v in after.items() if n not in record} == \
+        {n: v for n, v in before.items() if n not in record}
+    assert (sw.register("last_refusal", JOB_A), sw.register("last_refused_bit", JOB_A)) == \
+        (Reason.SLOT, 0b01)
+    assert sw.register("last_refusal", JOB_B) == 0
     assert refusals(sw, JOB_A) == {"drop_bad_slot": 1}
 
 
@@ -127,9 +136,9 @@ def test_result_never_leaves_on_a_non_member_port() -> None:
     sw, a, _ = two_jobs()
     mgid = 100 + JOB_A
     sw.pipeline.pre.mc_group_modify(mgid, [Replica(1, 200), Replica(2, 201), Replica(9, 202)])
-    for rid, h in ((200, a[0]), (201, a[1]), (202, worker_host(8, port=9))):
+    for rank, (rid, h) in enumerate(((200, a[0]), (201, a[1]), (202, worker_host(8, port=9)))):
         sw.insert("NetsumEgress.replica", [Exact(rid), Exact(h.port)],
-                  "NetsumEgress.set_replica", [mac_int(h.mac), ip_int(h.ip), h.udp_port])
+                  "NetsumEgress.set_replica", [mac_int(h.mac), ip_int(h.ip), h.udp_port, rank])
     sw.send(a[0].port, frame(a[0], JOB_A))
     out = sw.send(a[1].port, frame(a[1], JOB_A))
     assert sorted(p for p, _ in out) == [1, 2]
@@ -161,12 +170,7 @@ LEAF_SVC = Host(1, "02:00:00:00:01:fe", "10.1.0.254", 0x6E73)
 def leaf_switch() -> tuple[NetsumSwitch, list[Host]]:
     sw = NetsumSwitch(netsum_config())
     hosts = [worker_host(0), worker_host(1)]
-    sw.add_job_leaf(JOB_A, slot_base=0, num_slots=8, num_workers=2, mgid=50, up_port=UP_PORT,
-                    leaf=LEAF_SVC, up=ROOT_SVC)
-    for i, h in enumerate(hosts):
-        sw.add_member(JOB_A, h, i)
-    sw.add_result_group(50, hosts, rid_base=1)
-    sw.allow_results(JOB_A, [h.port for h in hosts])
+    sw.add_leaf_job(JOB_A, hosts, leaf=LEAF_SVC, up=ROOT_SVC, up_port=UP_PORT)
     return sw, hosts
 
 

@@ -52,7 +52,12 @@ def test_header_is_whole_bytes_and_sized_as_protocol() -> None:
     ("MSG_DATA", 8, int(protocol.MsgType.DATA)),
     ("MSG_RESULT", 8, int(protocol.MsgType.RESULT)),
     ("MSG_STATUS", 8, int(protocol.MsgType.STATUS)),
+    ("MSG_REJECT", 8, int(protocol.MsgType.REJECT)),
     ("FLAG_RETX", 8, int(protocol.Flags.RETX)),
+    ("FLAG_NONFINITE", 8, int(protocol.Flags.NONFINITE)),
+    ("FLAG_ACK", 8, int(protocol.Flags.ACK)),
+    ("DEST_ALL", 8, protocol.DEST_ALL),
+    ("RANK_SWITCH", 8, protocol.RANK_SWITCH),
 ])
 def test_constants_match_protocol(name: str, width: int, value: int) -> None:
     assert _const(_source(), name) == (width, value)
@@ -101,3 +106,20 @@ def test_compiled_header_types_match_protocol(k: int) -> None:
     assert [int(t["value"], 16) for t in to_netsum] == [protocol.UDP_PORT]
     assert states["parse_udp"]["transition_key"] == [{"type": "field",
                                                       "value": ["udp", "dstPort"]}]
+
+
+def test_every_refusal_reason_is_a_p4_constant() -> None:
+    """Each wire Reason (but NONE) has its REASON_ constant in the program, same value."""
+    declared = {m.group(1): int(m.group(2), 0) for m in re.finditer(
+        r"\bconst\s+bit\s*<\s*8\s*>\s*REASON_(\w+)\s*=\s*(\w+)\s*;", _source())}
+    assert declared == {r.name: int(r) for r in protocol.Reason if r is not protocol.Reason.NONE}
+
+
+def test_header_only_lengths_and_klog2_per_k() -> None:
+    """The header-only REJECT/ACK lengths the program writes start from the wire's header size,
+    and each K branch defines the log2 K its REJECT(K) returns."""
+    assert _const(_source(), "NETSUM_HEADER_BYTES") == (16, protocol.HEADER_BYTES)
+    branches = re.findall(r"#(?:el)?if\s+NETSUM_K\s*==\s*(\d+)\s*\n\s*#define\s+NS_KLOG2\s+(\d+)",
+                          _source())
+    assert {int(k): int(v) for k, v in branches} == {k: protocol.klog2(k)
+                                                     for k in protocol.K_SUPPORTED}

@@ -13,6 +13,9 @@ from netsum.build import ensure_built
 from netsum.wire import K_SUPPORTED
 
 IDX_FIELD_SUFFIX = ".idx"
+CIDX_FIELD_SUFFIX = ".cidx"
+PER_JOB_REGISTERS = {"NetsumIngress.last_refusal", "NetsumIngress.last_refused_bit",
+                     "NetsumIngress.last_refusal_tag"}
 
 
 def _program(k: int) -> dict[str, Any]:
@@ -40,6 +43,14 @@ def _is_idx(v: dict[str, Any]) -> bool:
     v = _unwrap(v)
     return v.get("type") == "field" and v["value"][0] == "scalars" \
         and v["value"][1].endswith(IDX_FIELD_SUFFIX)
+
+
+def _is_cidx(v: dict[str, Any]) -> bool:
+    """The per-job index: job_id when below NETSUM_MAX_JOBS, else 0 (range-checked in apply),
+    which the per-job registers (the last refusal, sized NETSUM_MAX_JOBS) use."""
+    v = _unwrap(v)
+    return v.get("type") == "field" and v["value"][0] == "scalars" \
+        and v["value"][1].endswith(CIDX_FIELD_SUFFIX)
 
 
 def _is_idx_xor_1(v: dict[str, Any]) -> bool:
@@ -77,6 +88,11 @@ def test_register_indices_are_the_checked_slot_index(k: int) -> None:
             if index["type"] == "field" and not _is_idx(index):
                 # a compiler temporary: look at what the action assigned to it
                 index = temps.get(tuple(index["value"]), index)  # type: ignore[arg-type]
-            assert _is_idx(index) or _is_idx_xor_1(index), (action["name"], index)
+            register = params[1]["value"] if prim["op"] == "register_read" else \
+                params[0]["value"]
+            if register in PER_JOB_REGISTERS:
+                assert _is_cidx(index), (action["name"], register, index)
+            else:
+                assert _is_idx(index) or _is_idx_xor_1(index), (action["name"], index)
             checked += 1
     assert checked >= 4 * k   # at least: init, add, load and store of every value register

@@ -7,7 +7,7 @@ did, the exponent the max of their proposals; the reply goes to the sender alone
 and ports swapped, and nowhere else."""
 from __future__ import annotations
 
-from p4helpers import (Host, NetsumSwitch, netsum_config, netsum_frame, parse_frame, vec_sum,
+from p4helpers import (data_fields, Host, NetsumSwitch, netsum_config, netsum_frame, parse_frame, vec_sum,
                        worker_host, wrap32)
 from test_netsum_p4_tree import (ROOT_SERVICE, UP_PORT, leaf_service, make_tree,
                                  send_from_worker)
@@ -51,7 +51,9 @@ def test_a_members_duplicate_on_an_incomplete_slot_gets_one_status_to_itself() -
     assert (p.eth_dst, p.ip_dst, p.dport) == (h.mac, h.ip, h.udp_port)
     assert p.ip_checksum_ok and p.udp_checksum == 0
     assert p.header == {"msg_type": MsgType.STATUS, "flags": 0, "job_id": JOB, "slot": 1,
-                        "exp": 109, "count": 3, "round": 0, "offset": 96}
+                        "exp": 109, "count": 3, "round": 0, "offset": 96,
+                        # reason and length: the job's last refusal (none here)
+                        **data_fields(JOB, reason=0, length=0)}
     assert p.values == (0b1011,) * K_DEFAULT
     assert len(out[0][1]) == len(data(h, 1))             # same frame size as the DATA
     after = [sw.register(r, (SLOT_BASE + 1) * 2) for r in ("bitmap", "contributions", "val001")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from p4helpers import (Host, NetsumSwitch, Parsed, netsum_config, netsum_frame, parse_frame)
-from netsum.wire import K_DEFAULT, UDP_PORT, Flags, MsgType
+from p4helpers import (data_fields, Host, NetsumSwitch, Parsed, netsum_config, netsum_frame, parse_frame)
+from netsum.wire import K_DEFAULT, RANK_SWITCH, UDP_PORT, Flags, MsgType
 
 JOB = 9
 UP_PORT = 10                       # every leaf's port toward the root
@@ -34,16 +34,21 @@ def make_tree(leaves: int = 2, per_leaf: int = 2) -> Tree:
     config = netsum_config()
     root = NetsumSwitch(config)
     # at the root the members are the leaves, on root ports 1..leaves, identified by leaf address
-    root.add_job(JOB, [leaf_service(j) for j in range(leaves)], slot_base=0, num_slots=8)
+    # every worker says the job's member count (leaves x per_leaf); ranks run leaf by leaf
+    total = leaves * per_leaf
+    root.add_job(JOB, [leaf_service(j) for j in range(leaves)], slot_base=0, num_slots=8,
+                 job_workers=total, ranks=[RANK_SWITCH] * leaves)
     sws, workers = [], []
     for j in range(leaves):
         sw = NetsumSwitch(config)
         hosts = [leaf_worker(j, i) for i in range(per_leaf)]
         sw.add_job_leaf(JOB, slot_base=16, num_slots=8, num_workers=per_leaf, mgid=50,
-                        up_port=UP_PORT, leaf=leaf_service(j), up=ROOT_SERVICE)
+                        up_port=UP_PORT, leaf=leaf_service(j), up=ROOT_SERVICE,
+                        job_workers=total)
+        ranks = [j * per_leaf + i for i in range(per_leaf)]
         for i, h in enumerate(hosts):
-            sw.add_member(JOB, h, i)
-        sw.add_result_group(50, hosts, rid_base=1)
+            sw.add_member(JOB, h, i, ranks[i])
+        sw.add_result_group(50, hosts, rid_base=1, ranks=ranks)
         sw.allow_results(JOB, [h.port for h in hosts])
         sws.append(sw)
         workers.append(hosts)
@@ -63,7 +68,7 @@ def check_partial(p: Parsed, j: int, *, slot: int, round_: int, exp: int, values
     assert (p.eth_dst, p.ip_dst, p.dport) == (ROOT_SERVICE.mac, ROOT_SERVICE.ip, UDP_PORT)
     assert p.ip_checksum_ok and p.udp_checksum == 0
     assert p.header == {"msg_type": MsgType.DATA, "flags": flags, "job_id": JOB, "round": round_,
-                        "slot": slot, "exp": exp, "count": 0, "offset": 0}
+                        "slot": slot, "exp": exp, "count": 0, "offset": 0, **data_fields(JOB)}
     assert p.values == values
 
 
@@ -74,7 +79,8 @@ def check_final(p: Parsed, j: int, to: Host, *, slot: int, round_: int, exp: int
     assert (p.eth_dst, p.ip_dst, p.dport) == (to.mac, to.ip, to.udp_port)
     assert p.ip_checksum_ok and p.udp_checksum == 0
     assert p.header == {"msg_type": MsgType.RESULT, "flags": 0, "job_id": JOB, "round": round_,
-                        "slot": slot, "exp": exp, "count": count, "offset": 0}
+                        "slot": slot, "exp": exp, "count": count, "offset": 0,
+                        **data_fields(JOB)}
     assert p.values == values
 
 

@@ -34,7 +34,12 @@ def test_p4_header_matches_field_table() -> None:
     ("NETSUM_UDP_PORT", protocol.UDP_PORT),
     ("MSG_DATA", int(MsgType.DATA)),
     ("MSG_RESULT", int(MsgType.RESULT)),
+    ("MSG_REJECT", int(MsgType.REJECT)),
     ("FLAG_RETX", int(protocol.Flags.RETX)),
+    ("FLAG_NONFINITE", int(protocol.Flags.NONFINITE)),
+    ("FLAG_ACK", int(protocol.Flags.ACK)),
+    ("DEST_ALL", protocol.DEST_ALL),
+    ("RANK_SWITCH", protocol.RANK_SWITCH),
 ])
 def test_p4_constants(p4_name: str, value: int) -> None:
     m = re.search(rf"const\s+bit<\d+>\s+{p4_name}\s*=\s*(0x[0-9a-fA-F]+|\d+)\s*;", p4_text())
@@ -82,10 +87,15 @@ def test_render_into_needs_markers() -> None:
 
 
 def test_header_layout_invariants() -> None:
-    assert protocol.HEADER_BYTES == sum(f.bits for f in HEADER_FIELDS) // 8 == 16
+    assert protocol.HEADER_BYTES == sum(f.bits for f in HEADER_FIELDS) // 8 == 24
     units = wire.header_units()
-    assert [u.size for u in units] == [1, 1, 2, 2, 1, 1, 4, 4]
-    assert protocol.packet_bytes(32) == 14 + 20 + 8 + 16 + 128
+    assert [u.size for u in units] == [1, 1, 2, 2, 1, 1, 4, 4, 1, 1, 1, 1, 4]
+    assert protocol.packet_bytes(32) == 14 + 20 + 8 + 24 + 128
+    assert protocol.header_only_bytes() == 14 + 20 + 8 + 24
+    assert [protocol.klog2(k) for k in protocol.K_SUPPORTED] == [5, 6, 7, 8]
+    # every reason but NONE names the field its REJECT carries the switch's value in
+    assert set(protocol.REASON_FIELD) == set(protocol.Reason) - {protocol.Reason.NONE}
+    assert set(protocol.REASON_FIELD.values()) <= {f.name for f in HEADER_FIELDS}
     assert (1 << 16) - 1 == protocol.MAX_SLOTS
     assert [protocol.round_set(r) for r in (0, 1, 2, (1 << 32) - 1)] == [0, 1, 0, 1]
     assert protocol.next_round((1 << 32) - 1) == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from netsum.switch.pipeline import Pipeline
+from netsum.wire import DEST_ALL, HEADER_BYTES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "p4c"
 
@@ -25,7 +26,10 @@ def test_which_headers_are_repacked(name: str, dirty: list[str] | None) -> None:
                     fuse=False).replica_patch is None
 
 
-def test_netsum_result_is_deparsed_once_per_multicast() -> None:
+@pytest.mark.parametrize("dest", [DEST_ALL, 2])
+def test_netsum_result_is_deparsed_once_per_multicast(dest: int) -> None:
+    """Also for reduce-scatter (dest = rank 2): egress takes the values out of the copies for
+    the other ranks (ACKs), and the patched copies must still be the full deparse's bytes."""
     import p4helpers as helpers
     cfg = helpers.netsum_config(32)
     hosts = [helpers.worker_host(i) for i in range(4)]
@@ -45,7 +49,7 @@ def test_netsum_result_is_deparsed_once_per_multicast() -> None:
             n[0] += 1
             return real(F)
         v1.deparse = counting
-        got = [sw.device.process(h.port, helpers.netsum_frame(h, job_id=3, slot=1,
+        got = [sw.device.process(h.port, helpers.netsum_frame(h, job_id=3, slot=1, dest=dest,
                                                               values=[i] * 32))
                for i, h in enumerate(hosts)]
         outs.append(got)
@@ -53,7 +57,11 @@ def test_netsum_result_is_deparsed_once_per_multicast() -> None:
     assert outs[0] == outs[1]
     assert len(outs[1][-1]) == 4
     assert calls == [4, 1]                 # per copy without the rewrite, once with it
-    for (port, frame), h in zip(outs[1][-1], hosts):
+    for rank, ((port, frame), h) in enumerate(zip(outs[1][-1], hosts)):
+        if dest != DEST_ALL and rank != dest:      # an ACK: the header alone
+            assert port == h.port and len(frame) == 14 + 20 + 8 + HEADER_BYTES
+            assert helpers.ipv4_checksum_ok(frame[14:34])
+            continue
         p = helpers.parse_frame(frame, k=32)
         assert port == h.port and p.values == (6,) * 32
         assert helpers.ipv4_checksum_ok(frame[14:34])

@@ -35,11 +35,46 @@ def values(k: int, seed: int = 0) -> np.ndarray:
 
 
 def test_header_bytes_are_the_documented_layout() -> None:
-    raw = wire.encode(header(flags=Flags.RETX), None, 32)
-    # msg_type, flags, job_id(16), slot(16), exp, count, round(32), offset(32), big-endian
-    assert raw[:HEADER_BYTES] == struct.pack(">BBHHBBII", 1, 1, 7, 300, 130, 0, 0x01020305, 4096)
-    assert HEADER_BYTES == 16
+    raw = wire.encode(header(flags=Flags.RETX | Flags.NONFINITE, workers=4, dest=2, klog2=5,
+                             length=0x0A0B0C0D), None, 32)
+    # msg_type, flags, job_id(16), slot(16), exp, count, round(32), offset(32), workers, dest,
+    # reason, klog2, length(32), big-endian (protocol-v2: 24 bytes)
+    assert raw[:HEADER_BYTES] == struct.pack(">BBHHBBIIBBBBI", 1, 3, 7, 300, 130, 0, 0x01020305,
+                                             4096, 4, 2, 0, 5, 0x0A0B0C0D)
+    assert HEADER_BYTES == 24
     assert raw[HEADER_BYTES:] == bytes(128)
+
+
+@pytest.mark.parametrize("h", [
+    header(msg_type=MsgType.REJECT, reason=1, workers=4),
+    header(msg_type=MsgType.RESULT, flags=Flags.ACK | Flags.NONFINITE, count=3, dest=1),
+])
+def test_header_only_packets_round_trip(h: wire.Header) -> None:
+    """A REJECT, and a RESULT with ACK, are the header alone (no values), at every K."""
+    for k in K_SUPPORTED:
+        raw = wire.encode(h, None, k)
+        assert len(raw) == HEADER_BYTES and h.header_only
+        pkt = wire.decode(raw, k)
+        assert pkt.header == h and len(pkt.values) == 0
+    with pytest.raises(WireError, match="no values"):
+        wire.encode(h, values(32), 32)
+
+
+@pytest.mark.parametrize("h, size, match", [
+    (header(msg_type=MsgType.REJECT), HEADER_BYTES + 128, "header alone"),
+    (header(msg_type=MsgType.RESULT, flags=Flags.ACK), HEADER_BYTES + 128, "header alone"),
+    (header(msg_type=MsgType.RESULT), HEADER_BYTES, "carries 32 values"),
+    (header(), HEADER_BYTES, "carries 32 values"),
+])
+def test_header_only_is_by_kind(h: wire.Header, size: int, match: str) -> None:
+    """Whether a packet carries values follows from its type and flags, never from its size
+    alone: a header-only kind with values, or a kind with values cut to the header, is
+    refused."""
+    raw = wire.header_codec().pack(**{f.name: int(getattr(h, f.name)) for f in
+                                      wire.HEADER_FIELDS})
+    raw = raw.ljust(size, b"\0")
+    with pytest.raises(WireError, match=match):
+        wire.decode(raw, 32)
 
 
 @pytest.mark.parametrize("k", K_SUPPORTED)
@@ -85,7 +120,8 @@ def test_batch_equals_single_packets_and_decodes_back() -> None:
 
 @pytest.mark.parametrize("raw, match", [
     (b"", "truncated"),
-    (bytes(HEADER_BYTES), "truncated"),
+    (bytes(HEADER_BYTES), "msg_type 0"),
+    (bytes(HEADER_BYTES + 1), "truncated"),
     (wire.encode(header(), None, 32)[:-1], "truncated"),
     (wire.encode(header(), None, 32) + b"\0", "too long"),
     (b"\x07" + wire.encode(header(), None, 32)[1:], "msg_type 7"),
@@ -278,3 +314,44 @@ def test_codec_unpack_matches_decode(h: wire.Header) -> None:
     raw = wire.encode(h, None, 32)
     assert wire.header_codec().unpack(raw) == tuple(int(getattr(h, f.name)) for f in
                                                    wire.HEADER_FIELDS)
+
+
+# ---- what a worker takes: from its switch, to itself -------------------------------------
+
+RESULT_FRAME = wire.build_frame(DST, SRC, wire.encode(header(msg_type=MsgType.RESULT, count=2),
+                                                      values(32), 32))
+
+
+def test_fast_path_checks_both_peers() -> None:
+    """netsum_payload takes a frame only from the service (MAC, IPv4, UDP_PORT) to this
+    worker (MAC, IPv4, port); anything else goes to the full path."""
+    assert wire.netsum_payload(RESULT_FRAME, 32, SRC, DST) == RESULT_FRAME[42:]
+    other = wire.Endpoint.parse("02:00:00:00:00:09", "10.0.0.9")
+    for local, service in ((other, DST), (SRC, other),
+                           (wire.Endpoint(SRC.mac, SRC.ip, 9), DST),
+                           (wire.Endpoint(other.mac, SRC.ip, SRC.port), DST),
+                           (SRC, wire.Endpoint(DST.mac, DST.ip, 9)),
+                           (SRC, wire.Endpoint(other.mac, DST.ip, DST.port))):
+        assert wire.netsum_payload(RESULT_FRAME, 32, local, service) is None, (local, service)
+        with pytest.raises(WireError, match="differs"):
+            wire.check_peers(wire.parse_frame(RESULT_FRAME, 32), local, service)
+    wire.check_peers(wire.parse_frame(RESULT_FRAME, 32), SRC, DST)
+
+
+def test_header_only_frames_take_the_full_path() -> None:
+    ack = wire.build_frame(DST, SRC, wire.encode(
+        header(msg_type=MsgType.RESULT, flags=Flags.ACK, count=2), None, 32))
+    assert wire.netsum_payload(ack, 32, SRC, DST) is None
+    parsed = wire.parse_frame(ack, 32)
+    assert parsed.packet.header.flags == Flags.ACK and len(parsed.payload) == HEADER_BYTES
+
+
+def test_options_are_skipped_and_the_frame_still_checked() -> None:
+    """IPv4 options move the UDP header: parse_frame reads it behind them (IHL 6 here)."""
+    payload = wire.encode(header(msg_type=MsgType.RESULT, count=2), values(32), 32)
+    frame = bytes(Ether(src="02:00:00:00:00:fe", dst="02:00:00:00:00:01")
+                  / IP(src="10.0.0.254", dst="10.0.0.1", options=[b"\x01\x01\x01\x01"])
+                  / UDP(sport=UDP_PORT, dport=UDP_PORT) / Raw(payload))
+    assert frame[14] == 0x46
+    assert wire.netsum_payload(frame, 32, SRC, DST) is None      # never the fast path
+    assert wire.parse_frame(frame, 32).payload == payload

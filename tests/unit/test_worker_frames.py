@@ -84,6 +84,7 @@ class Expected:
         shift = (((1 << 31) - 1) // job.num_workers).bit_length() - 1
         self.w = w = min(job.num_slots, nb)
         self.job, self.nb, self.k = job, nb, k
+        self.length = length
         self.rows = pad[me]
         self.shift = shift
         self.me = me
@@ -97,9 +98,13 @@ class Expected:
         exp = self.props[self.me][ahead] if ahead < self.nb else EXP_ZERO
         values = integers(self.rows[block], self.agreed[block], self.shift) if block >= 0 \
             else np.zeros(self.k, dtype=np.int32)
+        # protocol v2: the member count, log2 K and tensor length in every DATA; an
+        # all-reduce's every block to every rank
         head = wire.Header(msg_type=MsgType.DATA, flags=flags, job_id=self.job.job_id, slot=i,
                            exp=exp, count=0, round=(self.rounds[i] + use) % _SPAN,
-                           offset=(block if block >= 0 else ahead) * self.k)
+                           offset=(block if block >= 0 else ahead) * self.k,
+                           workers=self.job.num_workers, dest=0xFF, reason=0,
+                           klog2=self.k.bit_length() - 1, length=self.length)
         return wire.encode(head, values, self.k)
 
     def check(self, i: int, sent: bytes) -> None:

@@ -12,7 +12,7 @@ import pytest
 from checks import assert_sum_of_inputs
 from oracle import LossyLink, Network
 
-from netsum.wire import HEADER_BYTES, K_DEFAULT, UDP_PORT
+from netsum.wire import HEADER_BYTES, K_DEFAULT, RANK_SWITCH, UDP_PORT
 from netsum.workers import wire
 from netsum.workers.core import JobConfig, Timing, WorkerCore
 
@@ -140,25 +140,26 @@ class TreeFabric:
         return out
 
 
-@pytest.mark.parametrize("drop", [0, 6554])   # 0% or ~10% on every internal hop, each way
-def test_exact_sums_through_a_two_level_tree(config: bytes, drop: int) -> None:
-    leaves_n, per = 2, 2
+def _tree(config: bytes, leaves_n: int, per: int, drop: int) -> TreeFabric:
+    """A root over `leaves_n` leaves of `per` workers each (ranks leaf by leaf), with
+    netsum.p4's drop simulator losing `drop`/65536 on every internal hop, each way."""
     n = leaves_n * per
     root = p4helpers.NetsumSwitch(config)
     services = [p4helpers.Host(j + 1, f"02:00:00:00:{j + 1:02x}:fe", f"10.{j + 1}.0.254",
                                UDP_PORT) for j in range(leaves_n)]
     up = p4helpers.Host(0, *ROOT_SERVICE, UDP_PORT)
-    root.add_job(9, services, num_slots=8)
+    root.add_job(9, services, num_slots=8, job_workers=n, ranks=[RANK_SWITCH] * leaves_n)
     leaves, hosts = [], []
     for j in range(leaves_n):
         sw = p4helpers.NetsumSwitch(config)
         hs = [p4helpers.Host(i + 1, f"02:00:00:{j + 1:02x}:00:{i + 1:02x}",
                              f"10.{j + 1}.0.{i + 1}", 41000 + i) for i in range(per)]
         sw.add_job_leaf(9, slot_base=16, num_slots=8, num_workers=per, mgid=50,
-                        up_port=UP_PORT, leaf=services[j], up=up)
+                        up_port=UP_PORT, leaf=services[j], up=up, job_workers=n)
+        ranks = [j * per + i for i in range(per)]
         for i, h in enumerate(hs):
-            sw.add_member(9, h, i)
-        sw.add_result_group(50, hs, rid_base=1)
+            sw.add_member(9, h, i, ranks[i])
+        sw.add_result_group(50, hs, rid_base=1, ranks=ranks)
         sw.allow_results(9, [h.port for h in hs])
         if drop:
             sw.set_drop_rate(UP_PORT, drop, egress=True)
@@ -166,9 +167,17 @@ def test_exact_sums_through_a_two_level_tree(config: bytes, drop: int) -> None:
             root.set_drop_rate(j + 1, drop, egress=True)
         leaves.append(sw)
         hosts.append(hs)
+    return TreeFabric(root, leaves, hosts, services)
+
+
+@pytest.mark.parametrize("drop", [0, 6554])   # 0% or ~10% on every internal hop, each way
+def test_exact_sums_through_a_two_level_tree(config: bytes, drop: int) -> None:
+    leaves_n, per = 2, 2
+    n = leaves_n * per
+    fabric = _tree(config, leaves_n, per, drop)
     rng = np.random.default_rng(drop)
-    net = Network(TreeFabric(root, leaves, hosts, services),
-                  LossyLink(rng, dup=0.05, reorder=0.1), LossyLink(rng, dup=0.05, reorder=0.1))
+    net = Network(fabric, LossyLink(rng, dup=0.05, reorder=0.1),
+                  LossyLink(rng, dup=0.05, reorder=0.1))
     job = JobConfig(job_id=9, num_workers=n, num_slots=8)
     xs = [(rng.standard_normal(700) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
           for _ in range(n)]
@@ -178,4 +187,121 @@ def test_exact_sums_through_a_two_level_tree(config: bytes, drop: int) -> None:
     assert_sum_of_inputs(results, xs)
     if drop:
         assert sum(r.stats.retransmissions for r in results) > 0
-        assert sum(leaf.counter("retransmissions", 9) for leaf in leaves) > 0
+        assert sum(leaf.counter("retransmissions", 9) for leaf in fabric.leaves) > 0
+
+
+def test_reduce_scatter_through_a_two_level_tree(config: bytes) -> None:
+    """The root sends every leaf the values; each leaf gives them to the owner among its
+    workers and ACKs to the others: every rank gets its own shard, exact."""
+    from netsum.tensors import check_result, reference
+    from netsum.workers.blocks import even_shards
+
+    n, length = 4, 1500
+    fabric = _tree(config, 2, 2, 3277)
+    rng = np.random.default_rng(14)
+    net = Network(fabric, LossyLink(rng, reorder=0.1), LossyLink(rng, reorder=0.1))
+    job = JobConfig(job_id=9, num_workers=n, num_slots=8)
+    xs = [rng.standard_normal(length).astype(np.float32) for _ in range(n)]
+    sh = even_shards(length, n)
+    cores = {r: WorkerCore(xs[r], job, FAST, rank=r, shards=sh) for r in range(n)}
+    net.run(cores)
+    at = 0
+    for r in range(n):
+        got = cores[r].result().tensor
+        verdict = check_result(got, reference([x[at:at + sh[r]] for x in xs], K_DEFAULT))
+        assert verdict.ok, (r, verdict.problem)
+        at += sh[r]
+
+
+# ---- protocol v2 end to end through netsum.p4: refusals, reduce-scatter, NONFINITE --------
+
+def _v2_switch(config: bytes, n: int, slots: int = 8) -> tuple[object, list]:
+    sw = p4helpers.NetsumSwitch(config)
+    hosts = [p4helpers.worker_host(i) for i in range(n)]
+    sw.add_job(4, hosts, slot_base=0, num_slots=slots)
+    return sw, hosts
+
+
+def test_a_misconfigured_member_through_netsum_p4(config: bytes) -> None:
+    """Rank 0 says 8 workers in a 4-member job: netsum.p4 refuses it (RejectedError naming both
+    counts, at once), the others time out naming rank 0's refusal from the STATUS replies; the
+    switch counted the refusals and summed nothing wrong."""
+    from netsum.wire import Reason
+    from netsum.workers.errors import RejectedError, WorkerTimeoutError
+
+    sw, hosts = _v2_switch(config, 4)
+    rng = np.random.default_rng(11)
+    net = Network(P4Fabric(sw, hosts), LossyLink(rng), LossyLink(rng))
+    xs = [rng.standard_normal(900).astype(np.float32) for _ in range(4)]
+    jobs = [JobConfig(4, 8 if r == 0 else 4, 8) for r in range(4)]
+    cores = {r: WorkerCore(xs[r], jobs[r], FAST, rank=r) for r in range(4)}
+    net.run(cores, keep_going=True)
+    assert isinstance(net.failures[0], RejectedError)
+    assert net.failures[0].reason == Reason.WORKERS
+    assert "rank 0 says 8 workers, job 4 has 4" in str(net.failures[0])
+    for r in (1, 2, 3):
+        assert isinstance(net.failures[r], WorkerTimeoutError)
+        assert "the switch refused rank 0's DATA (WORKERS" in str(net.failures[r])
+    assert sw.counter("reject_workers", 4) >= 1
+
+
+@pytest.mark.parametrize("shards", [None, [700, 0, 300]])
+def test_reduce_scatter_through_netsum_p4(config: bytes, shards: list[int] | None) -> None:
+    """Each rank gets its own shard, exact (expectation: the inputs' float64 sum of that
+    shard); the frames reaching a rank carry values for its own blocks only (and the zero
+    bootstraps), ACKs for the rest."""
+    from netsum.tensors import check_result, reference
+    from netsum.workers.blocks import even_shards, plan_blocks
+
+    n, length = 3, 1000
+    sh = even_shards(length, n) if shards is None else shards
+    sw, hosts = _v2_switch(config, n)
+    rng = np.random.default_rng(12)
+    fabric = P4Fabric(sw, hosts)
+    sizes: dict[int, list[int]] = {r: [] for r in range(n)}
+
+    def count(node: int, payload: bytes) -> bytes:
+        sizes[node].append(len(payload))
+        return payload
+    net = Network(fabric, LossyLink(rng, loss=0.05, reorder=0.1),
+                  LossyLink(rng, loss=0.05, reorder=0.1))
+    net.tamper = count
+    job = JobConfig(4, n, 8)
+    xs = [(rng.standard_normal(length) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
+          for _ in range(n)]
+    cores = {r: WorkerCore(xs[r], job, FAST, rank=r, shards=sh) for r in range(n)}
+    net.run(cores)
+    plan = plan_blocks(length, K_DEFAULT, sh)
+    at = 0
+    for r in range(n):
+        res = cores[r].result()
+        assert res.tensor.shape == (sh[r],)
+        if sh[r]:
+            verdict = check_result(res.tensor, reference([x[at:at + sh[r]] for x in xs],
+                                                         K_DEFAULT))
+            assert verdict.ok, (r, verdict.problem)
+        at += sh[r]
+        own = int((plan.owners == r).sum())
+        full = sum(1 for s in sizes[r] if s > HEADER_BYTES)
+        boot = min(8, plan.num_blocks)
+        assert own + boot <= full <= own + boot + res.stats.retransmissions
+    assert sw.counter("reject_dest", 4) == 0
+
+
+def test_nonfinite_through_netsum_p4(config: bytes) -> None:
+    from netsum.wire import Flags
+
+    n = 3
+    sw, hosts = _v2_switch(config, n)
+    rng = np.random.default_rng(13)
+    net = Network(P4Fabric(sw, hosts), LossyLink(rng, reorder=0.1), LossyLink(rng, reorder=0.1))
+    xs = [rng.standard_normal(K_DEFAULT * 5).astype(np.float32) for _ in range(n)]
+    flags = [np.zeros(5, bool) for _ in range(n)]
+    flags[1][3] = True
+    job = JobConfig(4, n, 8)
+    cores = {r: WorkerCore(xs[r], job, FAST, rank=r, nonfinite=flags[r]) for r in range(n)}
+    net.run(cores)
+    results = [cores[r].result() for r in range(n)]
+    for res in results:
+        assert res.flags.tolist() == [0, 0, 0, int(Flags.NONFINITE), 0]
+    assert_sum_of_inputs(results, xs)
