@@ -17,12 +17,12 @@ import yaml
 from netsum.controller import ops
 from netsum.controller import program as P
 from netsum.controller.cli import main
-from netsum.controller.client import Endpoint, SwitchClient
-from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.errors import ControllerError
 from netsum.controller.fabric import Controller, load_program
 from netsum.controller.jobs import Contributor, member_entry
 from netsum.controller.topology import Topology, parse_topology
+from netsum.p4rt.client import Endpoint, SwitchClient
+from netsum.p4rt.schema import Schema, load_p4info
 from helpers import built_netsum
 from netsum.switch.device import Device
 from netsum.switch.p4rt.server import P4RuntimeServer

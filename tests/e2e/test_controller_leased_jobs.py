@@ -22,12 +22,12 @@ import pytest
 from test_controller_fabric import (data_frame, netsum_program, switches,  # noqa: F401
                                     topology, vec)
 from test_controller_setup import assert_results_to_h1_h2, run_ctl
-from netsum.controller.client import Endpoint, SwitchClient
 from netsum.controller.fabric import Controller
 from netsum.controller.leases import (Heartbeat, Lease, Owner, create_leased, lease_of,
                                       reclaim_dead)
 from netsum.controller.topology import JobSpec, parse_topology
 from netsum.controller.watchdog import reclaim
+from netsum.p4rt.client import Endpoint, SwitchClient
 
 ROOT = Path(__file__).resolve().parents[2]
 

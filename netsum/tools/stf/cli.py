@@ -1,8 +1,8 @@
-"""`python -m netsum.stf`: run one STF test, or sweep p4c's bmv2 STF programs.
+"""`netsum-stf`: run one STF test, or sweep p4c's bmv2 STF programs (`python -m netsum.tools.stf`).
 
-    python -m netsum.stf run PROG.stf (--p4 PROG.p4 | --json PROG.json --p4info PROG.p4info.txtpb)
-    python -m netsum.stf sweep --samples P4C/testdata/p4_16_samples [--json-dir DIR]
-                               [--p4c P4C-BM2-SS] [--jobs 2] [--out results/stf] [--only NAME ...]
+    netsum-stf run PROG.stf (--p4 PROG.p4 | --json PROG.json --p4info PROG.p4info.txtpb)
+    netsum-stf sweep --samples P4C/testdata/p4_16_samples [--json-dir DIR]
+                     [--p4c P4C-BM2-SS] [--jobs 2] [--out results/stf] [--only NAME ...]
 
 Exit status: 0 when every test passed, 1 when some did not, 2 for bad arguments.
 """
@@ -13,8 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from netsum.stf.run import Outcome, Verdict, run_test
-from netsum.stf.sweep import (Program, compile_netsum, compile_p4c, from_json_dir,
+from netsum.tools.stf.run import Outcome, Verdict, run_test
+from netsum.tools.stf.sweep import (Program, compile_netsum, compile_p4c, from_json_dir,
                               select_programs, sweep, summary_table, write_results)
 
 
@@ -36,7 +36,7 @@ def _run(a: argparse.Namespace) -> int:
             out = run_test(stf, made[0], made[1])
     else:
         if not a.json or not a.p4info:
-            print("netsum.stf run: give --p4, or --json and --p4info", file=sys.stderr)
+            print("netsum-stf run: give --p4, or --json and --p4info", file=sys.stderr)
             return 2
         out = run_test(stf, Path(a.json), Path(a.p4info))
     _report(out)
@@ -46,11 +46,11 @@ def _run(a: argparse.Namespace) -> int:
 def _sweep(a: argparse.Namespace) -> int:
     samples = Path(a.samples)
     if not samples.is_dir():
-        print(f"netsum.stf sweep: '{samples}' is not a directory", file=sys.stderr)
+        print(f"netsum-stf sweep: '{samples}' is not a directory", file=sys.stderr)
         return 2
     progs = select_programs(samples, a.only or ())
     if not progs:
-        print("netsum.stf sweep: no program selected", file=sys.stderr)
+        print("netsum-stf sweep: no program selected", file=sys.stderr)
         return 2
     if a.json_dir:
         compiler, label = from_json_dir(Path(a.json_dir)), f"p4c ({a.json_dir})"
@@ -65,7 +65,7 @@ def _sweep(a: argparse.Namespace) -> int:
         print(f"[{done:3d}/{total}] {prog.name:45s} {out.verdict.value}{why}", flush=True)
 
     results = sweep(progs, compiler, out_dir / "work", jobs=a.jobs, progress=progress)
-    command = "python -m netsum.stf " + " ".join(sys.argv[1:])
+    command = "netsum-stf " + " ".join(sys.argv[1:])
     write_results(results, out_dir, label, command)
     print()
     print(summary_table(results, label))
@@ -74,7 +74,7 @@ def _sweep(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m netsum.stf", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="netsum-stf", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one STF test on netsum-switch")
     r.add_argument("stf")

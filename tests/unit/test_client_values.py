@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from netsum.controller import values
-from netsum.controller.errors import LiteralError
-from netsum.controller.values import Exact, Lpm, MatchKind, Optional, Range, Ternary
+from netsum.match import Exact, Lpm, MatchKind, Optional, Range, Ternary
+from netsum.p4rt import values
+from netsum.p4rt.errors import LiteralError
 
 
 @pytest.mark.parametrize("value, width, raw", [

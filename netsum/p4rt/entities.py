@@ -1,24 +1,31 @@
-"""P4Runtime entities as frozen dataclasses, encoded to and decoded from protobuf with a schema.
+"""P4Runtime table entries as frozen dataclasses, encoded to and decoded from protobuf with a
+schema; `update` wraps any entity of the library in a Write update.
 
 The schema is an argument of `encode`/`decode`, never a global, so entities for several
 programs/switches can coexist.  Names are full control-plane names after encoding; decoding
 gives full names back.  Match fields that are don't-care are omitted on the wire (spec §9.1.1)
-and come back as absent: an entry's `match` holds only the fields that constrain it.
+and come back as absent: an entry's `match` holds only the fields that constrain it.  The other
+entities: `pre` (multicast groups, clone sessions), `cells` (counters, meters, registers).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union, overload
+from typing import Protocol, Union
 
 from p4.v1 import p4runtime_pb2
 
-from netsum.controller import values
-from netsum.controller.errors import LiteralError, SchemaLookupError
-from netsum.controller.schema import Schema, TableInfo
-from netsum.controller.values import Exact, Lpm, Match, Optional, Range, Ternary
+from netsum.match import Exact, Lpm, Match, Optional, Range, Ternary
+from netsum.p4rt import values
+from netsum.p4rt.errors import LiteralError, SchemaLookupError
+from netsum.p4rt.pre import CloneSession, MulticastGroup
+from netsum.p4rt.schema import Schema, TableInfo
 
-__all__ = ["TableEntry", "MulticastGroup", "CounterCell", "Entity", "update",
-           "table_wildcard", "counter_wildcard", "groups_wildcard", "parse_table_entry"]
+__all__ = ["TableEntry", "Entity", "update", "table_wildcard", "parse_table_entry",
+           "INSERT", "MODIFY", "DELETE"]
+
+INSERT = p4runtime_pb2.Update.INSERT
+MODIFY = p4runtime_pb2.Update.MODIFY
+DELETE = p4runtime_pb2.Update.DELETE
 
 _pb = p4runtime_pb2
 
@@ -56,7 +63,11 @@ class TableEntry:
                 continue
             fm = te.match.add()
             fm.field_id = kf.id
-            _encode_match(fm, m, kf.bitwidth)
+            try:
+                _encode_match(fm, m, kf.bitwidth)
+            except LiteralError as exc:
+                raise LiteralError(f"table {t.alias!r} key field {kf.name!r}: "
+                                   f"{exc.message}") from None
         if self.action:
             a = schema.table_action(t, self.action)
             if len(self.params) != len(a.params):
@@ -135,85 +146,22 @@ def _decode_match(fm: p4runtime_pb2.FieldMatch, width: int) -> Match:
     raise LiteralError(f"unsupported field match {kind!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class MulticastGroup:
-    """A PRE multicast group: replicas are (egress port, instance) pairs; `instance` becomes
-    the copy's egress_rid."""
-    mgid: int
-    replicas: tuple[tuple[int, int], ...] = ()
-
-    def __post_init__(self) -> None:
-        # Replica order means nothing (PI reads them back grouped by rid), so keep one order
-        # and groups compare equal however they were written or read.
-        object.__setattr__(self, "replicas", tuple(sorted(self.replicas)))
-
-    def identity(self) -> tuple[object, ...]:
-        return ("mcast", self.mgid)
-
-    def encode(self, schema: Schema | None = None) -> p4runtime_pb2.Entity:
-        ent = _pb.Entity()
-        g = ent.packet_replication_engine_entry.multicast_group_entry
-        g.multicast_group_id = self.mgid
-        for port, rid in self.replicas:
-            r = g.replicas.add()
-            # The deprecated uint32 field: PI-based servers (simple_switch_grpc) and
-            # p4runtime-shell both use it; `port` bytes only exist from P4Runtime 1.4.
-            r.egress_port = port
-            r.instance = rid
-        return ent
-
-    @classmethod
-    def decode(cls, ent: p4runtime_pb2.Entity, schema: Schema | None = None) -> "MulticastGroup":
-        g = ent.packet_replication_engine_entry.multicast_group_entry
-        reps = []
-        for r in g.replicas:
-            port = r.egress_port
-            if not port and r.port:
-                port = int.from_bytes(r.port, "big")
-            reps.append((port, r.instance))
-        return cls(g.multicast_group_id, tuple(reps))
+class _Encodable(Protocol):
+    def encode(self, schema: Schema) -> p4runtime_pb2.Entity: ...
 
 
-@dataclass(frozen=True, slots=True)
-class CounterCell:
-    counter: str
-    index: int
-    packets: int = 0
-    bytes: int = 0
-
-    def encode(self, schema: Schema) -> p4runtime_pb2.Entity:
-        c = schema.counter(self.counter)
-        ent = _pb.Entity()
-        ent.counter_entry.counter_id = c.id
-        ent.counter_entry.index.index = self.index
-        ent.counter_entry.data.packet_count = self.packets
-        ent.counter_entry.data.byte_count = self.bytes
-        return ent
-
-    @classmethod
-    def decode(cls, ent: p4runtime_pb2.Entity, schema: Schema) -> "CounterCell":
-        ce = ent.counter_entry
-        c = schema.counters.get_id(ce.counter_id)
-        return cls(c.name, ce.index.index, ce.data.packet_count, ce.data.byte_count)
+#: Anything `update` wraps: a TableEntry, a `pre` entity or a `cells` cell.
+Entity = Union[TableEntry, MulticastGroup, CloneSession, _Encodable]
 
 
-Entity = Union[TableEntry, MulticastGroup]
-
-
-@overload
-def update(kind: int, entity: MulticastGroup, schema: Schema | None) -> p4runtime_pb2.Update: ...
-@overload
-def update(kind: int, entity: Entity, schema: Schema) -> p4runtime_pb2.Update: ...
-
-
-def update(kind: int, entity: Entity, schema: Schema | None) -> p4runtime_pb2.Update:
-    """An Update of `kind` (p4runtime_pb2.Update.INSERT/MODIFY/DELETE) for `entity`.  A
-    multicast group is not described by the P4Info, so its update needs no schema."""
+def update(kind: int, entity: Entity, schema: Schema | None = None) -> p4runtime_pb2.Update:
+    """An Update of `kind` (INSERT/MODIFY/DELETE) for `entity`.  Multicast groups and clone
+    sessions are not described by the P4Info, so their updates need no schema."""
     u = _pb.Update(type=kind)
-    if isinstance(entity, MulticastGroup):
-        u.entity.CopyFrom(entity.encode(schema))
-    elif schema is None:  # excluded by the overloads; kept for untyped callers
-        raise TypeError(f"an update of table {entity.table!r} needs the P4Info schema")
+    if isinstance(entity, (MulticastGroup, CloneSession)):
+        u.entity.CopyFrom(entity.encode())
+    elif schema is None:
+        raise TypeError(f"an update of a {type(entity).__name__} needs the P4Info schema")
     else:
         u.entity.CopyFrom(entity.encode(schema))
     return u
@@ -225,23 +173,6 @@ def table_wildcard(t: TableInfo | None, with_counters: bool = False) -> p4runtim
     ent.table_entry.table_id = t.id if t is not None else 0
     if with_counters and t is not None and t.direct_counter_id:
         ent.table_entry.counter_data.SetInParent()
-    return ent
-
-
-def counter_wildcard(schema: Schema, name: str, index: int | None = None) -> p4runtime_pb2.Entity:
-    c = schema.counter(name)
-    if index is not None and not 0 <= index < c.size:
-        raise LiteralError(f"counter {c.alias!r} index {index} is out of range 0..{c.size - 1}")
-    ent = _pb.Entity()
-    ent.counter_entry.counter_id = c.id
-    if index is not None:
-        ent.counter_entry.index.index = index
-    return ent
-
-
-def groups_wildcard() -> p4runtime_pb2.Entity:
-    ent = _pb.Entity()
-    ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
     return ent
 
 

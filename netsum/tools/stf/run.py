@@ -16,17 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from p4.v1 import p4runtime_pb2
-
-from netsum.stf import writes
-from netsum.stf.expect import Mismatch, compare_ports
-from netsum.stf.schema import Schema, StfNameError, load_p4info
-from netsum.stf.syntax import (Add, CheckCounter, Command, CounterWrite, Expect, McGroupCreate,
-                               McNodeAssociate, McNodeCreate, McNodeUpdate, MeterSetRates,
-                               MirroringAdd, MirroringAddMc, MirroringDelete, NoPacket, Packet,
-                               ReadOnly, RegisterReset, RegisterWrite, RemoveAll, SetDefault,
-                               StfError, Wait, parse_stf_file)
-from netsum.stf.target import NetsumSwitch, RpcFailure, TargetError
+from netsum.p4rt.cells import DirectCounterCell, counter_wildcard
+from netsum.p4rt.entities import DELETE, INSERT, MODIFY, TableEntry, table_wildcard, update
+from netsum.p4rt.errors import ClientError, LiteralError, SchemaLookupError
+from netsum.p4rt.schema import Schema
+from netsum.schema import parse_p4info
+from netsum.tools.stf import names, writes
+from netsum.tools.stf.expect import Mismatch, compare_ports
+from netsum.tools.stf.syntax import (Add, CheckCounter, Command, CounterWrite, Expect,
+                                     McGroupCreate, McNodeAssociate, McNodeCreate, McNodeUpdate,
+                                     MeterSetRates, MirroringAdd, MirroringAddMc, MirroringDelete,
+                                     NoPacket, Packet, ReadOnly, RegisterReset, RegisterWrite,
+                                     RemoveAll, SetDefault, StfError, Wait, parse_stf_file)
+from netsum.tools.stf.target import NetsumSwitch, TargetError, refusal
 
 __all__ = ["Verdict", "Outcome", "run_test", "run_commands"]
 
@@ -76,20 +78,19 @@ class _Player:
         self.schema = schema
         self.pre = writes.Replication()
         self.expects: list[Expect] = []
-        self.entries: dict[str, Any] = {}          # `= ID` of an add -> its TableEntry
+        self.entries: dict[str, TableEntry] = {}   # `= ID` of an add -> its entry
         self.counter_problems: list[Mismatch] = []
         self.frames_in = 0
 
     def write(self, cmd: Command, updates: Sequence[Any]) -> None:
         try:
             self.sw.write(updates)
-        except RpcFailure as exc:
+        except ClientError as exc:
             raise _Stop(Verdict.REFUSED, f"line {cmd.line}: {type(cmd).__name__.lower()} "
-                                         f"refused: {exc}") from None
+                                         f"refused: {refusal(exc)}") from None
 
     def play(self, cmd: Command) -> None:
         s = self.schema
-        U = p4runtime_pb2.Update
         if isinstance(cmd, Packet):
             self.sw.send(cmd.port, cmd.data)
             self.frames_in += 1
@@ -98,14 +99,11 @@ class _Player:
             self.expects.append(cmd)
         elif isinstance(cmd, Add):
             te = writes.table_entry(s, cmd)
-            self.write(cmd, [p4runtime_pb2.Update(type=U.INSERT,
-                                                  entity=p4runtime_pb2.Entity(table_entry=te))])
+            self.write(cmd, [update(INSERT, te, s)])
             if cmd.entry_id is not None:
                 self.entries[cmd.entry_id] = te
         elif isinstance(cmd, SetDefault):
-            te = writes.default_entry(s, cmd)
-            self.write(cmd, [p4runtime_pb2.Update(type=U.MODIFY,
-                                                  entity=p4runtime_pb2.Entity(table_entry=te))])
+            self.write(cmd, [update(MODIFY, writes.default_entry(s, cmd), s)])
         elif isinstance(cmd, RemoveAll):
             self._remove_all(cmd)
         elif isinstance(cmd, Wait):
@@ -145,33 +143,33 @@ class _Player:
 
     def _remove_all(self, cmd: RemoveAll) -> None:
         ups = []
-        for t in self.schema.p4info.tables:
-            q = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=t.preamble.id))
-            for e in self.sw.read([q]):
-                if not e.table_entry.is_default_action:
-                    ups.append(p4runtime_pb2.Update(type=p4runtime_pb2.Update.DELETE, entity=e))
+        for t in self.schema.tables:
+            for e in self.sw.read([table_wildcard(t)]):
+                entry = TableEntry.decode(e, self.schema)
+                if not entry.is_default:
+                    ups.append(update(DELETE, TableEntry(entry.table, entry.match,
+                                                         priority=entry.priority), self.schema))
         self.write(cmd, ups)
 
     def _check_counter(self, cmd: CheckCounter) -> None:
-        if cmd.index.startswith("$"):
+        direct = cmd.index.startswith("$")
+        if direct:
             te = self.entries.get(cmd.index[1:])
             if te is None:
                 raise writes.StfValueError(f"no entry was added as '{cmd.index[1:]}'")
-            q = p4runtime_pb2.Entity()
-            q.direct_counter_entry.table_entry.CopyFrom(te)
+            q = DirectCounterCell(te).encode(self.schema)
         else:
-            kind, c = self.schema.any_counter(cmd.counter)
+            kind, c = names.counter(self.schema, cmd.counter)
             if kind != "counter":
                 raise writes.Unsupported("a direct counter is checked through an entry id "
                                          "($ID), not an index")
-            q = p4runtime_pb2.Entity()
-            q.counter_entry.counter_id = c.preamble.id
-            q.counter_entry.index.index = int(cmd.index)
+            q = counter_wildcard(self.schema, c.name, int(cmd.index))
         try:
             got = self.sw.read([q])
-        except RpcFailure as exc:
-            raise _Stop(Verdict.REFUSED, f"line {cmd.line}: counter read refused: {exc}") from None
-        data = (got[0].direct_counter_entry.data if cmd.index.startswith("$")
+        except ClientError as exc:
+            raise _Stop(Verdict.REFUSED, f"line {cmd.line}: counter read refused: "
+                                         f"{refusal(exc)}") from None
+        data = (got[0].direct_counter_entry.data if direct
                 else got[0].counter_entry.data) if got else None
         counts = {"packets": data.packet_count if data else 0,
                   "bytes": data.byte_count if data else 0}
@@ -183,13 +181,20 @@ class _Player:
                               f"expected {cmd.op} {cmd.value}"))
 
 
+#: What the runner cannot express (a name, a value, a command): the test is UNSUPPORTED.
+_CANNOT = (SchemaLookupError, LiteralError, writes.StfValueError, writes.Unsupported)
+
+
 def run_commands(commands: Sequence[Command], json_path: Path, p4info_path: Path,
                  work_dir: Path | None = None) -> Outcome:
     """Run parsed commands on a fresh netsum-switch loaded with the given program."""
     start = time.monotonic()
     ports = sorted({c.port for c in commands if isinstance(c, (Packet, Expect))})
     try:
-        p4info = load_p4info(p4info_path)
+        # Not the library's load_p4info: a program without tables (a parser test) has a P4Info
+        # without tables or actions, which that refuses as a likely wrong file.
+        p4info = parse_p4info(p4info_path.read_bytes(),
+                              "bin" if p4info_path.suffix == ".bin" else "text", str(p4info_path))
         device_config = json_path.read_bytes()
     except Exception as exc:  # noqa: BLE001 - a broken compiler output is reported, not raised
         return Outcome(Verdict.REFUSED, f"cannot read the program: {exc}")
@@ -203,13 +208,13 @@ def run_commands(commands: Sequence[Command], json_path: Path, p4info_path: Path
         with NetsumSwitch(ports, work_dir) as sw:
             try:
                 sw.set_pipeline(p4info, device_config)
-            except RpcFailure as exc:
-                return _done(start, Verdict.REFUSED, f"at load: {exc}")
+            except ClientError as exc:
+                return _done(start, Verdict.REFUSED, f"at load: {refusal(exc)}")
             player = _Player(sw, schema)
             for cmd in commands:
                 try:
                     player.play(cmd)
-                except (StfNameError, writes.StfValueError, writes.Unsupported) as exc:
+                except _CANNOT as exc:
                     return _done(start, Verdict.UNSUPPORTED, f"line {cmd.line}: {exc}")
             sw.settle()
             sw.drain_quiet()
@@ -225,7 +230,7 @@ def run_commands(commands: Sequence[Command], json_path: Path, p4info_path: Path
             return _done(start, Verdict.PASS, "", (), player.frames_in, out, rec)
     except _Stop as stop:
         return _done(start, stop.verdict, stop.reason)
-    except (StfNameError, writes.StfValueError, writes.Unsupported) as exc:
+    except _CANNOT as exc:
         return _done(start, Verdict.UNSUPPORTED, str(exc))
     except TargetError as exc:
         return _done(start, Verdict.ERROR, str(exc))

@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import socket
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import grpc
-from google.rpc import code_pb2, status_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
-
+from netsum.p4rt.client import Endpoint, SwitchClient
+from netsum.p4rt.errors import ClientError
+from netsum.p4rt.pre import groups_wildcard
 from netsum.procs import ProcessGroup
 from netsum.rig import RigError, wait_switch_ready
 
-__all__ = ["TargetError", "RpcFailure", "NetsumSwitch", "rpc_failure"]
+__all__ = ["TargetError", "NetsumSwitch", "refusal"]
 
 _PROC_UDP = Path("/proc/net/udp")
 
@@ -39,32 +37,16 @@ class TargetError(Exception):
     """The switch could not be started, died, or stopped answering."""
 
 
-class RpcFailure(Exception):
-    """A P4Runtime call the switch refused: the status code name and message (per update for a
-    Write, as PI reports them in the status details)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-def rpc_failure(exc: grpc.RpcError) -> RpcFailure:
-    code = exc.code().name if exc.code() is not None else "UNKNOWN"
-    details = exc.details() or ""
-    for key, value in exc.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-            failed = []
-            for d in status.details:
-                err = p4runtime_pb2.Error()
-                d.Unpack(err)
-                if err.canonical_code != 0:
-                    failed.append((code_pb2.Code.Name(err.canonical_code), err.message))
-            if failed:
-                # A batch fails as UNKNOWN; what each update met is in the details (as PI).
-                return RpcFailure(failed[0][0], "; ".join(m for _, m in failed))
-    return RpcFailure(code, details)
+def refusal(exc: ClientError) -> str:
+    """What a refused call met, as PI reports it: the status code and message, or for a Write
+    batch (which fails as UNKNOWN) the first failed update's code and every failed update's
+    message."""
+    failed = exc.failures
+    if failed:
+        return f"{failed[0].code_name}: {'; '.join(f.message for f in failed)}"
+    if exc.code:
+        return f"{exc.code}: {exc.detail}"
+    return str(exc)
 
 
 class NetsumSwitch:
@@ -81,10 +63,7 @@ class NetsumSwitch:
         self.socks: dict[int, socket.socket] = {}
         self.switch_addr: dict[int, tuple[str, int]] = {}
         self.received: dict[int, list[bytes]] = {p: [] for p in self.ports}
-        self.channel: grpc.Channel | None = None
-        self.stub: Any = None
-        self._stream: Any = None
-        self._closing = threading.Event()
+        self.client: SwitchClient | None = None
         self.child: Any = None
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -119,35 +98,20 @@ class NetsumSwitch:
             raise TargetError("the switch reported no P4Runtime address")
         for p in self.ports:
             self.switch_addr[p] = ("127.0.0.1", ready.udp_ports[p])
-        self.channel = grpc.insecure_channel(ready.grpc_addr)
-        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
-        self._arbitrate()
-
-    def _arbitrate(self) -> None:
-        req = p4runtime_pb2.StreamMessageRequest()
-        req.arbitration.device_id = self.device_id
-        req.arbitration.election_id.low = 1
-        closing = self._closing
-
-        def requests() -> Any:
-            yield req
-            closing.wait()           # the stream (and so mastership) stays open until close()
-
-        self._stream = self.stub.StreamChannel(requests())
+        # The stream (and so mastership) stays open until close().
+        self.client = SwitchClient(Endpoint(ready.grpc_addr, self.device_id, (0, 1)), timeout=30)
         try:
-            first = next(iter(self._stream))
-        except grpc.RpcError as exc:
-            raise TargetError(f"arbitration failed: {rpc_failure(exc)}") from None
-        if first.arbitration.status.code != 0:
-            raise TargetError(f"not primary: {first.arbitration.status.message}")
+            self.client.connect(timeout=self.start_timeout)
+        except ClientError as exc:
+            raise TargetError(f"arbitration failed: {exc}") from None
+        if not self.client.is_primary:
+            arb = self.client.arbitration
+            raise TargetError(f"not primary: {arb.status.message if arb is not None else ''}")
 
     def close(self) -> None:
-        self._closing.set()
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            stream.cancel()
-        if self.channel is not None:
-            self.channel.close()
+        client, self.client = self.client, None
+        if client is not None:
+            client.close()
         self.procs.stop()
         for s in self.socks.values():
             s.close()
@@ -159,39 +123,20 @@ class NetsumSwitch:
     def log_tail(self) -> str:
         return self.child.log_tail(8) if self.child is not None else ""
 
-    # -- P4Runtime -----------------------------------------------------------------------------
-    def _stamp(self, req: Any) -> Any:
-        req.device_id = self.device_id
-        req.election_id.low = 1
-        return req
+    # -- P4Runtime (the client library; refusals are its ClientError) --------------------
+    def _client(self) -> SwitchClient:
+        if self.client is None:
+            raise TargetError("the switch is not started")
+        return self.client
 
     def set_pipeline(self, p4info: Any, device_config: bytes) -> None:
-        req = self._stamp(p4runtime_pb2.SetForwardingPipelineConfigRequest(
-            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT))
-        req.config.p4info.CopyFrom(p4info)
-        req.config.p4_device_config = device_config
-        try:
-            self.stub.SetForwardingPipelineConfig(req, timeout=60)
-        except grpc.RpcError as exc:
-            raise rpc_failure(exc) from None
+        self._client().set_pipeline(p4info, device_config, timeout=60)
 
     def write(self, updates: Sequence[Any]) -> None:
-        if not updates:
-            return
-        req = self._stamp(p4runtime_pb2.WriteRequest())
-        req.updates.extend(updates)
-        try:
-            self.stub.Write(req, timeout=30)
-        except grpc.RpcError as exc:
-            raise rpc_failure(exc) from None
+        self._client().write(updates)
 
     def read(self, entities: Sequence[Any]) -> list[Any]:
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.extend(entities)
-        try:
-            return [e for resp in self.stub.Read(req, timeout=30) for e in resp.entities]
-        except grpc.RpcError as exc:
-            raise rpc_failure(exc) from None
+        return self._client().read(entities)
 
     # -- frames --------------------------------------------------------------------------------
     def send(self, port: int, frame: bytes) -> None:
@@ -209,12 +154,11 @@ class NetsumSwitch:
                     raise TargetError(f"the switch did not read its frames within {timeout:g} s")
                 time.sleep(0.0005)
             # The Read is answered between packets: the frame just taken is finished.
-            barrier = p4runtime_pb2.Entity()
-            barrier.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
             try:
-                self.read([barrier])
-            except RpcFailure as exc:
-                raise TargetError(f"the switch refused a Read used to settle: {exc}") from None
+                self.read([groups_wildcard()])
+            except ClientError as exc:
+                raise TargetError(f"the switch refused a Read used to settle: "
+                                  f"{refusal(exc)}") from None
         else:
             time.sleep(0.2)
         self._collect()

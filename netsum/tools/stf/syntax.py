@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from netsum.stf.commands import (StfError, Number, KeyMatch, ActionCall, Add, SetDefault,
+from netsum.tools.stf.commands import (StfError, Number, KeyMatch, ActionCall, Add, SetDefault,
                                  RemoveAll, Packet, Expect, NoPacket, Wait, CheckCounter,
                                  MirroringAdd, MirroringAddMc, MirroringDelete, McGroupCreate,
                                  McNodeCreate, McNodeUpdate, McNodeAssociate, CounterWrite,

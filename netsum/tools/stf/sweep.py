@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from netsum.stf.run import Outcome, Verdict, run_test
+from netsum.tools.stf.run import Outcome, Verdict, run_test
 
 __all__ = ["Program", "select_programs", "compile_netsum", "compile_p4c", "from_json_dir", "sweep",
            "group_failures", "counts", "summary_table", "summary_markdown", "write_results",

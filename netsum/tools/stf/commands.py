@@ -1,4 +1,4 @@
-"""The commands of an STF file, as data (parsed by `netsum.stf.syntax`)."""
+"""The commands of an STF file, as data (parsed by `netsum.tools.stf.syntax`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from netsum.stf.syntax import Expect
+from netsum.tools.stf.syntax import Expect
 
 __all__ = ["Mismatch", "frame_mismatch", "compare_ports"]
 

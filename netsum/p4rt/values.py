@@ -1,5 +1,8 @@
 """Pure value codecs: command-line literals ↔ Python ints ↔ P4Runtime canonical byte strings.
 
+The match values themselves (`Exact`, `Lpm`, ... and `MatchKind`) are `netsum.match`'s, shared
+with the switch's data plane; they are re-exported here for the library's users.
+
 Owns the one place where widths are enforced.  P4Runtime spec §8.4 ("Bytestrings"): a value of
 bit<W> travels as a big-endian byte string; the *canonical* form drops leading zero bytes (0 is a
 single zero byte).  Servers must accept shorter and zero-padded forms whose value fits W bits and
@@ -15,47 +18,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
-from typing import Union
 
-from netsum.controller.errors import LiteralError
-from netsum.schema import MatchKind
+from netsum.match import Exact, Lpm, Match, MatchKind, Optional, Range, Ternary
+from netsum.p4rt.errors import LiteralError
 
 __all__ = [
     "MatchKind", "Exact", "Lpm", "Ternary", "Range", "Optional", "Match",
     "encode", "decode", "parse_int", "parse_match", "format_int", "format_match", "is_dont_care",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Exact:
-    value: int
-
-
-@dataclass(frozen=True, slots=True)
-class Lpm:
-    value: int          # masked to the prefix (spec §9.1.1)
-    prefix_len: int
-
-
-@dataclass(frozen=True, slots=True)
-class Ternary:
-    value: int          # value & mask == value (spec §9.1.1)
-    mask: int
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    low: int
-    high: int           # inclusive
-
-
-@dataclass(frozen=True, slots=True)
-class Optional:
-    value: int | None   # None = wildcard
-
-
-Match = Union[Exact, Lpm, Ternary, Range, Optional]
 
 _MAC = re.compile(r"^[0-9a-fA-F]{1,2}(:[0-9a-fA-F]{1,2}){5}$")
 _IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
