@@ -25,11 +25,11 @@ from p4.v1 import p4runtime_pb2 as pb
 
 from netsum import p4c as compiler
 from netsum.build import ensure_built
+from netsum.p4rt.client import Endpoint, SwitchClient
 from netsum.schema import load_p4info
 from netsum.switch.device import Device
 from netsum.switch.p4rt import P4RuntimeServer
 from netsum.switch.p4rt import wire
-from netsum.switch.p4rt.rawclient import RawClient
 
 COUNTER_P4 = """
 #include <core.p4>
@@ -75,7 +75,7 @@ def reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
-def timed_read(c: RawClient, pid: int, entity: pb.Entity, parse: bool) -> str:
+def timed_read(c: SwitchClient, pid: int, entity: pb.Entity, parse: bool) -> str:
     """One wildcard read.  parse=False takes the ReadResponses as bytes (the server's cost and
     the transfer); parse=True decodes them with this process's protobuf runtime, as a Python
     client does (pure Python under protobuf 3.20: that, not the server, dominates then)."""
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         assert child.stdout is not None
         port = int(child.stdout.readline())
-        with RawClient(f"127.0.0.1:{port}", 0, election_id=1) as c:
+        with SwitchClient(Endpoint(f"127.0.0.1:{port}", 0, (0, 1)), timeout=None) as c:
             c.connect()
             c.set_pipeline(counter.p4info, counter.json_text().encode())
             counters = pb.Entity(counter_entry=pb.CounterEntry())

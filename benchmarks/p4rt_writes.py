@@ -25,9 +25,9 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
+from netsum.p4rt.client import Endpoint, SwitchClient
 from netsum.switch.device import Device
 from netsum.switch.p4rt import P4RuntimeServer
-from netsum.switch.p4rt.rawclient import RawClient
 from netsum.switch.p4rt.service import DeviceService
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         assert child.stdout is not None
         port = int(child.stdout.readline())
-        with RawClient(f"127.0.0.1:{port}", 0, election_id=1) as c:
+        with SwitchClient(Endpoint(f"127.0.0.1:{port}", 0, (0, 1)), timeout=None) as c:
             c.connect()
 
             def fresh() -> None:

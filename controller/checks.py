@@ -23,14 +23,15 @@ from collections import Counter
 from p4.v1 import p4runtime_pb2
 
 from netsum.controller import program as P
-from netsum.controller import values
-from netsum.controller.entities import TableEntry, update
-from netsum.controller.errors import ControllerError, LiteralError, TopologyError
+from netsum.controller.errors import ControllerError, TopologyError
 from netsum.controller.jobs import place_job, plan_forwarding, plan_job
-from netsum.controller.schema import Schema
 from netsum.controller.slots import SlotAllocator
 from netsum.controller.topology import Topology
-from netsum.controller.values import Exact
+from netsum.match import Exact
+from netsum.p4rt import values
+from netsum.p4rt.entities import TableEntry, update
+from netsum.p4rt.errors import LiteralError
+from netsum.p4rt.schema import Schema
 
 __all__ = ["check_setup", "program_limits"]
 

@@ -281,8 +281,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except SystemExit as exc:   # --help
         return int(exc.code or 0)
     if not args.debug:
-        # p4runtime-shell logs stream failures at CRITICAL, and gRPC's core prints a line when
-        # a switch goes away ("Got goaway"); the error below says it in one line.  gRPC reads
+        # Libraries log stream failures (up to CRITICAL), and gRPC's core prints a line when a
+        # switch goes away ("Got goaway"); the error below says it in one line.  gRPC reads
         # its verbosity when it first starts a channel, so this still takes effect here.
         logging.disable(logging.CRITICAL)
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")

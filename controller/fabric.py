@@ -19,15 +19,17 @@ from p4.config.v1 import p4info_pb2
 
 from netsum.controller import ops
 from netsum.controller import program as P
-from netsum.controller.client import Endpoint, SwitchClient
-from netsum.controller.entities import CounterCell, MulticastGroup, TableEntry
-from netsum.controller.errors import (ControllerError, JobError, NotPrimary, PipelineMissing,
-                               SwitchUnreachable)
+from netsum.controller.errors import ControllerError, JobError
 from netsum.controller.jobs import JobPlan, place_job, plan_drop, plan_forwarding, plan_job
-from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.slots import SlotAllocator, SlotRange
 from netsum.controller.topology import JobSpec, Role, Topology
-from netsum.controller.values import Exact
+from netsum.match import Exact
+from netsum.p4rt.cells import CounterCell
+from netsum.p4rt.client import Endpoint, SwitchClient
+from netsum.p4rt.entities import TableEntry
+from netsum.p4rt.errors import NotPrimary, PipelineMissing, SwitchUnreachable
+from netsum.p4rt.pre import MulticastGroup
+from netsum.p4rt.schema import Schema, load_p4info
 
 __all__ = ["Program", "Job", "SwitchLedger", "Controller", "load_program"]
 
@@ -103,7 +105,7 @@ class Controller:
                 c.connect()
                 opened.append(c)
                 if not c.is_primary:
-                    h, lo = c.endpoint.election_id
+                    h, lo = c.endpoint.election_id or (0, 0)
                     raise ControllerError(f"switch {name} ({c.endpoint.address}): another "
                                           f"controller is primary; election id {h},{lo} is "
                                           "not the highest")
@@ -315,7 +317,7 @@ class Controller:
         only holds what succeeded, so replaying it then applying the change is consistent."""
         for name in changes:
             if not self.clients[name].connected or name in self._unrestored:
-                self._recover(name, self.clients[name].timeout)
+                self._recover(name, self.clients[name].timeout or 5.0)
         try:
             self._transact_once(changes)
         except (PipelineMissing, NotPrimary) as exc:
@@ -326,7 +328,7 @@ class Controller:
                 raise
             lost = exc.switch
             for name in [lost] if lost is not None and lost in changes else list(changes):
-                self._recover(name, self.clients[name].timeout, force=True)
+                self._recover(name, self.clients[name].timeout or 5.0, force=True)
             self._transact_once(changes)
 
     def _transact_once(self, changes: dict[str, list[_Step]]) -> None:

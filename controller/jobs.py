@@ -17,11 +17,12 @@ from collections import deque
 from dataclasses import dataclass
 
 from netsum.controller import program as P
-from netsum.controller.entities import MulticastGroup, TableEntry
 from netsum.controller.errors import JobError
-from netsum.controller.schema import Schema
 from netsum.controller.slots import SlotRange
 from netsum.controller.topology import Host, JobSpec, Role, Switch, Topology
+from netsum.p4rt.entities import TableEntry
+from netsum.p4rt.pre import MulticastGroup
+from netsum.p4rt.schema import Schema
 from netsum.wire import MAX_WORKERS, RANK_SWITCH, UDP_PORT
 
 __all__ = ["Contributor", "Placement", "JobPlan", "place_job", "plan_job", "member_entry",

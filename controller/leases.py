@@ -51,11 +51,11 @@ from typing import Any
 
 from netsum.controller import ops
 from netsum.controller import program as P
-from netsum.controller.entities import TableEntry
 from netsum.controller.errors import ControllerError
 from netsum.controller.fabric import Controller, Job
 from netsum.controller.topology import JobSpec, Topology
 from netsum.controller.watchdog import Reclaim, reclaim
+from netsum.p4rt.entities import TableEntry
 
 __all__ = ["LEASE_PREFIX", "Owner", "Lease", "lease_of", "dead_jobs", "reclaim_dead",
            "create_leased", "renew", "release", "Heartbeat"]

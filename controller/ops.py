@@ -6,21 +6,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from p4.v1 import p4runtime_pb2
-
-from netsum.controller.client import SwitchClient
-from netsum.controller.entities import (CounterCell, MulticastGroup, TableEntry, counter_wildcard,
-                                 groups_wildcard, table_wildcard, update)
-from netsum.controller.errors import ControllerError, JobError, P4RuntimeError
-from netsum.controller.schema import Schema
+from netsum.controller.errors import ControllerError, JobError
+from netsum.p4rt.cells import CounterCell, counter_wildcard
+from netsum.p4rt.client import SwitchClient
+from netsum.p4rt.entities import DELETE, INSERT, MODIFY, TableEntry, table_wildcard, update
+from netsum.p4rt.errors import P4RuntimeError
+from netsum.p4rt.pre import MulticastGroup, groups_wildcard
+from netsum.p4rt.schema import Schema
 
 __all__ = ["INSERT", "MODIFY", "DELETE", "read_entries", "read_default", "read_groups",
            "read_group", "read_counter", "reset_counter", "clear_table", "write_batch",
            "apply_all_or_nothing", "group_add_replicas", "group_remove_rid", "write_batch_cells"]
-
-INSERT = p4runtime_pb2.Update.INSERT
-MODIFY = p4runtime_pb2.Update.MODIFY
-DELETE = p4runtime_pb2.Update.DELETE
 
 
 def write_batch(client: SwitchClient, schema: Schema, kind: int,
@@ -142,9 +138,4 @@ def reset_counter(client: SwitchClient, schema: Schema, name: str,
 
 
 def write_batch_cells(client: SwitchClient, schema: Schema, cells: Sequence[CounterCell]) -> None:
-    req = []
-    for c in cells:
-        u = p4runtime_pb2.Update(type=MODIFY)
-        u.entity.CopyFrom(c.encode(schema))
-        req.append(u)
-    client.write(req)
+    client.write([update(MODIFY, c, schema) for c in cells])

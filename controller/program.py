@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from netsum.controller.entities import TableEntry
-from netsum.controller.errors import JobError, LiteralError
-from netsum.controller.schema import Schema
-from netsum.controller.values import Exact
+from netsum.controller.errors import JobError
+from netsum.match import Exact
+from netsum.p4rt.entities import TableEntry
+from netsum.p4rt.errors import LiteralError
+from netsum.p4rt.schema import Schema
 
 __all__ = [
     "DMAC", "ARP", "SERVICE_SRC", "JOB", "MEMBER", "EPOCH", "REPLICA", "RESULT_PORT", "DROP_SIM_IN",

@@ -9,13 +9,11 @@ depends on this service: runs and tests read the statistics to check a switch's 
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import grpc
-
-from netsum.controller.client import Endpoint
-from netsum.controller.errors import ControllerError, SwitchUnreachable
+from netsum.controller.errors import ControllerError
+from netsum.p4rt.client import Endpoint, call_json
+from netsum.p4rt.errors import SwitchUnreachable
 
 __all__ = ["set_queue_depth", "set_queue_rate", "get_queues", "get_stats"]
 
@@ -25,27 +23,20 @@ SERVICE = "/netsum.v1.SwitchConfig/"
 def _call(endpoint: Endpoint, method: str, body: dict[str, Any], timeout: float
           ) -> dict[str, Any]:
     body = dict(body, device_id=endpoint.device_id)
-    with grpc.insecure_channel(endpoint.address) as ch:
-        rpc = ch.unary_unary(SERVICE + method, request_serializer=lambda o: json.dumps(o).encode(),
-                             response_deserializer=json.loads)
-        try:
-            reply: dict[str, Any] = rpc(body, timeout=timeout)
-        except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            if code == grpc.StatusCode.UNAVAILABLE:
-                raise SwitchUnreachable(f"no switch answers at {endpoint.address}") from None
-            if code == grpc.StatusCode.UNIMPLEMENTED:
-                if method == "GetStats":
-                    raise ControllerError(f"switch {endpoint.address} does not serve its "
-                                          "data-plane statistics (not the embedded switch)") \
-                        from None
-                raise ControllerError(f"switch {endpoint.address} has no queue settings service "
-                                      "(on simple_switch_grpc use simple_switch_CLI "
-                                      f"{method[:3].lower()}_queue_...)") from None
-            raise ControllerError(f"{method} on {endpoint.address} failed: "
-                                  f"{code.name if code else 'error'}: "
-                                  f"{exc.details() if hasattr(exc, 'details') else exc}") from None
-    return reply
+    try:
+        return call_json(endpoint, SERVICE + method, body, timeout)
+    except ControllerError as exc:
+        if exc.code == "UNAVAILABLE":
+            raise SwitchUnreachable(f"no switch answers at {endpoint.address}") from None
+        if exc.code == "UNIMPLEMENTED":
+            if method == "GetStats":
+                raise ControllerError(f"switch {endpoint.address} does not serve its "
+                                      "data-plane statistics (not the embedded switch)") from None
+            raise ControllerError(f"switch {endpoint.address} has no queue settings service "
+                                  "(on simple_switch_grpc use simple_switch_CLI "
+                                  f"{method[:3].lower()}_queue_...)") from None
+        raise ControllerError(f"{method} on {endpoint.address} failed: "
+                              f"{exc.code or 'error'}: {exc.detail or exc}") from None
 
 
 def set_queue_depth(endpoint: Endpoint, packets: int, port: int | None, timeout: float = 5.0

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from netsum.controller import render
-from netsum.controller.client import Endpoint, SwitchClient
 from netsum.controller.errors import ControllerError
 from netsum.controller.fabric import Controller, Program, load_program
-from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.topology import Topology, load_topology
+from netsum.p4rt.client import Endpoint, SwitchClient
+from netsum.p4rt.schema import Schema, load_p4info
 
 __all__ = ["Ctx", "ProgramBuild", "ctx_topology", "ctx_endpoint", "open_switch", "ctx_program",
            "open_controller"]

@@ -10,15 +10,15 @@ from typing import Any
 from netsum.controller import ops, render
 from netsum.controller import program as P
 from netsum.controller.checks import check_setup, program_limits
-from netsum.controller.errors import (ControllerError, JobError, LiteralError, PipelineMissing,
-                               SwitchUnreachable)
+from netsum.controller.errors import ControllerError, JobError
 from netsum.controller.fabric import Controller, Program
 from netsum.controller.jobs import place_job, plan_drop
 from netsum.controller.leases import lease_of, reclaim_dead
-from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.session import Ctx, ctx_program, ctx_topology, open_controller, open_switch
 from netsum.controller.topology import JobSpec, Topology
 from netsum.controller.watchdog import Watchdog, reclaim, reclaimed_jobs
+from netsum.p4rt.errors import LiteralError, PipelineMissing, SwitchUnreachable
+from netsum.p4rt.schema import Schema, load_p4info
 
 __all__ = ["cmd_setup", "cmd_run", "cmd_job_create", "cmd_job_list", "cmd_job_delete",
            "cmd_job_reset", "cmd_job_fail", "cmd_job_reap", "cmd_stats", "cmd_dropsim_set",

@@ -8,12 +8,14 @@ import os
 import sys
 from typing import Any
 
-from netsum.controller import entities, ops, queues, render, values
-from netsum.controller.client import SwitchClient
-from netsum.controller.entities import MulticastGroup, TableEntry
-from netsum.controller.errors import LiteralError
-from netsum.controller.schema import Schema
+from netsum.controller import ops, queues, render
 from netsum.controller.session import Ctx, ctx_endpoint, ctx_program, open_controller, open_switch
+from netsum.p4rt import entities, values
+from netsum.p4rt.client import SwitchClient
+from netsum.p4rt.entities import TableEntry
+from netsum.p4rt.errors import LiteralError
+from netsum.p4rt.pre import MulticastGroup
+from netsum.p4rt.schema import Schema
 
 __all__ = [
     "cmd_table_add", "cmd_table_modify", "cmd_table_delete", "cmd_table_set_default",
@@ -280,9 +282,9 @@ def cmd_pipeline_show(ctx: Ctx) -> int:
 def cmd_shell(ctx: Ctx) -> int:
     """Hand the terminal to p4runtime-shell on the same switch (same ids: explicit)."""
     ep = ctx_endpoint(ctx)
+    high, low = ep.election_id or (0, 1)
     argv = [sys.executable, "-m", "p4runtime_sh", "--grpc-addr", ep.address,
-            "--device-id", str(ep.device_id),
-            "--election-id", f"{ep.election_id[0]},{ep.election_id[1]}"]
+            "--device-id", str(ep.device_id), "--election-id", f"{high},{low}"]
     if ctx.args.p4info and ctx.args.bmv2_json:
         argv += ["--config", f"{ctx.args.p4info},{ctx.args.bmv2_json}"]
     if ctx.args.dry_run:

@@ -27,13 +27,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from p4.v1 import p4runtime_pb2
-
 from netsum.controller import program as P
 from netsum.controller.errors import ControllerError
-from netsum.controller.entities import TableEntry
 from netsum.controller.fabric import Controller, Job
-from netsum.controller.values import Exact
+from netsum.match import Exact
+from netsum.p4rt.cells import register_wildcard
+from netsum.p4rt.entities import TableEntry
 
 __all__ = ["Reclaim", "Watchdog", "missing_members", "reclaim", "reclaimed_jobs"]
 
@@ -140,13 +139,7 @@ def missing_members(ctl: Controller, job: Job) -> str:
             parts.append(f"{plan.switch} runs a program without slot registers")
             continue
         cells = range(2 * plan.slots.base, 2 * plan.slots.end)
-        reads = []
-        for info in infos:
-            for i in cells:
-                ent = p4runtime_pb2.Entity()
-                ent.register_entry.register_id = info.id
-                ent.register_entry.index.index = i
-                reads.append(ent)
+        reads = [register_wildcard(schema, info.name, i) for info in infos for i in cells]
         try:
             got = ctl.clients[plan.switch].read(reads)
         except ControllerError as exc:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train a small CNN on scikit-learn's digits with DDP or FSDP, gradients summed by the P4 switch.
+"""Train a model on scikit-learn's digits with DDP or FSDP, gradients summed by the P4 switch.
 
     netsum launch --nproc-per-node 2 examples/train_digits.py --comm netsum-hook --out results/d
     netsum launch --nproc-per-node 2 examples/train_digits.py --comm netsum-backend --wrap fsdp \
@@ -12,13 +12,17 @@
 --comm gloo            the baseline (DDP timed by an equivalent hook)
 --wrap ddp|fsdp|fsdp2  DistributedDataParallel, FSDP FULL_SHARD, or FSDP2 fully_shard
 --dtype bfloat16|...   the model's parameters and gradients in that dtype
+--model cnn|mlp|transformer  the digits CNN (3,658 parameters), a parameter-heavy MLP (301,066),
+                       a transformer (1,193,354): netsum.training.models; --width sizes them
+--data digits|synthetic  the digits, or a synthetic set of --train-size samples (any batch)
 --amp                  float16 autocast with torch.amp.GradScaler; --inject-inf STEP makes one
                        rank's loss Inf at that step: GradScaler must skip it on every rank
 
 The netsum variants need NETSUM_TOPOLOGY (the switch's topology file) and the rank's way to the
 switch (NETSUM_FRAMES + NETSUM_FRAMES_BIND, or NETSUM_NETNS): `netsum launch` and `netsum train`
 set them (docs/training.md).  Rank 0 writes OUT/metrics.json: per-step loss, bytes through the
-switch, time split, test accuracy every --eval-every steps, the switched/delegated summary;
+switch, time split (forward, backward, exposed communication, optimizer), the bucket sizes, test
+accuracy every --eval-every steps with the training time so far, the switched/delegated summary;
 every rank writes OUT/rank<R>.json: its final loss, the steps GradScaler skipped, the scales.
 """
 import argparse
@@ -38,7 +42,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from netsum.training.digits import DigitsCNN, accuracy, batches, load_digits_split
+from netsum.training.digits import accuracy, batches, load_digits_split
+from netsum.training.models import MODELS, make_model, synthetic
 from netsum.training.stepsplit import split_step
 
 COMMS = ("netsum-hook", "netsum-backend", "gloo")
@@ -60,11 +65,17 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.15,
                    help="SGD (momentum 0.9) peak learning rate, cosine decay to 0 over --steps")
-    p.add_argument("--width", type=int, default=8, help="CNN width (8: 3,658 parameters)")
+    p.add_argument("--model", choices=MODELS, default="cnn")
+    p.add_argument("--width", type=int, default=0,
+                   help="CNN width (default 8: 3,658 parameters), MLP hidden size (512), "
+                   "transformer d (128)")
+    p.add_argument("--data", choices=("digits", "synthetic"), default="digits")
+    p.add_argument("--train-size", type=int, default=16384,
+                   help="--data synthetic: training samples (test: 2048)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bucket-kb", type=float, default=4.0,
                    help="DDP bucket cap in KiB (small: several buckets to overlap)")
-    p.add_argument("--eval-every", type=int, default=25)
+    p.add_argument("--eval-every", type=int, default=25, help="0: only at the end")
     p.add_argument("--lanes", type=int, default=4, help="netsum: buckets in flight at once")
     p.add_argument("--slots", type=int, default=256, help="netsum: the job's slot window")
     p.add_argument("--delay", type=float, default=0.0,
@@ -128,8 +139,9 @@ def train(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     dtype = DTYPES[args.dtype]
-    data = load_digits_split(args.seed)
-    model = DigitsCNN(args.width).to(dtype)
+    data = load_digits_split(args.seed) if args.data == "digits" else \
+        synthetic(args.train_size, args.seed)
+    model = make_model(args.model, args.width).to(dtype)
     net = wrap(args, model)
     state: Any = None
     if args.comm == "netsum-hook":
@@ -163,14 +175,17 @@ def train(args: argparse.Namespace) -> int:
     rows, evals, skipped, scales = [], [], [], []
     it = batches(len(data.y_train), args.batch, rank, world, args.seed)
     switched_before = _switched_bytes(ledger)
+    trained = 0.0     # training time so far (s): step walls, evaluations left out
     for step in range(1, args.steps + 1):
         idx = torch.from_numpy(next(it))
+        t_wall = time.time()
         t0 = time.monotonic()
         cast = torch.autocast("cpu", dtype=torch.float16) if args.amp else \
             contextlib.nullcontext()
         with cast:
             logits = net(data.x_train[idx].to(dtype))
         loss = loss_fn(logits.float(), data.y_train[idx])
+        t_fwd = time.monotonic()
         if args.inject_inf == step and rank == args.inject_rank:
             loss = loss * float("inf")
         if scaler is not None:
@@ -193,17 +208,22 @@ def train(args: argparse.Namespace) -> int:
         traces = state.take_traces() if state is not None else []
         sp = split_step(t0, t_bwd, t1, [(tr.submitted, tr.finished) for tr in traces])
         now_bytes = _switched_bytes(ledger)
+        trained += sp.wall
         rows.append({"step": step, "loss": float(loss.detach()), "wall_s": sp.wall,
                      "compute_s": sp.compute, "exposed_s": sp.exposed, "comm_s": sp.comm,
                      "hidden_s": sp.hidden, "buckets": len(traces),
+                     "forward_s": t_fwd - t0, "optimizer_s": t1 - t_bwd,
+                     "backward_s": max(0.0, t_bwd - t_fwd - sp.exposed),
+                     "t_wall": t_wall, "train_s": trained,
+                     "bucket_numels": [tr.numel for tr in traces],
                      "switch_bytes": now_bytes - switched_before})
         switched_before = now_bytes
         if step == 1 and args.dump_step1:
             recording.past = True  # type: ignore[attr-defined]
             _dump(args.out, rank, dumps, model, args)
-        if step % args.eval_every == 0 or step == args.steps:
-            evals.append({"step": step, "test_accuracy": accuracy(net, data.x_test.to(dtype),
-                                                                   data.y_test)})
+        if (args.eval_every and step % args.eval_every == 0) or step == args.steps:
+            evals.append({"step": step, "train_s": trained,
+                          "test_accuracy": accuracy(net, data.x_test.to(dtype), data.y_test)})
             if rank == 0:
                 print(f"train_digits: {args.comm}: step {step}/{args.steps} loss "
                       f"{float(loss.detach()):.4f} test accuracy {evals[-1]['test_accuracy']:.4f}",
@@ -219,7 +239,9 @@ def train(args: argparse.Namespace) -> int:
         {"final_loss": rows[-1]["loss"], "skipped": skipped, "scales": scales}))
     if rank == 0:
         doc = {"comm": args.comm, "wrap": args.wrap, "dtype": args.dtype, "world_size": world,
-               "steps": args.steps, "batch": args.batch, "lr": args.lr,
+               "steps": args.steps, "batch": args.batch, "lr": args.lr, "model": args.model,
+               "data": args.data, "bucket_kb": args.bucket_kb, "lanes": args.lanes,
+               "slots": args.slots,
                "params": sum(p.numel() for p in model.parameters()),
                "final_test_accuracy": final, "final_loss": rows[-1]["loss"],
                "steps_log": rows, "evals": evals,

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from netsum.controller import program as P
-from netsum.controller.client import Endpoint
 from netsum.controller.errors import ControllerError
 from netsum.controller.queues import get_stats
+from netsum.p4rt.client import Endpoint
 
 __all__ = ["SHOULD_BE_ZERO", "SwitchHealth", "read_switch", "job_refusals", "problems", "summary"]
 

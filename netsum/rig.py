@@ -41,13 +41,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from netsum.controller.client import Endpoint
+from netsum import health
 from netsum.controller.errors import AllocationError, ControllerError
 from netsum.controller.fabric import Controller, load_program
 from netsum.controller.topology import JobSpec, load_topology
-from netsum import health
 from netsum.jobrun import JobOutcome, RunningJob, WorkerOutcome
 from netsum.netns import NetnsError, NetnsLab, netns_available
+from netsum.p4rt.client import Endpoint
 from netsum.procs import Child, ProcessGroup
 from netsum.rigtopo import SUBNET_PREFIX, HostPlan, plan_layout, topology_doc
 from netsum.switchproc import (RigError, SwitchReady, free_tcp_ports, free_udp_ports,

@@ -14,4 +14,4 @@ if [ $# -lt 1 ] || [ ! -d "$1/testdata/p4_16_samples" ]; then
     exit 2
 fi
 src=$1; shift
-exec nice -n 10 .venv/bin/python -m netsum.stf sweep --samples "$src/testdata/p4_16_samples" "$@"
+exec nice -n 10 .venv/bin/python -m netsum.tools.stf sweep --samples "$src/testdata/p4_16_samples" "$@"

@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
+from netsum.p4rt.client import Endpoint, SwitchClient, election
 from netsum.procs import Child, ProcessGroup
 from netsum.rig import Rig, RigConfig, RigError, SwitchReady, free_udp_ports, wait_switch_ready
 from netsum.switch.device import Device
 from netsum.switch.p4rt import P4RuntimeServer
 
 __all__ = ["BIN", "ROOT", "free_port", "free_udp_ports", "built_netsum", "embedded_server",
-           "SwitchDaemon", "switch_cmd", "checkout_env", "switch_module", "started_rigs",
+           "SwitchDaemon", "p4rt_client", "switch_cmd", "checkout_env", "switch_module", "started_rigs",
            "switch_stats", "assert_switch_clean"]
 
 #: Where the venv's console scripts (netsum-switch, netsum-ctl, netsum-worker) are.
@@ -62,6 +63,15 @@ def embedded_server(device_id: int) -> Iterator[tuple[Device, P4RuntimeServer]]:
         yield dev, srv
     finally:
         srv.stop(None)
+
+
+def p4rt_client(address: str, device_id: int = 0, election_id: int | None = 1,
+                timeout: float | None = 60.0, options: Sequence[tuple[str, Any]] = ()
+                ) -> SwitchClient:
+    """The client library's SwitchClient for a server test: an int election id (None: requests
+    without one), a generous deadline, gRPC channel options.  Not connected yet."""
+    ep = Endpoint(address, device_id, None if election_id is None else election(election_id))
+    return SwitchClient(ep, timeout, options)
 
 
 def switch_cmd(*args: str) -> list[str]:
@@ -107,7 +117,6 @@ def started_rigs(counts: Sequence[int], work_dir: Callable[[int], Path],
 
 def switch_stats(grpc_addr: str) -> dict[str, Any]:
     """{"stats": {...}, "first_error": ...} of a running netsum-switch (GetStats)."""
-    from netsum.controller.client import Endpoint
     from netsum.controller.queues import get_stats
 
     return get_stats(Endpoint(grpc_addr, 0), timeout=10.0)

@@ -57,6 +57,7 @@ class NetSpec:
     timeout: float = 20.0         # a worker's no-progress deadline (s)
     ina_args: tuple[str, ...] = ()   # extra netsum-worker options for INA runs (timing)
     piece_bytes: int = 16384      # the host algorithms' message size
+    job: bool = True              # create JOB_ID over every host (False: training registers its own)
 
     @property
     def leaves(self) -> int:
@@ -118,13 +119,16 @@ class HostProcs:
         self.children: list[Any] = []
         self._logs: list[IO[bytes]] = []
 
-    def start(self, node: Any, name: str, argv: list[str]) -> Any:
+    def start(self, node: Any, name: str, argv: list[str],
+              env: dict[str, str] | None = None) -> Any:
         from netsum.procs import Child
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         fh = open(log_path, "wb")
         self._logs.append(fh)
-        popen = node.popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        extra: dict[str, Any] = {} if env is None else {"env": env}
+        popen = node.popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           **extra)
         child = Child(name, popen, log_path)
         self.children.append(child)
         return child
@@ -229,8 +233,9 @@ class Testbed:
         self.topology = M.with_grpc_addrs(topology, self.net)
         try:
             self.ctl = M.start_controller(self.topology, info_path, json_path, rpc_timeout=60.0)
-            self.ctl.create_job(JobSpec(JOB_ID, tuple(h.name for h in topology.hosts),
-                                        s.slots))
+            if s.job:
+                self.ctl.create_job(JobSpec(JOB_ID, tuple(h.name for h in topology.hosts),
+                                            s.slots))
         except ControllerError as exc:
             raise TestbedError(f"controller: {exc}") from None
 

@@ -15,6 +15,7 @@ __all__ = [
     "Default", "TypeExpr", "TypeName", "BitType", "IntType", "VarbitType", "BoolType",
     "ErrorType", "StringType", "VoidType", "StackType", "DontCareType", "Stmt", "Assign",
     "CallStmt", "If", "Block", "Return", "Exit", "SwitchCase", "Switch", "VarDecl", "EmptyStmt",
+    "For", "ForIn", "Break", "Continue",
     "Decl", "ConstDecl", "Typedef", "Field", "HeaderDecl", "StructDecl", "HeaderUnionDecl",
     "EnumDecl", "ErrorDecl", "MatchKindDecl", "Param", "MethodDecl", "ExternDecl",
     "FunctionDecl", "ParserTypeDecl", "ControlTypeDecl", "PackageDecl", "Instantiation",
@@ -33,6 +34,7 @@ class Annotation(Node):
     name: str
     args: tuple["Expr", ...]  # parsed when the body is an expression list, else empty
     body: str                 # raw body text, for P4Info annotations strings
+    structured: bool = False  # `@a[...]`: body holds the folded items (structured_annotations)
 
 
 # ---------------------------------------------------------------- expressions
@@ -272,6 +274,35 @@ class EmptyStmt(Stmt):
     pass
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class For(Stmt):
+    """``for (init; cond; update) body`` (P4_16 1.2.5); ``cond`` None is ``true``."""
+    init: tuple[Stmt, ...]
+    cond: Expr | None
+    update: tuple[Stmt, ...]
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ForIn(Stmt):
+    """``for (T x in collection) body``: parsed so that it can be refused by name (p4c's
+    BMv2 back end rejects it: "BMV2 does not support for-in loops")."""
+    type: TypeExpr | None
+    name: str
+    collection: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Continue(Stmt):
+    pass
+
+
 # ---------------------------------------------------------------- declarations
 @dataclass(frozen=True, slots=True, eq=False)
 class Decl(Node):
@@ -299,16 +330,19 @@ class Field(Decl):
 @dataclass(frozen=True, slots=True, eq=False)
 class HeaderDecl(Decl):
     fields: tuple[Field, ...]
+    type_params: tuple[str, ...] = ()  # generic (`struct S<T>`): specialized by SpecializeGenerics
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class StructDecl(Decl):
     fields: tuple[Field, ...]
+    type_params: tuple[str, ...] = ()  # generic (`struct S<T>`): specialized by SpecializeGenerics
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HeaderUnionDecl(Decl):
     fields: tuple[Field, ...]
+    type_params: tuple[str, ...] = ()  # generic (`struct S<T>`): specialized by SpecializeGenerics
 
 
 @dataclass(frozen=True, slots=True, eq=False)

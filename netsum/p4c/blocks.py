@@ -5,6 +5,8 @@ Control-plane names are computed here once: ``<Block>.<local>`` or the ``@name``
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 
 from . import ast as A
@@ -208,6 +210,11 @@ def _cv(s: Sym) -> ConstValue:
 
 def make_instance(d: A.Instantiation, block: str, g: Globals, diags: Diagnostics,
                   rank: tuple[int, ...] = ()) -> ExternInstance | None:
+    for _ in range(8):  # `typedef register<T> R;  R(n) r;` instantiates register<T>
+        td = g.typedefs.get(d.type.name) if isinstance(d.type, A.TypeName) else None
+        if td is None or not isinstance(td.type, A.TypeName):
+            break
+        d = dataclasses.replace(d, type=td.type)
     t = d.type
     tname = t.name if isinstance(t, A.TypeName) else "?"
     if tname not in g.externs:

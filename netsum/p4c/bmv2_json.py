@@ -70,7 +70,8 @@ class GenerateJson:
                 explicit_id(vs.decl.annotations), vs.rank))
         for name, st in ctx.digests.items():
             cp.digests.append(DigestModel(name, tuple(
-                (n, width_of(t), self._member_spec(name, n, t, g, cp)) for n, t in st.fields)))
+                (n, width_of(t), self._member_spec(name, n, t, g, cp)) for n, t in st.fields),
+                name in ctx.tuple_digests.values()))
         doc: dict[str, Any] = {
             "header_types": self._header_types(lay),
             "headers": self._headers(lay),

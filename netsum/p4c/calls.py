@@ -7,6 +7,7 @@ or name), generic parameters are inferred, and ``out``/``inout`` arguments must 
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 
@@ -14,7 +15,7 @@ from . import ast as A
 from .diagnostics import Pos, unknown
 from .ir import FieldRef, HeaderRef, ParamRef, StackRef, TConst, TExpr, TList, TLoc, TSlice
 from .resolve import resolve_type
-from .scopes import Env, ExternInstance, SymKind
+from .scopes import Env, ExternInstance, Sym, SymKind
 from .typecheck import Typer, expr_text
 from .types import Bits, InfInt, P4Type, StructT, TypeVar, show
 
@@ -42,6 +43,9 @@ class CallInfo:
     type_args: tuple[P4Type, ...]
     pos: Pos
     qualified: str = ""
+    #: A control's extern-typed parameters (`register<bit<8>> r`), bound to the caller's
+    #: instances: (parameter, the instance's symbol); not among params/args.
+    externs: tuple[tuple[str, Sym], ...] = ()
 
 
 def _match_args(call: A.Call, params: tuple[A.Param, ...], what: str,
@@ -71,6 +75,28 @@ def _match_args(call: A.Call, params: tuple[A.Param, ...], what: str,
             typer.err(call.pos, f"{what}: missing argument for parameter '{p.name}'")
             return None
     return out
+
+
+def _extern_args(call: A.Call, params: tuple[A.Param, ...], env: Env
+                 ) -> tuple[A.Call, tuple[A.Param, ...], tuple[tuple[str, Sym], ...]] | None:
+    """The call and parameters without the extern-typed ones, and what those are bound to
+    (p4c inlines the control with the instance in place of the parameter)."""
+    ext = [i for i, p in enumerate(params)
+           if isinstance(p.type, A.TypeName) and p.type.name in env.g.externs]
+    if not ext:
+        return call, params, ()
+    if any(a.name for a in call.args) or len(call.args) != len(params):
+        return None
+    bound: list[tuple[str, Sym]] = []
+    for i in ext:
+        v = call.args[i].value
+        sym = env.lookup(v.name, v.top_level) if isinstance(v, A.Name) else None
+        if sym is None or sym.kind is not SymKind.EXTERN:
+            return None
+        bound.append((params[i].name, sym))
+    keep = [i for i in range(len(params)) if i not in ext]
+    return (dataclasses.replace(call, args=tuple(call.args[i] for i in keep)),
+            tuple(params[i] for i in keep), tuple(bound))
 
 
 def _optional(p: A.Param) -> bool:
@@ -176,6 +202,12 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
         if sym is None:
             typer.err(f.pos, unknown("action or function", f.name, env.names()))
             return None
+        if sym.kind is SymKind.ACTION and f.name in g.functions and \
+                not any(a.name for a in call.args) and \
+                len(call.args) > len(sym.value.params):  # type: ignore[attr-defined]
+            # p4c picks among the declarations of a name by argument count: an action named
+            # like an extern function (`action hash() { hash(...); }`) calls the function.
+            sym = dataclasses.replace(sym, kind=SymKind.FUNCTION, value=g.functions[f.name])
         if sym.kind is SymKind.ACTION:
             decl = sym.value
             assert isinstance(decl, A.ActionDecl)
@@ -215,11 +247,17 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
                                  "(only apply(...))")
                 return None
             cdecl = sym.value.decl  # type: ignore[attr-defined]
-            args = _typed_args(call, cdecl.params, f"'{base.name}.apply'", typer, env, {})
+            split = _extern_args(call, cdecl.params, env)
+            if split is None:
+                typer.err(call.pos, f"'{base.name}.apply': an extern parameter needs an extern "
+                                    "instance of the caller, passed by position")
+                return None
+            call, params, bound = split
+            args = _typed_args(call, params, f"'{base.name}.apply'", typer, env, {})
             if args is None:
                 return None
-            return CallInfo(CallKind.SUBAPPLY, base.name, sym.value, args, cdecl.params, (),
-                            call.pos, sym.qualified)
+            return CallInfo(CallKind.SUBAPPLY, base.name, sym.value, args, params, (),
+                            call.pos, sym.qualified, bound)
         if sym is not None and sym.kind is SymKind.EXTERN:
             inst = sym.value
             assert isinstance(inst, ExternInstance)

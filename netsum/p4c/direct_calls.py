@@ -63,6 +63,8 @@ class InstantiateDirectCalls:
                 return dataclasses.replace(s, cases=tuple(
                     dataclasses.replace(c, body=self._block(c.body)) if c.body is not None
                     else c for c in cs))
+            case A.For(body=b):
+                return dataclasses.replace(s, body=self._stmt(b))
             case A.CallStmt(call=A.Call(func=A.Member(expr=A.Name(name=n, top_level=False),
                                                       member="apply") as m) as call) \
                     if n in self.controls and n not in self.local:

@@ -20,13 +20,17 @@ from p4.config.v1 import p4info_pb2
 
 from . import ast as A
 from .bmv2_json import GenerateJson
+from .bound_args import BindActionListCalls
 from .builtins import CreateBuiltins
 from .direct_calls import InstantiateDirectCalls
 from .check import CheckTypes
+from .ctor_consts import BindPackageConstants
 from .diagnostics import CompileError, Diagnostic, Diagnostics, NOPOS
 from .layout import BuildLayout, Layout
 from .lexer import tokenize
+from .loops import CheckLoops
 from .model import ControlPlane
+from .generics import SpecializeGenerics
 from .inline_functions import InlineFunctions
 from .parser_ifs import SplitParserIfs
 from .inline_parsers import InlineParsers
@@ -37,6 +41,8 @@ from .parser_lookahead import HoistLookahead
 from .preprocess import preprocess
 from .resolve import Globals, ResolveNames
 from .stack_index import ExpandStackIndex
+from .static_assert import HoistStaticAsserts
+from .struct_consts import InlineStructConstants
 from .unique_names import UniqueNames
 
 __all__ = ["CompileResult", "CompileState", "PIPELINE", "compile_source", "compile_file"]
@@ -87,6 +93,31 @@ def _parse(s: CompileState) -> None:
     s.program = parse(tokenize(s.preprocessed, s.filename, s.diags), s.diags)
 
 
+def _check_loops(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = CheckLoops().run(s.program, s.diags)
+
+
+def _generics(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = SpecializeGenerics().run(s.program, s.diags)
+
+
+def _static_asserts(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = HoistStaticAsserts().run(s.program, s.diags)
+
+
+def _package_constants(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = BindPackageConstants().run(s.program, s.diags)
+
+
+def _bound_calls(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = BindActionListCalls().run(s.program, s.diags)
+
+
 def _builtins(s: CompileState) -> None:
     assert s.program is not None
     s.program = CreateBuiltins().run(s.program, s.diags)
@@ -100,6 +131,11 @@ def _direct_calls(s: CompileState) -> None:
 def _unique_names(s: CompileState) -> None:
     assert s.program is not None
     s.program = UniqueNames().run(s.program, s.diags)
+
+
+def _struct_consts(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = InlineStructConstants().run(s.program, s.diags)
 
 
 def _move_declarations(s: CompileState) -> None:
@@ -161,12 +197,18 @@ def _p4info(s: CompileState) -> None:
 PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("Preprocess", _preprocess),        # cpp: #include/#define, line markers kept for positions
     ("Parse", _parse),                  # lexer + recursive descent; recovers per declaration
+    ("CheckLoops", _check_loops),       # for-in, loops in parser states, stray break/continue
+    ("SpecializeGenerics", _generics),  # header h<T> {...}; h<bit<8>> -> h_bit8
+    ("HoistStaticAsserts", _static_asserts),  # static_assert(...); checked as a constant
+    ("BindPackageConstants", _package_constants),  # V1Switch(P(false), ...): P's constants
+    ("BindActionListCalls", _bound_calls),  # actions = { a(f(x)); }: f(x) inside a
     ("CreateBuiltins", _builtins),      # implicit NoAction defaults, implicit reject
     ("InstantiateDirectCalls", _direct_calls),  # Ctl.apply(...) -> an instance of Ctl
     # From here on a name never depends on scope: every variable and local constant has a
     # program-wide unique name, declared once at the top of its parser or control (or of an
     # action outside any control).  Every later pass relies on it.
     ("UniqueNames", _unique_names),
+    ("InlineStructConstants", _struct_consts),  # const S c = {...}: the list where used
     ("MoveDeclarations", _move_declarations),
     ("SplitParserIfs", _parser_ifs),  # an if in a parser state: a select on its condition
     ("InlineParsers", _inline_parsers),  # sub-parser applications become states

@@ -19,7 +19,7 @@ __all__ = ["Json", "hexstr", "field_json", "lower_expr", "as_param", "as_conditi
            "wrap", "ref_json"]
 
 Json = dict[str, Any]
-_FIXED_OPS = ("+", "-", "*", "<<", ">>")
+_FIXED_OPS = ("+", "-", "*", "<<", ">>", "/", "%")
 _OPNAME = {"&&": "and", "||": "or"}
 
 

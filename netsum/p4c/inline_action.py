@@ -111,6 +111,8 @@ class InlineActions:
                 return any(self.may_stop(x, env) for x in ss)
             case A.If(then=t, other=o):
                 return self.may_stop(t, env) or (o is not None and self.may_stop(o, env))
+            case A.For(body=b):
+                return self.may_stop(b, env)
             case A.CallStmt(call=A.Call(func=A.Name(name=n, top_level=top))):
                 sym = env.lookup(n, top)
                 return sym is not None and sym.kind is SymKind.ACTION and \
@@ -132,6 +134,8 @@ class InlineActions:
                 return any(self._exits_in(x, env) for x in ss)
             case A.If(then=t, other=o):
                 return self._exits_in(t, env) or (o is not None and self._exits_in(o, env))
+            case A.For(body=b):
+                return self._exits_in(b, env)
             case A.CallStmt():
                 return self.may_stop(s, env)
         return False
@@ -146,6 +150,8 @@ class InlineActions:
             case A.If(then=t, other=o):
                 return InlineActions._returns_in(t) or \
                     (o is not None and InlineActions._returns_in(o))
+            case A.For(body=b):
+                return InlineActions._returns_in(b)
         return False
 
     def guard(self, prims: list[Json]) -> int | None:

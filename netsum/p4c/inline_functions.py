@@ -27,7 +27,7 @@ from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
 from .typecheck import expr_text
-from .unique_names import NameSource, identifiers, rebuild
+from .unique_names import NameSource, identifiers, nodes, rebuild
 
 __all__ = ["InlineFunctions", "is_pure_expression"]
 
@@ -55,14 +55,18 @@ class InlineFunctions:
 
     def run(self, prog: A.Program, diags: Diagnostics) -> A.Program:
         self.diags = diags
-        self.functions: dict[str, list[A.FunctionDecl]] = {}
+        bodies: dict[str, list[A.FunctionDecl]] = {}
         for d in prog.decls:
-            if isinstance(d, A.FunctionDecl) and d.body is not None and not d.type_params \
-                    and not is_pure_expression(d):
-                self.functions.setdefault(d.name, []).append(d)
+            if isinstance(d, A.FunctionDecl) and d.body is not None and not d.type_params:
+                bodies.setdefault(d.name, []).append(d)
+        pure = _pure_functions(bodies)
+        # Expanded here: every function but the pure ones, which stay expressions (the type
+        # checker inlines them) except where they are called as statements.
+        self.functions = {n: ds for n, ds in bodies.items() if n not in pure}
+        self.pure = {n: ds for n, ds in bodies.items() if n in pure}
         self.tables: set[str] = set()
-        if not self.functions and not any(_apply_results(d) for d in prog.decls
-                                           if isinstance(d, A.ControlDecl)):
+        if not bodies and not any(_apply_results(d) for d in prog.decls
+                                  if isinstance(d, A.ControlDecl)):
             return prog
         self.types = {d.name: d for d in prog.decls if isinstance(d, A.Decl)}
         self.declared = DeclaredTypes(prog)
@@ -155,6 +159,13 @@ class InlineFunctions:
                 cases = tuple(dataclasses.replace(c, body=self._block(c.body))
                               if c.body is not None else c for c in cs)
                 return pre + [dataclasses.replace(s, expr=e2, cases=cases)]
+            case A.Assign(lhs=l, rhs=r) if self._has_call(l):
+                # A call in the left side's indexes runs first, once (spec §11.1: the left
+                # side is evaluated before the right; `a[f(x)] |= b` evaluates a[f(x)] once).
+                pre, l2 = self._lift_lvalue(l)
+                if isinstance(r, A.Binary) and r.left is l:    # a compound assignment
+                    r = dataclasses.replace(r, left=l2)
+                return pre + self._stmt(dataclasses.replace(s, lhs=l2, rhs=r))
             case A.Assign(lhs=l, rhs=A.Call() as call) if self._target(call) is not None:
                 # The left side's location is fixed before the right side runs (§6.8 step
                 # 3): an index the call would change is copied first.
@@ -162,11 +173,23 @@ class InlineFunctions:
                 pre, args = self._lift_args(call)
                 return frozen + pre + self._inline(call, args, l2)
             case A.Assign(lhs=l, rhs=r):
+                # As above: the left side's location is fixed before a call in the right
+                # side changes what its indexes read.
+                frozen, l2 = self._freeze_indexes(l, self._written(r)) if self._has_call(r) \
+                    else ([], l)
                 pre, r2 = self._lift(r)
-                return pre + [dataclasses.replace(s, rhs=r2)] if pre or r2 is not r else [s]
+                return frozen + pre + [dataclasses.replace(s, lhs=l2, rhs=r2)] \
+                    if pre or frozen or r2 is not r else [s]
             case A.CallStmt(call=call) if self._target(call) is not None:
                 pre, args = self._lift_args(call)
                 return pre + self._inline(call, args, None)
+            case A.CallStmt(call=A.Call(func=A.Name(name=n)) as call) if n in self.pure:
+                # A pure function called for nothing: its arguments are still evaluated
+                # (they may call functions that write), the body has no effect.
+                decls = self.pure[n]
+                f = next((d for d in decls if len(d.params) >= len(call.args)), decls[0])
+                pre, args = self._lift_args(call)
+                return pre + self._inline(call, args, None, f)
             case A.CallStmt(call=call) if self._has_call(call):
                 pre, args = self._lift_args(call)
                 return pre + [dataclasses.replace(s, call=dataclasses.replace(
@@ -174,6 +197,15 @@ class InlineFunctions:
             case A.Return(value=v) if v is not None and self._has_call(v):
                 pre, v2 = self._lift(v)
                 return pre + [dataclasses.replace(s, value=v2)]
+            case A.For(init=i, cond=c, update=u, body=b):
+                if c is not None and self._has_call(c):
+                    # Lifted out, the call would run once instead of before every test.
+                    self.diags.error(c.pos, "unsupported construct: a call of a function with "
+                                            "statements in a for loop's condition")
+                    return [s]
+                return [dataclasses.replace(s, init=tuple(self._stmts(i)),
+                                            update=tuple(self._stmts(u)),
+                                            body=self._as_block(b))]
         return [s]
 
     def _as_block(self, s: A.Stmt) -> A.Stmt:
@@ -234,18 +266,11 @@ class InlineFunctions:
     def _written(self, x: Any) -> set[str]:
         """Spellings of the locations passed as out/inout to inlined calls inside x."""
         out: set[str] = set()
-        stack = [x]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, tuple):
-                stack.extend(n)
-            elif isinstance(n, A.Call) and (f := self._target(n)) is not None:
+        for n in nodes(x):
+            if isinstance(n, A.Call) and (f := self._target(n)) is not None:
                 for p, a in zip(f.params, n.args):
                     if p.direction in ("out", "inout") and a.value is not None:
                         out.add(expr_text(a.value))
-                stack.extend(n.args)
-            elif isinstance(n, A.Node) and not isinstance(n, A.Annotation):
-                stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
         return out
 
     @staticmethod
@@ -338,6 +363,27 @@ class InlineFunctions:
                 changes[fld.name] = tuple(items)
         return pre, dataclasses.replace(e, **changes) if changes else e
 
+    def _lift_lvalue(self, lv: A.Expr) -> tuple[list[A.Stmt], A.Expr]:
+        """An lvalue whose stack indexes hold calls, with each such index computed first into
+        a temporary (left to right, outer stack first)."""
+        match lv:
+            case A.Index(expr=x, index=i):
+                pre, x2 = self._lift_lvalue(x)
+                if self._has_call(i):
+                    p, i2 = self._lift(i)
+                    pre += p
+                    t = self.declared.type_of(i2)
+                    if t is not None:
+                        copy = self._temp("tmp", t, i.pos)
+                        pre.append(A.Assign(i.pos, copy, i2))
+                        i2 = copy
+                    i = i2
+                return pre, dataclasses.replace(lv, expr=x2, index=i)
+            case A.Member(expr=x) | A.Slice(expr=x):
+                pre, x2 = self._lift_lvalue(x)
+                return pre, dataclasses.replace(lv, expr=x2) if x2 is not x else lv
+        return [], lv
+
     def _freeze_indexes(self, lv: A.Expr, written: set[str]) -> tuple[list[A.Stmt], A.Expr]:
         """An lvalue whose stack indexes read a location in ``written``, with those indexes
         copied into temporaries first."""
@@ -409,8 +455,9 @@ class InlineFunctions:
             st = self.storage[id(f)] = _Storage(params, result, done)
         return st
 
-    def _inline(self, call: A.Call, args: list[A.Arg], target: A.Expr | None) -> list[A.Stmt]:
-        f = self._target(call)
+    def _inline(self, call: A.Call, args: list[A.Arg], target: A.Expr | None,
+                f: A.FunctionDecl | None = None) -> list[A.Stmt]:
+        f = f or self._target(call)
         assert f is not None and f.body is not None
         pos = call.pos
         if self.depth >= _MAX_DEPTH:
@@ -498,6 +545,27 @@ class InlineFunctions:
         return []
 
 
+def _pure_functions(bodies: dict[str, list[A.FunctionDecl]]) -> set[str]:
+    """Names of the functions that stay expressions: ``return e;`` with ``in`` parameters
+    only, where e calls no function that must be expanded (or might be: a name declared
+    more than once is expanded)."""
+    pure = {n for n, ds in bodies.items() if len(ds) == 1 and is_pure_expression(ds[0])}
+    changed = True
+    while changed:
+        changed = False
+        for n in sorted(pure):
+            ret = bodies[n][0].body.stmts[0]  # type: ignore[union-attr]
+            assert isinstance(ret, A.Return)
+            if any(c in bodies and c not in pure for c in _called_names(ret.value)):
+                pure.discard(n)
+                changed = True
+    return pure
+
+
+def _called_names(x: Any) -> set[str]:
+    return {n.func.name for n in nodes(x) if isinstance(n, A.Call) and isinstance(n.func, A.Name)}
+
+
 def _early_return(stmts: tuple[A.Stmt, ...]) -> bool:
     """Whether some `return` is not the last statement of the body (needs a done flag)."""
     def has(s: A.Stmt) -> bool:
@@ -508,6 +576,8 @@ def _early_return(stmts: tuple[A.Stmt, ...]) -> bool:
                 return any(has(x) for x in ss)
             case A.If(then=t, other=o):
                 return has(t) or (o is not None and has(o))
+            case A.For(body=b):
+                return has(b)
         return False
     body = [s for s in stmts if not isinstance(s, A.VarDecl)]
     return any(has(s) for s in body[:-1]) or (bool(body) and not isinstance(body[-1], A.Return)
@@ -537,6 +607,17 @@ def _remove_returns(stmts: tuple[A.Stmt, ...], result: str | None, done: str | N
                 ob, mo = stmt(o) if o is not None else ([], False)
                 return [A.If(s.pos, c, A.Block(t.pos, tuple(tb)),
                              A.Block(o.pos, tuple(ob)) if o is not None else None)], mt or mo
+            case A.For(cond=c, update=u, body=b):
+                bb, may = stmt(b)
+                if not may:
+                    return [s], False
+                # A return inside the loop ends it: neither the update nor another test runs.
+                assert done is not None  # _early_return: a loop holding a return needs one
+                running = A.Unary(pos, "!", A.Name(pos, done))
+                cond = running if c is None else A.Binary(c.pos, "&&", running, c)
+                update = (A.If(pos, running, A.Block(pos, u), None),) if u else u
+                return [dataclasses.replace(s, cond=cond, update=update,
+                                            body=A.Block(b.pos, tuple(bb)))], True
         return [s], False
 
     def seq(ss: tuple[A.Stmt, ...]) -> tuple[list[A.Stmt], bool]:

@@ -94,6 +94,11 @@ class InlineParsers:
     def _copy(self, sub: A.ParserDecl, inst: str, call: A.Call, cont: str,
               pos: Pos) -> tuple[str | None, list[A.ParserState], list[A.Stmt]]:
         """The sub-parser's states for one application, and what runs before its start."""
+        missing = sub.params[len(call.args):]
+        if missing and all(p.default is not None for p in missing):
+            # Parameters left out take their default values (`in bit<8> y = 5`).
+            call = dataclasses.replace(call, args=call.args + tuple(
+                A.Arg(pos, None, p.default) for p in missing))
         if len(call.args) != len(sub.params) or any(a.value is None or a.name for a in
                                                       call.args):
             self.diags.error(pos, f"unsupported construct: sub-parser '{inst}' applied with "

@@ -117,6 +117,13 @@ class Layout:
             members = tuple((fn, self._storage(f"{base}_{fn}", ft, pos, f"{text}.{fn}", temp))
                             for fn, ft in t.fields)
             return TLoc(t, pos, StructRef(t, members), text)
+        if isinstance(t, VarbitT):
+            # As p4c: a metadata header of its own (type `$varbit<N>`, one field `field`),
+            # since a BMv2 header holds at most one variable-length field.
+            name = self.header_names.new(base)
+            vt = HeaderT(f"$varbit{t.max_width}", (("field", t),))
+            self.instances.append(HeaderInstance(name, vt, True))
+            return TLoc(t, pos, FieldRef(name, "field"), text)
         name = self.names.new(base)
         slot = (name, width_of(t), isinstance(t, Bits) and t.signed)
         (self.scalar_temps if temp else self.scalar_locals).append(slot)
@@ -325,7 +332,8 @@ def storable(t: P4Type) -> bool:
     """Whether a variable (or a parameter's copy) of type t has a place in BMv2's layout."""
     if isinstance(t, StructT):
         return all(storable(ft) for _, ft in t.fields)
-    return isinstance(t, (Bits, Bool, ErrorT, EnumT, HeaderT, StackT, UnionT, UnionStackT))
+    return isinstance(t, (Bits, Bool, ErrorT, EnumT, HeaderT, StackT, UnionT, UnionStackT,
+                          VarbitT))
 
 
 _SIGNATURES = {

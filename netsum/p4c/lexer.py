@@ -26,9 +26,10 @@ class TokKind(enum.Enum):
 
 
 KEYWORDS = frozenset("""
-abstract action apply bit bool const control default else entries enum error exit extern false
-header header_union if in inout int key list match_kind out package parser priority return select
-state string struct switch table this transition true tuple type typedef varbit void value_set
+abstract action apply bit bool break const continue control default else entries enum error exit
+extern false for header header_union if in inout int key list match_kind out package parser
+priority return select state string struct switch table this transition true tuple type typedef
+varbit void value_set
 """.split())
 
 # Longest operators first so that the regex alternation prefers them.

@@ -12,8 +12,8 @@ from . import ast as A
 from .calls import CallInfo, CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_param, field_json, hexstr, lower_expr, ref_json, wrap
-from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TConst, TExpr, TIsValid,
-                 TList, TLoc, TSlice, UnionRef, UnionStackRef)
+from .ir import (FieldRef, HeaderRef, ParamRef, StackLastRef, StackRef, StructRef, TConst, TExpr,
+                 TIsValid, TList, TLoc, TSlice, UnionRef, UnionStackRef)
 from .layout import storable
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .typecheck import group_ref
@@ -41,6 +41,9 @@ class ActionLowering(InlineActions, ExternLowering):
         self.frames: list[Frame] = []
         self.exited: TLoc | None = None
         self._stops: dict[int, bool] = {}
+        # Enclosing loops, innermost last: the jumps of their break and continue statements
+        # (patched when the loop's end and its update are placed).
+        self.loops: list[tuple[list[int], list[int]]] = []
 
     def _forget(self, ref: FieldRef | None) -> None:
         if ref is None:
@@ -185,10 +188,65 @@ class ActionLowering(InlineActions, ExternLowering):
                 prims.append(_prim("exit", []))
                 returns.append(len(prims))
                 prims.append(_prim("_jump", [hexstr(0)]))
+            case A.For():
+                self._for(s, env, prims, returns)
+            case A.Break() | A.Continue():
+                if not self.loops:   # CheckLoops reports it in the source; never reached
+                    self.err(s.pos, "break or continue outside of a loop")
+                    return
+                jumps = self.loops[-1][0 if isinstance(s, A.Break) else 1]
+                jumps.append(len(prims))
+                prims.append(_prim("_jump", [hexstr(0)]))
             case A.Switch():
                 self.err(s.pos, "unsupported construct: switch statement inside an action")
             case _:
                 self.err(s.pos, f"unsupported construct: {type(s).__name__} in an action")
+
+    def _for(self, s: A.For, env: Env, prims: list[Json], returns: list[int]) -> None:
+        """p4c's layout (backends/bmv2/common/action.cpp): init; L: ``_jump_if_zero(cond,
+        end)``; body; update (``continue`` lands here); ``_jump L``; end (``break`` lands
+        here)."""
+        self._stmts(s.init, env, prims, returns)
+        cond: TExpr | None = None
+        if s.cond is not None:
+            cond = self.typer.expr(s.cond, env, Bool())
+            if cond is None:
+                return
+            if not isinstance(cond.type, Bool):
+                self.err(s.cond.pos, f"a for loop condition must be bool, got {show(cond.type)}")
+                return
+            if isinstance(cond, TConst):
+                if not cond.value:
+                    # Never runs: the body is lowered for its diagnostics only.
+                    self.loops.append(([], []))
+                    try:
+                        self._stmt(s.body, env.child(), [], [])
+                    finally:
+                        self.loops.pop()
+                    return
+                cond = None
+        self._forget(None)          # the loop head is reached from the back edge too
+        top = len(prims)
+        exits: list[int] = []
+        if cond is not None:
+            exits.append(len(prims))
+            prims.append(_prim("_jump_if_zero", [as_param_b2d(cond), hexstr(0)]))
+        self.loops.append(([], []))
+        try:
+            self._stmt(s.body, env.child(), prims, returns)
+        finally:
+            breaks, continues = self.loops.pop()
+        if self.may_stop(s.body, env):
+            # A return or exit inside an inlined call set its flag: leave the loop.
+            stop = self.guard(prims)
+            if stop is not None:
+                exits.append(stop)
+        self._forget(None)
+        self._patch(prims, continues, len(prims))
+        self._stmts(s.update, env, prims, returns)
+        prims.append(_prim("_jump", [hexstr(top)]))
+        self._patch(prims, exits + breaks, len(prims))
+        self._forget(None)
 
     # ------------------------------------------------------------ assignments
     def assign(self, lhs: TLoc, rhs: TExpr, pos: Pos, prims: list[Json]) -> None:
@@ -212,6 +270,16 @@ class ActionLowering(InlineActions, ExternLowering):
         if isinstance(t, HeaderT):
             if isinstance(rhs, TLoc) and isinstance(rhs.ref, HeaderRef) and rhs.type == t:
                 prims.append(_prim("assign_header", [ref_json(lhs), ref_json(rhs)]))
+            elif isinstance(rhs, TLoc) and isinstance(rhs.ref, StackLastRef) and \
+                    rhs.type == t and isinstance(lhs.ref, HeaderRef):
+                # `h = hs.last` (parsers only): the element at BMv2's last_stack_index,
+                # picked per packet (dereference_header_stack as a header operand).
+                stack = {"type": "header_stack", "value": rhs.ref.name}
+                last = {"type": "expression", "value": {
+                    "op": "dereference_header_stack", "left": stack, "right": {
+                        "type": "expression", "value": {
+                            "op": "last_stack_index", "left": None, "right": stack}}}}
+                prims.append(_prim("assign_header", [ref_json(lhs), last]))
             else:
                 self.err(pos, f"unsupported construct: assigning {show(rhs.type)} to header "
                               f"{show(t)}")

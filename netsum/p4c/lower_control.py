@@ -45,6 +45,10 @@ class PipelineState:
     table_id: int = 0
     cond_id: int = 0
     applied: dict[str, Pos] = field(default_factory=dict)
+    #: Tables applied as plain statements: qualified name -> (entry node, the successor each
+    #: application was given).  p4c-bm2-ss accepts a table applied in several places when
+    #: every application is followed by the same node (one next_tables serves them all).
+    plain: dict[str, tuple[str, list[tuple[Pos, str | None]]]] = field(default_factory=dict)
 
 
 class ControlLowering:
@@ -113,6 +117,7 @@ class ControlLowering:
         frag = self._seq(self.body.stmts, self.env)
         for h in frag.holes:
             h(None)
+        self._check_reapplied()
         # Hidden actions follow the control's own actions, in block post-order.
         for _, act, group, genv in sorted(self.hidden, key=lambda x: x[0]):
             lowering = ActionLowering(self.ctx, self.scope.role)
@@ -126,6 +131,21 @@ class ControlLowering:
         return {"name": name, "id": pid, "init_table": frag.entry, "tables": self.tables,
                 "action_profiles": self.tl.profile_set().take_pipeline(),
                 "conditionals": self.conds}
+
+    def _check_reapplied(self) -> None:
+        """Refuse, as p4c-bm2-ss does, a table applied in several places but followed by
+        different nodes (controlFlowGraph.cpp: 'has multiple successors')."""
+        for qname, (entry, nexts) in self.ps.plain.items():
+            last = max((pos for pos, _ in nexts), key=lambda p: (p.line, p.col))
+            if any(nxt == entry for _, nxt in nexts):
+                self.err(last, f"table '{qname}' is applied twice in a row; BMv2 tables "
+                               "cannot follow themselves (a loop in the control graph)")
+            elif len({nxt for _, nxt in nexts}) > 1:
+                self.err(last, f"table '{qname}' is applied more than once (first at "
+                               f"{self.ps.applied[qname]}) with different successors "
+                               f"({', '.join(sorted(str(n) for _, n in nexts))}); BMv2 "
+                               "allows one successor per table")
+        self.ps.plain.clear()
 
     def _applied_tables(self) -> list[A.TableDecl]:
         names: set[str] = set()
@@ -302,6 +322,11 @@ class ControlLowering:
                 return self._if(s, env)
             case A.Switch():
                 return self._switch(s, env)
+            case A.For():
+                self.err(s.pos, "unsupported construct: a for loop in an apply block that "
+                                "applies a table or a control, or returns (BMv2's control "
+                                "graph has no loops)")
+                return Frag(None, [])
         self.err(s.pos, f"unsupported construct: {type(s).__name__} in an apply block")
         return Frag(None, [])
 
@@ -311,12 +336,25 @@ class ControlLowering:
             return Frag(None, [])
         if info.kind is CallKind.APPLY:
             assert isinstance(info.target, A.TableDecl)   # an APPLY call's target is a table
+            again = self.ps.plain.get(control_plane_name(self.scope.prefix, info.target))
+            if again is not None:
+                # Applied again as a statement: the same node, checked at the end to be
+                # followed by the same successor as every other application.
+                return Frag(again[0], [lambda nxt: again[1].append((c.pos, nxt))])
             tj = self._apply(info.target, c.pos)
             if tj is None:
                 return Frag(None, [])
             for k in tj["next_tables"]:
                 tj["next_tables"][k] = "$hole"
-            return Frag(self._entry(tj), [self._set_all(tj)])
+            nexts: list[tuple[Pos, str | None]] = []
+            self.ps.plain[control_plane_name(self.scope.prefix, info.target)] = \
+                (self._entry(tj), nexts)
+            fill = self._set_all(tj)
+
+            def record(nxt: str | None) -> None:
+                nexts.append((c.pos, nxt))
+                fill(nxt)
+            return Frag(self._entry(tj), [record])
         if info.kind is CallKind.SUBAPPLY:
             return self._sub_apply(info)
         if info.kind is CallKind.ACTION:
@@ -340,7 +378,8 @@ class ControlLowering:
                                f"(first at {prev}); its tables can be applied only once")
             return Frag(None, [])
         self.ps.applied.setdefault(info.qualified, info.pos)
-        bindings: dict[str, Sym] = {}
+        bindings: dict[str, Sym] = {p: Sym(x.kind, p, x.value, x.qualified)
+                                    for p, x in info.externs}
         copies: list[tuple[TLoc, TExpr]] = []
         for p, a in zip(info.params, info.args):
             if a is None and p.default is not None:

@@ -32,6 +32,8 @@ class LowerCtx:
     field_lists: list[Json] = field(default_factory=list)
     learn_lists: list[Json] = field(default_factory=list)
     digests: dict[str, StructT] = field(default_factory=dict)  # learn list name -> data type
+    #: digest calls on a list without a struct type: (file, line, column) -> digest_<n>
+    tuple_digests: dict[tuple[str, int, int], str] = field(default_factory=dict)
     direct_meter_targets: dict[str, FieldRef] = field(default_factory=dict)
     names: NameGen = field(default_factory=NameGen)
     sub_scopes: list[Any] = field(default_factory=list)  # BlockScopes of control instances

@@ -191,6 +191,15 @@ class ExternLowering:
         receiver, data = info.args
         assert receiver is not None and data is not None
         st = info.type_args[0] if info.type_args else data.type
+        if not isinstance(st, StructT) and isinstance(data, TList) and \
+                not isinstance(data.type, StructT):
+            # A list of values without a struct type (`digest(5, { f })`): p4c's P4Info names
+            # it digest_<n>, n counting such calls, with a tuple type spec; the learn list
+            # takes the same name so that P4Runtime finds it.
+            name = self.ctx.tuple_digests.setdefault(
+                (info.pos.file, info.pos.line, info.pos.col),
+                f"digest_{len(self.ctx.tuple_digests)}")
+            st = StructT(name, tuple((f"f{i}", it.type) for i, it in enumerate(data.items)))
         if not isinstance(st, StructT):
             self.err(info.pos, "digest data must be a struct (or a list with digest<T> naming "
                                "the struct type)")

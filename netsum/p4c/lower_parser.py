@@ -13,10 +13,11 @@ from .blocks import BlockScope
 from .calls import CallKind, resolve_call
 from .diagnostics import Pos
 from .exprjson import Json, as_condition, as_param, field_json, hexstr, lower_expr, ref_json, wrap
-from .ir import (FieldRef, HeaderRef, StackFieldRef, StackRef, TConst, TExpr, TLoc, TLookahead,
-                 UnionStackNextRef, UnionStackRef)
+from .ir import (FieldRef, HeaderRef, StackFieldRef, StackRef, StructRef, TConst, TExpr, TLoc,
+                 TLookahead, UnionStackNextRef, UnionStackRef)
 from .layout import NameGen
 from .lower_action import ActionLowering, LowerCtx, as_param_b2d
+from .lower_ctx import prim
 from .scopes import Env, SymKind, ValueSet
 from .types import (Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, P4Type, StackT, StructT,
                     VarbitT, show, width_of)
@@ -66,6 +67,8 @@ def _state_stmt(ctx: LowerCtx, s: A.Stmt, env: Env, ops: list[Json]) -> None:
         case A.EmptyStmt():
             pass
         case A.CallStmt(call=c):
+            if _dynamic_validity(ctx, c, env, ops):
+                return
             info = resolve_call(c, env, typer)
             if info is None:
                 return
@@ -96,6 +99,64 @@ def _state_stmt(ctx: LowerCtx, s: A.Stmt, env: Env, ops: list[Json]) -> None:
             ctx.diags.error(s.pos, f"unsupported construct: {type(s).__name__} in a parser state")
 
 
+def _dynamic_validity(ctx: LowerCtx, c: A.Call, env: Env, ops: list[Json]) -> bool:
+    """`hs[i].setValid()` / `.setInvalid()` with a run-time i in a parser state: BMv2's
+    add_header / remove_header on the element picked per packet (a dereference_header_stack
+    operand, as p4c emits a run-time array index).  False when c is not that."""
+    f = c.func
+    if not (isinstance(f, A.Member) and f.member in ("setValid", "setInvalid") and
+            not c.args and isinstance(f.expr, A.Index)):
+        return False
+    base = ctx.typer.expr(f.expr.expr, env)
+    if not (isinstance(base, TLoc) and isinstance(base.ref, StackRef)):
+        return False
+    idx = ctx.typer.expr(f.expr.index, env)
+    if idx is None or isinstance(idx, TConst):
+        return False
+    operand = {"type": "expression", "value": {
+        "op": "dereference_header_stack",
+        "left": {"type": "header_stack", "value": base.ref.name}, "right": as_param(idx)}}
+    op = "add_header" if f.member == "setValid" else "remove_header"
+    ops.append({"parameters": [prim(op, [operand])], "op": "primitive"})
+    return True
+
+
+def _lookahead_into(loc: TLoc, off: int, ops: list[Json]) -> int | None:
+    """Parser ops setting loc from the packet bits at off onwards; the offset after it."""
+    ref = loc.ref
+    if isinstance(ref, FieldRef) and isinstance(loc.type, (Bits, Bool)):
+        w = width_of(loc.type)
+        ops.append({"parameters": [field_json(ref), {"type": "lookahead", "value": [off, w]}],
+                    "op": "set"})
+        return off + w
+    if isinstance(ref, HeaderRef):
+        ops.append({"parameters": [prim("add_header", [ref_json(loc)])], "op": "primitive"})
+        for fname, ft in ref.type.fields:
+            if not isinstance(ft, (Bits, Bool)):
+                return None
+            ops.append({"parameters": [field_json(FieldRef(ref.name, fname)), {
+                "type": "lookahead", "value": [off, width_of(ft)]}], "op": "set"})
+            off += width_of(ft)
+        return off
+    if isinstance(ref, StackRef):
+        el = ref.type.elem
+        for i in range(ref.type.size):
+            got = _lookahead_into(TLoc(el, loc.pos, HeaderRef(f"{ref.name}[{i}]", el),
+                                       loc.text), off, ops) if isinstance(el, HeaderT) else None
+            if got is None:
+                return None
+            off = got
+        return off
+    if isinstance(ref, StructRef):
+        for _, m in ref.members:
+            got = _lookahead_into(m, off, ops)
+            if got is None:
+                return None
+            off = got
+        return off
+    return None
+
+
 def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
                    ops: list[Json]) -> None:
     typer = ctx.typer
@@ -104,6 +165,14 @@ def _parser_assign(ctx: LowerCtx, s: A.Stmt, l: A.Expr, r: A.Expr, env: Env,
         return
     rhs = typer.expr(r, env, lhs.type, lookahead_ok=True)
     if rhs is None:
+        return
+    if isinstance(rhs, TLookahead) and isinstance(rhs.type, (HeaderT, StructT)) and \
+            isinstance(lhs, TLoc) and lhs.type == rhs.type:
+        # x = pkt.lookahead<T>() for a header, or a struct of headers, stacks and bit strings:
+        # every header becomes valid and each field is set from the packet bits at its offset
+        # (p4c reads one bit<W> lookahead and slices it; the bits are the same).
+        if _lookahead_into(lhs, rhs.offset, ops) is None:
+            ctx.diags.error(s.pos, f"unsupported construct: lookahead into {show(lhs.type)}")
         return
     if isinstance(rhs, TLookahead):
         # pkt.lookahead<T>() or a field/slice of it: BMv2 sets the field from packet bits.

@@ -38,7 +38,8 @@ def annotation_strings(annos: tuple[A.Annotation, ...],
     """Annotations as P4Info preamble strings, e.g. '@noWarn("unused")'; ``keep`` names
     annotations P4Info repeats in this place although they also have a field of their own
     (an action reference's @defaultonly/@tableonly beside its scope)."""
-    return tuple(f"@{a.name}" + (f"({a.body})" if a.body else "")
+    return tuple(f"@{a.name}[{a.body}]" if a.structured else
+                 f"@{a.name}" + (f"({a.body})" if a.body else "")
                  for a in annos if a.name not in _SKIP_ANNOTATIONS or a.name in keep)
 
 

@@ -137,6 +137,7 @@ class DigestModel:
     # (member name, bit width, P4Info type spec: "bit", "int", "bool", "error", "enum:NAME",
     # "serializable_enum:NAME" or "new_type:NAME")
     fields: tuple[tuple[str, int, str], ...]
+    tuple: bool = False  # a list of values without a struct type: a tuple type spec
 
 
 @dataclass

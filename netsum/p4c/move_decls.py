@@ -96,6 +96,10 @@ class MoveDeclarations:
                                                                           as_const))
                     if c.body is not None else None) for c in cs)
                 return dataclasses.replace(s, cases=cases)
+            case A.For(init=i, update=u, body=b):
+                body = self._stmt(b, moved, as_const) or A.EmptyStmt(b.pos)
+                return dataclasses.replace(s, init=self._stmts(i, moved, as_const),
+                                           update=self._stmts(u, moved, as_const), body=body)
         return s
 
     # ------------------------------------------------------------ blocks

@@ -11,6 +11,7 @@ from p4.config.v1 import p4info_pb2
 from .diagnostics import Diagnostics
 from .ids import Prefix, assign_ids
 from .model import ControlPlane
+from .structured_annotations import add_annotations
 
 __all__ = ["build_p4info", "p4info_text", "aliases"]
 
@@ -41,7 +42,7 @@ def _preamble(pre: p4info_pb2.Preamble, id_: int, name: str, alias: str,
     pre.id = id_
     pre.name = name
     pre.alias = alias
-    pre.annotations.extend(annotations)
+    add_annotations(pre, annotations)
 
 
 def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
@@ -87,7 +88,7 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             mf.name = k.name
             mf.bitwidth = k.bitwidth
             mf.match_type = _MATCH[k.match_type]
-            mf.annotations.extend(k.annotations)
+            add_annotations(mf, k.annotations)
             if k.type_name:
                 mf.type_name.name = k.type_name
         for ref in t.actions:
@@ -95,7 +96,7 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
             ar.id = aid[ref.name]
             if ref.scope:
                 ar.scope = p4info_pb2.ActionRef.Scope.Value(ref.scope)
-            ar.annotations.extend(ref.annotations)
+            add_annotations(ar, ref.annotations)
         if t.default_action:
             if t.default_const:
                 pt.const_default_action_id = aid[t.default_action]
@@ -203,26 +204,34 @@ def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
     for d in cp.digests:
         pdg = info.digests.add()
         _preamble(pdg.preamble, did[d.name], d.name, alias[d.name], ())
-        pdg.type_spec.struct.name = d.name
-        st = info.type_info.structs[d.name]
+        if d.tuple:  # p4c: a tuple type spec; type_info present, empty
+            info.type_info.SetInParent()
+            pdg.type_spec.tuple.SetInParent()
+        else:
+            pdg.type_spec.struct.name = d.name
+            st = info.type_info.structs[d.name]
         for fname, width, spec in d.fields:
-            mem = st.members.add()
-            mem.name = fname
+            if d.tuple:
+                mem = pdg.type_spec.tuple.members.add()
+            else:
+                smem = st.members.add()
+                smem.name = fname
+                mem = smem.type_spec
             kind, _, tname = spec.partition(":")
             if kind == "bool":
-                mem.type_spec.bool.SetInParent()
+                mem.bool.SetInParent()
             elif kind == "error":
-                mem.type_spec.error.SetInParent()
+                mem.error.SetInParent()
             elif kind == "enum":
-                mem.type_spec.enum.name = tname
+                mem.enum.name = tname
             elif kind == "serializable_enum":
-                mem.type_spec.serializable_enum.name = tname
+                mem.serializable_enum.name = tname
             elif kind == "new_type":
-                mem.type_spec.new_type.name = tname
+                mem.new_type.name = tname
             elif kind == "int":
-                mem.type_spec.bitstring.int.bitwidth = width
+                mem.bitstring.int.bitwidth = width
             else:
-                mem.type_spec.bitstring.bit.bitwidth = width
+                mem.bitstring.bit.bitwidth = width
     for name, nt in cp.new_types.items():
         spec = info.type_info.new_types[name]
         if nt.uri:

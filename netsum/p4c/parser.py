@@ -6,13 +6,15 @@ the end of the enclosing declaration and goes on, so one run reports several err
 """
 from __future__ import annotations
 
-from .ast import (ActionDecl, Annotation, Assign, Binary, Block, Call, CallStmt, ConstDecl,
-                  ControlDecl, ControlTypeDecl, EmptyStmt, EnumDecl, ErrorDecl, Exit, Expr,
-                  ExternDecl, Field, FunctionDecl, HeaderDecl, HeaderUnionDecl, If,
+from .ast import (ActionDecl, Annotation, Assign, Binary, Block, Break, Call, CallStmt,
+                  ConstDecl, Continue, ControlDecl, ControlTypeDecl, Default, EmptyStmt,
+                  EnumDecl, ErrorDecl, Exit, Expr, ExternDecl, Field, For, ForIn, FunctionDecl,
+                  BitType, BoolType, HeaderDecl, HeaderUnionDecl, If, IntType, Range, StackType,
                   Instantiation, KeyElement, ListExpr, MatchKindDecl, MethodDecl, Name, Node,
                   PackageDecl, Param, ParserDecl, ParserState, ParserTypeDecl, Program, Return,
                   Select, SelectCase, Stmt, StructDecl, Switch, SwitchCase, TableDecl,
                   TableEntry, TableProperty, TypeName, Typedef, VarDecl)
+from . import structured_annotations
 from .diagnostics import Diagnostics
 from .lexer import Token, TokKind
 from .parse_expr import ExprParser, ParseError
@@ -121,8 +123,33 @@ class Parser(ExprParser):
                         args = tuple(items)
                 except ParseError:
                     args = ()
+            elif self.at("[") and self.tok.pos.line == name.pos.line:
+                out.append(self._structured_annotation(at, name.text))
+                continue
             out.append(Annotation(at.pos, name.text, args, body))
         return tuple(out)
+
+    # structured annotation: '@' name '[' (expr (',' expr)* | name '=' expr (',' ...)*)? ']'
+    def _structured_annotation(self, at: Token, name: str) -> Annotation:
+        self.expect("[")
+        items: list[tuple[str | None, int | str | bool]] = []
+        while not self.accept("]"):
+            if items:
+                self.expect(",")
+            key: str | None = None
+            if self.tok.kind is TokKind.IDENT and self.peek().text == "=":
+                key = self.ident("a key").text
+                self.expect("=")
+            e = self.parse_expr()
+            v = structured_annotations.fold(e)
+            if v is None:
+                raise ParseError(e.pos, f"unsupported construct: structured annotation "
+                                        f"'@{name}' value that is not a literal constant")
+            if items and (key is None) != (items[0][0] is None):
+                raise ParseError(e.pos, f"structured annotation '@{name}' mixes key = value "
+                                        "pairs and expressions")
+            items.append((key, v))
+        return Annotation(at.pos, name, (), structured_annotations.encode(items), True)
 
     # declaration: annotations (constDecl | typedef | header | struct | enum | error
     #   | match_kind | extern | parser | control | package | action | instantiation)
@@ -147,9 +174,10 @@ class Parser(ExprParser):
             self.i += 1
             name = self.ident()
             self.type_names.add(name.text)
+            tparams = self._type_params()
             fields = self._fields()
             cls = {"header": HeaderDecl, "struct": StructDecl, "header_union": HeaderUnionDecl}
-            return cls[t.text](name.pos, annos, name.text, fields)
+            return cls[t.text](name.pos, annos, name.text, fields, tparams)
         if self.accept("enum"):
             underlying = None
             if self.at("bit") or self.at("int"):
@@ -201,6 +229,13 @@ class Parser(ExprParser):
             annos = self.annotations()
             typ = self.parse_type()
             name = self.ident("a field name")
+            if self.at("[") or (isinstance(typ, StackType) and
+                                isinstance(typ.elem, (BitType, IntType, BoolType))):
+                # P4_16 1.2.5 arrays of bit strings (`bit<8>[16] a;`, or C's `bit<8> a[16];`
+                # that p4c parses too): p4c-bm2-ss stops at them as well (a BMv2 header
+                # cannot hold a stack).
+                raise ParseError(name.pos, f"unsupported construct: an array field "
+                                           f"'{name.text}' (arrays of bit strings)")
             self.expect(";")
             fields.append(Field(name.pos, annos, name.text, typ))
         return tuple(fields)
@@ -415,13 +450,15 @@ class Parser(ExprParser):
                 self._skip_to_end(0)
         return ParserState(name.pos, annos, name.text, tuple(stmts), transition, tpos)
 
-    # select: 'select' '(' exprs ')' '{' (keyset ':' name ';')* '}'
-    def _select(self) -> Select:
+    # select: 'select' '(' exprs? ')' '{' (keyset ':' name ';')* '}'
+    def _select(self) -> Select | str:
         pos = self.expect("select").pos
         self.expect("(")
-        keys = [self.parse_expr()]
-        while self.accept(","):
+        keys: list[Expr] = []
+        if not self.at(")"):
             keys.append(self.parse_expr())
+            while self.accept(","):
+                keys.append(self.parse_expr())
         self.expect(")")
         self.expect("{")
         cases: list[SelectCase] = []
@@ -431,7 +468,17 @@ class Parser(ExprParser):
             st = self.ident("a state name")
             self.expect(";")
             cases.append(SelectCase(ks.pos, ks, st.text, st.pos))
-        return Select(pos, tuple(keys), tuple(cases))
+        if keys:
+            return Select(pos, tuple(keys), tuple(cases))
+        # select() over no expressions: only a default case can match, so the first one is
+        # the state's one transition (p4c's midend makes it a plain 'transition s;').
+        for c in cases:
+            if isinstance(c.keyset, Default):
+                return c.state
+            raise ParseError(c.pos, "a select() over no expressions can only have "
+                                    "'default' cases")
+        raise ParseError(pos, "unsupported construct: a select() over no expressions "
+                              "without a 'default' case")
 
     # table: 'table' name '{' property* '}'
     def _table(self, annos: tuple[Annotation, ...]) -> TableDecl:
@@ -514,8 +561,8 @@ class Parser(ExprParser):
         return Block(pos, tuple(stmts))
 
 
-    # statement: block | if | switch | return | exit | ';' | varDecl | constDecl
-    #          | lvalue '=' expr ';' | call ';'
+    # statement: block | if | switch | for | break ';' | continue ';' | return | exit | ';'
+    #          | varDecl | constDecl | lvalue '=' expr ';' | lvalue op'=' expr ';' | call ';'
     def statement(self) -> Stmt:
         t = self.tok
         if self.at("{"):
@@ -538,9 +585,17 @@ class Parser(ExprParser):
             return Exit(t.pos)
         if self.accept("switch"):
             return self._switch(t)
+        if self.accept("break"):
+            self.expect(";")
+            return Break(t.pos)
+        if self.accept("continue"):
+            self.expect(";")
+            return Continue(t.pos)
         annos = self.annotations()
         if annos and self.at("{"):
             return self.block()  # e.g. @atomic { ... }: BMv2 locks per action anyway
+        if self.at("for"):
+            return self._for(self.tok)  # annotations (@unroll ...) are hints: ignored
         if self.at("const"):
             self.i += 1
             typ = self.parse_type()
@@ -550,29 +605,74 @@ class Parser(ExprParser):
             self.expect(";")
             return VarDecl(name.pos, annos, typ, name.text, init, is_const=True)
         if self._starts_var_decl():
-            typ = self.parse_type()
-            name = self.ident("a variable name")
-            init_opt = self.parse_expr() if self.accept("=") else None
+            decl = self._var_decl(annos)
             self.expect(";")
-            return VarDecl(name.pos, annos, typ, name.text, init_opt)
+            return decl
+        simple = self._simple_statement()
+        self.expect(";")
+        return simple
+
+    # varDecl (without its ';'): type name ['=' expr]
+    def _var_decl(self, annos: tuple[Annotation, ...]) -> VarDecl:
+        typ = self.parse_type()
+        name = self.ident("a variable name")
+        init_opt = self.parse_expr() if self.accept("=") else None
+        return VarDecl(name.pos, annos, typ, name.text, init_opt)
+
+    # simpleStatement (without its ';'): lvalue '=' expr | lvalue op'=' expr | call
+    def _simple_statement(self) -> Stmt:
         lhs = self.parse_expr()
         if self.at("="):
             pos = self.tok.pos
             self.i += 1
-            rhs = self.parse_expr()
-            self.expect(";")
-            return Assign(pos, lhs, rhs)
+            return Assign(pos, lhs, self.parse_expr())
         if self.tok.text in _COMPOUND:
             # `a op= b` is `a = a op b` (P4_16 1.2.4); the left side is written once here.
             op_tok = self.tok
             self.i += 1
             rhs = self.parse_expr()
-            self.expect(";")
             return Assign(op_tok.pos, lhs, Binary(op_tok.pos, _COMPOUND[op_tok.text], lhs, rhs))
         if isinstance(lhs, Call):
-            self.expect(";")
             return CallStmt(lhs.pos, lhs)
         raise ParseError(self.tok.pos, f"syntax error, expected '=' or ';' but found '{self.tok}'")
+
+    # for: 'for' '(' [forInit {',' forInit}] ';' [expr] ';' [simpleStatement {','
+    #      simpleStatement}] ')' statement ; forInit: varDecl | simpleStatement
+    #    | 'for' '(' annotations typeRef name 'in' expr ['..' expr] ')' statement
+    def _for(self, t: Token) -> Stmt:
+        self.expect("for")
+        self.expect("(")
+        annos = self.annotations()
+        if self._starts_var_decl():
+            start = self.i
+            typ = self.parse_type()
+            name = self.ident("a variable name")
+            if self.accept("in"):
+                coll = self.parse_expr()
+                if self.accept(".."):
+                    coll = Range(coll.pos, coll, self.parse_expr())
+                self.expect(")")
+                return ForIn(t.pos, typ, name.text, coll, self.statement())
+            self.i = start
+        init: list[Stmt] = []
+        if not self.at(";"):
+            while True:
+                init.append(self._var_decl(annos) if self._starts_var_decl()
+                            else self._simple_statement())
+                annos = ()
+                if not self.accept(","):
+                    break
+        self.expect(";")
+        cond = None if self.at(";") else self.parse_expr()
+        self.expect(";")
+        update: list[Stmt] = []
+        if not self.at(")"):
+            while True:
+                update.append(self._simple_statement())
+                if not self.accept(","):
+                    break
+        self.expect(")")
+        return For(t.pos, tuple(init), cond, tuple(update), self.statement())
 
     def _starts_var_decl(self) -> bool:
         t = self.tok

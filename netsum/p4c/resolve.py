@@ -112,8 +112,33 @@ def const_eval(e: A.Expr, g: Globals, diags: Diagnostics,
             if a is None or b is None:
                 return None
             return fold_binary(op, a, b, e.pos, diags)
+        case A.Call(func=A.Name(name="static_assert"), args=args):
+            return _static_assert(e, args, g, diags, local)
     diags.error(e.pos, "expression is not a compile-time constant")
     return None
+
+
+def _static_assert(e: A.Expr, args: tuple[A.Arg, ...], g: Globals, diags: Diagnostics,
+                   local: dict[str, ConstValue] | None) -> ConstValue | None:
+    """core.p4's static_assert(check[, message]): true, or an error when check is false."""
+    if not 1 <= len(args) <= 2 or any(a.value is None for a in args):
+        diags.error(e.pos, f"static_assert takes a condition and an optional message, "
+                           f"got {len(args)} argument(s)")
+        return None
+    check = args[0].value
+    assert check is not None
+    cv = const_eval(check, g, diags, local)
+    if cv is None:
+        return None
+    if not isinstance(cv.type, Bool):
+        diags.error(check.pos, "static_assert's condition must be a bool")
+        return None
+    if not cv.value:
+        msg = args[1].value if len(args) == 2 else None
+        diags.error(e.pos, "static_assert failed" + (
+            f": {msg.value}" if isinstance(msg, A.StrLit) and msg.value else ""))
+        return None
+    return ConstValue(Bool(), True)
 
 
 def fold_binary(op: str, a: ConstValue, b: ConstValue, pos: Pos,

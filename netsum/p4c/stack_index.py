@@ -7,10 +7,11 @@ element is known only once the index is.
 
 The index is evaluated once, before the branches.  An index out of range takes no branch:
 the statement does nothing (P4_16 §8.18: a write out of bounds has no effect; what a read
-gives is unspecified).  A condition that reads `hs[i]` is computed into a bool first, so the
-branches of the `if` are not copied.  Nested indexes (`hs[hs[i].a]`) expand innermost
-first.  Parser states cannot branch in BMv2: an index there is left to the type checker,
-which reports it as unsupported.
+gives is unspecified).  A condition that reads `hs[i]` is computed into a bool first, and the
+expression of a `switch` into a variable of its type, so the branches are not copied.  A
+table key reading `hs[i]` (or another table's `apply().hit`) becomes a variable set before
+each application of the table (p4c's SimplifyKey).  Nested indexes (`hs[hs[i].a]`) expand innermost first.  Parser states cannot
+branch in BMv2: an index there is left to the type checker, which reports it as unsupported.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from typing import Any
 from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
-from .unique_names import NameSource, identifiers, rebuild
+from .typecheck import key_name
+from .unique_names import NameSource, identifiers, nodes, rebuild
 
 __all__ = ["ExpandStackIndex"]
 
@@ -31,6 +33,7 @@ class ExpandStackIndex:
     def run(self, prog: A.Program, diags: Diagnostics) -> A.Program:
         self.declared = DeclaredTypes(prog)
         self.fresh: NameSource | None = None
+        self.key_sets: dict[str, list[A.Stmt]] = {}  # table -> its key assignments
         self.prog = prog
         out: list[A.Node] = []
         for d in prog.decls:
@@ -38,6 +41,7 @@ class ExpandStackIndex:
                 case A.ControlDecl():
                     out.append(self._control(d))
                 case A.ActionDecl():
+                    self.key_sets = {}
                     self.declared.enter(d.params, d.body.stmts)
                     self.decls: list[A.VarDecl] = []
                     body = self._block(d.body)
@@ -50,8 +54,11 @@ class ExpandStackIndex:
     def _control(self, c: A.ControlDecl) -> A.ControlDecl:
         self.declared.enter(c.params, c.locals)
         self.decls = []
+        self.key_sets = {}
         locals_: list[A.Node] = []
         for x in c.locals:
+            if isinstance(x, A.TableDecl):
+                x = self._table(x)
             if isinstance(x, A.ActionDecl):
                 saved = dict(self.declared.scope)
                 self.declared.scope.update({p.name: p.type for p in x.params})
@@ -62,6 +69,60 @@ class ExpandStackIndex:
         apply = self._block(c.apply)
         return dataclasses.replace(c, locals=tuple(self.decls) + tuple(locals_), apply=apply)
 
+    def _table(self, t: A.TableDecl) -> A.TableDecl:
+        """A key reading `hs[i]`, or another table's apply result (`u.apply().hit`), becomes
+        a variable set before each application of the table (p4c SimplifyKey): the
+        assignment expands like any other statement; the key keeps its name."""
+        props: list[A.TableProperty] = []
+        for p in t.properties:
+            if p.name == "key" and isinstance(p.value, tuple):
+                keys: list[A.KeyElement] = []
+                for ke in p.value:
+                    ty = self.declared.type_of(ke.expr)
+                    applied = _applied_result(ke.expr)
+                    if applied is not None and applied != t.name:
+                        ty = A.BoolType(ke.pos)
+                    else:
+                        applied = None
+                    text = key_name(ke.expr)
+                    if ty is None or (applied is None and self._find((ke.expr,)) is None) or (
+                            text is None and not any(a.name == "name" for a in ke.annotations)):
+                        keys.append(ke)
+                        continue
+                    tmp = self._temp(ty, ke.pos, "key")
+                    set_key: A.Stmt = A.Assign(ke.pos, tmp, ke.expr)
+                    if applied is not None:
+                        # BMv2 reads an apply result in a condition only (p4c's midend
+                        # turns `k = t.apply().hit` into an if as well).
+                        set_key = A.If(ke.pos, ke.expr, A.Block(ke.pos, (A.Assign(
+                            ke.pos, tmp, A.BoolLit(ke.pos, True)),)), A.Block(ke.pos, (
+                                A.Assign(ke.pos, tmp, A.BoolLit(ke.pos, False)),)))
+                    self.key_sets.setdefault(t.name, []).append(set_key)
+                    annos = ke.annotations
+                    if text is not None and not any(a.name == "name" for a in annos):
+                        annos += (A.Annotation(ke.pos, "name", (A.StrLit(ke.pos, text),),
+                                               f'"{text}"'),)
+                    keys.append(dataclasses.replace(ke, expr=tmp, annotations=annos))
+                p = dataclasses.replace(p, value=tuple(keys))
+            props.append(p)
+        return dataclasses.replace(t, properties=tuple(props))
+
+    def _keys_before(self, s: A.Stmt) -> list[A.Stmt]:
+        """The key assignments of the tables that statement s itself applies."""
+        match s:
+            case A.CallStmt(call=c) | A.If(cond=c) | A.Switch(expr=c):
+                roots: tuple[Any, ...] = (c,)
+            case A.Assign(lhs=l, rhs=r):
+                roots = (l, r)
+            case _:
+                return []
+        out: list[A.Stmt] = []
+        for n in nodes(roots):
+            if isinstance(n, A.Call) and isinstance(n.func, A.Member) and \
+                    n.func.member == "apply" and isinstance(n.func.expr, A.Name):
+                out += self.key_sets.get(n.func.expr.name, [])
+        return out
+
     # ------------------------------------------------------------ statements
     def _block(self, b: A.Block) -> A.Block:
         out: list[A.Stmt] = []
@@ -69,7 +130,12 @@ class ExpandStackIndex:
             out += self._stmt(s)
         return dataclasses.replace(b, stmts=tuple(out))
 
-    def _stmt(self, s: A.Stmt, depth: int = 0) -> list[A.Stmt]:
+    def _stmt(self, s: A.Stmt, depth: int = 0, keyed: bool = False) -> list[A.Stmt]:
+        if not keyed and self.key_sets:
+            pre = self._keys_before(s)
+            if pre:
+                return [y for a in pre for y in self._stmt(a, depth)] + \
+                    self._stmt(s, depth, True)
         own: tuple[Any, ...]
         match s:
             case A.Assign(lhs=l, rhs=r):
@@ -80,10 +146,25 @@ class ExpandStackIndex:
                 own = (c,)
             case A.Block():
                 return [self._block(s)]
-            case A.Switch(cases=cs):
+            case A.Switch(expr=e, cases=cs):
+                t = self.declared.type_of(e)
+                if t is not None and self._find((e,)) is not None:
+                    # The element is read once, before the cases (p4c: the switch's key).
+                    tmp = self._temp(t, s.pos)
+                    return self._stmt(A.Assign(e.pos, tmp, e), depth + 1) + \
+                        self._stmt(dataclasses.replace(s, expr=tmp), depth + 1)
                 return [dataclasses.replace(s, cases=tuple(
                     dataclasses.replace(c, body=self._block(c.body)) if c.body else c
                     for c in cs))]
+            case A.For(init=i, update=u, body=b):
+                # A run-time index in the condition stays (it is read on every iteration; the
+                # lowering names it); init, update and body expand as any statement does.
+                def stmts(xs: tuple[A.Stmt, ...]) -> tuple[A.Stmt, ...]:
+                    return tuple(y for x in xs for y in self._stmt(x, depth))
+                body = self._stmt(b, depth)
+                return [dataclasses.replace(s, init=stmts(i), update=stmts(u),
+                                            body=body[0] if len(body) == 1
+                                            else A.Block(b.pos, tuple(body)))]
             case _:
                 return [s]
         found = self._find(own)
@@ -118,10 +199,10 @@ class ExpandStackIndex:
             out.append(chain)
         return out
 
-    def _temp(self, t: A.TypeExpr, pos: Pos) -> A.Name:
+    def _temp(self, t: A.TypeExpr, pos: Pos, base: str = "hsiVar") -> A.Name:
         if self.fresh is None:
             self.fresh = NameSource(identifiers(self.prog))
-        name = self.fresh.new("hsiVar")
+        name = self.fresh.new(base)
         self.decls.append(A.VarDecl(pos, (), t, name, None))
         self.declared.scope[name] = t
         return A.Name(pos, name)
@@ -145,6 +226,15 @@ class ExpandStackIndex:
                     return n, size
             stack.extend(reversed([getattr(n, f.name) for f in dataclasses.fields(n)]))
         return None
+
+
+def _applied_result(e: A.Expr) -> str | None:
+    """The table of `t.apply().hit` / `.miss` (None for anything else)."""
+    if isinstance(e, A.Member) and e.member in ("hit", "miss") and \
+            isinstance(e.expr, A.Call) and isinstance(e.expr.func, A.Member) and \
+            e.expr.func.member == "apply" and isinstance(e.expr.func.expr, A.Name):
+        return e.expr.func.expr.name
+    return None
 
 
 def _replace(s: A.Stmt, old: A.Index, new: A.Expr) -> A.Stmt:

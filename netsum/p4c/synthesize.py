@@ -15,7 +15,8 @@ from typing import Callable
 
 from . import ast as A
 
-__all__ = ["is_simple", "group_order", "hidden_action_base", "direct_action_call"]
+__all__ = ["is_simple", "group_order", "hidden_action_base", "direct_action_call",
+           "loop_fits_an_action"]
 
 
 def direct_action_call(s: A.Stmt, action_names: set[str]) -> bool:
@@ -28,15 +29,36 @@ TableCall = Callable[[A.Stmt], bool]
 
 def is_simple(s: A.Stmt, table_call: TableCall) -> bool:
     """True for statements that go into a synthesized action group; ``table_call`` says which
-    direct action calls get their own table (those with compile-time arguments)."""
+    direct action calls get their own table (those with compile-time arguments).  A ``for``
+    loop joins a group whole (its backward jump needs one action) unless something in it
+    must be a node of the control graph: an ``apply`` or a ``return`` from the block."""
     if isinstance(s, (A.Assign, A.VarDecl, A.Exit)):
         return True
+    if isinstance(s, A.For):
+        return loop_fits_an_action(s)
     if isinstance(s, A.CallStmt):
         f = s.call.func
         if isinstance(f, A.Member) and f.member == "apply":
             return False
         return not table_call(s)
     return False
+
+
+def loop_fits_an_action(s: A.For) -> bool:
+    """Whether a loop of an apply block can run inside one hidden action: it applies no table
+    or control and does not return from the apply block."""
+    stack: list[object] = [s]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, tuple):
+            stack.extend(n)
+        elif isinstance(n, A.Return):
+            return False
+        elif isinstance(n, A.Member) and n.member == "apply":
+            return False
+        elif isinstance(n, A.Node) and not isinstance(n, (A.Annotation, A.TypeExpr)):
+            stack.extend(getattr(n, f) for f in n.__dataclass_fields__)
+    return True
 
 
 def group_order(body: A.Block, table_call: TableCall) -> dict[int, int]:

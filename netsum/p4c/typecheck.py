@@ -18,7 +18,7 @@ from .layout import Layout
 from .resolve import ConstValue, fold_binary, resolve_type
 from .scopes import Env, Sym, SymKind
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, Str, StructT,
-                    UnionT, show, width_of)
+                    UnionT, lookahead_width, show, width_of)
 
 __all__ = ["Typer", "expr_text", "key_name"]
 
@@ -386,13 +386,13 @@ class Typer:
         base = self.expr(x, env, lookahead_ok=True)
         if base is None:
             return None
-        if isinstance(base, TLookahead) and isinstance(base.type, HeaderT):
+        if isinstance(base, TLookahead) and isinstance(base.type, (HeaderT, StructT)):
             off = base.offset
             for fname, fty in base.type.fields:
                 if fname == m:
                     return TLookahead(fty, e.pos, off)
-                off += width_of(fty)
-            self.err(e.pos, unknown(f"field of header '{base.type.name}':", m,
+                off += lookahead_width(fty) or 0
+            self.err(e.pos, unknown(f"field of '{base.type.name}':", m,
                                     [n for n, _ in base.type.fields]))
             return None
         if isinstance(base, TLoc):
@@ -465,6 +465,13 @@ class Typer:
                 self.err(e.pos, f"unsupported construct: '{text}' (a header stack's .next "
                                 f"can only be extracted into)")
                 return None
+        if isinstance(base, TList) and isinstance(base.type, (StructT, HeaderT)):
+            # A member of a structure-valued expression (a list or initializer bound to a
+            # parameter of an inlined function): that member's value.
+            names = [n for n, _ in (base.type.members() if isinstance(base.type, HeaderT)
+                                    else base.type.fields)]
+            if m in names and len(names) == len(base.items):
+                return base.items[names.index(m)]
         self.err(e.pos, f"{show(base.type)} has no member '{m}'")
         return None
 
@@ -559,8 +566,25 @@ class Typer:
                               else (a.value or b.value))
             return TBinary(Bool(), e.pos, op, a, b)
         want = expected if isinstance(expected, Bits) and op not in _COMPARE else None
-        a = self.expr(e.left, env, None)
-        b = self.expr(e.right, env, None)
+        if op in ("==", "!=") and isinstance(e.left, A.ListExpr) != \
+                isinstance(e.right, A.ListExpr):
+            # `s == { ... }` (a struct constant is one, see struct_consts): the list takes
+            # the other side's type, as p4c's type inference gives it.
+            a = self.expr(e.right if isinstance(e.left, A.ListExpr) else e.left, env, None)
+            if a is None:
+                return None
+            b = self.expr(e.left if isinstance(e.left, A.ListExpr) else e.right, env, a.type)
+            if b is None:
+                return None
+            if isinstance(a.type, StructT) and isinstance(b, TList):
+                eq = self._aggregate_eq(a, b, e.pos)
+                if eq is None:
+                    self.err(e.pos, f"unsupported construct: comparing {show(a.type)} values")
+                    return None
+                return eq if op == "==" else TUnary(Bool(), e.pos, "!", eq)
+        else:
+            a = self.expr(e.left, env, None)
+            b = self.expr(e.right, env, None)
         if a is None or b is None:
             return None
         if op in ("<<", ">>"):
@@ -619,24 +643,32 @@ class Typer:
         if isinstance(ua, TConst) and isinstance(ub, TConst):
             return self._fold(op, ua, ub, e.pos)
         if op in ("/", "%"):
+            if isinstance(t, Bits) and t.signed:
+                # p4c's type checker: / and % are defined on unsigned values only.
+                self.err(e.pos, f"{what}: cannot operate on signed values")
+                return None
             d = int(ub.value) if isinstance(ub, TConst) else 0
-            if isinstance(t, Bits) and not t.signed and d > 0 and d & (d - 1) == 0:
-                # By a power of two: a shift or a mask, as p4c's strength reduction makes it
-                # (BMv2 has no run-time division).
+            if isinstance(t, Bits) and d > 0 and d & (d - 1) == 0:
+                # By a power of two: a shift or a mask, as p4c's strength reduction makes it.
                 k = d.bit_length() - 1
                 if op == "/":
                     return TBinary(t, e.pos, ">>", ua, TConst(Bits(32), e.pos, k)) if k else ua
                 return TBinary(t, e.pos, "&", ua, TConst(t, e.pos, d - 1))
-            self.err(e.pos, f"unsupported construct: '{op}' on run-time values (BMv2 target)")
-            return None
+            # Otherwise BMv2's own "/" and "%" expression operators, as p4c-bm2-ss emits them
+            # (masked to the width like every arithmetic result).  BMv2 requires a divisor
+            # > 0 (it asserts); netsum-switch yields 0 for a zero divisor.
         return TBinary(t, e.pos, op, ua, ub)
 
     def _aggregate_eq(self, a: TExpr, b: TExpr, pos: Pos) -> TExpr | None:
         """`a == b` for headers, structs and stacks, member by member (spec §8.16: two
         headers are equal when both are invalid, or both valid with equal fields)."""
+        parts: list[TExpr] = []
+        if isinstance(a, TLoc) and isinstance(a.ref, StructRef) and isinstance(b, TList) and \
+                len(b.items) == len(a.ref.members):
+            # A struct against a list of its member values (a struct constant).
+            return self._members_eq([(x, y) for (_, x), y in zip(a.ref.members, b.items)], pos)
         if not (isinstance(a, TLoc) and isinstance(b, TLoc)):
             return None
-        parts: list[TExpr] = []
         if isinstance(a.ref, HeaderRef) and isinstance(b.ref, HeaderRef):
             for n, ft in a.ref.type.fields:
                 x = TLoc(ft, pos, FieldRef(a.ref.name, n), f"{a.text}.{n}")
@@ -650,15 +682,8 @@ class Typer:
                            TUnary(Bool(), pos, "!", vb))
             return TBinary(Bool(), pos, "||", none, valid_eq)
         if isinstance(a.ref, StructRef) and isinstance(b.ref, StructRef):
-            for (_, x), (_, y) in zip(a.ref.members, b.ref.members):
-                if isinstance(x.type, (HeaderT, StructT, StackT)):
-                    sub = self._aggregate_eq(x, y, pos)
-                    if sub is None:
-                        return None
-                    parts.append(sub)
-                else:
-                    parts.append(TBinary(Bool(), pos, "==", x, y))
-            return _all(parts, pos)
+            return self._members_eq([(x, y) for (_, x), (_, y) in zip(a.ref.members,
+                                                                       b.ref.members)], pos)
         if isinstance(a.ref, StackRef) and isinstance(b.ref, StackRef):
             st = a.ref.type
             for i in range(st.size):
@@ -670,6 +695,19 @@ class Typer:
                 parts.append(sub)
             return _all(parts, pos)
         return None
+
+    def _members_eq(self, pairs: list[tuple[TExpr, TExpr]], pos: Pos) -> TExpr | None:
+        """All members equal: aggregates member by member, the rest with `==`."""
+        parts: list[TExpr] = []
+        for x, y in pairs:
+            if isinstance(x.type, (HeaderT, StructT, StackT)):
+                sub = self._aggregate_eq(x, y, pos)
+                if sub is None:
+                    return None
+                parts.append(sub)
+            else:
+                parts.append(TBinary(Bool(), pos, "==", x, y))
+        return _all(parts, pos)
 
     def _fold(self, op: str, a: TConst, b: TConst, pos: Pos) -> TExpr | None:
         cv = fold_binary(op, ConstValue(a.type, a.value), ConstValue(b.type, b.value), pos,
@@ -731,7 +769,10 @@ class Typer:
             t = resolve_type(e.type_args[0], env.g, self.diags)
             if t is None:
                 return None
-            if not isinstance(t, (Bits, HeaderT)):
+            if not isinstance(t, (Bits, HeaderT)) and not (
+                    isinstance(t, StructT) and lookahead_width(t) is not None):
+                # A struct of bit strings, headers and stacks reads like a header (its
+                # members' offsets add up).
                 self.err(e.pos, f"unsupported construct: lookahead of {show(t)}")
                 return None
             return TLookahead(t, e.pos)

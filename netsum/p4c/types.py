@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["P4Type", "Bits", "InfInt", "Bool", "Str", "Void", "ErrorT", "MatchKindT", "EnumT",
            "HeaderT", "StructT", "UnionT", "StackT", "UnionStackT", "ExternT", "VarbitT", "TypeVar", "show",
-           "width_of", "is_numeric"]
+           "width_of", "lookahead_width", "is_numeric"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +187,23 @@ def width_of(t: P4Type) -> int:
         case VarbitT(w):
             return w
     raise TypeError(f"{show(t)} has no bit width")
+
+
+def lookahead_width(t: P4Type) -> int | None:
+    """Bits a lookahead<t>() reads: bit strings, bools, and headers, stacks and structs of
+    them (None for anything else, e.g. varbit fields)."""
+    match t:
+        case Bits(w, _):
+            return w
+        case Bool():
+            return 1
+        case StackT(elem=el, size=n):
+            ew = lookahead_width(el)
+            return ew * n if ew is not None else None
+        case HeaderT(fields=fs) | StructT(fields=fs):
+            ws = [lookahead_width(ft) for _, ft in fs]
+            return None if None in ws else sum(w for w in ws if w is not None)
+    return None
 
 
 def is_numeric(t: P4Type) -> bool:

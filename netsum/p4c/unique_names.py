@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos
@@ -62,6 +62,20 @@ def _fields(node: A.Node) -> tuple[str, ...]:
         names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(node)
                                      if f.name != "pos")
     return names
+
+
+def nodes(root: Any) -> Iterator[A.Node]:
+    """Every node in root (a node or a tuple of them), annotations' insides excluded."""
+    stack: list[Any] = [root]
+    while stack:
+        x = stack.pop()
+        if type(x) is tuple:
+            stack.extend(x)
+        elif isinstance(x, A.Node):
+            yield x
+            if not isinstance(x, A.Annotation):
+                stack.extend(v for f in _fields(x) if isinstance(v := getattr(x, f),
+                                                                 (A.Node, tuple)))
 
 
 def identifiers(prog: A.Program) -> set[str]:
@@ -299,4 +313,14 @@ class UniqueNames:
                     c, value=self._x(c.value),
                     body=self._block(c.body) if c.body is not None else None) for c in cs)
                 return dataclasses.replace(s, expr=self._x(e), cases=cases)
+            case A.For(init=i, cond=c, update=u, body=b):
+                # A variable declared in the init is the loop's own (scope: the loop).
+                self._push()
+                try:
+                    init = tuple(self._stmt(x) for x in i)
+                    return dataclasses.replace(s, init=init, cond=self._x(c),
+                                               update=tuple(self._stmt(x) for x in u),
+                                               body=self._stmt(b))
+                finally:
+                    self._pop()
         return self._x(s)

@@ -20,7 +20,7 @@ from netsum.schema.model import (ActionInfo, MatchField, PacketMetadataInfo, Par
                             TableInfo, ValueSetInfo, match_kind, table_info)
 
 __all__ = ["P4Schema", "NameIndex", "UnknownId", "UnknownName", "P4InfoError", "load_p4info",
-           "parse_p4info", "suggest"]
+           "parse_p4info", "suggest", "by_suffix"]
 
 
 class UnknownName(LookupError):
@@ -46,9 +46,45 @@ class P4InfoError(ValueError):
 
 
 def suggest(name: str, known: Iterable[str]) -> str:
-    """" Did you mean 'x'?" for the nearest known name, or "" when nothing is close."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    """" Did you mean 'x'?" for the nearest known name, or "" when nothing is close.  A dotted
+    name also competes by its last component (`rout` is near `ingress.route`)."""
+    shown: dict[str, str] = {}
+    for k in known:
+        shown[k] = k
+        shown.setdefault(k.rsplit(".", 1)[-1], k)
+    close = difflib.get_close_matches(name, list(shown), n=1, cutoff=0.6)
+    return f" Did you mean {shown[close[0]]!r}?" if close else ""
+
+
+class _HasName(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_HasName)
+
+
+def by_suffix(kind: str, name: str, items: Iterable[N], where: str = "") -> N:
+    """The item named `name`, else the one item whose name ends with it; among several, the one
+    that ends with "." + `name` (p4c's bmv2 STF driver's rule, looser than `NameIndex.get`: `ges`
+    finds `egress.ranges`, and `x` finds `egress.x` beside `egress.max`).  `where` qualifies the
+    messages (" in table 'ingress.acl'")."""
+    cands = list(items)
+    for it in cands:
+        if it.name == name:
+            return it
+    hits = [it for it in cands if it.name.endswith(name)]
+    if len(hits) > 1:
+        dotted = [it for it in hits if it.name.endswith("." + name)]
+        if len(dotted) == 1:
+            return dotted[0]
+        raise UnknownName(kind, name, f"{kind} name {name!r}{where} is ambiguous: "
+                          f"{', '.join(sorted(it.name for it in hits))}")
+    if not hits:
+        known = [it.name for it in cands]
+        raise UnknownName(kind, name, f"no {kind} named {name!r}{where}."
+                          f"{suggest(name, known)}".rstrip("."))
+    return hits[0]
 
 
 class _Named(Protocol):
@@ -144,7 +180,9 @@ class P4Schema:
             for m in p4info.direct_meters))
         self.registers = _resource("register", (
             ResourceInfo(*pre(r), r.size, bitwidth=r.type_spec.bitstring.bit.bitwidth
-                         or r.type_spec.bitstring.int.bitwidth)
+                         or r.type_spec.bitstring.int.bitwidth,
+                         signed=not r.type_spec.bitstring.bit.bitwidth
+                         and bool(r.type_spec.bitstring.int.bitwidth))
             for r in p4info.registers))
         dc, dm = set(self.direct_counters.by_id), set(self.direct_meters.by_id)
         self.tables: NameIndex[TableInfo] = NameIndex(

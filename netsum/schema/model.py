@@ -1,38 +1,19 @@
 """The P4Info objects netsum works with, as frozen values built once from a P4Info message.
 
 Names follow p4info.proto (`match_fields`, `match_type`, `action_refs` scopes, `direct_table_id`);
-`MatchKind` is p4info's `MatchField.MatchType` with the same wire numbers, so a value read from a
-message is already a `MatchKind` member's value and converts with `MatchKind(n)`.
+`MatchKind` (defined in `netsum.match`, re-exported here) is p4info's `MatchField.MatchType` with
+the same wire numbers, so a value read from a message converts with `MatchKind(n)`.
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from p4.config.v1 import p4info_pb2
 
+from netsum.match import MatchKind
+
 __all__ = ["MatchKind", "MatchField", "Param", "ActionInfo", "TableInfo", "ResourceInfo",
            "PacketMetadataInfo", "ValueSetInfo", "UNITS"]
-
-
-class MatchKind(enum.IntEnum):
-    """p4info.proto `MatchField.MatchType` (the numbers are the wire values)."""
-    UNSPECIFIED = 0
-    EXACT = 2
-    LPM = 3
-    TERNARY = 4
-    RANGE = 5
-    OPTIONAL = 6
-
-    @property
-    def label(self) -> str:
-        """The P4 spelling: `exact`, `lpm`, ... (also BMv2 JSON's `match_type`)."""
-        return self.name.lower()
-
-    @property
-    def needs_priority(self) -> bool:
-        """P4Runtime §9.1: entries of a table with such a field carry a priority."""
-        return self in (MatchKind.TERNARY, MatchKind.RANGE, MatchKind.OPTIONAL)
 
 
 #: Counter/meter `spec.unit` wire values -> names (p4info.proto CounterSpec.Unit).
@@ -97,6 +78,7 @@ class ResourceInfo:
     bitwidth: int = 0         # registers only
     direct_table_id: int = 0  # direct resources only
     unit: int = 0             # counter/meter `spec.unit` wire value (see UNITS)
+    signed: bool = False      # registers only: int<W> cells rather than bit<W>
 
     @property
     def unit_name(self) -> str:

@@ -2,7 +2,8 @@
 
 These are the types shared by the data plane (`netsum.switch.tables`, `netsum.switch.replication`) and every
 control plane on top of it (the P4Runtime server, tests).  All values are plain Python ints;
-byte-string encodings belong to the P4Runtime layer.
+byte-string encodings belong to the P4Runtime layer.  The match values (`Exact`, `Lpm`, ...)
+are `netsum.match`'s, the one definition the P4Runtime client uses too; re-exported here.
 
 Conventions (same as P4Runtime, not bmv2's internal ones):
 - A key is one match per key field, in the table's key order.  Wildcards are explicit:
@@ -13,44 +14,14 @@ Conventions (same as P4Runtime, not bmv2's internal ones):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+
+from netsum.match import Exact, Lpm, Match, Optional, Range, Ternary
 
 __all__ = [
     "Exact", "Lpm", "Ternary", "Range", "Optional", "Match", "ActionCall", "TableEntry",
     "Replica", "CounterValue", "MeterConfig", "widen_slice", "narrow_slice", "Ref", "MEMBER",
     "GROUP",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Exact:
-    value: int
-
-
-@dataclass(frozen=True, slots=True)
-class Lpm:
-    value: int          # already masked to the prefix
-    prefix_len: int
-
-
-@dataclass(frozen=True, slots=True)
-class Ternary:
-    value: int          # already masked (value & mask == value)
-    mask: int
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    low: int
-    high: int           # inclusive
-
-
-@dataclass(frozen=True, slots=True)
-class Optional:
-    value: int | None   # None = wildcard
-
-
-Match = Union[Exact, Lpm, Ternary, Range, Optional]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,16 +11,18 @@ the group's methods directly; DDP's C++ reducer calls `allreduce` through the bi
 |---|---|
 | `allreduce` SUM, AVG, PREMUL_SUM of float16/bfloat16/float32/float64 | switch |
 | `allreduce_coalesced` (same ops and dtypes; one flat call) | switch |
-| `reduce_scatter`, `reduce_scatter_single` (`_reduce_scatter_base`), and their coalesced forms | switch (all-reduce): the switch sums the whole tensor, the rank keeps its shard |
+| `reduce_scatter`, `reduce_scatter_single` (`_reduce_scatter_base`), and their coalesced forms | switch (reduce-scatter): each block's sum goes to the rank that owns it only |
 | `allreduce` MAX/MIN/PRODUCT/bitwise, integer or bool dtypes | gloo |
 | `broadcast`, `allgather`, `all_gather_single` (`_allgather_base`) and coalesced forms, `alltoall`, `all_to_all_single` (`alltoall_base`), `reduce`, `gather`, `scatter`, `barrier`, `send`/`recv` | gloo |
 
 Why gloo for the gathers and broadcast: the switch sums one contribution per member; an
 all-gather as a sum of zero-padded contributions would send n times the tensor up each link
 (more traffic than gloo's ring), and a one-to-many copy needs a multicast without a sum, which
-netsum.p4 does not have.  Reduce-scatter becomes in-network -- each shard's sum sent only to
-its owner, so each downlink carries S/n -- once the v2 header's dest field lands
-(/work/notes/protocol-v2.md); `_reduce_scatter_via_allreduce` is the one place to change.
+netsum.p4 does not have.  Reduce-scatter is in the network: the inputs are laid out rank-major
+(rank r's shard of every input, back to back, is one contiguous range), the switch sends each
+block's sums only to its owner (protocol v2's dest field) and a header-only ACK to the others,
+so each downlink carries S/n of values.  An engine that cannot scatter (the v1 wire's Inf/NaN
+carrier) falls back to an all-reduce of the whole input, counted "switch (all-reduce)".
 
 Nothing goes to gloo silently: `self.ledger` (netsum.training.ledger) counts every call and
 its bytes per route, logs the first delegation of each kind once, and `close()` logs the
@@ -49,7 +51,8 @@ from torch._C._distributed_c10d import Work
 
 from netsum.training.hook import timeout_seconds, torch_future
 from netsum.training.lanes import LaneEngine, LaneResult
-from netsum.training.ledger import GLOO, LOCAL, SWITCH, SWITCH_ALLREDUCE, CommLedger
+from netsum.training.ledger import (GLOO, LOCAL, SWITCH, SWITCH_ALLREDUCE, SWITCH_SCATTER,
+                                    SWITCHED, CommLedger)
 from netsum.training.register import (RegistrationError, StoreRendezvous, TrainingJob, env_int,
                                       join, unregister)
 from netsum.training.staging import FLOAT_DTYPES, Stage, stage_for
@@ -132,7 +135,7 @@ class ProcessGroupNetsum(dist.ProcessGroup):
             StoreRendezvous(store, rank, size), rank, size, topo, env,
             lanes=env_int(env, "NETSUM_LANES", 4), slots=env_int(env, "NETSUM_SLOTS", 256))
         self.engine = LaneEngine(transport, self.job.lanes(),
-                                 Timing(progress_deadline=self.deadline))
+                                 Timing(progress_deadline=self.deadline), rank=rank)
         self.ledger = CommLedger(rank)
         self._calls = 0
         self._closed = False
@@ -144,7 +147,7 @@ class ProcessGroupNetsum(dist.ProcessGroup):
     def switched(self) -> int:
         """Calls summed by the switch (either switched route)."""
         tot = self.ledger.totals()
-        return tot[SWITCH].calls + tot[SWITCH_ALLREDUCE].calls
+        return sum(tot[r].calls for r in SWITCHED)
 
     @property
     def delegated(self) -> int:
@@ -177,9 +180,11 @@ class ProcessGroupNetsum(dist.ProcessGroup):
 
     def _switch(self, collective: str, route: str, inputs: Sequence[torch.Tensor],
                 place: Callable[[np.ndarray, Sequence[Stage]], None],
-                outputs: list[torch.Tensor]) -> Work:
-        """Sum the inputs, flattened into one tensor, through the switch; `place` puts the
-        float32 sum where the collective's outputs are."""
+                outputs: list[torch.Tensor], shards: Sequence[int] | None = None,
+                arrange: Callable[[list[np.ndarray]], np.ndarray] | None = None) -> Work:
+        """Sum the inputs, flattened into one tensor (by `arrange`, default back to back),
+        through the switch; `place` puts the float32 sum (with `shards`: this rank's shard of
+        it, reduce-scattered in the network) where the collective's outputs are."""
         if self._closed:
             raise RuntimeError(f"netsum: {collective} on a closed process group")
         total = sum(t.numel() for t in inputs)
@@ -189,9 +194,12 @@ class ProcessGroupNetsum(dist.ProcessGroup):
             return FutureWork.done(outputs)
         stages = [stage_for(t) for t in inputs]
         host = [s.read(t) for s, t in zip(stages, inputs)]
-        flat = host[0] if len(host) == 1 else np.concatenate(host)
+        if arrange is not None:
+            flat = arrange(host)
+        else:
+            flat = host[0] if len(host) == 1 else np.concatenate(host)
         self._calls += 1
-        cf = self.engine.submit(flat, f"{collective} #{self._calls} ({total} values)")
+        cf = self.engine.submit(flat, f"{collective} #{self._calls} ({total} values)", shards)
         self.ledger.switched(collective, nbytes, route)
         devices = sorted({d for s in stages for d in s.devices}, key=str)
 
@@ -234,11 +242,13 @@ class ProcessGroupNetsum(dist.ProcessGroup):
                                   opts)
         return self._allreduce_flat("allreduce_coalesced", tensors, op)
 
-    def _reduce_scatter_via_allreduce(self, collective: str, outs: Sequence[torch.Tensor],
-                                      ins: Sequence[torch.Tensor], op: Any) -> Work:
-        """Reduce-scatter as one all-reduce of the inputs (each the n shards back to back)
-        through the switch, each rank keeping its shards: counted "switch (all-reduce)".  The
-        in-network form (each shard's sum only to its owner) needs the v2 dest field."""
+    def _scatter_sum(self, collective: str, outs: Sequence[torch.Tensor],
+                        ins: Sequence[torch.Tensor], op: Any) -> Work:
+        """Reduce-scatter through the switch: input j holds the n shards of output j back to
+        back.  In the network when the engine can scatter: rank q's shards of every input,
+        back to back, make rank q's contiguous shard of one flat tensor, and the switch
+        sends each block's sums to its owner alone.  Otherwise one all-reduce of the whole
+        input, each rank keeping its shards (counted "switch (all-reduce)")."""
         n, r = self.size(), self.rank()
         for o, i in zip(outs, ins):
             if i.numel() != n * o.numel():
@@ -247,15 +257,35 @@ class ProcessGroupNetsum(dist.ProcessGroup):
         scale = self._scale(op)
         premul = reduce_op_name(op) == "PREMUL_SUM"
         inputs = [i * scale if premul and scale is not None else i for i in ins]
+        sizes = [o.numel() for o in outs]
+
+        def write(part: np.ndarray, j: int, stages: Sequence[Stage]) -> None:
+            o, i = outs[j], ins[j]
+            # The input's stage holds the stream its copy out was queued on.
+            (stages[j] if o.device == i.device else stage_for(o)).write(
+                o, np.ascontiguousarray(part))
+
+        def scale_sum(total: np.ndarray) -> np.ndarray:
+            return total if premul or scale is None else total / np.float32(n)
+
+        if self.engine.can_scatter:
+            def arrange(host: list[np.ndarray]) -> np.ndarray:
+                return np.concatenate([h.reshape(-1)[q * m:(q + 1) * m]
+                                       for q in range(n) for h, m in zip(host, sizes)])
+
+            def place_shard(shard: np.ndarray, stages: Sequence[Stage]) -> None:
+                out, at = scale_sum(shard), 0
+                for j, m in enumerate(sizes):
+                    write(out[at:at + m], j, stages)
+                    at += m
+
+            return self._switch(collective, SWITCH_SCATTER, inputs, place_shard, list(outs),
+                                shards=[sum(sizes)] * n, arrange=arrange)
 
         def place(total: np.ndarray, stages: Sequence[Stage]) -> None:
-            out = total if premul or scale is None else total / np.float32(n)
-            at = 0
-            for j, (o, i) in enumerate(zip(outs, ins)):
-                m = o.numel()
-                shard = np.ascontiguousarray(out[at + r * m:at + (r + 1) * m])
-                # The input's stage holds the stream its copy out was queued on.
-                (stages[j] if o.device == i.device else stage_for(o)).write(o, shard)
+            out, at = scale_sum(total), 0
+            for j, (m, i) in enumerate(zip(sizes, ins)):
+                write(out[at + r * m:at + (r + 1) * m], j, stages)
                 at += i.numel()
 
         return self._switch(collective, SWITCH_ALLREDUCE, inputs, place, list(outs))
@@ -268,7 +298,7 @@ class ProcessGroupNetsum(dist.ProcessGroup):
             return self._delegate("reduce_scatter", why, "reduce_scatter", outs, ins, opts)
         # Each output's input list (one tensor per rank) as one flat tensor, rank-major.
         joined = [torch.cat([t.reshape(-1) for t in group]) for group in ins]
-        return self._reduce_scatter_via_allreduce("reduce_scatter", outs, joined, op)
+        return self._scatter_sum("reduce_scatter", outs, joined, op)
 
     def reduce_scatter_single(self, out: Any, inp: Any, opts: Any = None) -> Work:
         op = getattr(opts, "reduceOp", dist.ReduceOp.SUM)
@@ -276,7 +306,7 @@ class ProcessGroupNetsum(dist.ProcessGroup):
         if why is not None:
             return self._delegate("reduce_scatter_single", why, "_reduce_scatter_base", out,
                                   inp, opts)
-        return self._reduce_scatter_via_allreduce("reduce_scatter_single", [out], [inp], op)
+        return self._scatter_sum("reduce_scatter_single", [out], [inp], op)
 
     def _reduce_scatter_base(self, out: Any, inp: Any, opts: Any = None) -> Work:
         return self.reduce_scatter_single(out, inp, opts)
@@ -287,7 +317,7 @@ class ProcessGroupNetsum(dist.ProcessGroup):
         if why is not None:
             return self._per_pair("reduce_scatter_single_coalesced", why,
                                   "_reduce_scatter_base", outs, ins, opts)
-        return self._reduce_scatter_via_allreduce("reduce_scatter_single_coalesced", outs, ins,
+        return self._scatter_sum("reduce_scatter_single_coalesced", outs, ins,
                                                   op)
 
     def reduce_scatter_tensor_coalesced(self, outs: Any, ins: Any, opts: Any = None) -> Work:

@@ -27,6 +27,13 @@ Inf and NaN are carried (netsum.training.nonfinite): the tensor is sanitized, th
 back with the result, and when some block is flagged on any rank, every rank runs the mask
 round on the same lane before the lane's next tensor, so the lanes stay aligned.  An empty
 tensor completes at once and takes no lane (every rank has the same length).
+
+A tensor submitted with `shards` is reduce-scattered in the network (protocol v2's dest
+field): the switch sends each block's sums to the rank that owns it and a header-only ACK to
+the others, and the result is this rank's shard.  The ACKs carry the block's NONFINITE flag
+too, so every rank knows every flagged block; the mask round of a reduce-scatter is an
+all-reduce of those blocks' class codes (rare: only a step with Inf/NaN pays it), of which
+each rank applies the part of its own shard.
 """
 from __future__ import annotations
 
@@ -41,8 +48,10 @@ from typing import Any
 
 import numpy as np
 
-from netsum.training.nonfinite import Carrier, default_carrier, mask_round, rebuild
+from netsum.training.nonfinite import (Carrier, HeaderFlag, default_carrier, mask_round,
+                                       rebuild)
 from netsum.workers import JobConfig, Timing, WorkerCore, quant
+from netsum.workers.blocks import BlockPlan, plan_blocks
 from netsum.workers.core import CoreState, Stats
 from netsum.workers.errors import QuantError, SumOverflowError, WorkerError
 from netsum.wire import HEADER_FIELDS
@@ -111,6 +120,8 @@ class _Task:
     flagged: np.ndarray | None = None
     codes: np.ndarray | None = None        # first round: its class codes, kept for round two
     sanitized: quant.Sanitized | None = None
+    shards: tuple[int, ...] | None = None  # a reduce-scatter: every rank's shard length
+    plan: BlockPlan | None = None          # a reduce-scatter's mask round: the first's blocks
 
 
 @dataclass(slots=True)
@@ -136,7 +147,8 @@ class LaneEngine:
     def __init__(self, transport: Transport, lanes: Sequence[LaneSpec],
                  timing: Timing = Timing(), delay: float = 0.0,
                  clock: Callable[[], float] = time.monotonic,
-                 carrier: Carrier | None = None) -> None:
+                 carrier: Carrier | None = None, rank: int | None = None) -> None:
+        """`rank`: this process's rank in the lanes' jobs, needed for `submit(..., shards=)`."""
         if not lanes:
             raise ValueError("a LaneEngine needs at least one lane")
         ids = [spec.job.job_id for spec in lanes]
@@ -152,6 +164,7 @@ class LaneEngine:
         self._delay = delay
         self._clock = clock
         self.carrier: Carrier = carrier or default_carrier()
+        self._rank = rank
         self.mask_rounds = 0      # mask rounds run (tensors some rank sent with Inf/NaN)
         self._inbox: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
         self._count = 0
@@ -173,9 +186,21 @@ class LaneEngine:
     def lanes(self) -> tuple[LaneSpec, ...]:
         return self._specs
 
-    def submit(self, tensor: np.ndarray, label: str = "") -> Future[LaneResult]:
+    @property
+    def can_scatter(self) -> bool:
+        """Whether `submit(..., shards=)` is available: the engine knows its rank and Inf/NaN
+        ride in the header's flag (the exponent sentinel would need the owners' values)."""
+        return self._rank is not None and isinstance(self.carrier, HeaderFlag)
+
+    def submit(self, tensor: np.ndarray, label: str = "",
+               shards: Sequence[int] | None = None) -> Future[LaneResult]:
         """`tensor`: float16, float32 or float64 (Inf/NaN allowed); the sum comes back as
-        float32."""
+        float32.  With `shards` (one length per rank, adding up to the tensor's length, the
+        same on every rank): an in-network reduce-scatter, whose result is this rank's
+        shard."""
+        if shards is not None and not self.can_scatter:
+            raise ValueError("this LaneEngine cannot reduce-scatter (no rank given, or Inf/NaN "
+                             f"carried by the {self.carrier.name})")
         fut: Future[LaneResult] = Future()
         x = np.asarray(tensor)
         if x.dtype.kind != "f":
@@ -190,7 +215,8 @@ class LaneEngine:
             n = self._count
             self._count += 1
             closed = self._closed
-        task = _Task(x, label or f"tensor {n}", fut, self._clock(), n % len(self._lanes))
+        task = _Task(x, label or f"tensor {n}", fut, self._clock(), n % len(self._lanes),
+                     shards=None if shards is None else tuple(int(v) for v in shards))
         if closed:
             fut.set_exception(LaneError(f"netsum: {task.label}: the engine is closed"))
         else:
@@ -296,9 +322,15 @@ class LaneEngine:
                     task.codes = quant.class_codes(task.tensor)
                 values = self.carrier.first_round(s, k)
                 flags = self.carrier.core_flags(s)
+                if task.shards is not None:
+                    # flags per block of the reduce-scatter's plan (shards cut blocks apart)
+                    plan = plan_blocks(len(values), k, task.shards)
+                    bad = (task.codes != 0) if task.codes is not None else None
+                    flags = None if bad is None else np.array(
+                        [bad[a:a + m].any() for a, m in zip(plan.starts, plan.sizes)])
             else:
                 values = task.tensor
-            core = self._core(values, lane, flags)
+            core = self._core(values, lane, flags, task.shards)
         except (QuantError, ValueError) as exc:
             # Refused before anything was sent: the switch and the lane are untouched.
             task.future.set_exception(LaneError(f"{self._where(lane, task)}: {exc}"))
@@ -308,11 +340,13 @@ class LaneEngine:
         lane.core, lane.task = core, task
         self._transport.send(core.start(now).send)
 
-    def _core(self, values: np.ndarray, lane: _Lane, flags: np.ndarray | None) -> WorkerCore:
-        if flags is None:
-            return WorkerCore(values, lane.spec.job, self._timing, lane.sets)
-        # The v2 core's per-block NONFINITE flags (nonfinite.HeaderFlag).
-        extra: dict[str, Any] = {"nonfinite": flags}
+    def _core(self, values: np.ndarray, lane: _Lane, flags: np.ndarray | None,
+              shards: tuple[int, ...] | None = None) -> WorkerCore:
+        extra: dict[str, Any] = {}
+        if flags is not None:
+            extra["nonfinite"] = flags     # the v2 core's per-block NONFINITE flags
+        if shards is not None:
+            extra.update(rank=self._rank, shards=shards)
         return WorkerCore(values, lane.spec.job, self._timing, lane.sets, **extra)
 
     def _step(self, lane: _Lane, how: str, payload: bytes, now: float) -> None:
@@ -350,6 +384,9 @@ class LaneEngine:
             if not len(flagged):
                 task.future.set_result(out)
                 return
+            if task.shards is not None:
+                self._scatter_mask_round(lane, task, out, getattr(res, "blocks"), flagged)
+                return
             s = task.sanitized
             assert s is not None
             codes = task.codes if task.codes is not None else np.zeros(len(s.values), np.float32)
@@ -361,6 +398,9 @@ class LaneEngine:
             return
         assert task.flagged is not None
         first = task.first
+        if task.plan is not None:
+            self._scatter_rebuild(task, first, out)
+            return
         try:
             tensor = rebuild(first.tensor, out.tensor, task.flagged, k, carrier.resend_values)
         except (QuantError, ValueError) as exc:
@@ -373,6 +413,40 @@ class LaneEngine:
             rows[task.flagged] = np.asarray(out.bound[:n * k]).reshape(n, k)
             bound = rows.reshape(-1)[:len(first.tensor)]
         task.future.set_result(LaneResult(tensor, bound, first.lane, first.submitted,
+                                          first.started, out.finished))
+
+    def _scatter_mask_round(self, lane: _Lane, task: _Task, out: LaneResult, plan: BlockPlan,
+                            flagged: np.ndarray) -> None:
+        """Queue a reduce-scatter's mask round: an all-reduce of the flagged blocks' class
+        codes (their real elements, in block order; the same length on every rank)."""
+        codes = task.codes if task.codes is not None else np.zeros(plan.length, np.float32)
+        parts = [codes[int(plan.starts[b]):int(plan.starts[b]) + int(plan.sizes[b])]
+                 for b in flagged]
+        second = _Task(np.concatenate(parts).astype(np.float32),
+                       f"{task.label}, mask round ({len(flagged)} blocks with Inf/NaN)",
+                       task.future, task.submitted, task.lane, first=out, flagged=flagged,
+                       plan=plan)
+        self.mask_rounds += 1
+        lane.queue.appendleft(second)
+
+    def _scatter_rebuild(self, task: _Task, first: LaneResult, out: LaneResult) -> None:
+        """This rank's shard with its flagged blocks' elements rebuilt from the code sums."""
+        plan, flagged = task.plan, task.flagged
+        assert plan is not None and flagged is not None and self._rank is not None
+        shard = first.tensor.copy()
+        start = plan.shards[self._rank][0]
+        at = 0
+        try:
+            for b in flagged:
+                a, m = int(plan.starts[b]), int(plan.sizes[b])
+                if plan.owners[b] == self._rank:
+                    shard[a - start:a - start + m] = quant.apply_classes(
+                        shard[a - start:a - start + m], out.tensor[at:at + m])
+                at += m
+        except (QuantError, ValueError) as exc:
+            task.future.set_exception(LaneError(f"{task.label}: {exc}"))
+            return
+        task.future.set_result(LaneResult(shard, first.bound, first.lane, first.submitted,
                                           first.started, out.finished))
 
     def _where(self, lane: _Lane, task: _Task) -> str:

@@ -20,15 +20,20 @@ import logging
 import threading
 from dataclasses import dataclass
 
-__all__ = ["CommLedger", "Tally", "SWITCH", "SWITCH_ALLREDUCE", "GLOO", "LOCAL", "log"]
+__all__ = ["CommLedger", "Tally", "SWITCH", "SWITCH_SCATTER", "SWITCH_ALLREDUCE", "GLOO",
+           "LOCAL", "SWITCHED", "log"]
 
 log = logging.getLogger("netsum.training")
 
 SWITCH = "switch"
+#: a reduce-scatter in the network: each block's sum to its owner only
+SWITCH_SCATTER = "switch (reduce-scatter)"
+#: a reduce-scatter as an all-reduce of the whole input (when the engine cannot scatter)
 SWITCH_ALLREDUCE = "switch (all-reduce)"
 GLOO = "gloo"
 LOCAL = "local"
-_ROUTES = (SWITCH, SWITCH_ALLREDUCE, GLOO, LOCAL)
+SWITCHED = (SWITCH, SWITCH_SCATTER, SWITCH_ALLREDUCE)
+_ROUTES = (*SWITCHED, GLOO, LOCAL)
 
 
 @dataclass(slots=True)
@@ -94,9 +99,11 @@ class CommLedger:
 
     def summary(self) -> str:
         tot = self.totals()
-        sw = tot[SWITCH].calls + tot[SWITCH_ALLREDUCE].calls
-        swb = tot[SWITCH].bytes + tot[SWITCH_ALLREDUCE].bytes
+        sw = sum(tot[r].calls for r in SWITCHED)
+        swb = sum(tot[r].bytes for r in SWITCHED)
         parts = [f"switched {sw} calls {_size(swb)}"]
+        if tot[SWITCH_SCATTER].calls:
+            parts[0] += f" (of which {tot[SWITCH_SCATTER].calls} reduce-scatter in the network)"
         if tot[SWITCH_ALLREDUCE].calls:
             parts[0] += (f" (of which {tot[SWITCH_ALLREDUCE].calls} reduce-scatter as "
                          "all-reduce)")

@@ -15,7 +15,7 @@ from scapy.layers.l2 import Ether
 
 from conftest import P4C_FIXTURES
 from netsum.controller.cli import main
-from netsum.controller.client import Endpoint, SwitchClient
+from netsum.p4rt.client import Endpoint, SwitchClient
 from netsum.switch.device import Device
 from netsum.switch.p4rt.server import P4RuntimeServer
 
@@ -245,9 +245,9 @@ def test_shell_opens_p4runtime_shell_on_the_same_switch(l2: Switch) -> None:
 
 
 def test_a_forgotten_session_does_not_hang_exit(l2: Switch) -> None:
-    """p4runtime-shell's receive thread is not a daemon; an unclosed session must still let
-    the interpreter exit (the library closes it before threads are joined)."""
-    code = ("from netsum.controller.client import Endpoint, SwitchClient\n"
+    """An unclosed session must still let the interpreter exit, cleanly (the stream's thread
+    is a daemon, and the library closes the session before threads are joined)."""
+    code = ("from netsum.p4rt.client import Endpoint, SwitchClient\n"
             f"c = SwitchClient(Endpoint('{l2.addr}', 0, (0, 1)))\n"
             "c.connect()\nprint('primary', c.is_primary)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)

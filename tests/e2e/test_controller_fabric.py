@@ -17,12 +17,12 @@ import yaml
 from netsum.controller import ops
 from netsum.controller import program as P
 from netsum.controller.cli import main
-from netsum.controller.client import Endpoint, SwitchClient
-from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.errors import ControllerError
 from netsum.controller.fabric import Controller, load_program
 from netsum.controller.jobs import Contributor, member_entry
 from netsum.controller.topology import Topology, parse_topology
+from netsum.p4rt.client import Endpoint, SwitchClient
+from netsum.p4rt.schema import Schema, load_p4info
 from helpers import built_netsum
 from netsum.switch.device import Device
 from netsum.switch.p4rt.server import P4RuntimeServer
@@ -91,8 +91,10 @@ def ok(topo: Path, *argv: str) -> str:
 
 
 def data_frame(topo: Topology, host: str, job: int, slot: int, values: np.ndarray,
-               exp: int = 130, round_: int = 0) -> tuple[int, bytes]:
-    """(ingress port, frame) of `host`'s DATA packet to its switch's service address."""
+               exp: int = 130, round_: int = 0,
+               workers: int | None = None) -> tuple[int, bytes]:
+    """(ingress port, frame) of `host`'s DATA packet to its switch's service address;
+    `workers`: the job's member count, when the job is not one of the topology file's."""
     h = topo.host(host)
     svc = topo.switch(h.switch).service
     src = wire.Endpoint(h.mac.to_bytes(6, "big"), h.ipv4.to_bytes(4, "big"), h.udp_port)
@@ -101,7 +103,8 @@ def data_frame(topo: Topology, host: str, job: int, slot: int, values: np.ndarra
     spec = next((j for j in topo.jobs if j.id == job), None)
     header = wire.Header(msg_type=MsgType.DATA, flags=Flags.NONE, job_id=job, slot=slot,
                          exp=exp, count=0, round=round_, offset=slot * K,
-                         workers=len(spec.workers) if spec else 0, klog2=K.bit_length() - 1,
+                         workers=workers if workers is not None else
+                         len(spec.workers) if spec else 0, klog2=K.bit_length() - 1,
                          length=1 << 20)
     return h.port, wire.build_frame(src, dst, wire.encode(header, values, K))
 

@@ -22,12 +22,12 @@ import pytest
 from test_controller_fabric import (data_frame, netsum_program, switches,  # noqa: F401
                                     topology, vec)
 from test_controller_setup import assert_results_to_h1_h2, run_ctl
-from netsum.controller.client import Endpoint, SwitchClient
 from netsum.controller.fabric import Controller
 from netsum.controller.leases import (Heartbeat, Lease, Owner, create_leased, lease_of,
                                       reclaim_dead)
 from netsum.controller.topology import JobSpec, parse_topology
 from netsum.controller.watchdog import reclaim
+from netsum.p4rt.client import Endpoint, SwitchClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,9 +118,9 @@ def test_five_crashed_runs_do_not_stop_a_sixth(netsum_program, switches,  # noqa
         topo = parse_topology(topo_path.read_text())
         dev = switches["s1"].dev
         job = got["jobs"][0]
-        port, f = data_frame(topo, "h1", job, 3, vec(4))
+        port, f = data_frame(topo, "h1", job, 3, vec(4), workers=2)
         assert dev.process(port, f) == []
-        port, f = data_frame(topo, "h2", job, 3, vec(7))
+        port, f = data_frame(topo, "h2", job, 3, vec(7), workers=2)
         assert_results_to_h1_h2(dev.process(port, f), vec(4) + vec(7))
     finally:
         sixth.send_signal(signal.SIGTERM)

@@ -25,9 +25,9 @@ from test_controller_fabric import (data_frame, netsum_program, switches,  # noq
 from netsum.controller import ops
 from netsum.controller import program as P
 from netsum.controller.cli import main
-from netsum.controller.client import Endpoint, SwitchClient
-from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.topology import parse_topology
+from netsum.p4rt.client import Endpoint, SwitchClient
+from netsum.p4rt.schema import Schema, load_p4info
 from netsum.wire import K_DEFAULT, MsgType
 from netsum.workers import wire
 

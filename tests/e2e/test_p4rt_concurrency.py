@@ -13,9 +13,9 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from scapy.layers.l2 import Ether
 
+from helpers import p4rt_client
 from netsum.switch.device import Device
 from netsum.switch.p4rt import P4RuntimeServer
-from netsum.switch.p4rt.rawclient import RawClient
 
 DMAC, FORWARD = 36472220, 25122418
 Cfg = pb.SetForwardingPipelineConfigRequest
@@ -37,7 +37,7 @@ def test_packets_see_whole_updates_during_writes_and_reconcile(p4c_fixtures: Pat
     js = (p4c_fixtures / "l2_mcast.json").read_bytes()
     dev = Device(device_id=0)
     srv = P4RuntimeServer(dev, "127.0.0.1:0").start()
-    c = RawClient(f"127.0.0.1:{srv.port}", 0, election_id=1)
+    c = p4rt_client(f"127.0.0.1:{srv.port}", 0, election_id=1)
     seen: dict[tuple[int, ...], int] = {}
     stop = threading.Event()
     frame = bytes(Ether(dst="00:00:00:00:00:01", src="00:00:00:00:00:02") / (b"z" * 50))

@@ -24,23 +24,23 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from p4.v1 import p4runtime_pb2_grpc as pb_grpc
 import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
 from netsum import p4c as compiler
-from helpers import ROOT, SwitchDaemon
+from helpers import ROOT, SwitchDaemon, p4rt_client
 from netsum.procs import ProcessGroup
 from p4rt_faults import STATS_ETYPE, Ids, classify_entry, malformed_read, malformed_update
 from fuzzing import fuzz_count, fuzz_rng
-from netsum.switch.p4rt.rawclient import RawClient, Stream, batch_errors
+from netsum.p4rt.client import Stream, SwitchClient
+from netsum.p4rt.errors import ClientError, SwitchUnreachable
 
 DST, SRC = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 FLOWS = 64
@@ -149,12 +149,13 @@ class Live:
     daemon: SwitchDaemon
     address: str
     ids: Ids
-    main: RawClient
+    main: SwitchClient
     traffic: Traffic
     info: p4info_pb2.P4Info
 
-    def client(self, election_id: int | None) -> RawClient:
-        return RawClient(self.address, 0, election_id)
+    def client(self, election_id: int | None,
+               options: Sequence[tuple[str, object]] = ()) -> SwitchClient:
+        return p4rt_client(self.address, 0, election_id, options=options)
 
     @property
     def pid(self) -> int:
@@ -207,9 +208,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         daemon = SwitchDaemon(procs, [f"1@udp:127.0.0.1:0=127.0.0.1:{traffic.tx_port}",
                                       f"2@udp:127.0.0.1:0=127.0.0.1:{traffic.rx_port}"])
         traffic.port1 = ("127.0.0.1", daemon.start().udp_ports[1])
-        main = RawClient(daemon.grpc_addr, 0, election_id=1)
+        main = p4rt_client(daemon.grpc_addr, 0, election_id=1)
         try:
-            assert main.connect() is not None
+            main.connect()
+            assert main.is_primary
             main.set_pipeline(info, res.json_text().encode())
             main.write([pb.Update(type=pb.Update.INSERT, entity=pb.Entity(
                 table_entry=classify_entry(ids, 0, 0, 0, 1023, 2, 10)))])
@@ -220,12 +222,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             main.close()
 
 
-def _write_codes(c: RawClient, updates: list[pb.Update]) -> list[int]:
+def _write_codes(c: SwitchClient, updates: list[pb.Update]) -> list[int]:
     try:
         c.write(updates)
-    except grpc.RpcError as exc:
-        assert exc.code() == grpc.StatusCode.UNKNOWN, (exc.code(), exc.details())
-        errs = batch_errors(exc)
+    except ClientError as exc:
+        assert exc.code == "UNKNOWN", (exc.code, exc.detail)
+        errs = exc.statuses
         assert len(errs) == len(updates)
         assert all(e.message for e in errs if e.code)
         return [e.code for e in errs]
@@ -246,10 +248,10 @@ def malformed_round(live: Live, rng: random.Random, n: int, stats: Counter[str],
             stats[kind] += 1
         done += len(batch)
         entity, allowed = malformed_read(live.ids, rng)
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(ClientError) as err:
             live.main.read([entity])
-        assert err.value.code().value[0] in allowed, (err.value.code(), entity)
-        assert err.value.details()
+        assert grpc.StatusCode[err.value.code].value[0] in allowed, (err.value.code, entity)
+        assert err.value.detail
         stats["read"] += 1
         rpcs += 2
     return rpcs
@@ -272,18 +274,14 @@ def test_oversize_batches(live: Live) -> None:
     fat.action.action.params[0].value = bytes(100_000)
     huge = [pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=fat))] * 45
     assert sum(u.ByteSize() for u in huge) > 4 << 20
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(ClientError) as err:
         live.main.write(huge)
-    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.value.code == "RESOURCE_EXHAUSTED"
     # A big batch that fits the request but not the table (64 entries, one in use): the first
     # 63 go in, every later one is RESOURCE_EXHAUSTED, in order; then all are deleted.
     # Per-update errors travel in the status trailer; a few thousand of them pass gRPC's
     # default 16 KB metadata limit, so a controller sending such batches raises it.
-    wide = live.client(1)
-    wide.channel.close()
-    wide.channel = grpc.insecure_channel(live.address, options=[("grpc.max_metadata_size",
-                                                                 8 << 20)])
-    wide.stub = pb_grpc.P4RuntimeStub(wide.channel)
+    wide = live.client(1, options=[("grpc.max_metadata_size", 8 << 20)])
     big = [pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=classify_entry(
         ids, 0x100000 + i, (1 << 48) - 1, 2000, 3000, 3, 5))) for i in range(3000)]
     codes = _write_codes(wide, big)
@@ -322,34 +320,34 @@ def test_controllers_racing_for_primary_and_backup_writes(live: Live) -> None:
         racers = [live.client(100 + 10 * rnd + i) for i in range(8)]
         gate = threading.Barrier(len(racers))
 
-        def go(c: RawClient) -> None:
+        def go(c: SwitchClient) -> None:
             gate.wait()
             c.stream = Stream(c.stub)        # connect() would eat the first reply
-            c.stream.arbitrate(0, c.election_id or 0)
+            c.stream.arbitrate(0, c.endpoint.election_id or 0)
         threads = [threading.Thread(target=go, args=(c,)) for c in racers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         try:
-            top = max(c.election_id or 0 for c in racers)
+            ids = {c: (c.endpoint.election_id or (0, 0))[1] for c in racers}
+            top = max(ids.values())
             for c in racers:
                 assert c.stream is not None
                 status = _arbitration(c.stream)
-                assert status == ((OK if c.election_id == top else ALREADY_EXISTS), top), \
-                    (c.election_id, status)
+                assert status == ((OK if ids[c] == top else ALREADY_EXISTS), top), \
+                    (ids[c], status)
             # Backups (and the fixture's controller, now a backup too) cannot write.
             for c in racers[:-1] + [live.main]:
-                with pytest.raises(grpc.RpcError) as err:
+                with pytest.raises(ClientError) as err:
                     c.write([hijack])
-                assert (err.value.code(), err.value.details()) == (
-                    grpc.StatusCode.PERMISSION_DENIED, "Not primary")
+                assert (err.value.code, err.value.detail) == ("PERMISSION_DENIED", "Not primary")
             # A second connection with the primary's election id is refused.
             twin = live.client(top)
             try:
-                assert twin.connect() is None
-                assert twin.stream is not None and twin.stream.error is not None
-                assert twin.stream.error.code() == grpc.StatusCode.INVALID_ARGUMENT
+                with pytest.raises(SwitchUnreachable) as refused:
+                    twin.connect(retry=False)
+                assert refused.value.code == "INVALID_ARGUMENT", refused.value
             finally:
                 twin.close()
             # The primary vanishes without a goodbye: the next one is told within seconds.
@@ -366,9 +364,10 @@ def test_controllers_racing_for_primary_and_backup_writes(live: Live) -> None:
 KILLED_CLIENT = """
 import sys, time
 from p4.v1 import p4runtime_pb2 as pb
-from netsum.switch.p4rt.rawclient import RawClient
-c = RawClient(sys.argv[1], 0, election_id=1000)
-assert c.connect().arbitration.status.code == 0
+from netsum.p4rt.client import Endpoint, SwitchClient
+c = SwitchClient(Endpoint(sys.argv[1], 0, (0, 1000)), timeout=None)
+c.connect()
+assert c.arbitration.status.code == 0
 print("primary", flush=True)
 e = pb.Entity(register_entry=pb.RegisterEntry())
 while True:
@@ -475,8 +474,8 @@ def test_no_thread_or_memory_leak_over_10k_requests(live: Live) -> None:
     def read() -> None:
         try:
             live.main.read([pb.Entity(register_entry=pb.RegisterEntry())])
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        except ClientError as exc:
+            if exc.code != "RESOURCE_EXHAUSTED":
                 raise
     for _ in range(3):
         readers = [threading.Thread(target=read) for _ in range(40)]

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
 import pytest
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -27,7 +26,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 
 from netsum.switch.device import Device  # noqa: E402
 from netsum.switch.p4rt import P4RuntimeServer  # noqa: E402
-from netsum.switch.p4rt.rawclient import RawClient, batch_errors  # noqa: E402
+from helpers import p4rt_client  # noqa: E402
+from netsum.p4rt.client import SwitchClient  # noqa: E402
+from netsum.p4rt.errors import ClientError  # noqa: E402
 
 DMAC, ACL, REWRITE = 36472220, 43605182, 38207029
 FORWARD, FLOOD, NOACTION, SET_VLAN = 25122418, 17556812, 21257015, 23871574
@@ -199,7 +200,7 @@ def predict(model: Model, u: pb.Update) -> bool | None:
     return None
 
 
-def server_state(c: RawClient) -> Model:
+def server_state(c: SwitchClient) -> Model:
     out = Model()
     dmac = pb.Entity()
     dmac.table_entry.table_id = DMAC
@@ -225,11 +226,11 @@ def server_state(c: RawClient) -> Model:
 
 
 @pytest.fixture(scope="module")
-def live(request: pytest.FixtureRequest) -> Iterator[RawClient]:
+def live(request: pytest.FixtureRequest) -> Iterator[SwitchClient]:
     fixtures: Path = request.getfixturevalue("p4c_fixtures")
     dev = Device(device_id=0)
     srv = P4RuntimeServer(dev, "127.0.0.1:0").start()
-    c = RawClient(f"127.0.0.1:{srv.port}", 0, election_id=1)
+    c = p4rt_client(f"127.0.0.1:{srv.port}", 0, election_id=1)
     try:
         c.connect()
         info = text_format.Parse((fixtures / "l2_mcast.p4info.txtpb").read_text(),
@@ -241,7 +242,7 @@ def live(request: pytest.FixtureRequest) -> Iterator[RawClient]:
         srv.stop(None)
 
 
-def test_write_fuzz_keeps_server_up_and_state_consistent(live: RawClient) -> None:
+def test_write_fuzz_keeps_server_up_and_state_consistent(live: SwitchClient) -> None:
     model = Model()
     stats = {"ok": 0, "err": 0, "unpredicted": 0}
 
@@ -251,17 +252,17 @@ def test_write_fuzz_keeps_server_up_and_state_consistent(live: RawClient) -> Non
            atomicity=st.sampled_from([0] * 12 + [1, 2]))
     def batch(updates: list[pb.Update], atomicity: int) -> None:
         if atomicity:
-            with pytest.raises(grpc.RpcError) as err:
+            with pytest.raises(ClientError) as err:
                 live.write(updates, atomicity=atomicity)
-            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            assert err.value.code == "UNIMPLEMENTED"
         else:
             expected = [predict(model, u) for u in updates]
             try:
                 live.write(updates)
                 got = [True] * len(updates)
-            except grpc.RpcError as exc:
-                assert exc.code() == grpc.StatusCode.UNKNOWN, exc
-                errs = batch_errors(exc)
+            except ClientError as exc:
+                assert exc.code == "UNKNOWN", exc
+                errs = exc.statuses
                 assert len(errs) == len(updates)
                 assert all(e.message for e in errs if e.code)
                 assert all(e.code != 13 for e in errs), [e for e in errs if e.code == 13]

@@ -10,15 +10,16 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
+from helpers import p4rt_client
+from netsum.p4rt.client import SwitchClient
+from netsum.p4rt.errors import ClientError
 from netsum.switch.device import Device
 from netsum.switch.p4rt import P4RuntimeServer
-from netsum.switch.p4rt.rawclient import RawClient, batch_errors
 
 DMAC, FORWARD = 36472220, 25122418
 RATE, DMAC_METER = 0x14000001, 0x15000001
@@ -49,9 +50,9 @@ def pipeline(fixtures: Path) -> tuple[p4info_pb2.P4Info, bytes]:
 
 
 @pytest.fixture
-def c(p4c_fixtures: Path) -> Iterator[RawClient]:
+def c(p4c_fixtures: Path) -> Iterator[SwitchClient]:
     srv = P4RuntimeServer(Device(device_id=0), "127.0.0.1:0").start()
-    client = RawClient(f"127.0.0.1:{srv.port}", 0, election_id=1)
+    client = p4rt_client(f"127.0.0.1:{srv.port}", 0, election_id=1)
     try:
         client.connect()
         client.set_pipeline(*pipeline(p4c_fixtures))
@@ -75,13 +76,13 @@ def meter(index: int | None, config: pb.MeterConfig | None = None) -> pb.Entity:
     return e
 
 
-def write(c: RawClient, kind: int, entity: pb.Entity) -> int:
+def write(c: SwitchClient, kind: int, entity: pb.Entity) -> int:
     """google.rpc code of a one-update write."""
     try:
         c.write([pb.Update(type=kind, entity=entity)])
         return 0
-    except grpc.RpcError as exc:
-        (err,) = batch_errors(exc)
+    except ClientError as exc:
+        (err,) = exc.statuses
         return err.code
 
 
@@ -93,7 +94,7 @@ def dmac_entry(dst: bytes) -> pb.TableEntry:
     return te
 
 
-def test_indirect_meter_write_read_reset(c: RawClient) -> None:
+def test_indirect_meter_write_read_reset(c: SwitchClient) -> None:
     assert write(c, MODIFY, meter(3, cfg(100, 200))) == 0
     (got,) = c.read([meter(3)])
     assert got.meter_entry.config == cfg(100, 200)
@@ -110,12 +111,12 @@ def test_indirect_meter_write_read_reset(c: RawClient) -> None:
     (meter(1, cfg(1, 2)), INSERT, 3),                # meters only take MODIFY
     (meter(None, cfg(1, 2)), MODIFY, 3),             # a write needs an index
 ])
-def test_bad_meter_writes(c: RawClient, entity: pb.Entity, kind: int, code: int) -> None:
+def test_bad_meter_writes(c: SwitchClient, entity: pb.Entity, kind: int, code: int) -> None:
     assert write(c, kind, entity) == code
     assert not any(e.meter_entry.HasField("config") for e in c.read([meter(None)]))
 
 
-def test_direct_meter_through_table_entry_and_direct_meter_entry(c: RawClient) -> None:
+def test_direct_meter_through_table_entry_and_direct_meter_entry(c: SwitchClient) -> None:
     te = dmac_entry(b"\x01")
     te.meter_config.CopyFrom(cfg(5, 50))
     assert write(c, INSERT, pb.Entity(table_entry=te)) == 0

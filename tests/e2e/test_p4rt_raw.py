@@ -1,6 +1,7 @@
-"""Edge cases of the P4Runtime server on raw stubs: pipeline config actions, every error code
-PI reports (and how: batch errors in grpc-status-details-bin), value encodings, wildcard reads,
-PRE and stateful entities.  Real p4c output is the pipeline."""
+"""Edge cases of the P4Runtime server with protobuf requests written by hand (through the
+client library's SwitchClient, or its raw stub): pipeline config actions, every error code PI
+reports (and how: batch errors in grpc-status-details-bin), value encodings, wildcard reads, PRE
+and stateful entities.  Real p4c output is the pipeline."""
 from __future__ import annotations
 
 import json
@@ -13,10 +14,11 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2 as pb
 
-from helpers import embedded_server
+from helpers import embedded_server, p4rt_client
+from netsum.p4rt.client import SwitchClient
+from netsum.p4rt.errors import ClientError
 from netsum.switch.device import Device
 from netsum.switch.p4rt import P4RuntimeServer
-from netsum.switch.p4rt.rawclient import RawClient, batch_errors
 
 DEVICE_ID = 7
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
@@ -41,10 +43,10 @@ def server() -> Iterator[tuple[Device, P4RuntimeServer]]:
 
 
 @pytest.fixture
-def client(server: tuple[Device, P4RuntimeServer]) -> Iterator[RawClient]:
-    c = RawClient(f"127.0.0.1:{server[1].port}", DEVICE_ID, election_id=10)
-    reply = c.connect()
-    assert reply is not None and reply.arbitration.status.code == 0
+def client(server: tuple[Device, P4RuntimeServer]) -> Iterator[SwitchClient]:
+    c = p4rt_client(f"127.0.0.1:{server[1].port}", DEVICE_ID, election_id=10)
+    c.connect()
+    assert c.arbitration is not None and c.arbitration.status.code == 0
     try:
         yield c
     finally:
@@ -52,7 +54,7 @@ def client(server: tuple[Device, P4RuntimeServer]) -> Iterator[RawClient]:
 
 
 @pytest.fixture
-def l2(client: RawClient, p4c_fixtures: Path) -> RawClient:
+def l2(client: SwitchClient, p4c_fixtures: Path) -> SwitchClient:
     client.set_pipeline(*load(p4c_fixtures, "l2_mcast"))
     return client
 
@@ -127,23 +129,28 @@ def counter(cid: int, index: int | None, packets: int = 0) -> pb.CounterEntry:
     return ce
 
 
-def write_error(client: RawClient, *updates: pb.Update) -> list[tuple[int, str]]:
-    with pytest.raises(grpc.RpcError) as err:
+def write_error(client: SwitchClient, *updates: pb.Update) -> list[tuple[int, str]]:
+    with pytest.raises(ClientError) as err:
         client.write(updates)
-    assert err.value.code() == grpc.StatusCode.UNKNOWN
-    errs = batch_errors(err.value)
-    assert len(errs) == len(updates)
+    assert err.value.code == "UNKNOWN"
+    errs = err.value.statuses
+    assert len(errs) == len(updates) and [e.index for e in errs] == list(range(len(updates)))
     assert all(e.space == "ALL-sswitch-p4org" for e in errs if e.code)
     return [(e.code, e.message) for e in errs]
 
 
 def rpc_code(fn: Callable[[], object]) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as err:
+    """The status a call failed with: through the library (ClientError) or the raw stub."""
+    try:
         fn()
-    return err.value.code(), err.value.details()
+    except ClientError as exc:
+        return grpc.StatusCode[exc.code], exc.detail
+    except grpc.RpcError as exc:
+        return exc.code(), exc.details()
+    pytest.fail("the call did not fail")
 
 
-def read_all(client: RawClient, **entity: object) -> list[pb.Entity]:
+def read_all(client: SwitchClient, **entity: object) -> list[pb.Entity]:
     e = pb.Entity()
     for name, msg in entity.items():
         getattr(e, name).CopyFrom(msg)
@@ -152,21 +159,21 @@ def read_all(client: RawClient, **entity: object) -> list[pb.Entity]:
 
 # ---------------------------------------------------------------- pipeline config
 
-def test_before_any_config_everything_is_failed_precondition(client: RawClient) -> None:
+def test_before_any_config_everything_is_failed_precondition(client: SwitchClient) -> None:
     msg = "No forwarding pipeline config set for this device"
     for call in (lambda: client.write([update(INSERT, table_entry=dmac(b"\x01"))]),
                  lambda: read_all(client, table_entry=pb.TableEntry()),
-                 lambda: client.get_pipeline()):
+                 lambda: client.get_config()):
         assert rpc_code(call) == (grpc.StatusCode.FAILED_PRECONDITION, msg)
 
 
-def test_unspecified_action_is_invalid_argument(client: RawClient, p4c_fixtures: Path) -> None:
+def test_unspecified_action_is_invalid_argument(client: SwitchClient, p4c_fixtures: Path) -> None:
     code, _ = rpc_code(lambda: client.set_pipeline(*load(p4c_fixtures, "l2_mcast"),
                                                     action=Cfg.UNSPECIFIED))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_p4info_json_mismatch_fails_the_requests_as_pi_does(client: RawClient,
+def test_p4info_json_mismatch_fails_the_requests_as_pi_does(client: SwitchClient,
                                                             p4c_fixtures: Path) -> None:
     # PI compares nothing at SetForwardingPipelineConfig: bmv2 loads the JSON, and a table of
     # the P4Info that the JSON lacks fails the writes that use it (UNKNOWN from the target).
@@ -180,20 +187,20 @@ def test_p4info_json_mismatch_fails_the_requests_as_pi_does(client: RawClient,
     assert code == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_verify_save_commit_and_get_response_types(client: RawClient, p4c_fixtures: Path
+def test_verify_save_commit_and_get_response_types(client: SwitchClient, p4c_fixtures: Path
                                                    ) -> None:
     info, js = load(p4c_fixtures, "l2_mcast")
     client.set_pipeline(info, js, action=Cfg.VERIFY)
-    assert rpc_code(client.get_pipeline)[0] == grpc.StatusCode.FAILED_PRECONDITION
+    assert rpc_code(client.get_config)[0] == grpc.StatusCode.FAILED_PRECONDITION
     assert rpc_code(lambda: client.set_pipeline(info, js, action=Cfg.COMMIT))[0] == \
         grpc.StatusCode.FAILED_PRECONDITION
     client.set_pipeline(info, js, action=Cfg.VERIFY_AND_SAVE, cookie=77)
-    assert rpc_code(client.get_pipeline)[0] == grpc.StatusCode.FAILED_PRECONDITION
+    assert rpc_code(client.get_config)[0] == grpc.StatusCode.FAILED_PRECONDITION
     req = pb.SetForwardingPipelineConfigRequest(device_id=DEVICE_ID, action=Cfg.COMMIT)
     req.election_id.low = 10
     client.stub.SetForwardingPipelineConfig(req)
     R = pb.GetForwardingPipelineConfigRequest
-    got = {rt: client.get_pipeline(rt) for rt in (R.ALL, R.COOKIE_ONLY, R.P4INFO_AND_COOKIE,
+    got = {rt: client.get_config(rt) for rt in (R.ALL, R.COOKIE_ONLY, R.P4INFO_AND_COOKIE,
                                                   R.DEVICE_CONFIG_AND_COOKIE)}
     assert all(c.cookie.cookie == 77 for c in got.values())
     assert got[R.ALL].p4info == info and got[R.ALL].p4_device_config == js
@@ -203,7 +210,7 @@ def test_verify_save_commit_and_get_response_types(client: RawClient, p4c_fixtur
     assert got[R.DEVICE_CONFIG_AND_COOKIE].p4_device_config == js
 
 
-def test_commit_wipes_state_and_reconcile_keeps_it(l2: RawClient, p4c_fixtures: Path,
+def test_commit_wipes_state_and_reconcile_keeps_it(l2: SwitchClient, p4c_fixtures: Path,
                                                    server: tuple[Device, P4RuntimeServer]) -> None:
     info, js = load(p4c_fixtures, "l2_mcast")
     l2.write([update(INSERT, table_entry=dmac(b"\x01")),
@@ -218,13 +225,13 @@ def test_commit_wipes_state_and_reconcile_keeps_it(l2: RawClient, p4c_fixtures: 
     assert read_all(l2, packet_replication_engine_entry=group(0)) == []
 
 
-def test_capabilities(client: RawClient) -> None:
+def test_capabilities(client: SwitchClient) -> None:
     assert client.stub.Capabilities(pb.CapabilitiesRequest()).p4runtime_api_version == "1.3.0"
 
 
 # ---------------------------------------------------------------- write errors
 
-def test_only_continue_on_error_atomicity(l2: RawClient) -> None:
+def test_only_continue_on_error_atomicity(l2: SwitchClient) -> None:
     for atomicity in (pb.WriteRequest.ROLLBACK_ON_ERROR, pb.WriteRequest.DATAPLANE_ATOMIC):
         code, _ = rpc_code(lambda: l2.write([update(INSERT, table_entry=dmac(b"\x01"))],
                                             atomicity=atomicity))
@@ -232,7 +239,7 @@ def test_only_continue_on_error_atomicity(l2: RawClient) -> None:
     assert read_all(l2, table_entry=pb.TableEntry()) == []
 
 
-def test_partly_failed_batch_reports_each_update_in_order(l2: RawClient) -> None:
+def test_partly_failed_batch_reports_each_update_in_order(l2: SwitchClient) -> None:
     errs = write_error(l2, update(INSERT, table_entry=dmac(b"\x01")),
                        update(INSERT, table_entry=dmac(b"\x01")),
                        update(INSERT, table_entry=dmac(b"\x02")),
@@ -279,7 +286,7 @@ BAD_UPDATES: list[tuple[str, Callable[[], pb.Update], int]] = [
 
 
 @pytest.mark.parametrize("name,make,code", BAD_UPDATES, ids=[b[0] for b in BAD_UPDATES])
-def test_bad_update_has_pi_code_and_changes_nothing(l2: RawClient, name: str,
+def test_bad_update_has_pi_code_and_changes_nothing(l2: SwitchClient, name: str,
                                                     make: Callable[[], pb.Update], code: int
                                                     ) -> None:
     before = read_all(l2, table_entry=pb.TableEntry())
@@ -290,7 +297,7 @@ def test_bad_update_has_pi_code_and_changes_nothing(l2: RawClient, name: str,
     assert read_all(l2, packet_replication_engine_entry=group(0)) == []
 
 
-def test_const_default_action_is_permission_denied(client: RawClient, p4c_fixtures: Path
+def test_const_default_action_is_permission_denied(client: SwitchClient, p4c_fixtures: Path
                                                    ) -> None:
     # What p4c emits for `const default_action = NoAction();` on dmac.
     info, js = load(p4c_fixtures, "l2_mcast")
@@ -305,7 +312,7 @@ def test_const_default_action_is_permission_denied(client: RawClient, p4c_fixtur
     assert got.table_entry.action.action.action_id == NOACTION
 
 
-def test_const_table_is_permission_denied(client: RawClient, p4c_fixtures: Path) -> None:
+def test_const_table_is_permission_denied(client: SwitchClient, p4c_fixtures: Path) -> None:
     client.set_pipeline(*load(p4c_fixtures, "calc_state"))
     te = pb.TableEntry(table_id=CALC_OPS)
     te.match.add(field_id=1).exact.value = b"\x01"
@@ -316,12 +323,13 @@ def test_const_table_is_permission_denied(client: RawClient, p4c_fixtures: Path)
     assert len(const) == 3 and all(e.table_entry.is_const for e in const)
 
 
-def test_non_primary_write_is_permission_denied(l2: RawClient, server: tuple[Device, P4RuntimeServer]
+def test_non_primary_write_is_permission_denied(l2: SwitchClient, server: tuple[Device, P4RuntimeServer]
                                                 ) -> None:
-    backup = RawClient(f"127.0.0.1:{server[1].port}", DEVICE_ID, election_id=3)
+    backup = p4rt_client(f"127.0.0.1:{server[1].port}", DEVICE_ID, election_id=3)
     try:
-        reply = backup.connect()
-        assert reply is not None and reply.arbitration.status.code == 6   # ALREADY_EXISTS
+        backup.connect()
+        assert backup.arbitration.status.code == 6   # ALREADY_EXISTS
+        assert not backup.is_primary
         code, details = rpc_code(lambda: backup.write([update(INSERT, table_entry=dmac(b"\x01"))]))
         assert (code, details) == (grpc.StatusCode.PERMISSION_DENIED, "Not primary")
     finally:
@@ -330,7 +338,7 @@ def test_non_primary_write_is_permission_denied(l2: RawClient, server: tuple[Dev
 
 # ---------------------------------------------------------------- values and reads
 
-def test_padded_values_accepted_and_read_back_canonical(l2: RawClient) -> None:
+def test_padded_values_accepted_and_read_back_canonical(l2: SwitchClient) -> None:
     l2.write([update(INSERT, table_entry=dmac(b"\x00\x00\x00\x00\x00\x2a", params=(b"\x00\x03",)))])
     (e,) = read_all(l2, table_entry=pb.TableEntry(table_id=DMAC))
     assert e.table_entry.match[0].exact.value == b"\x2a"
@@ -340,7 +348,7 @@ def test_padded_values_accepted_and_read_back_canonical(l2: RawClient) -> None:
     assert read_all(l2, table_entry=pb.TableEntry(table_id=DMAC)) == []
 
 
-def test_wildcard_table_read_and_single_entry_read(l2: RawClient) -> None:
+def test_wildcard_table_read_and_single_entry_read(l2: SwitchClient) -> None:
     l2.write([update(INSERT, table_entry=dmac(b"\x01")),
               update(INSERT, table_entry=dmac(b"\x02")),
               update(INSERT, table_entry=acl(b"\x07", b"\xff", 5, b"\x01", b"\x02"))])
@@ -353,7 +361,7 @@ def test_wildcard_table_read_and_single_entry_read(l2: RawClient) -> None:
     assert a.table_entry == acl(b"\x07", b"\xff", 5, b"\x01", b"\x02")   # written == read
 
 
-def test_default_entry_read_and_modify(l2: RawClient) -> None:
+def test_default_entry_read_and_modify(l2: SwitchClient) -> None:
     l2.write([update(MODIFY, table_entry=default_entry(FLOOD, (b"\x04",)))])
     (got,) = read_all(l2, table_entry=pb.TableEntry(table_id=DMAC, is_default_action=True))
     assert got.table_entry.action.action.action_id == FLOOD
@@ -361,7 +369,7 @@ def test_default_entry_read_and_modify(l2: RawClient) -> None:
 
 
 def test_default_entry_modify_without_action_resets_it(server: tuple[Device, P4RuntimeServer],
-                                                       l2: RawClient) -> None:
+                                                       l2: SwitchClient) -> None:
     # P4Runtime: a MODIFY of the default entry with no action resets it to the program's
     # default (l2_mcast: replica_rewrite's is NoAction()); what client libraries' delete_all
     # sends.  Seen in packets: set_vlan(7) as default pushes a tag, the reset one does not.
@@ -382,7 +390,7 @@ def test_default_entry_modify_without_action_resets_it(server: tuple[Device, P4R
     assert dev.process(1, pkt) == [(2, pkt)]
 
 
-def test_replica_port_bytes_and_clone_sessions(l2: RawClient) -> None:
+def test_replica_port_bytes_and_clone_sessions(l2: SwitchClient) -> None:
     l2.write([update(INSERT, packet_replication_engine_entry=group(2, (3, 1), (4, 1),
                                                                    use_port_bytes=True)),
               update(INSERT, packet_replication_engine_entry=group(9, (5, 0))),
@@ -398,7 +406,7 @@ def test_replica_port_bytes_and_clone_sessions(l2: RawClient) -> None:
     assert err[0] == 6
 
 
-def test_direct_counter_write_and_read(l2: RawClient) -> None:
+def test_direct_counter_write_and_read(l2: SwitchClient) -> None:
     l2.write([update(INSERT, table_entry=dmac(b"\x01")), update(INSERT, table_entry=dmac(b"\x02"))])
     dce = pb.DirectCounterEntry()
     dce.table_entry.CopyFrom(dmac(b"\x01"))
@@ -417,7 +425,7 @@ def test_direct_counter_write_and_read(l2: RawClient) -> None:
         [0, 500]
 
 
-def test_counter_and_register_entities(client: RawClient, p4c_fixtures: Path) -> None:
+def test_counter_and_register_entities(client: SwitchClient, p4c_fixtures: Path) -> None:
     client.set_pipeline(*load(p4c_fixtures, "calc_state"))
     client.write([update(MODIFY, counter_entry=counter(PER_OP, 2, packets=9))])
     cells = read_all(client, counter_entry=pb.CounterEntry())        # counter_id 0: all
@@ -437,7 +445,7 @@ def test_counter_and_register_entities(client: RawClient, p4c_fixtures: Path) ->
     assert len(read_all(client, register_entry=pb.RegisterEntry(register_id=ACC))) == 256
 
 
-def test_read_of_unknown_id_is_invalid_argument(l2: RawClient) -> None:
+def test_read_of_unknown_id_is_invalid_argument(l2: SwitchClient) -> None:
     code, _ = rpc_code(lambda: read_all(l2, table_entry=pb.TableEntry(table_id=99)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     code, _ = rpc_code(lambda: read_all(l2, counter_entry=pb.CounterEntry(counter_id=5)))
@@ -446,7 +454,7 @@ def test_read_of_unknown_id_is_invalid_argument(l2: RawClient) -> None:
 
 # ---------------------------------------------------------------- device ids
 
-def test_write_to_other_device_id(l2: RawClient) -> None:
+def test_write_to_other_device_id(l2: SwitchClient) -> None:
     req = pb.WriteRequest(device_id=DEVICE_ID + 1)
     req.updates.append(update(INSERT, table_entry=dmac(b"\x01")))
     code, _ = rpc_code(lambda: l2.stub.Write(req))
@@ -456,7 +464,7 @@ def test_write_to_other_device_id(l2: RawClient) -> None:
     assert code == grpc.StatusCode.PERMISSION_DENIED
 
 
-def test_big_wildcard_read_is_split_into_several_responses(l2: RawClient, p4c_fixtures: Path,
+def test_big_wildcard_read_is_split_into_several_responses(l2: SwitchClient, p4c_fixtures: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import netsum.switch.p4rt.service as service_module
     # Replies are cut between read steps once ~READ_BYTES are gathered; a step encodes at
@@ -476,7 +484,7 @@ def test_big_wildcard_read_is_split_into_several_responses(l2: RawClient, p4c_fi
     assert len(list(l2.stub.Read(pb.ReadRequest(device_id=DEVICE_ID, entities=[e])))) == 1
 
 
-def test_full_table_is_resource_exhausted(client: RawClient, p4c_fixtures: Path) -> None:
+def test_full_table_is_resource_exhausted(client: SwitchClient, p4c_fixtures: Path) -> None:
     info, js = load(p4c_fixtures, "l2_mcast")
     doc = json.loads(js)
     next(t for t in doc["pipelines"][0]["tables"] if t["name"] == "L2Ingress.dmac")["max_size"] = 2
@@ -487,7 +495,7 @@ def test_full_table_is_resource_exhausted(client: RawClient, p4c_fixtures: Path)
 
 
 def test_reconcile_that_does_not_fit_keeps_the_old_pipeline_and_state(
-        l2: RawClient, p4c_fixtures: Path, server: tuple[Device, P4RuntimeServer]) -> None:
+        l2: SwitchClient, p4c_fixtures: Path, server: tuple[Device, P4RuntimeServer]) -> None:
     l2.write([update(INSERT, table_entry=dmac(b"\x01")),
               update(INSERT, packet_replication_engine_entry=group(3, (1, 1)))])
     # A new program whose dmac no longer offers `forward`: the entry cannot be replayed.
@@ -505,14 +513,14 @@ def test_reconcile_that_does_not_fit_keeps_the_old_pipeline_and_state(
                                                      action=Cfg.RECONCILE_AND_COMMIT, cookie=9))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "RECONCILE" in details
     # Still the old program, with its state.
-    assert l2.get_pipeline().p4info.tables[0].action_refs[0].id == FORWARD
+    assert l2.get_config().p4info.tables[0].action_refs[0].id == FORWARD
     assert len(read_all(l2, table_entry=pb.TableEntry(table_id=DMAC))) == 1
     assert len(read_all(l2, packet_replication_engine_entry=group(0))) == 1
     frame = bytes.fromhex("000000000001" "0000000000aa" "0800") + b"x" * 46
     assert [port for port, _ in server[0].process(2, frame)] == [1]
 
 
-def test_lpm_entries_written_the_tutorials_way(client: RawClient, p4c_fixtures: Path,
+def test_lpm_entries_written_the_tutorials_way(client: SwitchClient, p4c_fixtures: Path,
                                                server: tuple[Device, P4RuntimeServer]) -> None:
     """p4lang tutorials' p4runtime_lib sends values zero-padded to the field width; dmac is
     turned into an LPM table here (neither fixture has one)."""
@@ -545,7 +553,7 @@ def test_lpm_entries_written_the_tutorials_way(client: RawClient, p4c_fixtures: 
     assert [p for p, _ in dev.process(1, bytes.fromhex("0a0b0c0000ff") + rest)] == [2]
 
 
-def test_value_set_members_over_grpc(client: RawClient, server: tuple[Device, P4RuntimeServer]
+def test_value_set_members_over_grpc(client: SwitchClient, server: tuple[Device, P4RuntimeServer]
                                      ) -> None:
     # Real p4c output of tests/switch_p4/value_sets.p4: h.t in value set `one` extracts g and
     # sends the packet to port 2 (h.x = g.y); otherwise port 1.

@@ -18,9 +18,10 @@ import pytest
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc as pb_grpc
 
+from helpers import p4rt_client
 from netsum import p4c as compiler
+from netsum.p4rt.errors import ClientError
 from netsum.switch.device import Device
-from netsum.switch.p4rt.rawclient import RawClient
 from netsum.switch.p4rt.server import MAX_READS, P4RuntimeServer, TlsConfig
 
 BIG_REGISTER_P4 = """
@@ -63,7 +64,7 @@ def test_unconsumed_reads_are_capped_and_writes_still_served() -> None:
     res = compiler.compile_source(BIG_REGISTER_P4)
     srv = P4RuntimeServer(Device(device_id=0), "127.0.0.1:0").start()
     try:
-        with RawClient(f"127.0.0.1:{srv.port}", 0, election_id=1) as c:
+        with p4rt_client(f"127.0.0.1:{srv.port}", 0, election_id=1) as c:
             c.connect()
             c.set_pipeline(res.p4info, res.json_text().encode())
             # One channel per reader (readers sharing a connection also share its HTTP/2
@@ -91,7 +92,7 @@ def test_unconsumed_reads_are_capped_and_writes_still_served() -> None:
             # Writes are answered while the readers stall (a generous deadline: any answer
             # at all shows a thread was free; before the cap none was).
             for key in range(20):
-                req = c._stamp(pb.WriteRequest(updates=[_insert(res.p4info, key)]))
+                req = c.stamp(pb.WriteRequest(updates=[_insert(res.p4info, key)]))
                 c.stub.Write(req, timeout=30)
             for call in calls:
                 call.cancel()
@@ -104,8 +105,8 @@ def test_unconsumed_reads_are_capped_and_writes_still_served() -> None:
                 try:
                     entries = c.read([pb.Entity(table_entry=pb.TableEntry())])
                     break
-                except grpc.RpcError as exc:
-                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                except ClientError as exc:
+                    assert exc.code == "RESOURCE_EXHAUSTED"
                     assert time.monotonic() < deadline, "read seats never came back"
                     time.sleep(0.2)
             assert len(entries) == 20

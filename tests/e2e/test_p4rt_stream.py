@@ -1,5 +1,7 @@
 """StreamChannel end to end: two controllers (only the primary writes; failover when it goes
-away), arbitration refusals that end the stream, and packet I/O through the CPU port."""
+away), arbitration refusals that end the stream, and packet I/O through the CPU port.  The
+controllers are the client library's SwitchClient; messages on the stream are sent and read
+through its `Stream`."""
 from __future__ import annotations
 
 import queue
@@ -13,9 +15,11 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
+from helpers import p4rt_client
+from netsum.p4rt.client import Stream, SwitchClient
+from netsum.p4rt.errors import ClientError, SwitchUnreachable
 from netsum.switch.device import Device
 from netsum.switch.p4rt import P4RuntimeServer
-from netsum.switch.p4rt.rawclient import RawClient, Stream
 
 DEVICE_ID = 1
 CPU_PORT = 64
@@ -50,8 +54,8 @@ def pipeline(fixtures: Path) -> tuple[p4info_pb2.P4Info, bytes]:
     return info, (fixtures / "l2_mcast.json").read_bytes()
 
 
-def client(srv: P4RuntimeServer, election_id: int) -> RawClient:
-    return RawClient(f"127.0.0.1:{srv.port}", DEVICE_ID, election_id)
+def client(srv: P4RuntimeServer, election_id: int, device_id: int = DEVICE_ID) -> SwitchClient:
+    return p4rt_client(f"127.0.0.1:{srv.port}", device_id, election_id)
 
 
 def forward(dst: bytes, port: int) -> pb.Update:
@@ -81,17 +85,18 @@ def test_only_primary_writes_and_failover_on_disconnect(switch: tuple, p4c_fixtu
     _, srv, _ = switch
     a, b = client(srv, 20), client(srv, 10)
     try:
-        assert a.connect().arbitration.status.code == OK
-        assert b.connect().arbitration.status.code == ALREADY_EXISTS
+        a.connect()
+        b.connect()
+        assert a.arbitration.status.code == OK and a.is_primary
+        assert b.arbitration.status.code == ALREADY_EXISTS and not b.is_primary
         a.set_pipeline(*pipeline(p4c_fixtures))
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(ClientError) as err:
             b.set_pipeline(*pipeline(p4c_fixtures))
-        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert err.value.code == "PERMISSION_DENIED"
         a.write([forward(b"\x01", 2)])
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(ClientError) as err:
             b.write([forward(b"\x02", 2)])
-        assert (err.value.code(), err.value.details()) == (grpc.StatusCode.PERMISSION_DENIED,
-                                                            "Not primary")
+        assert (err.value.code, err.value.detail) == ("PERMISSION_DENIED", "Not primary")
         # Both may read.
         entity = pb.Entity()
         entity.table_entry.SetInParent()
@@ -128,12 +133,12 @@ def test_refused_arbitration_ends_the_stream(switch: tuple, p4c_fixtures: Path, 
                                              election_id: int, code: grpc.StatusCode) -> None:
     _, srv, _ = switch
     first = client(srv, 7)
-    other = RawClient(f"127.0.0.1:{srv.port}", device_id, election_id)
+    other = client(srv, election_id, device_id)
     try:
         first.connect()
-        assert other.connect() is None            # stream closed instead of an answer
-        assert other.stream is not None and other.stream.error is not None
-        assert other.stream.error.code() == code
+        with pytest.raises(SwitchUnreachable) as err:  # stream closed instead of an answer
+            other.connect(retry=False)
+        assert err.value.code == code.name
         # The first client is unaffected: still primary.
         first.set_pipeline(*pipeline(p4c_fixtures))
     finally:
@@ -249,11 +254,12 @@ def test_seventeenth_stream_is_resource_exhausted(switch: tuple) -> None:
     _, srv, _ = switch
     clients = [client(srv, i + 1) for i in range(17)]
     try:
-        replies = [c.connect() for c in clients]
-        assert all(r is not None for r in replies[:16])
-        assert replies[16] is None
-        assert clients[16].stream is not None and clients[16].stream.error is not None
-        assert clients[16].stream.error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for c in clients[:16]:
+            c.connect()
+            assert c.arbitration is not None
+        with pytest.raises(SwitchUnreachable) as err:
+            clients[16].connect()
+        assert err.value.code == "RESOURCE_EXHAUSTED"
     finally:
         for c in clients:
             c.close()

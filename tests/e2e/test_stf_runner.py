@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from netsum.stf.run import Outcome, Verdict, run_commands
-from netsum.stf.sweep import Program, compile_netsum
-from netsum.stf.syntax import parse_stf
+from netsum.tools.stf.run import Outcome, Verdict, run_commands
+from netsum.tools.stf.sweep import Program, compile_netsum
+from netsum.tools.stf.syntax import parse_stf
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent.parent / "stf"
@@ -95,7 +95,8 @@ def test_refused_write_unknown_name_and_bad_program(built: dict[str, tuple[Path,
     assert out.verdict is Verdict.REFUSED and out.reason.startswith("line 6: add refused: "
                                                                     "ALREADY_EXISTS")
     out = play(built, "stf_tables", "add by_tags tag:7 set_exact(v:1)\npacket 1 00")
-    assert out.verdict is Verdict.UNSUPPORTED and "no table 'by_tags'" in out.reason
+    assert out.verdict is Verdict.UNSUPPORTED
+    assert out.reason == "line 1: no table named 'by_tags'. Did you mean 'TIngress.by_tag'?"
     bad_json = tmp_path / "bad.json"
     bad_json.write_text('{"header_types": 7}')
     out = run_commands(parse_stf("packet 1 00"), bad_json, built["stf_tables"][1])

@@ -84,7 +84,7 @@ dist.destroy_process_group()
 
 #: What goes where (docs/training.md, "Every collective"): the expectation of the routes.
 SWITCHED = {"allreduce": 8 + 6 + 2, "allreduce_coalesced": 1}
-SWITCHED_ALLREDUCE = {"reduce_scatter_single": 2, "reduce_scatter": 1}
+SWITCHED_SCATTER = {"reduce_scatter_single": 2, "reduce_scatter": 1}
 DELEGATED = {"allreduce": 2, "all_gather_single": 1, "allgather": 1, "broadcast": 1,
              "all_to_all_single": 1, "barrier": 1}
 EXACT = [k for k in ("sum torch.float32", "sum torch.bfloat16", "sum torch.float16",
@@ -142,8 +142,9 @@ def test_every_collective_through_the_netsum_backend_equals_gloo(tmp_path: Path)
         assert isinstance(ledger, dict)
         for name, calls in SWITCHED.items():
             assert ledger[name]["switch"]["calls"] == calls, (name, ledger[name])
-        for name, calls in SWITCHED_ALLREDUCE.items():
-            assert ledger[name]["switch (all-reduce)"]["calls"] == calls, (name, ledger[name])
+        for name, calls in SWITCHED_SCATTER.items():
+            assert ledger[name]["switch (reduce-scatter)"]["calls"] == calls, \
+                (name, ledger[name])
         for name, calls in DELEGATED.items():
             assert ledger[name]["gloo"]["calls"] == calls, (name, ledger[name])
         assert ledger["allreduce"]["local"]["calls"] == 1           # the empty tensor

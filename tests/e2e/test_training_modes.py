@@ -80,7 +80,7 @@ def test_fsdp_full_shard_through_the_switch_ends_on_gloos_loss(rig: Rig, tmp_pat
     assert isinstance(ledger, dict)
     # FSDP reduce-scatters every step's gradients: through the switch, none to gloo.
     rs = ledger["reduce_scatter_single"]
-    assert rs["switch (all-reduce)"]["calls"] >= STEPS and "gloo" not in rs
+    assert rs["switch (reduce-scatter)"]["calls"] >= STEPS and "gloo" not in rs
     got = counters(rig, list(ns.metrics["job_ids"]))  # type: ignore[call-overload]
     assert sum(c["results_out"] for c in got.values()) > 0
     assert all(c["data_in"] > 0 for c in got.values()), got

@@ -14,8 +14,8 @@ from p4.config.v1 import p4info_pb2
 from netsum.controller import program as P
 from netsum.controller.checks import check_setup, program_limits
 from netsum.controller.errors import TopologyError
-from netsum.controller.schema import Schema, load_p4info
 from netsum.controller.topology import parse_topology
+from netsum.p4rt.schema import Schema, load_p4info
 
 ROOT = Path(__file__).resolve().parents[2]
 P4INFO = ROOT / "tests" / "fixtures" / "p4c" / "netsum" / "netsum_k256.p4info.txtpb"

@@ -12,13 +12,13 @@ import pytest
 from p4.config.v1 import p4info_pb2
 
 from netsum.controller import program as P
-from netsum.controller.entities import TableEntry
 from netsum.controller.errors import JobError
 from netsum.controller.jobs import next_hop_ports, place_job, plan_drop, plan_forwarding, plan_job
-from netsum.controller.schema import Schema
 from netsum.controller.slots import SlotRange
 from netsum.controller.topology import JobSpec, Role, Topology, load_topology
-from netsum.controller.values import Exact
+from netsum.match import Exact
+from netsum.p4rt.entities import TableEntry
+from netsum.p4rt.schema import Schema
 from netsum.wire import RANK_SWITCH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,7 +227,7 @@ def test_contract_matches_the_build() -> None:
         _, info_path = build.ensure_built(k=32)
     except build.BuildError as exc:
         pytest.skip(f"netsum.p4 cannot be built here: {exc}")
-    from netsum.controller.schema import load_p4info
+    from netsum.p4rt.schema import load_p4info
     real = Schema(load_p4info(info_path))
     for tname, (keys, actions) in CONTRACT.items():
         t = real.table(tname)

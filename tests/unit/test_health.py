@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from netsum.controller import program as P
-from netsum.controller.client import Endpoint
+from netsum.p4rt.client import Endpoint
 from helpers import embedded_server
 from netsum import health
 from netsum.jobrun import JobOutcome

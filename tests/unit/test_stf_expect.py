@@ -1,8 +1,8 @@
 """Frame comparison against `expect` lines: masks, `$`, counts per port, silent ports."""
 from __future__ import annotations
 
-from netsum.stf.expect import compare_ports, frame_mismatch
-from netsum.stf.syntax import Expect
+from netsum.tools.stf.expect import compare_ports, frame_mismatch
+from netsum.tools.stf.syntax import Expect
 
 
 def test_nibble_masks_and_prefix_match() -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from netsum.stf.run import Outcome, Verdict
-from netsum.stf.sweep import group_failures, select_programs, summary_table
+from netsum.tools.stf.run import Outcome, Verdict
+from netsum.tools.stf.sweep import group_failures, select_programs, summary_table
 
 V1 = "#include <core.p4>\n#include <v1model.p4>\n"
 

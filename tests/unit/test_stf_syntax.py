@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from netsum.stf.syntax import (ActionCall, Add, CheckCounter, CounterWrite, Expect, KeyMatch,
+from netsum.tools.stf.syntax import (ActionCall, Add, CheckCounter, CounterWrite, Expect, KeyMatch,
                                McGroupCreate, McNodeAssociate, McNodeCreate, McNodeUpdate,
                                MeterSetRates, MirroringAdd, MirroringAddMc, MirroringDelete,
                                NoPacket, Number, Packet, ReadOnly, RegisterReset, RegisterWrite,

@@ -1,4 +1,5 @@
-"""STF table, default and replication commands as P4Runtime updates, on a P4Info written here."""
+"""STF table, default and replication commands as P4Runtime updates (the client library's
+entities, encoded), on a P4Info written here."""
 from __future__ import annotations
 
 import pytest
@@ -6,9 +7,11 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from netsum.stf import writes
-from netsum.stf.schema import Schema, StfNameError
-from netsum.stf.syntax import (Add, CounterWrite, MeterSetRates, RegisterReset, RegisterWrite,
+from netsum.p4rt.entities import INSERT, update
+from netsum.p4rt.errors import LiteralError, SchemaLookupError
+from netsum.p4rt.schema import Schema
+from netsum.tools.stf import writes
+from netsum.tools.stf.syntax import (Add, CounterWrite, MeterSetRates, RegisterReset, RegisterWrite,
                                SetDefault, parse_stf)
 
 P4INFO = """
@@ -55,9 +58,10 @@ def schema() -> Schema:
 
 
 def entry(schema: Schema, line: str) -> p4runtime_pb2.TableEntry:
+    """What the runner writes for an `add`: the entry as the library encodes it."""
     cmd = parse_stf(line)[0]
     assert isinstance(cmd, Add)
-    return writes.table_entry(schema, cmd)
+    return update(INSERT, writes.table_entry(schema, cmd), schema).entity.table_entry
 
 
 def matches(te: p4runtime_pb2.TableEntry) -> dict[int, p4runtime_pb2.FieldMatch]:
@@ -104,13 +108,17 @@ def test_range_and_optional_take_one_value(schema: Schema) -> None:
 
 
 @pytest.mark.parametrize("line,error,fragment", [
-    ("add nosuch k:1 a()", StfNameError, "no table 'nosuch'"),
-    ("add route k:1 set_port(port:1)", StfNameError, "no key field 'k'"),
-    ("add acl 1 dst:1 set_port(port:1)", StfNameError, "key field 'dst' of table 'ingress.acl' "
-                                                      "is ambiguous"),
-    ("add route ipv4.dst:1 drop()", StfNameError, "no action 'drop' of table 'ingress.route'"),
+    ("add nosuch k:1 a()", SchemaLookupError, "no table named 'nosuch'"),
+    ("add rout k:1 a()", SchemaLookupError, "no table named 'rout'. Did you mean 'ingress.route'?"),
+    ("add route k:1 set_port(port:1)", SchemaLookupError, "no key field named 'k'"),
+    ("add acl 1 dst:1 set_port(port:1)", SchemaLookupError, "key field 'dst' of table "
+                                                           "'ingress.acl' is ambiguous"),
+    ("add route ipv4.dst:1 drop()", SchemaLookupError, "no action named 'drop' in table "
+                                                       "'ingress.route'"),
     ("add route ipv4.dst:1 set_port()", writes.StfValueError, "parameter 'port' not given"),
-    ("add route ipv4.dst:1 set_port(port:512)", writes.StfValueError, "does not fit in 9 bits"),
+    ("add route ipv4.dst:1 set_port(port:512)", LiteralError, "'port': value 512 does not fit "
+                                                              "in bit<9>"),
+    ("add route ipv4.dst:0x1ffffffff set_port(port:1)", writes.StfValueError, "32 bits"),
     ("add route ipv4.dst:1 set_port(port:1, x:2)", writes.StfValueError, "no parameter 'x'"),
     ("add acl 1 eth.dst:0x1* set_port(port:1)", writes.StfValueError, "'*' digits"),
     ("add acl 1 ipv4.dst:0x1ffffffff set_port(port:1)", writes.StfValueError, "32 bits"),
@@ -125,7 +133,7 @@ def test_ambiguous_suffix(schema: Schema) -> None:
     # A plain suffix is enough when one name has it ...
     assert entry(schema, "add ges meta.port:1 set_port(port:1)").table_id == 3
     # ... "x" ends three names, two of them after a dot: ambiguous ...
-    with pytest.raises(StfNameError, match="ambiguous: egress.max, egress.x, ingress.x"):
+    with pytest.raises(SchemaLookupError, match="ambiguous: egress.max, egress.x, ingress.x"):
         entry(schema, "add x NoAction()")
     # ... and a dotted suffix that one name has settles it.
     assert entry(schema, "add egress.x NoAction()").table_id == 5
@@ -134,7 +142,7 @@ def test_ambiguous_suffix(schema: Schema) -> None:
 def test_setdefault(schema: Schema) -> None:
     cmd = parse_stf("setdefault acl NoAction()")[0]
     assert isinstance(cmd, SetDefault)
-    te = writes.default_entry(schema, cmd)
+    te = update(INSERT, writes.default_entry(schema, cmd), schema).entity.table_entry
     assert te.is_default_action and te.table_id == 1 and te.action.action.action_id == 11
 
 
@@ -191,5 +199,5 @@ def test_extern_writes(schema: Schema) -> None:
     assert [u.entity.meter_entry.index.index for u in writes.meter_rates(schema, ma)] == [0, 1]
     (wide,) = parse_stf("register_write cells 0 0x10000")
     assert isinstance(wide, RegisterWrite)
-    with pytest.raises(writes.StfValueError, match="16 bits"):
+    with pytest.raises(LiteralError, match="does not fit in bit<16>"):
         writes.register_write(schema, wide)

@@ -28,6 +28,9 @@ extern packet_out {
 }
 
 extern void verify(in bool check, in error toSignal);
+// Checked at compile time (netsum.p4c.static_assert): true, or an error when check is false.
+extern bool static_assert(bool check, string message);
+extern bool static_assert(bool check);
 
 @noWarn("unused")
 action NoAction() {}
