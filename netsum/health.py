@@ -23,7 +23,7 @@ __all__ = ["SHOULD_BE_ZERO", "SwitchHealth", "read_switch", "job_refusals", "pro
 #: Device statistics (netsum/switch/stats.py) that count faults, never ordinary traffic.
 SHOULD_BE_ZERO: tuple[str, ...] = (
     "internal_errors", "udp_foreign", "register_oob", "counter_oob", "assert_failures",
-    "loop_limit", "recirc_loops", "tx_errors",
+    "loop_limit", "recirc_loops", "tx_errors", "shm_bad_desc", "shm_bad_index",
 )
 
 

@@ -3,7 +3,9 @@
 Owns the life cycle of a whole run (a job's wait, outcome and check are netsum.jobrun's; the
 addressing plan is netsum.rigtopo's): build the P4 program for K, write a topology file, start
 the switch (`netsum-switch`, or real `simple_switch_grpc` for `Target.BMV2`) on UDP-tunnel ports
-(`Mode.UDP`, no privileges) or on veth pairs into network namespaces (`Mode.NETNS`, root) --
+(`Mode.UDP`, no privileges), on shared-memory ports (`Mode.SHM`, no privileges: frame rings
+instead of loopback UDP, netsum/shmring.py) or on veth pairs into network namespaces
+(`Mode.NETNS`, root) --
 or, with `leaves`, a two-level SHARP-style tree of switch daemons joined by UDP links -- push
 pipeline, forwarding and the drop simulator through `netsum.controller.fabric.Controller`, then run
 jobs: each job gets a fresh id and a fresh slot range (or, asked to, runs again under its id
@@ -30,6 +32,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -69,6 +72,7 @@ BMV2_TOOLS = ("simple_switch_grpc", "p4c-bm2-ss")
 
 class Mode(enum.Enum):
     UDP = "udp"        # frame-over-UDP switch ports on 127.0.0.1 (unprivileged)
+    SHM = "shm"        # shared-memory frame rings per switch port (unprivileged, one machine)
     NETNS = "netns"    # namespaces + veth + kernel UDP; switch on AF_PACKET ports (root)
 
 
@@ -107,6 +111,8 @@ class RigConfig:
         if self.leaves and not 2 <= self.leaves <= self.workers:
             raise RigError(f"leaves must be 0 (one switch) or 2..{self.workers} (one worker "
                            f"per leaf at least), got {self.leaves}")
+        if self.mode is Mode.SHM and self.target is not Target.EMBEDDED:
+            raise RigError("shared-memory ports (mode shm) exist on the embedded switch only")
         if self.leaves and (self.mode is not Mode.UDP or self.target is not Target.EMBEDDED):
             raise RigError("a tree (leaves >= 2) runs in mode udp on the embedded switch only")
         if self.bystanders < 0 or (self.bystanders and self.leaves):
@@ -157,6 +163,8 @@ class Rig:
         self.port_udp: dict[str, int] = {}
         self.job_ranks: dict[int, tuple[int, ...]] = {}   # switch job id -> its workers' ranks
         self.port_specs: dict[str, str] = {}     # host name -> its switch port's `-i` spec
+        self.shm_paths: dict[str, str] = {}      # SHM: host name -> its port's socket path
+        self._shm_dir: str | None = None
         self.topology_path = config.work_dir / "topology.yaml"
         self._next_job = 1
         self._next_slot = 0
@@ -207,6 +215,13 @@ class Rig:
                     ifaces[h.switch].append(self.port_specs[h.name])
             except NetnsError as exc:
                 raise RigError(f"cannot set up namespaces: {exc}") from None
+        elif cfg.mode is Mode.SHM:
+            # A short directory of its own: a Unix socket path holds at most 107 bytes.
+            self._shm_dir = tempfile.mkdtemp(prefix="netsum-shm-")
+            for h in (*self.layout.hosts, *self.layout.bystanders):
+                self.shm_paths[h.name] = f"{self._shm_dir}/{h.name}.sock"
+                self.port_specs[h.name] = f"{h.port}@shm:{self.shm_paths[h.name]}"
+                ifaces[h.switch].append(self.port_specs[h.name])
         else:
             every = (*self.layout.hosts, *self.layout.bystanders)
             for h, addr in zip(every, free_udp_ports(len(every))):
@@ -260,6 +275,9 @@ class Rig:
             if self.lab is not None:
                 self.lab.close()
                 self.lab = None
+            if self._shm_dir is not None:
+                shutil.rmtree(self._shm_dir, ignore_errors=True)
+                self._shm_dir = None
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
@@ -553,11 +571,13 @@ class Rig:
             assert self.lab is not None
             argv += ["--udp", sw.service_ip, "--bind", f"{h.ipv4}:{UDP_PORT}"]
             return self.lab.hosts[rank].exec_argv(argv)
-        host, port = self.peers[h.name]
-        argv += ["--frames", f"127.0.0.1:{self.udp_ports[rank]}", "--bind", f"{host}:{port}",
-                 "--mac", h.mac, "--ip", h.ipv4, "--port", str(UDP_PORT),
+        frame = ["--mac", h.mac, "--ip", h.ipv4, "--port", str(UDP_PORT),
                  "--service-mac", sw.service_mac, "--service-ip", sw.service_ip]
-        return argv
+        if cfg.mode is Mode.SHM:
+            return [*argv, "--shm", self.shm_paths[h.name], *frame]
+        host, port = self.peers[h.name]
+        return [*argv, "--frames", f"127.0.0.1:{self.udp_ports[rank]}", "--bind",
+                f"{host}:{port}", *frame]
 
     def pcap_in(self, name: str) -> Path:
         """The pcap file of what host `name`'s switch port received (RigConfig.pcap)."""

@@ -2,8 +2,9 @@
 
 `LoopedPorts` opens a `netsum.switch.ports.PortSet` on one device with the C port loop
 (netsum/switch/native/io.py) or the Python loop, runs `PortSet.run` in a thread and plays frames into
-its ports from the ports' peers (UDP on 127.0.0.1) or from interfaces (AF_PACKET on veths the
-caller made), or from a foreign socket; it waits after each burst until the switch has taken
+its ports from the ports' peers (UDP on 127.0.0.1, or the peer side of shared-memory ports,
+netsum/shmring.py) or from interfaces (AF_PACKET on veths the caller made), or from a foreign
+socket; it waits after each burst until the switch has taken
 every frame, so two runs of one sequence see the same interleaving of ports, and collects what
 comes out on every port in order.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from netsum.shmring import ShmPeer, attach
 from netsum.switch.device import Device
 from netsum.switch.ports import PortSet, parse_port_spec
 
@@ -52,13 +54,22 @@ def _retag(data: bytes, anc: list[tuple[int, int, bytes]]) -> bytes:
 
 class LoopedPorts:
     def __init__(self, dev: Device, numbers: list[int], io: str,
-                 ifaces: dict[int, tuple[str, str]] | None = None) -> None:
-        """`numbers`: UDP-tunnel ports (each with its own peer socket); `ifaces`: port ->
+                 ifaces: dict[int, tuple[str, str]] | None = None,
+                 shm_dir: str | None = None) -> None:
+        """`numbers`: UDP-tunnel ports (each with its own peer socket), or with `shm_dir`
+        shared-memory ports (`N@shm:shm_dir/pN`, this object their peer; a frame meant to come
+        from a foreign address is not sent: a ring has no other sender); `ifaces`: port ->
         (switch side, host side) of veth pairs, served as AF_PACKET ports."""
         self.dev = dev
         self.peers: dict[int, socket.socket] = {}
+        self.rings: dict[int, ShmPeer] = {}
+        #: shared-memory ports whose peer reads nothing for now (its ring fills up)
+        self.muted: set[int] = set()
         specs = []
         for n in numbers:
+            if shm_dir is not None:
+                specs.append(parse_port_spec(f"{n}@shm:{shm_dir}/p{n}"))
+                continue
             s = _sink(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
             s.bind(("127.0.0.1", 0))
             self.peers[n] = s
@@ -82,17 +93,21 @@ class LoopedPorts:
             assert self.ps.fast is not None and self.ps.fast.ready, self.ps.io_status
         else:
             assert self.ps.fast is None, self.ps.io_status
-        self.addr = {n: self.ps.ports[n].sock.getsockname() for n in numbers}
-        self.out: dict[int, list[bytes]] = {n: [] for n in self.peers}
+        self.addr = {n: p.sock.getsockname() for n, p in self.ps.ports.items()
+                     if p.sock is not None}
+        self.out: dict[int, list[bytes]] = {n: [] for n in [*self.peers, *(
+            numbers if shm_dir is not None else [])]}
         self.taken = 0                 # frames the switch has received so far (incl. foreign)
         self._stop = False
         self._thread = threading.Thread(target=self.ps.run, args=(lambda: self._stop,),
                                         daemon=True)
         self._thread.start()
+        if shm_dir is not None:        # the loop must run: it accepts the peers
+            self.rings = {n: attach(f"{shm_dir}/p{n}") for n in numbers}
 
     def _seen(self) -> int:
         st = self.dev.stats
-        return st.rx_packets + st.udp_foreign
+        return st.rx_packets + st.udp_foreign + st.shm_bad_desc
 
     def burst(self, frames: list[tuple[int, bytes, bool]], timeout: float = 10.0) -> None:
         """Send (port, frame, from a foreign address) in order and wait until the switch took
@@ -104,7 +119,12 @@ class LoopedPorts:
             if n != last:
                 self._wait(timeout)
                 last = n
-            if n in self.raw:
+            if n in self.rings:
+                if foreign:
+                    continue
+                while not self.rings[n].tx.put([frame]):
+                    self._wait(timeout)         # the ring is full: the switch catches up
+            elif n in self.raw:
                 self.peers[n].send(frame)
             elif foreign:
                 self.foreign.sendto(frame, self.addr[n])
@@ -121,6 +141,12 @@ class LoopedPorts:
             time.sleep(0.0002)
 
     def _drain(self) -> None:
+        for n, ring in self.rings.items():
+            if n in self.muted:
+                continue
+            out = self.out[n]
+            while ring.rx.take(1 << 20, lambda view: out.append(bytes(view))):
+                pass
         for n, s in self.peers.items():
             while True:
                 try:
@@ -150,6 +176,8 @@ class LoopedPorts:
     def close(self) -> None:
         self._stop = True
         self._thread.join(10)
+        for ring in self.rings.values():
+            ring.close()
         self.ps.close()
         for s in [*self.peers.values(), self.foreign]:
             s.close()
@@ -157,12 +185,13 @@ class LoopedPorts:
 
 @contextmanager
 def looped(dev: Device, numbers: list[int], io: str,
-           ifaces: dict[int, tuple[str, str]] | None = None) -> Iterator[LoopedPorts]:
+           ifaces: dict[int, tuple[str, str]] | None = None,
+           shm_dir: str | None = None) -> Iterator[LoopedPorts]:
     """LoopedPorts with NETSUM_NATIVE_IO set for `io` ("c" or "python") while opening."""
     old = os.environ.get(ENV)
     os.environ[ENV] = "1" if io == "c" else "0"
     try:
-        lp = LoopedPorts(dev, numbers, io, ifaces)
+        lp = LoopedPorts(dev, numbers, io, ifaces, shm_dir)
     finally:
         if old is None:
             os.environ.pop(ENV, None)

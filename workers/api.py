@@ -18,6 +18,7 @@ import numpy.typing as npt
 from netsum.workers import quant
 from netsum.workers.blocks import even_shards
 from netsum.workers.core import AllreduceResult, CoreState, Event, JobConfig, Timing, WorkerCore
+from netsum.workers.native import NativeCore, native_status
 from netsum.workers.errors import ProtocolStateError, QuantError, SumOverflowError, WorkerError
 from netsum.workers.transport import BatchTransport, Transport
 
@@ -85,8 +86,10 @@ def _call(tensor: object, transport: Transport, job: JobConfig, timing: Timing,
         raise TypeError(f"transport must have send() and receive(), got "
                         f"{type(transport).__name__}")
     if on_event is None and isinstance(transport, BatchTransport):
-        core = WorkerCore(tensor, job, timing, rounds, transport.frame_prefix, rank=rank,
-                          shards=shards, nonfinite=nonfinite)
+        # The compiled per-packet path where it builds (workers/native.py; no events)
+        kind = NativeCore if native_status()[0] else WorkerCore
+        core = kind(tensor, job, timing, rounds, transport.frame_prefix, rank=rank,
+                    shards=shards, nonfinite=nonfinite)
         _run_frames(core, transport, clock)
     else:
         core = WorkerCore(tensor, job, timing, rounds, rank=rank, shards=shards,

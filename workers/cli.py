@@ -7,6 +7,8 @@ Unprivileged frames over UDP to an embedded switch port:
     netsum-worker --job 1 --workers 2 --slots 64 --frames 127.0.0.1:9001 --bind 127.0.0.1:40001 \\
         --mac 02:00:00:00:00:01 --ip 10.0.0.1 --service-mac 02:00:00:00:00:fe \\
         --service-ip 10.0.0.254 --size 100000 --rank 0 --check
+The same frames over a shared-memory port of the switch (`-i N@shm:PATH`, one machine):
+    netsum-worker ... --shm /run/netsum/p1.sock --mac ... --ip ... --service-mac ... --service-ip ...
 Host baselines (no switch): ring all-reduce or parameter server over TCP between the workers:
     netsum-worker --algo ring --job 1 --workers 3 --peers 10.0.0.1,10.0.0.2,10.0.0.3 \\
         --rank 0 --size 1000000 --check
@@ -32,6 +34,7 @@ from netsum.workers.api import Worker
 from netsum.workers.core import AllreduceResult, JobConfig, Timing
 from netsum.workers.errors import WorkerError
 from netsum.workers.ring import HostResult
+from netsum.workers.shmring import ShmFrameTransport
 from netsum.workers.transport import FrameTransport, Transport, UdpTransport, parse_hostport
 
 __all__ = ["main", "build_parser", "synthetic", "load_npy", "MAX_ELEMENTS"]
@@ -64,10 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="kernel UDP to the aggregation service")
     tr.add_argument("--frames", metavar="HOST:PORT",
                     help="Ethernet frames over UDP to a netsum-switch udp port")
+    tr.add_argument("--shm", metavar="PATH",
+                    help="Ethernet frames over the shared-memory rings of a netsum-switch shm "
+                         "port (its socket PATH)")
     tr.add_argument("--bind", metavar="IP[:PORT]",
                     help=f"local address (udp: default 0.0.0.0:{UDP_PORT}; frames: the switch "
                          "port's fixed peer, default 127.0.0.1:0)")
-    tr.add_argument("--mac", help="frames: this worker's MAC")
+    tr.add_argument("--mac", help="frames/shm: this worker's MAC")
     tr.add_argument("--ip", help="frames: this worker's IPv4 (part of its member key)")
     tr.add_argument("--port", type=int, default=UDP_PORT, help="frames: this worker's UDP port")
     tr.add_argument("--service-mac", help="frames: the switch's service MAC")
@@ -106,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _transport(a: argparse.Namespace) -> Transport:
-    if bool(a.udp) == bool(a.frames):
-        raise UsageError("give exactly one of --udp and --frames")
+    if sum(bool(x) for x in (a.udp, a.frames, a.shm)) != 1:
+        raise UsageError("give exactly one of --udp, --frames and --shm")
     try:
         if a.udp:
             service = parse_hostport(a.udp, UDP_PORT)
@@ -115,12 +121,14 @@ def _transport(a: argparse.Namespace) -> Transport:
             return UdpTransport(service, bind)
         missing = [n for n in ("mac", "ip", "service_mac", "service_ip") if not getattr(a, n)]
         if missing:
-            raise UsageError("--frames needs " + ", ".join("--" + m.replace("_", "-")
-                                                           for m in missing))
-        switch = parse_hostport(a.frames)
-        bind = parse_hostport(a.bind, 0) if a.bind else ("127.0.0.1", 0)
+            raise UsageError(f"--{'frames' if a.frames else 'shm'} needs " + ", ".join(
+                "--" + m.replace("_", "-") for m in missing))
         local = wire.Endpoint.parse(a.mac, a.ip, a.port)
         service_ep = wire.Endpoint.parse(a.service_mac, a.service_ip, UDP_PORT)
+        if a.shm:
+            return ShmFrameTransport(a.shm, local, service_ep, k=a.k)
+        switch = parse_hostport(a.frames)
+        bind = parse_hostport(a.bind, 0) if a.bind else ("127.0.0.1", 0)
         return FrameTransport(switch, local, service_ep, bind, k=a.k)
     except (ValueError, wire.WireError) as exc:
         raise UsageError(str(exc)) from None

@@ -184,6 +184,7 @@ class WorkerCore(LossRecovery, ResultAcceptance):
         self._srtt: float | None = None
         self._rttvar = 0.0
         self._base_rto = timing.rto_initial
+        self._spurious = 0               # spurious retransmissions (see _accept)
         self._size = self.packet_bytes = HEADER_BYTES + 4 * k   # a netsum packet's length
         self._zeros = bytes(4 * k)
         self._latency = np.zeros(nb)
@@ -382,6 +383,12 @@ class WorkerCore(LossRecovery, ResultAcceptance):
             self._base_rto = min(max(srtt + 4 * self._rttvar, t.rto_min), t.rto_max)
             if rtt < self._min_rtt:
                 self._min_rtt = rtt
+        elif now - self._tx_at[i] < self._min_rtt:
+            # Answered sooner after the last retransmission than any round trip: the switch
+            # had an earlier transmission, so that retransmission was spurious (Eifel's test,
+            # RFC 3522, made by time).  Counted only: an RTO floor raised to such a use's wait
+            # was tried and slowed recovery from real loss (docs/performance.md, section 6).
+            self._spurious += 1
         self._results += 1
         self._acc_round[i] = round_
         self._acc_offset[i] = offset = self._want_offset[i]
@@ -512,7 +519,7 @@ class WorkerCore(LossRecovery, ResultAcceptance):
             self._progress if now is None else now)
         return Stats(self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
                      self._rejected, self._chunks, end - self._started, self._latency.copy(),
-                     self._fast)
+                     self._fast, self._spurious)
 
     def next_rounds(self) -> tuple[int, ...]:
         """Per slot of the job, the round its next use takes: the next call of the same job

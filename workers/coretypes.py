@@ -182,6 +182,9 @@ class Stats:
     elapsed: float
     latencies: np.ndarray = field(compare=False, repr=False)
     fast_retransmissions: int = 0   # of `retransmissions`, those sent on a gap, not a timer
+    #: uses answered sooner after their last retransmission than any round trip (it was
+    #: not needed: WorkerCore._accept)
+    spurious: int = 0
 
     def latency_percentiles(self, q: Sequence[float] = (50, 99)) -> tuple[float, ...]:
         if not len(self.latencies):

@@ -1,10 +1,14 @@
-"""Switch ports and the packet loop: Linux interfaces (AF_PACKET) and UDP-tunnel ports.
+"""Switch ports and the packet loop: Linux interfaces (AF_PACKET), UDP-tunnel ports and
+shared-memory ports.
 
 `-i N@IFACE` opens one AF_PACKET socket bound to IFACE (promiscuous).
 `-i N@udp:HOST:PORT=PEERHOST:PEERPORT` binds a UDP socket whose one peer is fixed on the
 command line: each datagram is one whole Ethernet frame; output goes to the peer, and a
 datagram from any other address is dropped and counted (`stats.udp_foreign`), so no other
 local process can feed a port or take over its output.  (`,` is accepted for `=`.)
+`-i N@shm:PATH[,slots=S][,frame=BYTES]` listens on a Unix socket at PATH for the port's one
+peer and hands it a pair of shared-memory frame rings (netsum/shmring.py: the format, the
+trust rules, the counters `shm_bad_desc`, `shm_bad_index`, `shm_tx_full`).
 One thread runs the port loop.  The C loop (netsum/switch/native/io.py: recvmmsg/sendmmsg around
 the native pipeline) serves the ports whenever it can do exactly what the Python loop does;
 otherwise one selector over all sockets calls `Device.receive` per frame and the device calls
@@ -13,6 +17,7 @@ back `PortSet.transmit` for outputs.  `io_status` says which loop runs and why.
 from __future__ import annotations
 
 import enum
+import errno
 import gc
 import logging
 import os
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from netsum.shmring import Layout, ShmServer
 from netsum.switch.device import MAX_FRAME, Device
 from netsum.switch.native import io as nio
 from netsum.switch.pcap import PcapWriter
@@ -42,11 +48,13 @@ _TP_STATUS_VLAN_TPID_VALID = 0x40
 _AUXDATA = struct.Struct("=IIIHHHH")    # struct tpacket_auxdata
 _BATCH = 64                 # frames drained per readiness event before re-polling
 _MAX_PORT = 511
+_log = logging.getLogger("netsum.switch.ports")
 
 
 class PortKind(enum.Enum):
     LINUX = "linux"
     UDP = "udp"
+    SHM = "shm"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +64,8 @@ class PortSpec:
     kind: PortKind
     bind: tuple[str, int] | None = None
     peer: tuple[str, int] | None = None   # UDP: the one address this port talks to
+    path: str | None = None           # SHM: the Unix socket the peer connects to
+    layout: Layout | None = None      # SHM: the rings' geometry
 
     @property
     def pcap_name(self) -> str:
@@ -87,6 +97,8 @@ def parse_port_spec(text: str) -> PortSpec:
         raise ValueError(f"bad interface spec '{text}': port '{num}' is not a number") from None
     if not 0 <= n <= _MAX_PORT:
         raise ValueError(f"bad interface spec '{text}': port {n} outside 0..{_MAX_PORT}")
+    if rest.startswith("shm:"):
+        return _shm_spec(n, text, rest)
     if rest.startswith("udp:"):
         local, _, peer = rest[4:].partition("=" if "=" in rest else ",")
         if not peer:
@@ -100,12 +112,41 @@ def parse_port_spec(text: str) -> PortSpec:
     return PortSpec(n, rest, PortKind.LINUX)
 
 
-class _Port:
-    __slots__ = ("spec", "sock", "peer", "pcap_in", "pcap_out")
+def _shm_spec(n: int, text: str, rest: str) -> PortSpec:
+    path, *opts = rest[4:].split(",")
+    if not path or "\0" in path:
+        raise ValueError(f"bad interface spec '{text}': a shared-memory port needs a path, "
+                         f"{n}@shm:PATH[,slots=S][,frame=BYTES]")
+    geometry = {"slots": Layout().slots, "frame": Layout().frame}
+    for opt in opts:
+        key, sep, value = opt.partition("=")
+        if key not in geometry or not sep or not value.isdigit():
+            raise ValueError(f"bad interface spec '{text}': '{opt}' is not slots=N or "
+                             "frame=BYTES")
+        geometry[key] = int(value)
+    try:
+        layout = Layout(geometry["slots"], geometry["frame"])
+    except ValueError as e:
+        raise ValueError(f"bad interface spec '{text}': {e}") from None
+    return PortSpec(n, rest, PortKind.SHM, path=path, layout=layout)
 
-    def __init__(self, spec: PortSpec, sock: socket.socket) -> None:
+
+class _Control:
+    """Selector data of a shared-memory port's listening socket."""
+    __slots__ = ("port",)
+
+    def __init__(self, port: _Port) -> None:
+        self.port = port
+
+
+class _Port:
+    __slots__ = ("spec", "sock", "shm", "peer", "pcap_in", "pcap_out")
+
+    def __init__(self, spec: PortSpec, sock: socket.socket | None,
+                 shm: ShmServer | None = None) -> None:
         self.spec = spec
         self.sock = sock
+        self.shm = shm
         # UDP: the peer as recvfrom() reports it (a name like `localhost` resolved), the one
         # source a datagram on this port is accepted from.
         self.peer = _resolve(spec, sock) if spec.kind is PortKind.UDP else None
@@ -113,8 +154,8 @@ class _Port:
         self.pcap_out: PcapWriter | None = None
 
 
-def _resolve(spec: PortSpec, sock: socket.socket) -> tuple[str, int]:
-    assert spec.peer is not None
+def _resolve(spec: PortSpec, sock: socket.socket | None) -> tuple[str, int]:
+    assert spec.peer is not None and sock is not None
     host, port = spec.peer
     try:
         info = socket.getaddrinfo(host, port, sock.family, socket.SOCK_DGRAM)
@@ -147,14 +188,23 @@ class PortSet:
     def open(self) -> None:
         try:
             for spec in self.specs:
-                sock = self._open_socket(spec)
-                port = _Port(spec, sock)
+                if spec.kind is PortKind.SHM:
+                    assert spec.path is not None and spec.layout is not None
+                    port = _Port(spec, None, ShmServer(spec.path, spec.layout, spec.number))
+                else:
+                    port = _Port(spec, self._open_socket(spec))
+                self.ports[spec.number] = port
                 if self.pcap_dir is not None:
                     port.pcap_in = PcapWriter(self.pcap_dir / f"{spec.pcap_name}_in.pcap")
                     port.pcap_out = PcapWriter(self.pcap_dir / f"{spec.pcap_name}_out.pcap")
-                self.ports[spec.number] = port
                 self._senders[spec.number] = self._sender(port)
-                self.sel.register(sock, selectors.EVENT_READ, port)
+                if port.shm is not None:
+                    self.sel.register(port.shm.bell_in, selectors.EVENT_READ, port)
+                    assert port.shm.listener is not None
+                    self.sel.register(port.shm.listener, selectors.EVENT_READ, _Control(port))
+                else:
+                    assert port.sock is not None
+                    self.sel.register(port.sock, selectors.EVENT_READ, port)
         except BaseException:
             self.close()
             raise
@@ -169,10 +219,14 @@ class PortSet:
         if ok and self.log is not None:
             ok, why = False, "per-packet debug logging is on"
         if ok:
+            kinds = {PortKind.UDP: nio.KIND_UDP, PortKind.LINUX: nio.KIND_LINUX,
+                     PortKind.SHM: nio.KIND_SHM}
             try:
                 self.fast = nio.NativeIO(self.device, [
-                    (p.spec.number, p.sock, nio.KIND_UDP if p.spec.kind is PortKind.UDP
-                     else nio.KIND_LINUX, p.peer) for p in self.ports.values()])
+                    (p.spec.number, p.shm if p.shm is not None else p.sock, kinds[p.spec.kind],
+                     p.peer) for p in self.ports.values()],
+                    [fd for p in self.ports.values() if p.shm is not None
+                     for fd in p.shm.control_fds()])
             except ValueError as e:
                 ok, why = False, str(e)
         if not ok:
@@ -195,7 +249,7 @@ class PortSet:
         for spec in self.specs:
             port = self.ports.get(spec.number)
             iface = spec.iface
-            if spec.kind is PortKind.UDP and port is not None:
+            if spec.kind is PortKind.UDP and port is not None and port.sock is not None:
                 local, sep, peer = iface[4:].partition("=" if "=" in iface else ",")
                 host = local.rpartition(":")[0]
                 iface = f"udp:{host}:{port.sock.getsockname()[1]}{sep}{peer}"
@@ -246,11 +300,14 @@ class PortSet:
         """The per-port send function, built once: the packet path then pays one call."""
         sock = p.sock
         send: Callable[[bytes], None]
-        if p.spec.kind is PortKind.LINUX:
+        if p.shm is not None:
+            send = self._shm_sender(p.shm)
+        elif p.spec.kind is PortKind.LINUX:
+            assert sock is not None
             send = sock.send  # type: ignore[assignment]
         else:
             peer = p.peer
-            assert peer is not None
+            assert peer is not None and sock is not None
             sendto = sock.sendto
 
             def send(frame: bytes) -> None:
@@ -267,6 +324,19 @@ class PortSet:
             raw(frame)
         return send_logged
 
+    def _shm_sender(self, shm: ShmServer) -> Callable[[bytes], None]:
+        tx, dev = shm.tx, self.device
+
+        def send(frame: bytes) -> None:
+            if not tx.fits(frame):     # as a datagram above the MTU: counted in tx_errors
+                raise OSError(errno.EMSGSIZE, "frame longer than the ring's buffers")
+            if not tx.put((frame,)):
+                dev.stats.shm_tx_full += 1
+            if tx.bad_index:
+                dev.stats.shm_bad_index += tx.bad_index
+                tx.bad_index = 0
+        return send
+
     def transmit(self, port: int, frame: bytes) -> None:
         send = self._senders.get(port)
         if send is None:
@@ -278,10 +348,14 @@ class PortSet:
             self.device.stats.tx_errors += 1
 
     def _drain(self, p: _Port) -> None:
+        if p.shm is not None:
+            self._drain_shm(p, p.shm)
+            return
         if p.spec.kind is PortKind.LINUX:
             self._drain_linux(p)
             return
         sock = p.sock
+        assert sock is not None
         receive = self.device.receive
         num = p.spec.number
         peer_host, peer_port = p.peer or ("", -1)
@@ -306,8 +380,32 @@ class PortSet:
             else:
                 self._deliver(p, num, data, receive)
 
+    def _drain_shm(self, p: _Port, shm: ShmServer) -> None:
+        """Up to _BATCH frames of the port's ring, each copied out before the program sees it
+        (the peer can rewrite the region at any time)."""
+        receive, num = self.device.receive, p.spec.number
+        if p.pcap_in is None and self.log is None:
+            def sink(view: memoryview) -> None:
+                receive(num, bytes(view))
+        else:
+            def sink(view: memoryview) -> None:
+                self._deliver(p, num, bytes(view), receive)
+        rx = shm.rx
+        rx.take(_BATCH, sink)
+        if rx.bad_desc or rx.bad_index:
+            stats = self.device.stats
+            stats.shm_bad_desc += rx.bad_desc
+            stats.shm_bad_index += rx.bad_index
+            rx.bad_desc = rx.bad_index = 0
+
+    def _service_shm(self, shm: ShmServer) -> None:
+        said = shm.service()
+        if said:
+            _log.info("%s", said)
+
     def _drain_linux(self, p: _Port) -> None:
         sock = p.sock
+        assert sock is not None
         receive = self.device.receive
         num = p.spec.number
         for _ in range(_BATCH):
@@ -347,19 +445,40 @@ class PortSet:
         dev = self.device
         fast = self.fast
         retry_at = 0.0
+        rings = [p.shm for p in self.ports.values() if p.shm is not None]
         while not should_stop():
             if fast is not None and fast.ready:
                 # The C loop never services egress queues: while a queued packet waits (a port
                 # with a rate) the Python loop runs, also when no frame arrives to close the gate.
                 if time.monotonic() >= retry_at and dev.next_deadline() is None:
-                    if fast.run() != nio.GATE_CLOSED and dev.next_deadline() is None:
+                    code = fast.run()
+                    if code == nio.CONTROL:
+                        for shm in rings:
+                            self._service_shm(shm)
+                    if code != nio.GATE_CLOSED and dev.next_deadline() is None:
                         continue
                     retry_at = time.monotonic() + nio.RETRY      # the Python loop serves a while
                 poll = min(poll, nio.RETRY)
             # Queued packets (a port with a rate) leave on time: wake for the next departure.
             due = dev.next_deadline()
-            for key, _ev in sel.select(poll if due is None else min(poll, due)):
-                self._drain(key.data)
+            # A ring's producer rings the doorbell only for a consumer that said it may sleep.
+            wait = 0.0 if any([shm.rx.arm() for shm in rings]) else \
+                poll if due is None else min(poll, due)
+            events = sel.select(wait)
+            for shm in rings:
+                shm.rx.disarm()
+            for key, _ev in events:
+                data = key.data
+                if isinstance(data, _Control):
+                    assert data.port.shm is not None
+                    self._service_shm(data.port.shm)
+                elif data.shm is not None:
+                    data.shm.rx.drain_bell()
+                else:
+                    self._drain(data)
+            for p in self.ports.values():
+                if p.shm is not None:
+                    self._drain_shm(p, p.shm)
             if due is not None or dev.next_deadline() is not None:
                 dev.service_queues()
             now = time.monotonic()
@@ -377,11 +496,16 @@ class PortSet:
         if self.device.transmit == self.transmit:
             self.device.transmit = None
         for p in self.ports.values():
-            try:
-                self.sel.unregister(p.sock)
-            except (KeyError, ValueError):
-                pass
-            p.sock.close()
+            for obj in (p.sock, *((p.shm.bell_in, p.shm.listener) if p.shm else ())):
+                try:
+                    if obj is not None:
+                        self.sel.unregister(obj)
+                except (KeyError, ValueError):
+                    pass
+            if p.sock is not None:
+                p.sock.close()
+            if p.shm is not None:
+                p.shm.close()
             for w in (p.pcap_in, p.pcap_out):
                 if w is not None:
                     w.close()

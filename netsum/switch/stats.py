@@ -29,6 +29,9 @@ class Stats:
     no_tx_port: int = 0          # outputs to a port with no interface/peer attached (daemon)
     tx_errors: int = 0           # send failures on a port (e.g. frame above the link MTU)
     udp_foreign: int = 0         # UDP-tunnel datagrams not from the port's peer (dropped)
+    shm_bad_desc: int = 0        # shm ring descriptors outside the ring's buffers or empty (skipped)
+    shm_bad_index: int = 0       # shm ring indices the peer made impossible (ring resynchronised)
+    shm_tx_full: int = 0         # outputs dropped: the shm peer's ring was full (it reads too slowly)
     digests: int = 0             # digests generated (generate_digest, end of ingress)
     internal_errors: int = 0     # unexpected exceptions on the packet path (packet dropped)
 

@@ -42,7 +42,7 @@ def _regs(dev: Device) -> dict[str, list[int]]:
     return {n: [int(x) for x in r.values] for n, r in dev.pipeline.registers.items()}
 
 
-def _netsum_run(k: int, io: str, seed: int) -> tuple[Any, ...]:
+def _netsum_run(k: int, io: str, seed: int, shm_dir: str | None = None) -> tuple[Any, ...]:
     import p4helpers as helpers
     sw = _netsum(k, True)
     assert sw.pipeline.native is not None, sw.pipeline.native_status
@@ -51,7 +51,7 @@ def _netsum_run(k: int, io: str, seed: int) -> tuple[Any, ...]:
     cur = [0] * 4
     member = sw.pipeline.tables["NetsumIngress.member"]
     gone = member.entries()[0]
-    with looped(sw.device, [1, 2, 3, 4, 5], io) as lp:
+    with looped(sw.device, [1, 2, 3, 4, 5], io, shm_dir=shm_dir) as lp:
         assert lp.ps.io_status.startswith("c:" if io == "c" else "python:"), lp.ps.io_status
         for n in range(160):
             with sw.device.lock:               # as a P4Runtime write does, while packets flow
@@ -98,7 +98,7 @@ def test_netsum_p4_through_both_loops_gives_the_same_frames_and_counters(k: int)
 CPU = 64
 
 
-def _router_run(io: str) -> tuple[Any, ...]:
+def _router_run(io: str, shm_dir: str | None = None) -> tuple[Any, ...]:
     dev = Device(cpu_port=CPU, seed=1)
     dev.install(Pipeline(json.loads(ROUTER_JSON.read_text()), native=True))
     assert dev.pipeline is not None and dev.pipeline.native is not None
@@ -111,7 +111,7 @@ def _router_run(io: str) -> tuple[Any, ...]:
     dev.packet_in_handler = cpu.append
     rng = random.Random(4)
     base = bytes.fromhex("0200000000fe" "020000000002" "0800" "4500002e00004000" "4011")
-    with looped(dev, [1, 2], io) as lp:
+    with looped(dev, [1, 2], io, shm_dir=shm_dir) as lp:
         for n in range(120):
             frames = []
             for _ in range(rng.choice([1, 1, 3, 20])):

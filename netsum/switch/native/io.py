@@ -4,8 +4,13 @@ The Python loop (`netsum.switch.ports.PortSet.run`) pays, per frame, one recvfro
 around `Device.receive` and one sendto per output: most of the daemon's CPU once the
 pipeline itself is native.  `NativeIO` runs the same loop in C: poll() over the port
 sockets, one recvmmsg of up to 64 frames per ready socket, each frame through the native
-pipeline without a Python object, one sendmmsg per egress port.  It is the same semantics
-or it does not run:
+pipeline without a Python object, one sendmmsg per egress port.  Shared-memory ports
+(netsum/shmring.py, shmport.c) are served in the same pass: up to 64 frames taken from a
+port's ring per wake-up, its outputs put in the peer's ring; before sleeping the loop spins
+for $NETSUM_SHM_SPIN_US (default 0) on the rings, then arms their doorbells, which poll()
+watches with the sockets.  A peer connecting to a port's socket makes run() return
+(CONTROL) so that the PortSet accepts or refuses it.  It is the same semantics or it does
+not run:
 
 - chosen when the port set is opened (`attach`): not with pcap files or per-packet debug
   logging (those stay in the Python loop), not for a UDP peer whose address is not numeric
@@ -34,19 +39,21 @@ from importlib import resources
 from types import ModuleType
 from typing import Any
 
+from netsum.shmring import HEAD, TAIL, TO_PEER, TO_SWITCH, WAKE, ShmServer, spin_seconds
 from netsum.switch.native.build import IO_CFLAGS, BuildError, available, build_module, is_built
 from netsum.switch.stats import Stats
 
-__all__ = ["NativeIO", "ENV", "source", "wanted", "IDLE", "GATE_CLOSED", "SIGNAL", "RETRY"]
+__all__ = ["NativeIO", "ENV", "source", "wanted", "IDLE", "GATE_CLOSED", "SIGNAL", "CONTROL",
+           "RETRY"]
 
 ENV = "NETSUM_NATIVE_IO"
-IDLE, GATE_CLOSED, SIGNAL = 0, 1, 2      # run() codes (ioloop.c)
+IDLE, GATE_CLOSED, SIGNAL, CONTROL = 0, 1, 2, 3      # run() codes (ioloop.c)
 RUNNING = "c: recvmmsg/sendmmsg around the native pipeline"
 RETRY = 0.05          # seconds of Python loop after the gate closed, before trying C again
 BUDGET_MS = 20        # longest run() call: the daemon's should_stop is checked this often
-KIND_UDP, KIND_LINUX = 0, 1
+KIND_UDP, KIND_LINUX, KIND_SHM = 0, 1, 2
 _COUNTERS = ("rx_packets", "tx_packets", "oversize", "udp_foreign", "no_tx_port", "tx_errors",
-             "assert_failures", "loop_limit")
+             "assert_failures", "loop_limit", "shm_bad_desc", "shm_bad_index", "shm_tx_full")
 log = logging.getLogger("netsum.native")
 
 
@@ -54,7 +61,8 @@ def source() -> str:
     """The C module's source, but its name (build.py adds MODNAME/MODINIT)."""
     rt = resources.files("netsum.switch.native")
     return ("#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n" +
-            rt.joinpath("nsio.h").read_text() + rt.joinpath("ioloop.c").read_text())
+            rt.joinpath("nsio.h").read_text() + rt.joinpath("shmport.c").read_text() +
+            rt.joinpath("ioloop.c").read_text())
 
 
 def wanted() -> tuple[bool, str]:
@@ -76,18 +84,32 @@ def _peer_bytes(sock: socket.socket, peer: tuple[str, int]) -> tuple[int, bytes]
         return None
 
 
-class NativeIO:
-    """The C loop over one PortSet's sockets (the PortSet owns and closes them)."""
+def _shm_spec(server: ShmServer) -> tuple[Any, ...]:
+    """shmport.c's shm_init tuple: every offset from the ring format's one definition."""
+    lay = server.layout
+    return (server.mem, lay.slots, lay.frame, lay.ctrl(TO_SWITCH), lay.desc(TO_SWITCH),
+            lay.buffers(TO_SWITCH), lay.ctrl(TO_PEER), lay.desc(TO_PEER), lay.buffers(TO_PEER),
+            HEAD, TAIL, WAKE, server.bell_out)
 
-    def __init__(self, device: Any, ports: list[tuple[int, socket.socket, int,
-                                                      tuple[str, int] | None]]) -> None:
+
+class NativeIO:
+    """The C loop over one PortSet's sockets and rings (the PortSet owns and closes them).
+    `ports`: (number, socket, KIND_UDP | KIND_LINUX, UDP peer) or (number, ShmServer,
+    KIND_SHM, None); `control`: fds whose readiness returns CONTROL from run()."""
+
+    def __init__(self, device: Any, ports: list[tuple[int, Any, int, tuple[str, int] | None]],
+                 control: list[int] | None = None) -> None:
         self.device = device
         self.mod: ModuleType | None = None
         self.loop: Any = None
         self.status = "python: C port loop not loaded yet"
-        self._ports: list[tuple[int, int, int, int, bytes, int]] = []
+        self._ports: list[tuple[Any, ...]] = []
+        self._control = list(control or [])
+        self.spin_us = int(spin_seconds() * 1e6)
         for number, sock, kind, peer in ports:
-            if kind == KIND_UDP:
+            if kind == KIND_SHM:
+                self._ports.append((number, sock.bell_in, kind, 0, b"", 0, _shm_spec(sock)))
+            elif kind == KIND_UDP:
                 assert peer is not None
                 got = _peer_bytes(sock, peer)
                 if got is None:
@@ -118,7 +140,7 @@ class NativeIO:
         try:
             mod = build_module(src, IO_CFLAGS, "nsio")
             loop = mod.new(self._ports, -1 if self.device.cpu_port is None
-                           else self.device.cpu_port)
+                           else self.device.cpu_port, self._control)
         except (BuildError, OSError, ValueError, TypeError) as e:
             self._set(f"python: C port loop build failed: {e}", logging.WARNING)
             return
@@ -146,11 +168,13 @@ class NativeIO:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> int:
-        """Serve the ports until idle for a moment, ~BUDGET_MS passed, a signal came or the
-        gate closed (GATE_CLOSED: nothing was read; the Python loop takes the ports)."""
+        """Serve the ports until idle for a moment, ~BUDGET_MS passed, a signal came, a
+        control fd is readable (CONTROL) or the gate closed (GATE_CLOSED: nothing was read;
+        the Python loop takes the ports)."""
         assert self.mod is not None
         code: int = self.mod.run(self.loop, self._lock.acquire, self._lock.release,
-                                 self.gate, self.device._internal_error, 200, BUDGET_MS)
+                                 self.gate, self.device._internal_error, 200, BUDGET_MS,
+                                 self.spin_us)
         if code == GATE_CLOSED:
             self._set(f"python: {self._why_closed}")
         elif not self.status.startswith("c: "):

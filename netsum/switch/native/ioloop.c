@@ -12,7 +12,12 @@
  * above MAX_FRAME is counted (oversize); an assert, the action loop limit or a Python
  * exception cost the frame and all its outputs; an output to a port without a socket is
  * counted (no_tx_port), a failed send (tx_errors); frames for the CPU port go to the packet-in
- * handler.  The `gate` callback decides, under the lock, per wake-up, whether this loop may
+ * handler.  Shared-memory ports (shmport.c, netsum/shmring.py) are served in the same pass:
+ * each wake-up takes up to BATCH frames of a port's ring 0 and puts its outputs in ring 1;
+ * before poll() sleeps, the loop spins up to spin_us on the rings, then arms their doorbells
+ * (eventfds, in the poll set with the sockets).  Control fds (the shm ports' listening
+ * sockets) make run() return RUN_CONTROL so that Python accepts or refuses the peer.
+ * The `gate` callback decides, under the lock, per wake-up, whether this loop may
  * run the packets at all (else run() returns GATE_CLOSED without having read anything and
  * the Python loop takes over).  Counters live here until take_stats() folds them into
  * switch.stats.Stats.
@@ -32,9 +37,10 @@
 #define MAX_PORT 511
 #define CTL_LEN 64               /* ancillary data space, as recvmsg(..., 64) */
 
-enum { KIND_UDP = 0, KIND_LINUX = 1 };
-enum { RUN_IDLE = 0, RUN_GATE_CLOSED = 1, RUN_SIGNAL = 2 };
-enum { C_RX, C_TX, C_OVERSIZE, C_FOREIGN, C_NO_TX, C_TX_ERRORS, C_ASSERT, C_LOOP, C_COUNT };
+enum { KIND_UDP = 0, KIND_LINUX = 1, KIND_SHM = 2 };
+enum { RUN_IDLE = 0, RUN_GATE_CLOSED = 1, RUN_SIGNAL = 2, RUN_CONTROL = 3 };
+enum { C_RX, C_TX, C_OVERSIZE, C_FOREIGN, C_NO_TX, C_TX_ERRORS, C_ASSERT, C_LOOP,
+       C_SHM_BAD_DESC, C_SHM_BAD_INDEX, C_SHM_TX_FULL, C_COUNT };
 enum { ST_OK = 0, ST_ASSERT = 1, ST_LOOP = 2, ST_PYERR = 3 };
 
 typedef struct {
@@ -44,13 +50,14 @@ typedef struct {
     uint16_t port;                       /* UDP: the peer's port, host order */
     struct sockaddr_storage peer;        /* UDP: where outputs go */
     socklen_t peerlen;
+    Shm *shm;                            /* SHM: the rings (fd is the switch's doorbell) */
 } Port;
 
 typedef struct { int port; Py_ssize_t off, len; } Out;
 
 typedef struct {
     NsSink sink;                         /* first: the pipeline emits into this loop */
-    int nports;
+    int nports, nctl, nshm;              /* pfd: the ports' fds, then nctl control fds */
     Port *ports;
     struct pollfd *pfd;
     int index[MAX_PORT + 1];             /* port number -> index in ports, -1: none */
@@ -96,6 +103,8 @@ static int emit(NsSink *sink, uint64_t port, const uint8_t *frame, Py_ssize_t le
 static void loop_free(PyObject *cap) {
     Loop *L = (Loop *)PyCapsule_GetPointer(cap, "netsum.ioloop");
     if (!L) return;
+    for (int i = 0; L->ports && i < L->nports; i++)
+        if (L->ports[i].shm) { shm_free(L->ports[i].shm); PyMem_Free(L->ports[i].shm); }
     PyMem_Free(L->ports); PyMem_Free(L->pfd); PyMem_Free(L->rx); PyMem_Free(L->arena);
     PyMem_Free(L->out); PyMem_Free(L->smsg); PyMem_Free(L->siov); PyMem_Free(L->order);
     PyMem_Free(L->first); PyMem_Free(L->pos);
@@ -104,14 +113,15 @@ static void loop_free(PyObject *cap) {
 
 static Loop *get_loop(PyObject *cap) { return (Loop *)PyCapsule_GetPointer(cap, "netsum.ioloop"); }
 
-/* new([(number, fd, kind, family, addr_bytes, peer_port), ...], cpu_port or -1) */
+/* new([(number, fd, kind, family, addr_bytes, peer_port[, shm]), ...], cpu_port or -1,
+ *     [control fd, ...]); shm: shm_init's tuple, for KIND_SHM (fd: the switch's doorbell) */
 static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 2 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "new(ports: list, cpu_port: int)");
+    if (n != 3 || !PyList_Check(args[0]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "new(ports: list, cpu_port: int, control: list)");
         return NULL;
     }
-    Py_ssize_t np = PyList_GET_SIZE(args[0]);
+    Py_ssize_t np = PyList_GET_SIZE(args[0]), nc = PyList_GET_SIZE(args[2]);
     long cpu = PyLong_AsLong(args[1]);
     if (cpu == -1 && PyErr_Occurred()) return NULL;
     Loop *L = (Loop *)PyMem_Calloc(1, sizeof(Loop));
@@ -119,8 +129,10 @@ static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     L->sink.emit = emit;
     L->cpu_port = cpu;
     L->nports = (int)np;
+    L->nctl = (int)nc;
     L->ports = (Port *)PyMem_Calloc((size_t)(np ? np : 1), sizeof(Port));
-    L->pfd = (struct pollfd *)PyMem_Calloc((size_t)(np ? np : 1), sizeof(struct pollfd));
+    L->pfd = (struct pollfd *)PyMem_Calloc((size_t)(np + nc ? np + nc : 1),
+                                           sizeof(struct pollfd));
     L->first = (Py_ssize_t *)PyMem_Calloc((size_t)np + 1, sizeof(Py_ssize_t));
     L->pos = (Py_ssize_t *)PyMem_Calloc((size_t)np + 1, sizeof(Py_ssize_t));
     /* Untouched pages of this buffer are never made resident: only what frames fill is. */
@@ -132,15 +144,23 @@ static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         Port *p = &L->ports[i];
         const char *addr; Py_ssize_t alen;
         int number, fd, kind, family, port;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(args[0], i), "iiiiy#i", &number, &fd, &kind,
-                              &family, &addr, &alen, &port))
+        PyObject *shm = NULL;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(args[0], i), "iiiiy#i|O", &number, &fd, &kind,
+                              &family, &addr, &alen, &port, &shm))
             goto fail;
         if (number < 0 || number > MAX_PORT || L->index[number] >= 0 || fd < 0 ||
-            (kind != KIND_UDP && kind != KIND_LINUX)) {
+            (kind != KIND_UDP && kind != KIND_LINUX && kind != KIND_SHM) ||
+            (kind == KIND_SHM) != (shm != NULL && PyTuple_Check(shm))) {
             PyErr_SetString(PyExc_ValueError, "ioloop: bad port");
             goto fail;
         }
         p->fd = fd; p->kind = kind; p->number = number;
+        if (kind == KIND_SHM) {
+            p->shm = (Shm *)PyMem_Calloc(1, sizeof(Shm));
+            if (!p->shm) { PyErr_NoMemory(); goto fail; }
+            if (shm_init(p->shm, shm) < 0) { PyMem_Free(p->shm); p->shm = NULL; goto fail; }
+            L->nshm++;
+        }
         if (kind == KIND_UDP) {
             if (!((family == AF_INET && alen == 4) || (family == AF_INET6 && alen == 16)) ||
                 port < 0 || port > 65535) {
@@ -166,9 +186,20 @@ static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         L->pfd[i].fd = fd;
         L->pfd[i].events = POLLIN;
     }
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        int fd = (int)PyLong_AsLong(PyList_GET_ITEM(args[2], i));
+        if (fd < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "ioloop: bad control fd");
+            goto fail;
+        }
+        L->pfd[np + i].fd = fd;
+        L->pfd[np + i].events = POLLIN;
+    }
     cap = PyCapsule_New(L, "netsum.ioloop", loop_free);
     if (cap) return cap;
 fail:
+    for (Py_ssize_t i = 0; L->ports && i < np; i++)
+        if (L->ports[i].shm) { shm_free(L->ports[i].shm); PyMem_Free(L->ports[i].shm); }
     PyMem_Free(L->ports); PyMem_Free(L->pfd); PyMem_Free(L->first); PyMem_Free(L->pos);
     PyMem_Free(L->rx); PyMem_Free(L);
     return NULL;
@@ -282,6 +313,22 @@ static int drain(Loop *L, Run *r, Port *p) {
     return 0;
 }
 
+/* Take up to BATCH frames of a shared-memory port's ring 0 and run them; each is copied out
+ * of the region first.  -1 with a Python exception (the frames after it stay queued). */
+static int drain_shm(Loop *L, Run *r, Port *p) {
+    uint32_t tail = 0, j = 0;
+    uint32_t m = shm_take_begin(p->shm, BATCH, &tail, &L->cnt[C_SHM_BAD_INDEX]);
+    int rc = 0;
+    for (; j < m; j++) {
+        int64_t len = shm_copy_in(p->shm, tail + j, L->rx, RX_LEN);
+        if (len == -1) { L->cnt[C_SHM_BAD_DESC]++; continue; }
+        if (len == -2) { L->cnt[C_RX]++; L->cnt[C_OVERSIZE]++; continue; }
+        if (run_frame(L, r, p->number, L->rx, (Py_ssize_t)len) < 0) { rc = -1; j++; break; }
+    }
+    if (m) shm_take_end(p->shm, tail + j);
+    return rc;
+}
+
 /* Frames for the CPU port go to the packet-in handler (GIL held, lock released). */
 static int to_cpu(Loop *L, PyObject *handler) {
     if (L->cpu_port < 0) return 0;
@@ -334,13 +381,22 @@ static int plan_sends(Loop *L) {
     return 0;
 }
 
-/* Send the planned outputs (GIL released); returns the number of failed sends. */
-static unsigned long long send_all(Loop *L) {
-    unsigned long long errors = 0;
+/* Send the planned outputs (GIL released); failures are added to *tc. */
+static void send_all(Loop *L, TxCounts *tc) {
     for (int k = 0; k < L->nports; k++) {
         Py_ssize_t a = L->first[k], b = L->first[k + 1];
         if (a == b) continue;
         Port *p = &L->ports[k];
+        if (p->kind == KIND_SHM) {
+            ShmTx t;
+            shm_put_begin(p->shm, &t, tc);
+            for (Py_ssize_t i = a; i < b; i++) {
+                Out *o = &L->out[L->order[i]];
+                shm_put_one(p->shm, &t, L->arena + o->off, (uint64_t)o->len, tc);
+            }
+            shm_put_end(p->shm, &t);
+            continue;
+        }
         for (Py_ssize_t i = a; i < b; i++) {
             Out *o = &L->out[L->order[i]];
             struct msghdr *h = &L->smsg[i].msg_hdr;
@@ -356,13 +412,48 @@ static unsigned long long send_all(Loop *L) {
             int sent = sendmmsg(p->fd, &L->smsg[i], (unsigned int)chunk, MSG_DONTWAIT);
             if (sent > 0) { i += sent; continue; }
             if (sent < 0 && errno == EINTR) continue;
-            errors++;                    /* this frame failed (as sendto raising OSError) */
+            tc->errors++;                /* this frame failed (as sendto raising OSError) */
             i++;
         }
     }
     L->nout = 0; L->used = 0;
     memset(L->first, 0, sizeof(Py_ssize_t) * ((size_t)L->nports + 1));
-    return errors;
+}
+
+static void add_tx(Loop *L, const TxCounts *tc) {
+    L->cnt[C_TX_ERRORS] += tc->errors;
+    L->cnt[C_SHM_TX_FULL] += tc->full;
+    L->cnt[C_SHM_BAD_INDEX] += tc->bad_index;
+}
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
+/* Before sleeping (GIL released): 1 if a shared-memory ring holds frames, after spinning up
+ * to spin_ns on them; otherwise every ring is armed (its producer will ring the doorbell). */
+static int shm_wait_prepare(Loop *L, long long spin_ns) {
+    if (!L->nshm) return 0;
+    long long end = spin_ns > 0 ? now_ns() + spin_ns : 0;
+    for (unsigned it = 0;; it++) {
+        for (int i = 0; i < L->nports; i++)
+            if (L->ports[i].shm && shm_pending(L->ports[i].shm)) return 1;
+        if (!end || ((it & 15) == 15 && now_ns() >= end)) break;
+        cpu_relax();
+    }
+    for (int i = 0; i < L->nports; i++)
+        if (L->ports[i].shm) shm_arm(L->ports[i].shm);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (int i = 0; i < L->nports; i++)
+        if (L->ports[i].shm && shm_pending(L->ports[i].shm)) return 1;
+    return 0;
+}
+
+static void shm_wait_done(Loop *L) {
+    for (int i = 0; i < L->nports && L->nshm; i++)
+        if (L->ports[i].shm) shm_disarm(L->ports[i].shm, L->pfd[i].fd, L->pfd[i].revents);
 }
 
 static long long now_ms(void) {
@@ -378,92 +469,105 @@ static int call0(PyObject *fn) {
     return 0;
 }
 
-/* run(loop, acquire, release, gate, internal_error, idle_ms, budget_ms) -> code
+/* run(loop, acquire, release, gate, internal_error, idle_ms, budget_ms, spin_us) -> code
  * Serves the ports until idle_ms pass without a frame (RUN_IDLE), budget_ms have passed
- * (RUN_IDLE), gate() answers None (RUN_GATE_CLOSED: nothing was read) or a signal arrived
- * (RUN_SIGNAL, its Python handler has run).  gate() -> None | (pipe capsule, now callable
- * or None, packet-in handler or None) is called with the lock held. */
+ * (RUN_IDLE), gate() answers None (RUN_GATE_CLOSED: nothing was read), a signal arrived
+ * (RUN_SIGNAL, its Python handler has run) or a control fd is readable (RUN_CONTROL, after
+ * the frames of that wake-up).  gate() -> None | (pipe capsule, now callable or None,
+ * packet-in handler or None) is called with the lock held. */
 static PyObject *m_run(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 7) { PyErr_SetString(PyExc_TypeError, "run takes 7 arguments"); return NULL; }
+    if (n != 8) { PyErr_SetString(PyExc_TypeError, "run takes 8 arguments"); return NULL; }
     Loop *L = get_loop(args[0]);
     PyObject *acquire = args[1], *release = args[2], *gate = args[3];
     long idle = PyLong_AsLong(args[5]), budget = PyLong_AsLong(args[6]);
+    long long spin_ns = PyLong_AsLongLong(args[7]) * 1000;
     if (!L || PyErr_Occurred()) return NULL;
     long long end = now_ms() + budget;
     int code = RUN_IDLE;
+    nfds_t nfds = (nfds_t)(L->nports + L->nctl);
     for (;;) {
         long long left = end - now_ms();
         int tmo = left <= 0 ? 0 : (int)(left < idle ? left : idle);
-        unsigned long long errs = 0;
-        int ready, err;
+        TxCounts tc = {0, 0, 0};
+        int ready, err, pending;
         Py_BEGIN_ALLOW_THREADS
-        errs = send_all(L);
-        ready = poll(L->pfd, (nfds_t)L->nports, tmo);
+        send_all(L, &tc);
+        pending = shm_wait_prepare(L, tmo ? spin_ns : 0);
+        ready = poll(L->pfd, nfds, pending ? 0 : tmo);
         err = errno;
+        shm_wait_done(L);
         Py_END_ALLOW_THREADS
-        L->cnt[C_TX_ERRORS] += errs;
+        add_tx(L, &tc);
         if (PyErr_CheckSignals() < 0) return NULL;
         if (ready < 0) {
             if (err == EINTR) { code = RUN_SIGNAL; break; }
             errno = err;
             return PyErr_SetFromErrno(PyExc_OSError);
         }
-        if (ready == 0) break;
-        if (call0(acquire) < 0) return NULL;
-        PyObject *g = PyObject_CallNoArgs(gate);
-        if (g && g != Py_None && (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 3)) {
+        if (ready == 0 && !pending) break;
+        int control = 0;
+        for (int i = 0; i < L->nctl; i++) control |= L->pfd[L->nports + i].revents != 0;
+        if (ready == 0 || ready > control || L->nshm) {
+            if (call0(acquire) < 0) return NULL;
+            PyObject *g = PyObject_CallNoArgs(gate);
+            if (g && g != Py_None && (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 3)) {
+                Py_DECREF(g);
+                g = NULL;
+                PyErr_SetString(PyExc_TypeError, "gate() must return None or a 3-tuple");
+            }
+            if (!g) {                    /* release the lock, keep gate's exception */
+                PyObject *t, *v, *tb;
+                PyErr_Fetch(&t, &v, &tb);
+                int e = call0(release);
+                if (e == 0) PyErr_Restore(t, v, tb);
+                else { Py_XDECREF(t); Py_XDECREF(v); Py_XDECREF(tb); }
+                return NULL;
+            }
+            if (g == Py_None) {
+                Py_DECREF(g);
+                if (call0(release) < 0) return NULL;
+                code = RUN_GATE_CLOSED;
+                break;
+            }
+            Run r;
+            r.pipe = (NsPipe *)PyCapsule_GetPointer(PyTuple_GET_ITEM(g, 0), "netsum.native.pipe");
+            r.now = PyTuple_GET_ITEM(g, 1);
+            r.internal_error = args[4];
+            int bad = 0;
+            if (!r.pipe) bad = 1;
+            else if (r.pipe->abi != NS_ABI) {
+                PyErr_SetString(PyExc_RuntimeError, "ioloop: pipeline module of another ABI");
+                bad = 1;
+            }
+            for (int i = 0; i < L->nports && !bad; i++) {
+                Port *p = &L->ports[i];
+                if (p->kind == KIND_SHM) { if (drain_shm(L, &r, p) < 0) bad = 1; }
+                else if (L->pfd[i].revents && drain(L, &r, p) < 0) bad = 1;
+            }
+            PyObject *t = NULL, *v = NULL, *tb = NULL;
+            if (bad) PyErr_Fetch(&t, &v, &tb);
+            int rel = call0(release);
+            if (bad) { PyErr_Restore(t, v, tb); Py_DECREF(g); return NULL; }
+            if (rel < 0 || to_cpu(L, PyTuple_GET_ITEM(g, 2)) < 0 || plan_sends(L) < 0) {
+                Py_DECREF(g);
+                return NULL;
+            }
             Py_DECREF(g);
-            g = NULL;
-            PyErr_SetString(PyExc_TypeError, "gate() must return None or a 3-tuple");
         }
-        if (!g) {                        /* release the lock, keep gate's exception */
-            PyObject *t, *v, *tb;
-            PyErr_Fetch(&t, &v, &tb);
-            int e = call0(release);
-            if (e == 0) PyErr_Restore(t, v, tb);
-            else { Py_XDECREF(t); Py_XDECREF(v); Py_XDECREF(tb); }
-            return NULL;
-        }
-        if (g == Py_None) {
-            Py_DECREF(g);
-            if (call0(release) < 0) return NULL;
-            code = RUN_GATE_CLOSED;
-            break;
-        }
-        Run r;
-        r.pipe = (NsPipe *)PyCapsule_GetPointer(PyTuple_GET_ITEM(g, 0), "netsum.native.pipe");
-        r.now = PyTuple_GET_ITEM(g, 1);
-        r.internal_error = args[4];
-        int bad = 0;
-        if (!r.pipe) bad = 1;
-        else if (r.pipe->abi != NS_ABI) {
-            PyErr_SetString(PyExc_RuntimeError, "ioloop: pipeline module of another ABI");
-            bad = 1;
-        }
-        for (int i = 0; i < L->nports && !bad; i++)
-            if (L->pfd[i].revents && drain(L, &r, &L->ports[i]) < 0) bad = 1;
-        PyObject *t = NULL, *v = NULL, *tb = NULL;
-        if (bad) PyErr_Fetch(&t, &v, &tb);
-        int rel = call0(release);
-        if (bad) { PyErr_Restore(t, v, tb); Py_DECREF(g); return NULL; }
-        if (rel < 0 || to_cpu(L, PyTuple_GET_ITEM(g, 2)) < 0 || plan_sends(L) < 0) {
-            Py_DECREF(g);
-            return NULL;
-        }
-        Py_DECREF(g);
+        if (control) { code = RUN_CONTROL; break; }
         if (now_ms() >= end) break;
     }
-    unsigned long long errs;
+    TxCounts tc = {0, 0, 0};
     Py_BEGIN_ALLOW_THREADS
-    errs = send_all(L);
+    send_all(L, &tc);
     Py_END_ALLOW_THREADS
-    L->cnt[C_TX_ERRORS] += errs;
+    add_tx(L, &tc);
     return PyLong_FromLong(code);
 }
 
 /* take_stats(loop) -> (rx_packets, tx_packets, oversize, udp_foreign, no_tx_port, tx_errors,
- * assert_failures, loop_limit) since the last call */
+ * assert_failures, loop_limit, shm_bad_desc, shm_bad_index, shm_tx_full) since the last call */
 static PyObject *m_take_stats(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
     if (n != 1) { PyErr_SetString(PyExc_TypeError, "take_stats(loop)"); return NULL; }

@@ -1,0 +1,670 @@
+/* The worker core's per-packet path in C (workers/native.py builds and drives it).
+ *
+ * The same protocol as workers/core.py, recovery.py, acceptance.py and window.py (the
+ * reference; tests/unit/test_worker_native.py runs both on the same frames and clock and
+ * compares every frame sent), for what a call does per packet: matching a RESULT or ACK to
+ * the slot use in flight (or counting it as a duplicate or stale), exponent agreement, the
+ * result's values into the sums, RTT/RTO (RFC 6298), the congestion window, fast retransmit
+ * (RACK's reordering window), timers with backoff, and the launch of the next blocks:
+ * header words written in the slot's row, the block quantized into it, the frame copied out.
+ *
+ * The slots' state is one array of `Slot` kept across the calls of the API (the slot table);
+ * the per-block arrays (offsets, owners, flags, proposals) and the outputs (agreed exponents,
+ * result flags, latencies, the big-endian sums) are buffers of the Python core, written in
+ * place, so WorkerCore.result() reads them as it reads its own.
+ *
+ * Anything that is not a RESULT/ACK of this job (a STATUS, a REJECT, garbage, an ACK for a
+ * chunk this rank owns) stops the batch at that frame with SLOW: the Python core handles it
+ * with its own code (the messages, the status book, the refusal's error) and resumes the
+ * batch after it, so frames are handled in the order they came either way.
+ *
+ * Frames sent in one call are copied into the output rows at the moment they are queued:
+ * what one call per packet would have sent (the reference keeps the same by copying a queued
+ * row before it changes, WorkerCore._keep). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HB 24                          /* netsum header bytes (protocol v2) */
+#define F_RETX 0x01
+#define F_NONFINITE 0x02
+#define F_ACK 0x04
+#define F_KNOWN 0x07
+#define T_RESULT 2
+#define T_REJECT 4
+#define DEST_ALL 0xFF
+#define EXP_ZERO 0
+#define EXP_BIAS 127
+#define IDLE (-(INT64_C(1) << 62))     /* workers/recovery.py IDLE */
+#define SLOT_BITS 16
+
+enum { OK = 0, SLOW = 1, BOOT_NONZERO = 2, AGREE_LOW = 3, AGREE_NONZERO = 4, TIMEOUT = 5,
+       OUT_FULL = 6 };
+
+typedef struct {
+    int64_t cur_block;      /* block of the use in flight, IDLE for none (<0: bootstrap) */
+    int64_t acc_round, acc_offset;     /* the last accepted use, -1 before one */
+    int64_t attempts, seq;
+    uint32_t cur_round, want_offset, next_round;
+    double first_sent, rto, timer, tx_at;
+} Slot;
+
+enum { B_TX, B_ROWS, B_OFFSETS, B_DESTS, B_NF, B_MINE, B_PROPS, B_AGREED, B_RFLAGS, B_LAT,
+       B_SUMS, NBUF };
+
+typedef struct {
+    Py_buffer buf[NBUF];
+    int held[NBUF];
+    Py_buffer outb;
+    int out_held;
+    uint8_t *tx, *out;
+    const float *rows;
+    const uint32_t *offsets;
+    const uint8_t *dests, *nf, *mine, *props;
+    uint8_t *agreed, *rflags, *sums;
+    double *lat;
+    int64_t stride, hr, w, nb, k, cap, nout, job_id, shift, fr, window_min;
+    double rto_initial, rto_min, rto_max, backoff, deadline;
+    int adaptive;
+    Slot *s;
+    int64_t *pending, npending, *flying, nflying, fly_cap;
+    int64_t *uq, uq_head, uq_len, uq_cap, *due;
+    int64_t tx_count, sent, retx, boot, results, dups, stale, chunks, fast, in_flight, active;
+    int64_t spurious;
+    int64_t gap_seq, gap;
+    double cwnd, ssthresh, last_cut, min_rtt, srtt, rttvar, base_rto, tmin;
+    double started, finished, progress, deadline_at;
+    int has_srtt, running, done;
+    int64_t err_a, err_b, err_c;
+} Core;
+
+static inline uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline void put32(uint8_t *p, uint32_t v) {
+    p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v;
+}
+static inline int64_t slot_of(const Core *c, int64_t block) {   /* Python's block % w */
+    int64_t i = block % c->w;
+    return i < 0 ? i + c->w : i;
+}
+
+/* -- min-heaps of int64 (heapq's order; the values in one heap are distinct) ------------ */
+static void heap_push(int64_t *h, int64_t *n, int64_t v) {
+    int64_t i = (*n)++;
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        if (h[p] <= v) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = v;
+}
+static void heap_pop(int64_t *h, int64_t *n) {
+    int64_t last = h[--(*n)], i = 0, m = *n;
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, j = i;
+        int64_t best = last;
+        if (l < m && h[l] < best) { j = l; best = h[l]; }
+        if (r < m && h[r] < best) { j = r; }
+        if (j == i) break;
+        h[i] = h[j];
+        i = j;
+    }
+    if (m) h[i] = last;
+}
+
+/* -- the unanswered transmissions, in send order (a deque of seq << 16 | slot) ---------- */
+static int uq_push(Core *c, int64_t v) {
+    if (c->uq_len == c->uq_cap) {
+        int64_t cap = c->uq_cap * 2;
+        int64_t *q = malloc(sizeof(int64_t) * cap);
+        if (!q) return -1;
+        for (int64_t j = 0; j < c->uq_len; j++) q[j] = c->uq[(c->uq_head + j) % c->uq_cap];
+        free(c->uq);
+        c->uq = q; c->uq_head = 0; c->uq_cap = cap;
+    }
+    c->uq[(c->uq_head + c->uq_len) % c->uq_cap] = v;
+    c->uq_len++;
+    return 0;
+}
+static inline void uq_popleft(Core *c) {
+    c->uq_head = (c->uq_head + 1) % c->uq_cap;
+    c->uq_len--;
+}
+
+/* -- sending ---------------------------------------------------------------------------- */
+static int queue(Core *c, int64_t i) {
+    if (c->nout >= c->cap) return OUT_FULL;
+    memcpy(c->out + c->nout * c->stride, c->tx + i * c->stride, c->stride);
+    c->nout++;
+    return OK;
+}
+
+/* Block b's values into slot i's row: rint(x * 2^(s-E)) as big-endian int32 (float64 holds
+ * x * 2^d exactly for every float32 x and every d the exponent field allows, so these are
+ * quant.quantize_block's integers and the window's float32 ones). */
+static void quantize(Core *c, int64_t i, int64_t b) {
+    uint8_t *v = c->tx + i * c->stride + c->hr + HB;
+    int e = c->agreed[b];
+    if (e == EXP_ZERO) {
+        memset(v, 0, 4 * c->k);
+        return;
+    }
+    double f = ldexp(1.0, (int)(c->shift - (e - EXP_BIAS)));
+    const float *x = c->rows + b * c->k;
+    for (int64_t j = 0; j < c->k; j++)
+        put32(v + 4 * j, (uint32_t)(int32_t)nearbyint((double)x[j] * f));
+}
+
+static void launch_row(Core *c, int64_t i, int exp, uint32_t round, uint32_t offset, int dest,
+                       int flags) {
+    uint8_t *p = c->tx + i * c->stride + c->hr;
+    p[1] = flags;
+    p[6] = exp;
+    p[7] = 0;
+    put32(p + 8, round);
+    put32(p + 12, offset);
+    p[17] = dest;
+}
+
+static int64_t lowest_in_flight(Core *c, int64_t dflt) {
+    while (c->nflying) {
+        int64_t b = c->flying[0];
+        if (c->s[slot_of(c, b)].cur_block == b) return b;
+        heap_pop(c->flying, &c->nflying);
+    }
+    return dflt;
+}
+
+static int pump(Core *c, double now) {
+    if (!c->npending) return OK;
+    double base = c->base_rto, t = now + base;
+    while (c->npending) {
+        int64_t block = c->pending[0];
+        if ((double)c->in_flight >= c->cwnd && block > lowest_in_flight(c, block)) break;
+        heap_pop(c->pending, &c->npending);
+        int64_t i = slot_of(c, block);
+        Slot *s = &c->s[i];
+        s->cur_block = block;
+        if (c->nflying == c->fly_cap) {      /* stale entries: rebuild from the live ones */
+            c->nflying = 0;
+            for (int64_t j = 0; j < c->w; j++)
+                if (c->s[j].cur_block != IDLE && j != i)
+                    heap_push(c->flying, &c->nflying, c->s[j].cur_block);
+        }
+        heap_push(c->flying, &c->nflying, block);
+        int64_t ahead = block + c->w;
+        int exp = ahead < c->nb ? c->props[ahead] : EXP_ZERO;
+        if (block >= 0) {
+            s->want_offset = c->offsets[block];
+            launch_row(c, i, exp, s->cur_round, s->want_offset, c->dests[block], c->nf[block]);
+            quantize(c, i, block);
+        } else {
+            s->want_offset = c->offsets[ahead];
+            launch_row(c, i, exp, s->cur_round, s->want_offset, DEST_ALL, 0);
+            c->boot++;       /* its values are zeros, as the row is from allocation */
+        }
+        s->first_sent = now;
+        s->attempts = 0;
+        s->rto = base;
+        s->timer = t;
+        if (t < c->tmin) c->tmin = t;
+        s->tx_at = now;
+        s->seq = ++c->tx_count;
+        if (c->fr && uq_push(c, s->seq << SLOT_BITS | i)) return OUT_FULL;
+        c->in_flight++;
+        c->sent++;
+        int r = queue(c, i);
+        if (r) return r;
+    }
+    return OK;
+}
+
+static int retransmit(Core *c, int64_t i, double now) {
+    Slot *s = &c->s[i];
+    s->attempts++;                     /* Karn: no RTT sample from this use any more */
+    s->tx_at = now;
+    s->seq = ++c->tx_count;
+    if (c->fr && uq_push(c, s->seq << SLOT_BITS | i)) return OUT_FULL;
+    c->sent++;
+    c->retx++;
+    c->tx[i * c->stride + c->hr + 1] |= F_RETX;
+    return queue(c, i);
+}
+
+static void loss_signal(Core *c, double now) {
+    double ref = (c->has_srtt && c->srtt != 0.0) ? c->srtt : c->base_rto;
+    if (now - c->last_cut < ref) return;
+    double floor = (double)(c->window_min < c->w ? c->window_min : c->w);
+    double half = c->cwnd / 2;
+    c->ssthresh = floor > half ? floor : half;
+    c->cwnd = c->ssthresh;
+    c->last_cut = now;
+}
+
+static int gap_check(Core *c, int64_t seq, double rtt, double now) {
+    int64_t sq = 0, j = 0;
+    for (;;) {
+        if (!c->uq_len) return OK;
+        int64_t e = c->uq[c->uq_head];
+        sq = e >> SLOT_BITS;
+        j = e & ((1 << SLOT_BITS) - 1);
+        if (c->s[j].cur_block != IDLE && c->s[j].seq == sq) break;
+        uq_popleft(c);
+    }
+    if (sq > seq) return OK;
+    if (sq != c->gap_seq) { c->gap_seq = sq; c->gap = 0; }
+    c->gap++;
+    if (c->gap < c->fr || now - c->s[j].tx_at < rtt + c->min_rtt / 4) return OK;
+    uq_popleft(c);
+    c->fast++;
+    if (c->adaptive) loss_signal(c, now);
+    double t = now + c->s[j].rto;     /* not a timeout: no backoff, restarted from now */
+    c->s[j].timer = t;
+    if (t < c->tmin) c->tmin = t;
+    return retransmit(c, j, now);
+}
+
+/* -- receiving -------------------------------------------------------------------------- */
+static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, int flags,
+                  const uint8_t *p, double now) {
+    Slot *s = &c->s[i];
+    int64_t k4 = 4 * c->k;
+    if (block < 0 && p) {
+        for (int64_t j = 0; j < k4; j++)
+            if (p[HB + j]) { c->err_a = i; c->err_b = round; return BOOT_NONZERO; }
+    }
+    int64_t ahead = block + c->w;
+    if (ahead < c->nb) {
+        if (exp < c->props[ahead]) {
+            c->err_a = i; c->err_b = exp; c->err_c = ahead;
+            return AGREE_LOW;
+        }
+        c->agreed[ahead] = exp;
+    } else if (exp != EXP_ZERO) {
+        c->err_a = i; c->err_b = exp;
+        return AGREE_NONZERO;
+    }
+    double rtt = now - s->first_sent;
+    if (block >= 0) {
+        if (p && c->mine[block]) memcpy(c->sums + block * k4, p + HB, k4);
+        c->rflags[block] = flags & F_NONFINITE;
+        c->lat[block] = rtt;
+        c->chunks++;
+    }
+    if (s->attempts == 0) {            /* RFC 6298, as LossRecovery / WorkerCore._accept */
+        double srtt;
+        if (!c->has_srtt) {
+            srtt = rtt;
+            c->rttvar = rtt / 2;
+        } else {
+            srtt = c->srtt;
+            c->rttvar += (fabs(srtt - rtt) - c->rttvar) / 4;
+            srtt += (rtt - srtt) / 8;
+        }
+        c->srtt = srtt;
+        c->has_srtt = 1;
+        double v = srtt + 4 * c->rttvar;
+        if (c->rto_min > v) v = c->rto_min;
+        if (c->rto_max < v) v = c->rto_max;
+        c->base_rto = v;
+        if (rtt < c->min_rtt) c->min_rtt = rtt;
+    } else if (now - s->tx_at < c->min_rtt) {
+        c->spurious++;                 /* answered from an earlier copy: counted only */
+    }
+    c->results++;
+    s->acc_round = round;
+    s->acc_offset = s->want_offset;
+    c->progress = now;
+    c->deadline_at = now + c->deadline;
+    c->in_flight--;
+    s->cur_block = IDLE;
+    s->timer = INFINITY;
+    if (c->fr) {
+        int r = gap_check(c, s->seq, now - s->tx_at, now);
+        if (r) return r;
+    }
+    if (c->adaptive) {
+        double cw = c->cwnd;
+        cw += cw < c->ssthresh ? 1.0 : 1.0 / cw;
+        c->cwnd = cw < (double)c->w ? cw : (double)c->w;
+    }
+    uint32_t nxt = round + 1;
+    s->cur_round = nxt;
+    if (ahead < c->nb) {
+        heap_push(c->pending, &c->npending, ahead);
+    } else {
+        s->next_round = nxt;
+        if (--c->active == 0) {
+            c->running = 0;
+            c->done = 1;
+            c->finished = now;
+        }
+    }
+    return c->running ? pump(c, now) : OK;
+}
+
+/* One payload: OK (taken, counted), SLOW (the Python core's to handle), or an error. */
+static int take(Core *c, const uint8_t *p, Py_ssize_t len, double now) {
+    int64_t size = HB + 4 * c->k;
+    if (len != size && len != HB) return SLOW;
+    int msg = p[0], flags = p[1];
+    int64_t job = (int64_t)p[2] << 8 | p[3], i = (int64_t)p[4] << 8 | p[5];
+    int exp = p[6];
+    uint32_t round = be32(p + 8), offset = be32(p + 12);
+    const uint8_t *values = p;
+    if (len == size) {
+        if (msg != T_RESULT || job != c->job_id || (flags & ~(F_RETX | F_NONFINITE)))
+            return SLOW;
+    } else {
+        if (job != c->job_id || (flags & ~F_KNOWN) || msg != T_RESULT || !(flags & F_ACK))
+            return SLOW;
+        values = NULL;
+    }
+    if (i < c->w) {
+        Slot *s = &c->s[i];
+        int64_t block = s->cur_block;
+        if (block != IDLE && round == s->cur_round && offset == s->want_offset) {
+            if (!values && (block < 0 || c->mine[block])) return SLOW;
+            return accept(c, i, block, round, exp, flags, values, now);
+        }
+        if ((int64_t)round == s->acc_round && (int64_t)offset == s->acc_offset) {
+            c->dups++;
+            return OK;
+        }
+    }
+    c->stale++;
+    return OK;
+}
+
+static int by_timer_c(const void *a, const void *b, void *arg) {
+    const Core *c = arg;
+    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    double ti = c->s[i].timer, tj = c->s[j].timer;
+    if (ti != tj) return ti < tj ? -1 : 1;
+    return i < j ? -1 : (i > j);       /* numpy's stable argsort: ties in slot order */
+}
+
+static int expire(Core *c, double now, int64_t *due) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < c->w; i++)
+        if (c->s[i].timer <= now) due[n++] = i;
+    if (n && c->adaptive) {
+        loss_signal(c, now);
+        int64_t allowed = (int64_t)c->cwnd;
+        if (allowed < 1) allowed = 1;
+        if (n > allowed) {
+            qsort_r(due, n, sizeof(int64_t), by_timer_c, c);
+            for (int64_t j = allowed; j < n; j++) c->s[due[j]].timer = now + c->base_rto;
+            n = allowed;
+        }
+    }
+    for (int64_t j = 0; j < n; j++) {
+        Slot *s = &c->s[due[j]];
+        double r = s->rto * c->backoff;
+        s->rto = c->rto_max < r ? c->rto_max : r;
+        s->timer = now + s->rto;
+        int e = retransmit(c, due[j], now);
+        if (e) return e;
+    }
+    double m = INFINITY;
+    for (int64_t i = 0; i < c->w; i++)
+        if (c->s[i].timer < m) m = c->s[i].timer;
+    c->tmin = m;
+    return OK;
+}
+
+/* -- the Python face -------------------------------------------------------------------- */
+static void core_free(PyObject *cap) {
+    Core *c = PyCapsule_GetPointer(cap, "netsum.wcore");
+    if (!c) return;
+    for (int j = 0; j < NBUF; j++)
+        if (c->held[j]) PyBuffer_Release(&c->buf[j]);
+    if (c->out_held) PyBuffer_Release(&c->outb);
+    free(c->s); free(c->pending); free(c->flying); free(c->uq); free(c->due);
+    free(c);
+}
+
+static Core *get(PyObject *cap) {
+    return PyCapsule_GetPointer(cap, "netsum.wcore");
+}
+
+static PyObject *w_new(PyObject *self, PyObject *args) {
+    (void)self;
+    Core *c = calloc(1, sizeof(Core));
+    if (!c) return PyErr_NoMemory();
+    PyObject *rounds;
+    long long stride, hr, w, nb, k, job_id, shift, adaptive, initial_window, window_min, fr;
+    if (!PyArg_ParseTuple(args, "w*y*y*y*y*y*y*w*w*w*w*OLLLLLLLddddLLLL",
+                          &c->buf[B_TX], &c->buf[B_ROWS], &c->buf[B_OFFSETS], &c->buf[B_DESTS],
+                          &c->buf[B_NF], &c->buf[B_MINE], &c->buf[B_PROPS], &c->buf[B_AGREED],
+                          &c->buf[B_RFLAGS], &c->buf[B_LAT], &c->buf[B_SUMS], &rounds,
+                          &stride, &hr, &w, &nb, &k, &job_id, &shift,
+                          &c->rto_initial, &c->rto_min, &c->rto_max, &c->backoff, &adaptive,
+                          &initial_window, &window_min, &fr)) {
+        free(c);
+        return NULL;
+    }
+    /* from here on core_free releases what was taken */
+    for (int j = 0; j < NBUF; j++) c->held[j] = 1;
+    PyObject *cap = PyCapsule_New(c, "netsum.wcore", core_free);
+    if (!cap) {
+        for (int j = 0; j < NBUF; j++) PyBuffer_Release(&c->buf[j]);
+        free(c);
+        return NULL;
+    }
+    c->stride = stride; c->hr = hr; c->w = w; c->nb = nb; c->k = k; c->job_id = job_id;
+    c->shift = shift; c->adaptive = (int)adaptive; c->window_min = window_min; c->fr = fr;
+    if (c->buf[B_TX].len < w * stride || c->buf[B_ROWS].len < (Py_ssize_t)(nb * k * 4) ||
+        c->buf[B_OFFSETS].len < nb * 4 || c->buf[B_DESTS].len < nb || c->buf[B_NF].len < nb ||
+        c->buf[B_MINE].len < nb || c->buf[B_PROPS].len < nb || c->buf[B_AGREED].len < nb ||
+        c->buf[B_RFLAGS].len < nb || c->buf[B_LAT].len < nb * 8 ||
+        c->buf[B_SUMS].len < nb * k * 4 || !PyList_Check(rounds) ||
+        PyList_GET_SIZE(rounds) < w || w < 1 || k < 1 || w > (1 << SLOT_BITS)) {
+        Py_DECREF(cap);
+        PyErr_SetString(PyExc_ValueError, "wcore.new: buffers do not match the window");
+        return NULL;
+    }
+    c->tx = c->buf[B_TX].buf;
+    c->rows = c->buf[B_ROWS].buf;
+    c->offsets = c->buf[B_OFFSETS].buf;
+    c->dests = c->buf[B_DESTS].buf;
+    c->nf = c->buf[B_NF].buf;
+    c->mine = c->buf[B_MINE].buf;
+    c->props = c->buf[B_PROPS].buf;
+    c->agreed = c->buf[B_AGREED].buf;
+    c->rflags = c->buf[B_RFLAGS].buf;
+    c->lat = c->buf[B_LAT].buf;
+    c->sums = c->buf[B_SUMS].buf;
+    c->s = calloc(w, sizeof(Slot));
+    c->pending = malloc(sizeof(int64_t) * (w + 1));
+    c->fly_cap = 4 * w + 4;
+    c->flying = malloc(sizeof(int64_t) * c->fly_cap);
+    c->uq_cap = 4 * w + 4;
+    c->uq = malloc(sizeof(int64_t) * c->uq_cap);
+    c->due = malloc(sizeof(int64_t) * w);
+    if (!c->s || !c->pending || !c->flying || !c->uq || !c->due) {
+        Py_DECREF(cap);
+        return PyErr_NoMemory();
+    }
+    for (int64_t i = 0; i < w; i++) {
+        Slot *s = &c->s[i];
+        s->cur_block = IDLE;
+        s->acc_round = s->acc_offset = -1;
+        s->rto = c->rto_initial;
+        s->timer = INFINITY;
+        s->next_round = (uint32_t)PyLong_AsUnsignedLongMask(PyList_GET_ITEM(rounds, i));
+    }
+    if (PyErr_Occurred()) { Py_DECREF(cap); return NULL; }
+    c->cwnd = (double)(adaptive ? (initial_window < w ? initial_window : w) : w);
+    c->ssthresh = (double)w;
+    c->last_cut = -INFINITY;
+    c->min_rtt = INFINITY;
+    c->base_rto = c->rto_initial;
+    c->tmin = INFINITY;
+    c->gap_seq = -1;
+    c->deadline_at = INFINITY;
+    return cap;
+}
+
+/* The (capsule, float) arguments of config, start and tick. */
+static Core *core_and_float(PyObject *args, double *v) {
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "Od", &cap, v)) return NULL;
+    return get(cap);
+}
+
+static PyObject *w_config(PyObject *self, PyObject *args) {
+    /* (capsule, progress_deadline): set apart from new() for the format's length */
+    (void)self;
+    double d;
+    Core *c = core_and_float(args, &d);
+    if (!c) return NULL;
+    c->deadline = d;
+    Py_RETURN_NONE;
+}
+
+static PyObject *w_set_out(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    Py_buffer b;
+    long long n;
+    if (!PyArg_ParseTuple(args, "Ow*L", &cap, &b, &n)) return NULL;
+    Core *c = get(cap);
+    if (!c || b.len < n * c->stride) {
+        PyBuffer_Release(&b);
+        if (c) PyErr_SetString(PyExc_ValueError, "wcore.set_out: buffer too short");
+        return NULL;
+    }
+    if (c->out_held) PyBuffer_Release(&c->outb);
+    c->outb = b;
+    c->out_held = 1;
+    c->out = b.buf;
+    c->cap = n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *w_start(PyObject *self, PyObject *args) {
+    (void)self;
+    double now;
+    Core *c = core_and_float(args, &now);
+    if (!c) return NULL;
+    c->nout = 0;
+    c->running = 1;
+    c->started = c->progress = now;
+    c->deadline_at = now + c->deadline;
+    for (int64_t i = 0; i < c->w; i++) {
+        c->s[i].cur_round = c->s[i].next_round;
+        c->pending[i] = i - c->w;          /* ascending: already a heap */
+    }
+    c->npending = c->w;
+    c->active = c->w;
+    int r = pump(c, now);
+    return Py_BuildValue("(iL)", r, (long long)c->nout);
+}
+
+/* receive(capsule, payloads, first, n, now, cont) -> (code, index, frames out) */
+static PyObject *w_receive(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap, *seq;
+    Py_ssize_t first, n;
+    double now;
+    int cont;
+    if (!PyArg_ParseTuple(args, "OOnndp", &cap, &seq, &first, &n, &now, &cont)) return NULL;
+    Core *c = get(cap);
+    if (!c) return NULL;
+    if (!PySequence_Check(seq)) {
+        PyErr_SetString(PyExc_TypeError, "wcore.receive: payloads must be a sequence");
+        return NULL;
+    }
+    if (!cont) c->nout = 0;
+    int r = OK;
+    Py_ssize_t j = first;
+    for (; j < n; j++) {
+        PyObject *item = PySequence_GetItem(seq, j);
+        if (!item) return NULL;
+        Py_buffer b;
+        if (PyObject_GetBuffer(item, &b, PyBUF_SIMPLE) < 0) {
+            Py_DECREF(item);
+            return NULL;
+        }
+        r = take(c, b.buf, b.len, now);
+        PyBuffer_Release(&b);
+        Py_DECREF(item);
+        if (r) break;
+    }
+    return Py_BuildValue("(inL)", r, j, (long long)c->nout);
+}
+
+static PyObject *w_tick(PyObject *self, PyObject *args) {
+    (void)self;
+    double now;
+    Core *c = core_and_float(args, &now);
+    if (!c) return NULL;
+    c->nout = 0;
+    int r = OK;
+    if (c->running) {
+        if (now >= c->deadline_at) r = TIMEOUT;
+        else if (now >= c->tmin) r = expire(c, now, c->due);
+    }
+    return Py_BuildValue("(iL)", r, (long long)c->nout);
+}
+
+static PyObject *w_deadline(PyObject *self, PyObject *cap) {
+    (void)self;
+    Core *c = get(cap);
+    if (!c) return NULL;
+    if (!c->running) Py_RETURN_NONE;
+    return PyFloat_FromDouble(c->tmin < c->deadline_at ? c->tmin : c->deadline_at);
+}
+
+static PyObject *w_counters(PyObject *self, PyObject *cap) {
+    (void)self;
+    Core *c = get(cap);
+    if (!c) return NULL;
+    return Py_BuildValue("(LLLLLLLLiidddLLLL)", (long long)c->sent, (long long)c->retx,
+                         (long long)c->boot, (long long)c->results, (long long)c->dups,
+                         (long long)c->stale, (long long)c->chunks, (long long)c->fast,
+                         c->running, c->done, c->started, c->finished, c->progress,
+                         (long long)c->err_a, (long long)c->err_b, (long long)c->err_c,
+                         (long long)c->spurious);
+}
+
+static PyObject *w_slots(PyObject *self, PyObject *cap) {
+    (void)self;
+    Core *c = get(cap);
+    if (!c) return NULL;
+    PyObject *cb = PyList_New(c->w), *cr = PyList_New(c->w), *wo = PyList_New(c->w),
+             *nr = PyList_New(c->w);
+    if (!cb || !cr || !wo || !nr) goto fail;
+    for (int64_t i = 0; i < c->w; i++) {
+        PyList_SET_ITEM(cb, i, PyLong_FromLongLong(c->s[i].cur_block));
+        PyList_SET_ITEM(cr, i, PyLong_FromUnsignedLong(c->s[i].cur_round));
+        PyList_SET_ITEM(wo, i, PyLong_FromUnsignedLong(c->s[i].want_offset));
+        PyList_SET_ITEM(nr, i, PyLong_FromUnsignedLong(c->s[i].next_round));
+    }
+    return Py_BuildValue("(NNNN)", cb, cr, wo, nr);
+fail:
+    Py_XDECREF(cb); Py_XDECREF(cr); Py_XDECREF(wo); Py_XDECREF(nr);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"new", w_new, METH_VARARGS, "a core's slot table over its Python buffers"},
+    {"config", w_config, METH_VARARGS, "the progress deadline (s)"},
+    {"set_out", w_set_out, METH_VARARGS, "the output rows (buffer, count)"},
+    {"start", w_start, METH_VARARGS, "every slot's bootstrap use -> (code, frames out)"},
+    {"receive", w_receive, METH_VARARGS, "a batch of payloads -> (code, index, frames out)"},
+    {"tick", w_tick, METH_VARARGS, "timers -> (code, frames out)"},
+    {"deadline", w_deadline, METH_O, "next_deadline()"},
+    {"counters", w_counters, METH_O, "statistics and state"},
+    {"slots", w_slots, METH_O, "per slot: block, round, offset, next round"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, MODNAME, NULL, -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC MODINIT(void) { return PyModule_Create(&moddef); }
