@@ -190,7 +190,8 @@ def _generate(s: CompileState) -> None:
 
 def _p4info(s: CompileState) -> None:
     assert s.control_plane is not None
-    s.p4info = build_p4info(s.control_plane, s.diags)
+    main = s.globals.instances.get("main") if s.globals is not None else None
+    s.p4info = build_p4info(s.control_plane, s.diags, main)
 
 
 #: (name, pass) in execution order; the driver stops after the first pass that reports errors.

@@ -82,3 +82,38 @@ def test_meters_registers_counters() -> None:
     assert sorted(info.tables[0].direct_resource_ids) == sorted(
         [dm.preamble.id, info.direct_counters[0].preamble.id])
     assert all(r.preamble.id >> 24 == Prefix.REGISTER for r in info.registers)
+
+
+_MAIN = "V1Switch(MyParser(),"
+
+
+def test_pkginfo_and_platform_property_fill_pkg_info() -> None:
+    # Expected fields as p4c's pkginfo_annotation.p4.p4info.txtpb has them; other annotations
+    # on main are listed in pkg_info.annotations (p4c's addAnnotations on the package).
+    info = router({_MAIN: '@pkginfo(name = "some_name", organization = "some_org",\n'
+                   '  version = "some_version", contact = "some_contact", url = "some_url")\n'
+                   "@platform_property(multicast_group_table_size = 10,\n"
+                   "  multicast_group_table_total_replicas = 20,\n"
+                   "  multicast_group_table_max_replicas_per_entry = 2 * 15)\n"
+                   '@my_anno("x")\n' + _MAIN})
+    expected = p4info_pb2.PkgInfo(
+        name="some_name", version="some_version", arch="v1model", organization="some_org",
+        contact="some_contact", url="some_url", annotations=['@my_anno("x")'],
+        platform_properties=p4info_pb2.PlatformProperties(
+            multicast_group_table_size=10, multicast_group_table_total_replicas=20,
+            multicast_group_table_max_replicas_per_entry=30))
+    assert info.pkg_info == expected
+    assert router({}).pkg_info == p4info_pb2.PkgInfo(arch="v1model")
+
+
+def test_pkginfo_wrong_values_are_errors_unknown_keys_warnings() -> None:
+    try:
+        router({_MAIN: "@pkginfo(name = 3)\n" + _MAIN})
+    except compiler.CompileError as e:
+        assert "'name' key in @pkginfo annotation is not a string" in str(e)
+    else:
+        raise AssertionError("a numeric @pkginfo name compiled")
+    src = ROUTER.read_text().replace(_MAIN, '@pkginfo(colour = "red", name = "n")\n' + _MAIN)
+    res = compiler.compile_source(src, "r.p4")
+    assert res.p4info.pkg_info.name == "n"
+    assert any("unknown key name 'colour'" in w.message for w in res.warnings)
