@@ -31,6 +31,9 @@ _MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional")
 _SKIP_ANNOTATIONS = frozenset({"name", "id", "hidden", "defaultonly", "tableonly", "brief",
                                "description", "field_list", "alias", "metadata", "pipeline",
                                "deparser", "optional"})
+#: A key element's annotations are copied as p4c's addAnnotations copies them: only @name, @id
+#: and the documentation ones are left out (a key's @hidden is listed, unlike a table's).
+_KEY_KEEP = tuple(sorted(_SKIP_ANNOTATIONS - {"name", "id", "brief", "description"}))
 
 
 def annotation_strings(annos: tuple[A.Annotation, ...],
@@ -550,7 +553,7 @@ class TableLowering:
                 declared = self.ctx.g.field_types.get((htype, base.ref.field)) if htype else None
                 nt = self._new_type(declared) if declared is not None else None
             out.append(_Key(kj, KeyModel(name, p4runtime_width(nt, width), ke.match_kind,
-                                         annotation_strings(ke.annotations),
+                                         annotation_strings(ke.annotations, _KEY_KEEP),
                                          nt.name if nt is not None else "")))
         return out
 

@@ -117,3 +117,12 @@ def test_pkginfo_wrong_values_are_errors_unknown_keys_warnings() -> None:
     res = compiler.compile_source(src, "r.p4")
     assert res.p4info.pkg_info.name == "n"
     assert any("unknown key name 'colour'" in w.message for w in res.warnings)
+
+
+def test_key_annotations_keep_hidden_drop_name_and_docs() -> None:
+    # p4c's addAnnotations on a match field leaves out only @name, @id, @brief and
+    # @description (graph-annotationless-key.p4.p4info.txtpb lists the key's "@hidden").
+    info = router({"hdr.ipv4.dstAddr: lpm;":
+                   'hdr.ipv4.dstAddr: lpm @hidden @name("dst") @brief("b") @description("d") @my_anno(1);'})
+    (mf,) = info.tables[0].match_fields
+    assert (mf.name, list(mf.annotations)) == ("dst", ["@hidden", "@my_anno(1)"])
