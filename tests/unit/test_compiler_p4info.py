@@ -123,6 +123,7 @@ def test_key_annotations_keep_hidden_drop_name_and_docs() -> None:
     # p4c's addAnnotations on a match field leaves out only @name, @id, @brief and
     # @description (graph-annotationless-key.p4.p4info.txtpb lists the key's "@hidden").
     info = router({"hdr.ipv4.dstAddr: lpm;":
-                   'hdr.ipv4.dstAddr: lpm @hidden @name("dst") @brief("b") @description("d") @my_anno(1);'})
+                   'hdr.ipv4.dstAddr: lpm @hidden @name("dst") @brief("b") @description("d")'
+                   ' @my_anno(1);'})
     (mf,) = info.tables[0].match_fields
     assert (mf.name, list(mf.annotations)) == ("dst", ["@hidden", "@my_anno(1)"])
