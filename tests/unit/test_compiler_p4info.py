@@ -127,3 +127,26 @@ def test_key_annotations_keep_hidden_drop_name_and_docs() -> None:
                    ' @my_anno(1);'})
     (mf,) = info.tables[0].match_fields
     assert (mf.name, list(mf.annotations)) == ("dst", ["@hidden", "@my_anno(1)"])
+
+
+def test_key_names_use_field_name_annotations() -> None:
+    # p4c's TableKeyNames (by hand from frontends/p4/tableKeyNames.cpp; issue298-bmv2 and
+    # switch_p4_16 are the samples): a field's @name replaces its name; one starting with
+    # "." is global, so what is left of it goes.  BMv2 JSON keys carry the same names.
+    src = ROUTER.read_text()
+    for old, new in {"struct metadata { }": "struct inner_t { bit<8> v; }\n"
+                     'struct metadata { @name("renamed") inner_t local; }',
+                     "    ethernet_t ethernet;": '    @name(".eth") ethernet_t ethernet;',
+                     "hdr.ipv4.dstAddr: lpm;":
+                     "hdr.ipv4.dstAddr: lpm; hdr.ethernet.dstAddr[47:40]: ternary;"
+                     " meta.local.v: exact; hdr.ethernet.isValid(): exact;"
+                     ' hdr.ethernet.etherType: exact @name("given");'}.items():
+        assert old in src
+        src = src.replace(old, new)
+    res = compiler.compile_source(src, "r.p4")
+    expected = ["hdr.ipv4.dstAddr", "eth.dstAddr[47:40]", "meta.renamed.v", "eth.$valid$",
+                "given"]
+    assert [mf.name for mf in res.p4info.tables[0].match_fields] == expected
+    (tj,) = [t for p in res.bmv2_json["pipelines"] for t in p["tables"]
+             if t["name"] == "MyIngress.ipv4_lpm"]
+    assert [k["name"] for k in tj["key"]] == expected
