@@ -150,3 +150,38 @@ def test_key_names_use_field_name_annotations() -> None:
     (tj,) = [t for p in res.bmv2_json["pipelines"] for t in p["tables"]
              if t["name"] == "MyIngress.ipv4_lpm"]
     assert [k["name"] for k in tj["key"]] == expected
+
+
+def _dead_read_program(extra_apply: str) -> compiler.CompileResult:
+    src = ROUTER.read_text()
+    for old, new in {"struct metadata { }": "typedef register<bit<8>> R;\nstruct metadata { }",
+                     "    action drop() {": "    R(8) r;\n    register<bit<8>>(4) plain;\n"
+                                            "    bit<8> v;\n    bit<8> w;\n"
+                                            "    action drop() {",
+                     "            ipv4_lpm.apply();": "            ipv4_lpm.apply();\n"
+                     "            r.read(v, 1);\n            plain.read(w, 2);\n"
+                     + extra_apply}.items():
+        assert old in src
+        src = src.replace(old, new)
+    return compiler.compile_source(src, "r.p4")
+
+
+def _register_reads(res: compiler.CompileResult) -> list[str]:
+    return [p["parameters"][1]["value"] for a in res.bmv2_json["actions"]
+            for p in a["primitives"] if p["op"] == "register_read"]
+
+
+def test_unused_register_reads_go_and_a_typedef_instance_with_them() -> None:
+    # By hand from p4c's front end (issue2735-bmv2 is the sample): SimplifyDefUse deletes a
+    # @noSideEffects register.read whose result is never used; RemoveAllUnusedDeclarations
+    # then deletes the now unused `R(8) r` (its type is a typedef, not an extern) but keeps
+    # `register<bit<8>>(4) plain` (an extern type).
+    res = _dead_read_program("")
+    assert [r.preamble.name for r in res.p4info.registers] == ["MyIngress.plain"]
+    assert [r["name"] for r in res.bmv2_json["register_arrays"]] == ["MyIngress.plain"]
+    assert _register_reads(res) == []
+    # A result that is used keeps its read and its register.
+    used = _dead_read_program("            hdr.ipv4.ttl = v;\n")
+    assert [r.preamble.name for r in used.p4info.registers] == ["MyIngress.r",
+                                                                 "MyIngress.plain"]
+    assert _register_reads(used) == ["MyIngress.r"]
