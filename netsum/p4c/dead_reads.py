@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any
+from typing import Any, Iterator
 
 from . import ast as A
 from .diagnostics import Diagnostics
@@ -29,32 +29,25 @@ from .unique_names import _fields, rebuild
 __all__ = ["RemoveDeadReads"]
 
 
-def _names(node: Any) -> Counter[str]:
-    """How often each name is mentioned (A.Name) under node."""
-    out: Counter[str] = Counter()
+def _nodes(node: Any) -> Iterator[A.Node]:
+    """Every AST node under node (tuples descended), node itself included."""
     stack: list[Any] = [node]
     while stack:
         x = stack.pop()
         if isinstance(x, tuple):
             stack.extend(x)
         elif isinstance(x, A.Node):
-            if isinstance(x, A.Name):
-                out[x.name] += 1
+            yield x
             stack.extend(getattr(x, f) for f in _fields(x))
-    return out
+
+
+def _names(node: Any) -> Counter[str]:
+    """How often each name is mentioned (A.Name) under node."""
+    return Counter(x.name for x in _nodes(node) if isinstance(x, A.Name))
 
 
 def _has_call(node: Any) -> bool:
-    stack: list[Any] = [node]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, tuple):
-            stack.extend(x)
-        elif isinstance(x, A.Node):
-            if isinstance(x, A.Call):
-                return True
-            stack.extend(getattr(x, f) for f in _fields(x))
-    return False
+    return any(isinstance(x, A.Call) for x in _nodes(node))
 
 
 class RemoveDeadReads:
@@ -79,16 +72,7 @@ class RemoveDeadReads:
 
         registers = {d.name for d in c.locals
                      if isinstance(d, A.Instantiation) and is_register(d.type)}
-        variables: set[str] = set()
-        stack: list[Any] = [c.locals, c.apply]
-        while stack:
-            x = stack.pop()
-            if isinstance(x, tuple):
-                stack.extend(x)
-            elif isinstance(x, A.VarDecl):
-                variables.add(x.name)
-            elif isinstance(x, A.Node):
-                stack.extend(getattr(x, f) for f in _fields(x))
+        variables = {x.name for x in _nodes((c.locals, c.apply)) if isinstance(x, A.VarDecl)}
 
         def dead_read_target(n: A.Node) -> str | None:
             """The result variable of a `r.read(v, i)` statement that may go, else None."""
