@@ -25,6 +25,7 @@ from .builtins import CreateBuiltins
 from .direct_calls import InstantiateDirectCalls
 from .check import CheckTypes
 from .ctor_consts import BindPackageConstants
+from .dead_reads import RemoveDeadReads
 from .diagnostics import CompileError, Diagnostic, Diagnostics, NOPOS
 from .layout import BuildLayout, Layout
 from .lexer import tokenize
@@ -163,6 +164,11 @@ def _inline_functions(s: CompileState) -> None:
     s.program = InlineFunctions().run(s.program, s.diags)
 
 
+def _dead_reads(s: CompileState) -> None:
+    assert s.program is not None
+    s.program = RemoveDeadReads().run(s.program, s.diags)
+
+
 def _stack_index(s: CompileState) -> None:
     assert s.program is not None
     s.program = ExpandStackIndex().run(s.program, s.diags)
@@ -190,7 +196,8 @@ def _generate(s: CompileState) -> None:
 
 def _p4info(s: CompileState) -> None:
     assert s.control_plane is not None
-    s.p4info = build_p4info(s.control_plane, s.diags)
+    main = s.globals.instances.get("main") if s.globals is not None else None
+    s.p4info = build_p4info(s.control_plane, s.diags, main)
 
 
 #: (name, pass) in execution order; the driver stops after the first pass that reports errors.
@@ -214,6 +221,7 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("InlineParsers", _inline_parsers),  # sub-parser applications become states
     ("HoistLookahead", _hoist_lookahead),  # lookaheads inside expressions read first
     ("InlineFunctions", _inline_functions),  # calls of functions with statements, in order
+    ("RemoveDeadReads", _dead_reads),  # unused register reads; typedef'd instances unused
     ("ExpandStackIndex", _stack_index),  # hs[i] with a run-time i: one branch per element
     ("ResolveNames", _resolve),         # global symbols, types, folded constants
     ("BuildLayout", _layout),           # V1Switch blocks; header instances and scalars

@@ -13,9 +13,10 @@ from . import ast as A
 from .blocks import (BlockScope, action_env, annotation_arg, control_plane_name, has_annotation,
                      make_instance)
 from .calls import CallInfo, CallKind, writable
-from .diagnostics import Pos, unknown
+from .diagnostics import Diagnostics, Pos, unknown
 from .exprjson import Json, hexstr
 from .ir import FieldRef, TBinary, TConst, TExpr, TIsValid, TLoc, TSlice
+from .key_names import typed_key_name
 from .lower_action import ActionLowering, LowerCtx
 from .lower_profile import Profiles
 from .newtypes import NewTypeModel, new_type_of, p4runtime_width
@@ -23,7 +24,7 @@ from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableMod
 from .resolve import const_eval, resolve_type
 from .scopes import Env, ExternInstance, SymKind
 from .typecheck import expr_text, key_name
-from .types import Bits, Bool, EnumT, ErrorT, show, width_of
+from .types import Bits, Bool, EnumT, ErrorT, HeaderT, StructT, UnionT, show, width_of
 
 __all__ = ["TableLowering", "annotation_strings"]
 
@@ -31,6 +32,9 @@ _MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional")
 _SKIP_ANNOTATIONS = frozenset({"name", "id", "hidden", "defaultonly", "tableonly", "brief",
                                "description", "field_list", "alias", "metadata", "pipeline",
                                "deparser", "optional"})
+#: A key element's annotations are copied as p4c's addAnnotations copies them: only @name, @id
+#: and the documentation ones are left out (a key's @hidden is listed, unlike a table's).
+_KEY_KEEP = tuple(sorted(_SKIP_ANNOTATIONS - {"name", "id", "brief", "description"}))
 
 
 def annotation_strings(annos: tuple[A.Annotation, ...],
@@ -516,6 +520,9 @@ class TableLowering:
             if not isinstance(te.type, (Bits, Bool, EnumT, ErrorT)):
                 self.err(ke.expr.pos, f"table key '{name}' has type {show(te.type)}")
                 continue
+            if not isinstance(name_arg, A.StrLit):
+                name = typed_key_name(ke.expr, lambda x: self._type_name(x, env),
+                                      self.ctx.g.field_annotations) or name
             if isinstance(te.type, EnumT):
                 self.cp.add_enum(te.type)  # P4Info describes a serializable enum key's type
             mask: int | None = None
@@ -550,9 +557,22 @@ class TableLowering:
                 declared = self.ctx.g.field_types.get((htype, base.ref.field)) if htype else None
                 nt = self._new_type(declared) if declared is not None else None
             out.append(_Key(kj, KeyModel(name, p4runtime_width(nt, width), ke.match_kind,
-                                         annotation_strings(ke.annotations),
+                                         annotation_strings(ke.annotations, _KEY_KEEP),
                                          nt.name if nt is not None else "")))
         return out
+
+    def _type_name(self, e: A.Expr, env: Env) -> str | None:
+        """The struct/header/union type name of a key's sub-expression (for its fields'
+        @name); typed quietly: the whole key was typed already, errors are reported there."""
+        typer = self.ctx.typer
+        saved, typer.diags = typer.diags, Diagnostics()
+        try:
+            te = typer.expr(e, env)
+        finally:
+            typer.diags = saved
+        if te is not None and isinstance(te.type, (StructT, HeaderT, UnionT)):
+            return te.type.name
+        return None
 
     def _header_types(self) -> dict[str, str]:
         """Header instance -> its header type's name."""

@@ -8,9 +8,11 @@ from __future__ import annotations
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
+from . import ast as A
 from .diagnostics import Diagnostics
 from .ids import Prefix, assign_ids
 from .model import ControlPlane
+from .pkginfo import add_pkg_info
 from .structured_annotations import add_annotations
 
 __all__ = ["build_p4info", "p4info_text", "aliases"]
@@ -45,14 +47,15 @@ def _preamble(pre: p4info_pb2.Preamble, id_: int, name: str, alias: str,
     add_annotations(pre, annotations)
 
 
-def build_p4info(cp: ControlPlane, diags: Diagnostics) -> p4info_pb2.P4Info:
+def build_p4info(cp: ControlPlane, diags: Diagnostics,
+                 main: A.Instantiation | None = None) -> p4info_pb2.P4Info:
     # p4c's order: declaration order after inlining (BlockScope.rank), not use order.
     cp.tables.sort(key=lambda t: t.order)
     cp.counters.sort(key=lambda c: c.order)
     cp.meters.sort(key=lambda m: m.order)
     cp.registers.sort(key=lambda r: r.order)
     info = p4info_pb2.P4Info()
-    info.pkg_info.arch = "v1model"
+    add_pkg_info(info, main, diags)
     taken: set[int] = set()
     tid = assign_ids(Prefix.TABLE, [(t.name, t.explicit_id) for t in cp.tables], diags, taken)
     aid = assign_ids(Prefix.ACTION, [(a.name, a.explicit_id) for a in cp.actions], diags, taken)
