@@ -28,7 +28,9 @@ if sys.argv[1:] == ["--fail"] and os.environ["RANK"] == "1":
 dist.init_process_group("netsum", timeout=datetime.timedelta(seconds=60))
 t = torch.full((1000,), float(dist.get_rank() + 1), dtype=torch.bfloat16)
 dist.all_reduce(t)
-print("SUM", sorted(set(t.tolist())), "SWITCHED", dist.group.WORLD.switched, flush=True)
+# one write per line: both ranks share torchrun's stdout (a pipe: writes this small are atomic)
+sys.stdout.write(f"SUM {sorted(set(t.tolist()))} SWITCHED {dist.group.WORLD.switched}\n")
+sys.stdout.flush()
 dist.barrier()
 dist.destroy_process_group()
 '''
