@@ -161,6 +161,10 @@ def predict(model: Model, u: pb.Update) -> bool | None:
         if te.is_default_action:
             if u.type != 2 or te.match or te.priority:
                 return False
+            if not te.HasField("action"):
+                # P4Runtime 9.1.4: a MODIFY without an action resets the program's default
+                model.default = (NOACTION, ())
+                return True
             call = action_ok(te)
             if call is None:
                 return False
