@@ -46,6 +46,7 @@ from netsum.controller.errors import AllocationError, ControllerError
 from netsum.controller.fabric import Controller, load_program
 from netsum.controller.topology import JobSpec, load_topology
 from netsum.jobrun import JobOutcome, RunningJob, WorkerOutcome
+from netsum.lifecycle import Started
 from netsum.netns import NetnsError, NetnsLab, netns_available
 from netsum.p4rt.client import Endpoint
 from netsum.procs import Child, ProcessGroup
@@ -143,7 +144,7 @@ def job_counters(ctl: Controller, job_id: int) -> dict[str, int]:
     return total
 
 
-class Rig:
+class Rig(Started):
     """One switch, its controller, and the jobs run through it.  Use as a context manager."""
 
     def __init__(self, config: RigConfig, say: Callable[[str], None] | None = None) -> None:
@@ -183,17 +184,6 @@ class Rig:
         return self.ctl
 
     # -- life cycle -------------------------------------------------------------------------------
-    def __enter__(self) -> "Rig":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def start(self) -> None:
         cfg = self.config
         self._check_target()

@@ -33,6 +33,7 @@ from typing import IO, Any
 import numpy as np
 import yaml
 
+from netsum.lifecycle import Started
 from netsum.wire import K_DEFAULT
 
 __all__ = ["NetSpec", "Run", "Testbed", "TestbedError", "HostProcs", "ring_order",
@@ -145,7 +146,7 @@ class HostProcs:
         self._logs.clear()
 
 
-class Testbed:
+class Testbed(Started):
     """A Mininet network built from a NetSpec; a context manager."""
 
     def __init__(self, spec: NetSpec, out_dir: Path, sample_interval: float = 0.1,
@@ -162,17 +163,6 @@ class Testbed:
         self.guard: Any = None
         self._runs = 0
         self._bin = Path(sys.executable).parent
-
-    def __enter__(self) -> "Testbed":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the network ------------------------------------------------------------------------
     def start(self) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from netsum.experiments.testbed import NetSpec, Testbed, TestbedError, ring_order
+from netsum.lifecycle import Started
 
 __all__ = ["GrpcProxy", "TrainBed", "TrainRun", "EXAMPLE", "MASTER_PORT"]
 
@@ -134,7 +135,7 @@ class TrainRun:
     job_ids: list[int] = field(default_factory=list)
 
 
-class TrainBed:
+class TrainBed(Started):
     """A Mininet network for training runs; a context manager (module docstring)."""
 
     def __init__(self, spec: NetSpec, out_dir: Path, sample_interval: float = 0.1,
@@ -146,17 +147,6 @@ class TrainBed:
         self.proxy: GrpcProxy | None = None
         self.topology_path = out_dir / "topology.yaml"
         self._runs = 0
-
-    def __enter__(self) -> "TrainBed":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def topology(self) -> Any:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from netsum.lifecycle import Started
 from netsum.p4rt.client import Endpoint, SwitchClient
 from netsum.p4rt.errors import ClientError
 from netsum.p4rt.pre import groups_wildcard
@@ -49,7 +50,7 @@ def refusal(exc: ClientError) -> str:
     return str(exc)
 
 
-class NetsumSwitch:
+class NetsumSwitch(Started):
     """One netsum-switch process for one test: start, push a pipeline, write, send frames,
     settle, collect, stop.  Use as a context manager."""
 
@@ -67,17 +68,6 @@ class NetsumSwitch:
         self.child: Any = None
 
     # -- life cycle ----------------------------------------------------------------------------
-    def __enter__(self) -> "NetsumSwitch":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def start(self) -> None:
         specs = []
         for p in self.ports:
