@@ -323,11 +323,14 @@ class LaneEngine:
                 values = self.carrier.first_round(s, k)
                 flags = self.carrier.core_flags(s)
                 if task.shards is not None:
-                    # flags per block of the reduce-scatter's plan (shards cut blocks apart)
-                    plan = plan_blocks(len(values), k, task.shards)
-                    bad = (task.codes != 0) if task.codes is not None else None
-                    flags = None if bad is None else np.array(
-                        [bad[a:a + m].any() for a, m in zip(plan.starts, plan.sizes)])
+                    # flags per block of the reduce-scatter's plan (shards cut blocks apart);
+                    # none to send when this rank's tensor is all finite
+                    flags = None
+                    if task.codes is not None:
+                        plan = plan_blocks(len(values), k, task.shards)
+                        bad = task.codes != 0
+                        flags = np.array([bad[a:a + m].any()
+                                          for a, m in zip(plan.starts, plan.sizes)])
             else:
                 values = task.tensor
             core = self._core(values, lane, flags, task.shards)
