@@ -340,6 +340,8 @@ class ShmServer:
     the one peer's connection."""
 
     def __init__(self, path: str, layout: Layout, number: int) -> None:
+        if _FENCE is None:
+            fence()                  # the clear error at start, not a dead port in the loop
         self.path, self.layout, self.number = path, layout, number
         self.peer_pid: int | None = None
         self.conn: socket.socket | None = None

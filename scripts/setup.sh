@@ -8,8 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # gcc + python3-dev: the switch's native backend (netsum/switch/native) compiles generated C against
-# CPython's headers; without them the switch runs its Python path.
-APT_PKGS=(mininet iproute2 ethtool iputils-ping tcpdump bridge-utils cpp gcc python3-dev)
+# CPython's headers; without them the switch runs its Python path. libatomic1: the full memory
+# fence of the shared-memory ports (netsum/shmring.py).
+APT_PKGS=(mininet iproute2 ethtool iputils-ping tcpdump bridge-utils cpp gcc python3-dev libatomic1)
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 # Extras of pyproject.toml to install; the Containerfile names its own (`dev`: no torch there).

@@ -193,3 +193,14 @@ class SwitchDaemon:
         if self.child is not None and self.child.alive():
             os.killpg(self.child.popen.pid, signal.SIGKILL)
             self.child.popen.wait(timeout=10)
+
+
+# What netsum-worker prints once, before anything else, on a machine without a C compiler
+# (workers/native.py): a notice, not part of an error.
+PYTHON_CORE_NOTICE = "the worker core runs in Python: "
+
+
+def error_text(stderr: str) -> str:
+    """A worker's stderr without the Python-core notice: what the error tests count lines of."""
+    return "".join(line for line in stderr.splitlines(keepends=True)
+                   if not line.startswith(PYTHON_CORE_NOTICE))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import started_rigs
+from helpers import error_text, started_rigs
 from netsum.rig import Mode, Rig, RigConfig, RigError
 from netsum.tensors import synthetic_inputs
 from netsum.wire import K_DEFAULT
@@ -66,4 +66,5 @@ def test_worker_shm_errors_are_one_line(args: list[str], code: int, says: str) -
                         "--workers", "2", "--slots", "8", "--size", "10", *args],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == code, r.stderr
-    assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
+    err = error_text(r.stderr)
+    assert err.count("\n") == 1 and says in err, r.stderr

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import yaml
 
-from helpers import BIN, SwitchDaemon, assert_switch_clean, built_netsum, free_udp_ports
+from helpers import (BIN, SwitchDaemon, assert_switch_clean, built_netsum, error_text,
+                     free_udp_ports)
 from netsum.procs import ProcessGroup
 from netsum.tensors import check_result, reference
 from netsum.workers import Endpoint, FrameTransport, JobConfig, Timing, Worker
@@ -81,7 +82,8 @@ class Bench:
     def run_workers(self, overrides: dict[int, dict[str, object]]) -> list[tuple[int, str, str]]:
         procs = [subprocess.Popen(self.argv(r, **overrides.get(r, {})), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for r in range(N)]
-        return [(p.returncode, out, err) for p in procs for out, err in [p.communicate(120)]]
+        return [(p.returncode, out, error_text(err)) for p in procs
+                for out, err in [p.communicate(120)]]
 
     def counters(self) -> dict[str, int]:
         rows = json.loads(ctl(self.topo, self.p4info, "--json", "stats"))

@@ -136,3 +136,17 @@ def test_the_port_takes_one_peer_at_a_time(pair: tuple[ShmServer, ShmPeer],
         time.sleep(0.001)
     assert err and "taken by another peer" in str(err[0]) and f"pid=" in str(err[0])
     assert server.conn is not None                   # the first one keeps it
+
+
+def test_without_libatomic_both_sides_refuse_at_once(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """No fence (no libatomic.so.1): the switch's port and the worker's attach each raise one
+    clear ShmError before anything is mapped -- never a port that dies later in the loop."""
+    import netsum.shmring as shmring
+    monkeypatch.setattr(shmring, "_FENCE", None)
+    path = str(tmp_path / "p.sock")
+    for make in (lambda: ShmServer(path, Layout(slots=8, frame=2048), 1),
+                 lambda: shmring.attach(path)):
+        with pytest.raises(ShmError, match=r"libatomic\.so\.1 \(Debian: libatomic1\)"):
+            make()
+    assert not Path(path).exists()
