@@ -29,7 +29,7 @@ p4: setup
 	$(PY) -m netsum.build
 
 bench: setup
-	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in benchmarks/*.py tests/soak.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf build .pytest_cache

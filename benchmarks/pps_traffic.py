@@ -4,15 +4,15 @@ configured like the controller does, with a replayable stream of contributions."
 from __future__ import annotations
 
 import json
-import struct
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+import numpy as np
 
-from netsum.switch.device import Device                                   # noqa: E402
-from netsum.switch.entries import ActionCall, Lpm, Replica, TableEntry  # noqa: E402
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Lpm, Replica, TableEntry
+
+ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = ["ROUTER_JSON", "standin_json", "agg_frame", "router_frame", "netsum_traffic",
            "make_device"]
@@ -26,6 +26,10 @@ STD_FIELDS = [["ingress_port", 9, False], ["egress_spec", 9, False], ["egress_po
               ["mcast_grp", 16, False], ["egress_rid", 16, False], ["checksum_error", 1, False],
               ["parser_error", 32, False], ["priority", 3, False], ["_padding", 3, False]]
 AGG_PORT = 0x6E73
+#: The stand-in's own header (netsum's v1 layout, 16 bytes: not the v2 protocol, whose codec
+#: is netsum.workers.wire): its parser's `ns_t` and what `agg_frame` packs.
+STANDIN_HEADER = (("msg_type", 8), ("flags", 8), ("job_id", 16), ("slot", 16), ("exp", 8),
+                  ("count", 8), ("round", 32), ("offset", 32))
 
 
 # -- the stand-in aggregation program ---------------------------------------------------------
@@ -56,10 +60,8 @@ def standin_json(k: int) -> dict[str, Any]:
     r["header_types"] += [
         {"name": "udp_t", "id": 4, "fields": [["sport", 16, False], ["dport", 16, False],
                                               ["len", 16, False], ["csum", 16, False]]},
-        {"name": "ns_t", "id": 5, "fields": [["msg_type", 8, False], ["flags", 8, False],
-                                             ["job_id", 16, False], ["slot", 16, False],
-                                             ["exp", 8, False], ["count", 8, False],
-                                             ["round", 32, False], ["offset", 32, False]]},
+        {"name": "ns_t", "id": 5, "fields": [[name, bits, False]
+                                             for name, bits in STANDIN_HEADER]},
         {"name": "vals_t", "id": 6, "fields": [[f"v{i}", 32, False] for i in range(k)]},
     ]
     r["headers"] += [
@@ -162,8 +164,12 @@ def standin_json(k: int) -> dict[str, Any]:
 def agg_frame(k: int, src: str = "10.0.0.2") -> bytes:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
-    hdr = struct.pack(">BBHHBBI", 1, 0, 7, 5, 0, 0, 0)
-    vals = struct.pack(f">{k}I", *range(k))
+    given = {"msg_type": 1, "job_id": 7, "slot": 5}
+    word = 0
+    for name, bits in STANDIN_HEADER:
+        word = word << bits | given.get(name, 0)
+    hdr = word.to_bytes(sum(bits for _, bits in STANDIN_HEADER) // 8, "big")
+    vals = np.arange(k, dtype=">u4").tobytes()
     return bytes(Ether(dst="02:00:00:00:00:fe", src="02:00:00:00:00:02") /
                  IP(src=src, dst="10.0.0.254") / UDP(sport=AGG_PORT, dport=AGG_PORT) /
                  (hdr + vals))
@@ -184,26 +190,72 @@ def netsum_traffic(k: int, workers: int, fuse: bool = True, native: bool | None 
     be replayed any number of times (here or through the daemon): each job finds the sets
     owned by the other, so its rounds 0 and 1 start fresh rounds again instead of being
     duplicates of finished ones.  `native`: None = as the daemon chooses (the native backend
-    when it builds here), False = the Python path.  None when the program cannot be built."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    when it builds here), False = the Python path.  None when the program cannot be built.
+
+    Configured as the controller does it: its job plan (netsum.controller.jobs) written
+    through the switch's own P4Runtime service, in process (no gRPC)."""
+    from p4.v1 import p4runtime_pb2 as pb
+
+    from netsum.build import ensure_built
+    from netsum.controller.jobs import place_job, plan_job
+    from netsum.controller.slots import SlotRange
+    from netsum.controller.topology import JobSpec, parse_topology
+    from netsum.p4rt.entities import update
+    from netsum.p4rt.schema import Schema, load_p4info
+    from netsum.switch.p4rt.service import DeviceService
+    from netsum.switch.pipeline import Pipeline
+    from netsum.wire import DEST_ALL, MsgType, klog2
+    from netsum.workers import wire
+
     try:
-        from p4helpers import NetsumSwitch, netsum_config, netsum_frame, worker_host
-        sw = NetsumSwitch(netsum_config(k))
-        if not fuse or native is not None:    # fuse=False: actions and nodes as emitted
-            from netsum.switch.pipeline import Pipeline
-            sw.pipeline = Pipeline(json.loads(netsum_config(k)), fuse=fuse, native=native)
-            sw.device.install(sw.pipeline)
+        json_path, info_path = ensure_built(k)
     except Exception as e:           # compiler missing or failing: fall back to the stand-in
         print(f"  (netsum.p4 unavailable: {type(e).__name__}: {str(e)[:120]})")
         return None
-    hosts = [worker_host(i) for i in range(workers)]
+
+    class _Device(Device):           # the pipeline as asked (fuse=False: actions as emitted)
+        @staticmethod
+        def build_pipeline(config: bytes | str | dict[str, Any]) -> Pipeline:
+            doc = json.loads(config) if isinstance(config, (bytes, str)) else config
+            return Pipeline(doc, fuse=fuse, native=native)
+
     slots = 64
+    service = ("02:00:00:00:00:fe", "10.0.0.254")
+    hosts = [(f"02:00:00:00:{i >> 8:02x}:{i & 0xFF:02x}", f"10.0.{i >> 8}.{(i & 0xFF) + 1}",
+              40000 + i) for i in range(workers)]
+    topo = parse_topology(json.dumps({
+        "switches": [{"name": "s1", "grpc_addr": "127.0.0.1:1", "device_id": 0,
+                      "ports": list(range(1, workers + 1)), "slots": 2 * slots,
+                      "service": {"mac": service[0], "ipv4": service[1]}}],
+        "hosts": [{"name": f"h{i}", "mac": mac, "ipv4": ip, "udp_port": port, "switch": "s1",
+                   "port": i + 1} for i, (mac, ip, port) in enumerate(hosts)]}))
+    info = load_p4info(info_path)
+    schema = Schema(info)
+    dev = _Device()
+    svc = DeviceService(dev)
+    svc.set_pipeline(pb.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+                     pb.ForwardingPipelineConfig(p4info=info,
+                                                 p4_device_config=json_path.read_bytes()))
     for job in (3, 4):
-        sw.add_job(job, hosts, num_slots=slots)
-    frames = [(h.port, netsum_frame(h, job_id=job, slot=r % slots, round=r // slots,
-                                    values=list(range(k)), exp=130))
-              for job in (3, 4) for r in range(2 * slots) for h in hosts]
-    return sw.device, frames
+        spec = JobSpec(job, tuple(f"h{i}" for i in range(workers)), slots)
+        plan = plan_job(topo, schema, spec, place_job(topo, spec)["s1"], SlotRange(0, slots))
+        ups = [update(pb.Update.INSERT, e, schema) for e in (*plan.entries, plan.group)]
+        refused = [msg for code, msg in svc.write(ups) if code]
+        if refused:
+            raise RuntimeError(f"job {job}: the switch refused {refused[0]}")
+    to = wire.Endpoint.parse(*service)
+    senders = [wire.Endpoint.parse(mac, ip, port) for mac, ip, port in hosts]
+    values = np.arange(k, dtype=np.int32)
+
+    def frame(i: int, job: int, slot: int, round_: int) -> bytes:
+        head = wire.Header(msg_type=MsgType.DATA, flags=wire.Flags.NONE, job_id=job, slot=slot,
+                           exp=130, count=0, round=round_, offset=0, workers=workers,
+                           dest=DEST_ALL, klog2=klog2(k), length=1 << 20)
+        return wire.build_frame(senders[i], to, wire.encode(head, values, k))
+
+    frames = [(i + 1, frame(i, job, r % slots, r // slots))
+              for job in (3, 4) for r in range(2 * slots) for i in range(workers)]
+    return dev, frames
 
 
 def make_device(kind: str, k: int, workers: int, json_path: Path | None) -> Device:

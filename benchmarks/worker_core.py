@@ -40,9 +40,17 @@ from netsum.wire import HEADER_BYTES, MsgType
 from netsum.workers import quant, wire
 from netsum.workers.core import JobConfig, Timing, WorkerCore
 
-# Byte offsets from the unit table (not wire.field_offset: this script also measures trees
-# from before it, see the docstring of benchmarks/switch_trees.py for the method).
-_AT = {u.fields[0][0]: u.offset for u in wire.header_units() if len(u.fields) == 1}
+# The header codec of the tree measured: wire.OFFSETS / pack / unpack, or, in a tree from
+# before them (benchmarks/worker_trees.py measures those too), its unit table and HeaderCodec.
+if hasattr(wire, "OFFSETS"):
+    _AT: dict[str, int] = wire.OFFSETS
+    _pack: Callable[..., bytes] = wire.pack
+    _unpack: Callable[[bytes], tuple[int, ...]] = wire.unpack
+else:
+    _AT = {u.fields[0][0]: u.offset for u in wire.header_units()  # type: ignore[attr-defined]
+           if len(u.fields) == 1}
+    _pack = wire.header_codec().pack  # type: ignore[attr-defined]
+    _unpack = wire.header_codec().unpack  # type: ignore[attr-defined]
 _MSG, _COUNT = _AT["msg_type"], _AT["count"]
 
 
@@ -87,15 +95,14 @@ def run_frames(x: np.ndarray, k: int, slots: int) -> tuple[int, float]:
 
 
 def run_bare(x: np.ndarray, k: int) -> tuple[int, float]:
-    codec = wire.header_codec()
     rows = quant.blocks(x, k)
     sums = np.zeros_like(rows, dtype=np.int32)
     s = quant.scale_shift(1)
     t = time.process_time()
     for b in range(len(rows)):
-        pkt = codec.pack(msg_type=1, job_id=1, slot=b % 256, exp=127, offset=b * k) \
+        pkt = _pack(msg_type=1, job_id=1, slot=b % 256, exp=127, offset=b * k) \
             + quant.quantize_block(rows[b], 127, s)
-        codec.unpack(to_result(pkt))
+        _unpack(to_result(pkt))
         sums[b] = np.frombuffer(pkt, ">i4", offset=HEADER_BYTES)
     return len(rows), time.process_time() - t
 

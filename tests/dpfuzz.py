@@ -33,11 +33,14 @@ import random
 import struct
 from dataclasses import dataclass
 
+from netsum.wire import HEADER_BYTES
+from netsum.workers import wire
+
 __all__ = ["Host", "FuzzTarget", "Fuzzed", "KINDS", "fuzz_frames", "ipv4_checksum"]
 
 UDP_PORT = 0x6E73            # the aggregation service port (docs/protocol.md)
 DATA = 1
-ETH, IP, UDP, HDR = 14, 20, 8, 24     # protocol v2's 24-byte header
+ETH, IP, UDP, HDR = 14, 20, 8, HEADER_BYTES
 LENGTH = 1 << 20             # the `length` the frames of the job say
 NETSUM_AT = ETH + IP + UDP
 
@@ -104,8 +107,9 @@ def _frame(src: Host, dst: Host, payload: bytes, *, ip_len: int | None = None,
 def _header(msg: int, job: int, slot: int, rnd: int, off: int, exp: int = 130, count: int = 0,
             flags: int = 0, workers: int = 0, dest: int = 0xFF, reason: int = 0,
             klog2: int = 0, length: int = LENGTH) -> bytes:
-    return struct.pack("!BBHHBBIIBBBBI", msg, flags, job, slot, exp, count, rnd, off, workers,
-                       dest, reason, klog2, length)
+    return wire.pack(msg_type=msg, flags=flags, job_id=job, slot=slot, exp=exp, count=count,
+                     round=rnd, offset=off, workers=workers, dest=dest, reason=reason,
+                     klog2=klog2, length=length)
 
 
 class _Gen:

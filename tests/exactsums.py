@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from netsum.wire import HEADER_BYTES
+from netsum.workers import wire
+
 __all__ = ["shift", "expected_sums", "dequantized", "ResultCheck"]
 
 _NETSUM_AT = 14 + 20 + 8
-_HEADER = 24                 # protocol v2's header (docs/protocol.md)
+_HEADER = HEADER_BYTES
+_READ = wire.field_reader(("msg_type", "slot", "count", "round", "offset"))
 
 
 def shift(workers: int) -> int:
@@ -64,8 +68,7 @@ class ResultCheck:
         self._zeros = bytes(4 * self.k)
 
     def __call__(self, frame: bytes) -> None:
-        msg, _f, _job, slot, _e, _c, rnd, off = struct.unpack_from("!BBHHBBII", frame,
-                                                                   _NETSUM_AT)
+        msg, slot, count, rnd, off = _READ(memoryview(frame)[_NETSUM_AT:])
         values = frame[_NETSUM_AT + _HEADER:]
         if msg == 4:
             udp_len = struct.unpack_from("!H", frame, _NETSUM_AT - 4)[0]
@@ -78,8 +81,8 @@ class ResultCheck:
             # sums, but value[0] is the bitmap of the `count` members that contributed.
             bitmap = int.from_bytes(values[:4], "big")
             self.checked["status"] += 1
-            if not 0 < _c == bin(bitmap).count("1"):
-                self.bad.append(f"slot {slot} round {rnd}: STATUS count {_c} but bitmap "
+            if not 0 < count == bin(bitmap).count("1"):
+                self.bad.append(f"slot {slot} round {rnd}: STATUS count {count} but bitmap "
                                 f"{bitmap:#b}")
             return
         if msg != 2:

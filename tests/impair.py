@@ -19,15 +19,17 @@ import heapq
 import random
 import selectors
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from netsum.workers import wire
+
 __all__ = ["Direction", "ImpairedNet"]
 
 _NETSUM_AT = 14 + 20 + 8
+_RESULT_KEY = wire.field_reader(("msg_type", "slot", "round", "offset"))
 
 
 @dataclass
@@ -167,5 +169,5 @@ class ImpairedNet:
 
 def result_key(frame: bytes) -> tuple[int, int, int, int]:
     """(msg_type, slot, round, offset) of a netsum frame."""
-    msg, _f, _job, slot, _e, _c, rnd, off = struct.unpack_from("!BBHHBBII", frame, _NETSUM_AT)
+    msg, slot, rnd, off = _RESULT_KEY(memoryview(frame)[_NETSUM_AT:])
     return msg, slot, rnd, off

@@ -162,8 +162,7 @@ class OracleSwitch:
         if len(payload) < HEADER_BYTES or (len(payload) - HEADER_BYTES) % 4:
             return None, None
         try:
-            raw = dict(zip((f.name for f in HEADER_FIELDS),
-                           wire.header_codec().unpack(payload[:HEADER_BYTES])))
+            raw = wire.unpack_fields(payload)
             fields: dict[str, object] = dict(raw, msg_type=MsgType(raw["msg_type"]),
                                              flags=Flags(raw["flags"]))
             return wire.Header(**fields), None  # type: ignore[arg-type]

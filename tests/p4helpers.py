@@ -1,9 +1,10 @@
 """Test helpers for netsum frames and for driving netsum.p4 on the embedded switch.
 
-Owns: building and dissecting netsum frames with scapy (the header is packed from
-`wireformat.HEADER_FIELDS`, independently of the workers' wire code, so a test built on
-these helpers checks the P4 program against the protocol definition and not against itself),
-and `NetsumSwitch`, a thin wrapper over `netsum.switch.device.Device` that installs netsum.p4's table
+Owns: building and dissecting netsum frames with scapy around the netsum header, which the
+project's one header codec packs and unpacks (netsum.workers.wire: `pack`, `unpack_fields`).
+That codec is pinned to docs/protocol.md by hand-derived bytes in tests/unit/test_wire.py,
+and p4/netsum.p4's header declaration to the same field table by tests/unit/test_protocol.py,
+so a test built on these helpers checks the P4 program against the protocol; and `NetsumSwitch`, a thin wrapper over `netsum.switch.device.Device` that installs netsum.p4's table
 entries by their P4Info names (p4/README.md).
 """
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import Any, Iterable, Sequence
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from netsum.wire import (DEST_ALL, HEADER_BYTES, HEADER_FIELDS, K_DEFAULT, K_SUPPORTED, UDP_PORT,
-                         Flags, MsgType)
+from netsum.wire import (DEST_ALL, HEADER_BYTES, K_DEFAULT, K_SUPPORTED, UDP_PORT, Flags,
+                         MsgType)
 from netsum.wire import klog2 as log2_k
+from netsum.workers import wire
 
 __all__ = [
-    "netsum_config", "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host", "pack_header", "unpack_header",
+    "netsum_config", "SERVICE_MAC", "SERVICE_IP", "Host", "worker_host",
     "netsum_frame", "Parsed", "parse_frame", "ipv4_checksum_ok", "NetsumSwitch", "mac_int",
     "ip_int", "wrap32", "vec_sum", "INT32_MIN", "INT32_MAX", "DEFAULT_LENGTH", "data_fields",
     "one_reply",
@@ -106,30 +108,6 @@ def worker_host(i: int, port: int | None = None) -> Host:
                 f"10.0.{i >> 8}.{(i & 0xFF) + 1}", 40000 + i)
 
 
-def pack_header(**fields: int) -> bytes:
-    """The netsum header from field values (missing fields are 0), MSB first, per HEADER_FIELDS."""
-    unknown = set(fields) - {f.name for f in HEADER_FIELDS}
-    if unknown:
-        raise KeyError(f"not netsum header fields: {sorted(unknown)}")
-    acc = 0
-    for f in HEADER_FIELDS:
-        v = fields.get(f.name, f.default)
-        if not 0 <= v < (1 << f.bits):
-            raise ValueError(f"{f.name}={v} does not fit in {f.bits} bits")
-        acc = (acc << f.bits) | v
-    return acc.to_bytes(HEADER_BYTES, "big")
-
-
-def unpack_header(data: bytes) -> dict[str, int]:
-    acc = int.from_bytes(data[:HEADER_BYTES], "big")
-    out: dict[str, int] = {}
-    shift = HEADER_BYTES * 8
-    for f in HEADER_FIELDS:
-        shift -= f.bits
-        out[f.name] = (acc >> shift) & ((1 << f.bits) - 1)
-    return out
-
-
 def netsum_frame(src: Host, *, job_id: int, slot: int, round: int = 0, values: Sequence[int],
                  exp: int = 0, msg_type: int = MsgType.DATA, flags: int = 0, count: int = 0,
                  offset: int = 0, dst_mac: str = SERVICE_MAC, dst_ip: str = SERVICE_IP,
@@ -146,7 +124,7 @@ def netsum_frame(src: Host, *, job_id: int, slot: int, round: int = 0, values: S
         v2["workers"] = workers
     if klog2 is not None:
         v2["klog2"] = klog2
-    payload = pack_header(msg_type=msg_type, flags=flags, job_id=job_id, round=round, slot=slot,
+    payload = wire.pack(msg_type=msg_type, flags=flags, job_id=job_id, round=round, slot=slot,
                           exp=exp, count=count, offset=offset, **v2)
     payload += struct.pack(f"!{len(values)}i", *values)
     frame = bytes(Ether(src=src_mac or src.mac, dst=dst_mac)
@@ -191,7 +169,7 @@ def parse_frame(frame: bytes, k: int = K_DEFAULT) -> Parsed:
     body = frame[at:at + pkt[UDP].len - 8]
     if len(body) < HEADER_BYTES:
         raise ValueError(f"netsum payload of {len(body)} bytes, shorter than the header")
-    header = unpack_header(body)
+    header = wire.unpack_fields(body)
     bare = header["msg_type"] == MsgType.REJECT or (
         header["msg_type"] == MsgType.RESULT and header["flags"] & Flags.ACK)
     want = HEADER_BYTES if bare else HEADER_BYTES + 4 * k

@@ -18,11 +18,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from netsum.wire import UDP_PORT, MsgType
+from netsum.wire import HEADER_BYTES, UDP_PORT, MsgType
+from netsum.workers import wire
 
 __all__ = ["captured_data", "with_field", "is_netsum", "UdpRogue", "NetnsRogue"]
 
 _ETH_IP_UDP = 14 + 20 + 8
+_JOB_ID = wire.field_reader(("job_id",))
 _FIELDS = {"job_id": (2, 2), "slot": (4, 2)}      # header byte offset, size (wireformat)
 
 
@@ -42,12 +44,12 @@ def _read_pcap(path: Path) -> list[bytes]:
 
 def is_netsum(frame: bytes, msg_type: int | None = None) -> bool:
     """A netsum packet (UDP to or from the service port, whole header), of `msg_type` if given."""
-    if len(frame) < _ETH_IP_UDP + 16 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+    if len(frame) < _ETH_IP_UDP + HEADER_BYTES or frame[12:14] != b"\x08\x00" or frame[23] != 17:
         return False
     sport, dport = struct.unpack_from("!HH", frame, 34)
     if UDP_PORT not in (sport, dport):
         return False
-    return msg_type is None or frame[_ETH_IP_UDP] == msg_type
+    return msg_type is None or frame[_ETH_IP_UDP + wire.field_offset("msg_type")] == msg_type
 
 
 def captured_data(pcap: Path, job_id: int, want: int = 1, wait: float = 10.0) -> list[bytes]:
@@ -56,7 +58,7 @@ def captured_data(pcap: Path, job_id: int, want: int = 1, wait: float = 10.0) ->
     deadline = time.monotonic() + wait
     while True:
         frames = [f for f in _read_pcap(pcap) if pcap.exists() and is_netsum(f, MsgType.DATA)
-                  and struct.unpack_from("!H", f, _ETH_IP_UDP + 2)[0] == job_id] \
+                  and _JOB_ID(memoryview(f)[_ETH_IP_UDP:])[0] == job_id] \
             if pcap.exists() else []
         if len(frames) >= want or time.monotonic() > deadline:
             return frames

@@ -1,5 +1,5 @@
-"""netsum workers: the wire protocol, block floating point quantization, the sans-I/O worker
-core, transports and the allreduce API.
+"""netsum workers: the header codec (`wire`; the protocol's definition is `netsum.wire`), block
+floating point quantization, the sans-I/O worker core, transports and the allreduce API.
 
     from netsum.workers import allreduce, JobConfig, UdpTransport
     with UdpTransport(service=("10.0.0.254", UDP_PORT)) as t:

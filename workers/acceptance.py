@@ -9,7 +9,7 @@ it up), `_accept` (a matched result) and `_fire` (the state machine).
 """
 from __future__ import annotations
 
-from netsum.wire import DEST_ALL, HEADER_FIELDS, Flags, MsgType
+from netsum.wire import DEST_ALL, Flags, MsgType
 from netsum.workers import wire
 from netsum.workers.coretypes import (CoreState, DuplicateResult, Event, JobConfig, Rejected,
                                       StaleResult, Trigger, rejection)
@@ -28,7 +28,6 @@ _KNOWN = int(Flags.RETX | Flags.NONFINITE | Flags.ACK)
 _NOT_WHOLE = ~int(Flags.RETX | Flags.NONFINITE)
 # The fields receive reads, in this order, with one struct call.
 _READ = wire.field_reader(("msg_type", "flags", "job_id", "slot", "exp", "round", "offset"))
-_NAMES = tuple(f.name for f in HEADER_FIELDS)
 
 
 class ResultAcceptance:
@@ -143,7 +142,7 @@ class ResultAcceptance:
         """A REJECT of this job: the switch refused this worker's DATA.  Fails the call at once
         with the mismatch in words (workers/refusals.py); after the call (state DONE) it is
         only counted (no use of this call can be refused any more)."""
-        fields = dict(zip(_NAMES, wire.header_codec().unpack(view)))
+        fields = wire.unpack_fields(view)
         if self._state is not CoreState.RUNNING:
             self._reject(f"a REJECT (reason {fields['reason']}) after the call completed")
             return

@@ -1,7 +1,7 @@
 """Generated parts of docs/protocol.md and docs/quantization.md: the header byte diagram, the
 field and constant tables, and the scale-shift table, all rendered from netsum/wire/ and
 workers/quant.py.  A test compares the docs with these renderings, so the docs cannot drift from
-the code.  `python -m workers.docgen` rewrites the generated blocks in place.
+the code.  `python -m netsum.workers.docgen` rewrites the generated blocks in place.
 """
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ from types import ModuleType
 
 import numpy as np
 
-from netsum.wire import HEADER_BYTES, HEADER_FIELDS
+from netsum.wire import HEADER_BYTES
+from netsum.workers import wire
 from netsum.workers.coretypes import AgreementError, Step, Stats, Trigger
 from netsum.workers.errors import ResultError
 from netsum.workers.core import WorkerCore
@@ -63,11 +64,7 @@ _why = ""
 def _load() -> None:
     global _module, _why
     from netsum.switch.native.build import IO_CFLAGS, BuildError, available, build_module
-    at, layout = 0, {}
-    for f in HEADER_FIELDS:
-        layout[f.name] = at
-        at += f.bits // 8
-    if layout != _LAYOUT or HEADER_BYTES != 24:
+    if wire.OFFSETS != _LAYOUT or HEADER_BYTES != 24:
         _why = "the wire header is not the layout wcore.c was written for"
         return
     why = available()

@@ -54,7 +54,7 @@ class TxWindow:
         raw = np.frombuffer(self.buf, dtype=np.uint8).reshape(w, stride)
         self.values = raw[:, hr + HEADER_BYTES:].view(">i4")          # (w, k), in the rows
         self._value_rows = list(self.values)                          # views, made once
-        pack = wire.header_codec().pack
+        pack = wire.pack
         for i in range(w):
             at = i * stride
             self.buf[at:at + hr] = prefix

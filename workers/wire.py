@@ -1,11 +1,17 @@
-"""Wire format: encoding and decoding of netsum packets (header + K big-endian int32 values), of
-batches of packets in one contiguous numpy buffer, and of the whole Ethernet/IPv4/UDP frames the
-unprivileged transport sends.
+"""The netsum header codec, and the Ethernet/IPv4/UDP frames the unprivileged transport sends.
 
-The byte layout is derived from `protocol.HEADER_FIELDS` (the one definition): bit fields are
-grouped into byte-aligned big-endian units, so changing the field table changes the codec and
-the docs' diagram together.  Decoding validates everything and raises `WireError` with the
-reason; it never returns a half-parsed packet.
+Owns every encoding and decoding of the netsum v2 header, all built on one struct,
+`HEADER_STRUCT`, derived from `netsum.wire.HEADER_FIELDS` (the protocol's one definition):
+  * `pack` / `unpack` (`unpack_fields`): raw field values <-> the 24 header bytes;
+  * `Header`, `encode`, `decode_header`, `decode`: a validated packet (header + K big-endian
+    int32 values, or the header alone) <-> bytes;
+  * `field_reader`, `field_writer`, `field_offset`: single struct calls over some fields of
+    a packet in place, for the workers' zero-copy hot paths;
+  * `header_dtype`, `packet_dtype`, `encode_batch`, `decode_batch`: the same words as numpy
+    fields, for batches of packets in one contiguous buffer.
+Tests of the P4 program (tests/p4helpers.py), the test oracles and the benchmarks use these
+too; nothing else in the project writes the header's layout down.  Decoding validates
+everything and raises `WireError` with the reason; it never returns a half-parsed packet.
 
 A packet is the header and K values, or the header alone: a REJECT, and a RESULT with the ACK
 flag (a reduce-scatter chunk this receiver does not own) carry no values (`header_only`).
@@ -28,9 +34,10 @@ from netsum.wire import (DEST_ALL, HEADER_BYTES, HEADER_FIELDS, K_SUPPORTED, UDP
 from netsum.workers.errors import WireError
 
 __all__ = [
-    "Unit", "header_units", "header_dtype", "packet_dtype", "Header", "Packet", "check_k",
+    "HEADER_STRUCT", "FIELD_NAMES", "OFFSETS", "pack", "unpack", "unpack_fields",
+    "header_dtype", "packet_dtype", "Header", "Packet", "check_k",
     "field_reader", "field_writer", "field_offset",
-    "encode", "decode", "decode_header", "HeaderCodec", "header_codec", "encode_batch",
+    "encode", "decode", "decode_header", "encode_batch",
     "batch_bytes", "decode_batch", "Endpoint", "FramePrefix", "build_frame", "parse_frame",
     "ParsedFrame", "ipv4_checksum", "netsum_payload", "header_only", "check_peers",
     "ETH_BYTES", "IPV4_BYTES", "UDP_BYTES", "ETHERTYPE_IPV4", "IPPROTO_UDP",
@@ -56,43 +63,62 @@ def header_only(msg_type: int, flags: int) -> bool:
     return msg_type == _REJECT or (msg_type == _RESULT and bool(flags & _ACK))
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """A byte-aligned, big-endian unsigned word of the header holding one or more fields.
-    `fields` are (name, shift, width) with shift counted from the word's least significant bit."""
-    name: str
-    offset: int
-    size: int
-    fields: tuple[tuple[str, int, int], ...]
-
-
-@functools.cache
-def header_units() -> tuple[Unit, ...]:
-    """Group HEADER_FIELDS into words of 1, 2 or 4 bytes (P4 headers are packed MSB first)."""
-    units: list[Unit] = []
-    pending: list[tuple[str, int]] = []
-    bits = 0
-    offset = 0
+def _header_struct() -> struct.Struct:
+    codes = {8: "B", 16: "H", 32: "I"}
     for field in HEADER_FIELDS:
-        pending.append((field.name, field.bits))
-        bits += field.bits
-        if bits % 8:
-            continue
-        if bits not in (8, 16, 32):
-            raise AssertionError(f"header fields {[p[0] for p in pending]} span {bits} bits; "
-                                 "only 8/16/32-bit groups are supported")
-        shift = bits
-        parts = []
-        for name, width in pending:
-            shift -= width
-            parts.append((name, shift, width))
-        units.append(Unit("_".join(p[0] for p in pending), offset, bits // 8, tuple(parts)))
-        offset += bits // 8
-        pending, bits = [], 0
-    if pending:
-        raise AssertionError("header fields do not end on a byte boundary")
-    assert offset == HEADER_BYTES
-    return tuple(units)
+        if field.bits not in codes:
+            raise AssertionError(f"header field {field.name} is {field.bits} bits; the codec "
+                                 "packs whole 8/16/32-bit words only")
+    return struct.Struct(">" + "".join(codes[f.bits] for f in HEADER_FIELDS))
+
+
+#: The header, the one definition every encoder and decoder below is built on: HEADER_FIELDS
+#: in wire order, each a big-endian unsigned word of its width (">BBHHBBIIBBBBI" for v2).
+HEADER_STRUCT = _header_struct()
+#: Field names in wire order: the order of `unpack`'s tuple.
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in HEADER_FIELDS)
+_DEFAULTS = tuple(f.default for f in HEADER_FIELDS)
+_INDEX = {name: i for i, name in enumerate(FIELD_NAMES)}
+_CODE = dict(zip(FIELD_NAMES, HEADER_STRUCT.format.lstrip(">")))
+#: Byte offset of each field in the header.
+OFFSETS: dict[str, int] = {
+    name: struct.calcsize(">" + HEADER_STRUCT.format.lstrip(">")[:i])
+    for i, name in enumerate(FIELD_NAMES)}
+_NUMPY_CODE = {"B": "u1", "H": ">u2", "I": ">u4"}
+assert HEADER_STRUCT.size == HEADER_BYTES
+
+
+def _make_pack() -> Callable[..., bytes]:
+    # A straight-line function with one keyword parameter per field (its default the field's)
+    # and one struct call: what a generic loop over the fields costs 3-5x more per packet.
+    # Only the protocol's field names (identifiers) and integers are spliced into the source.
+    params = ", ".join(f"{n}={d}" for n, d in zip(FIELD_NAMES, _DEFAULTS))
+    src = (f"def pack(*, {params}):\n"
+           f"    try:\n        return PACK({', '.join(FIELD_NAMES)})\n"
+           f"    except ERROR as exc:\n        raise WIRE_ERROR(f'header fields: {{exc}}') from None\n")
+    ns: dict[str, Any] = {"PACK": HEADER_STRUCT.pack, "ERROR": struct.error,
+                          "WIRE_ERROR": WireError}
+    exec(compile(src, "<netsum header pack>", "exec"), ns)
+    fn: Callable[..., bytes] = ns["pack"]
+    fn.__doc__ = """The header's bytes from field values by keyword; a missing field takes its
+    default (0; dest DEST_ALL); a value that does not fit its field raises WireError, an
+    unknown keyword TypeError.  No other check: a caller that wants a valid packet builds a
+    `Header` and calls `encode`."""
+    return fn
+
+
+#: `pack(**fields)`: the header's bytes (see `_make_pack`).
+pack = _make_pack()
+
+
+#: `unpack(buf, offset=0)`: the raw field values, in FIELD_NAMES order, of the header at
+#: buf[offset:] (no validation; `decode_header` validates).
+unpack: Callable[..., tuple[int, ...]] = HEADER_STRUCT.unpack_from
+
+
+def unpack_fields(buf: bytes | bytearray | memoryview, offset: int = 0) -> dict[str, int]:
+    """`unpack` by name."""
+    return dict(zip(FIELD_NAMES, HEADER_STRUCT.unpack_from(buf, offset)))
 
 
 def check_k(k: int) -> int:
@@ -101,23 +127,18 @@ def check_k(k: int) -> int:
     return k
 
 
-_WORD_CODES = {1: "u1", 2: ">u2", 4: ">u4"}
-
-
 @functools.cache
 def header_dtype() -> np.dtype:
-    """numpy structured dtype of the header alone (its words, packed)."""
-    return np.dtype([(u.name, _WORD_CODES[u.size]) for u in header_units()])
+    """numpy structured dtype of the header alone: HEADER_STRUCT's words, by field name."""
+    return np.dtype([(name, _NUMPY_CODE[_CODE[name]]) for name in FIELD_NAMES])
 
 
 @functools.cache
 def packet_dtype(k: int) -> np.dtype:
-    """numpy structured dtype of one packet: the header words, then K big-endian int32."""
+    """numpy structured dtype of one packet: the header's fields, then K big-endian int32."""
     check_k(k)
-    fields: list[tuple[str, str] | tuple[str, str, tuple[int]]] = [
-        (u.name, _WORD_CODES[u.size]) for u in header_units()]
-    fields.append(("values", ">i4", (k,)))
-    dt = np.dtype(fields)
+    dt = np.dtype([(name, _NUMPY_CODE[_CODE[name]]) for name in FIELD_NAMES]
+                  + [("values", ">i4", (k,))])
     assert dt.itemsize == protocol.packet_bytes(k) - (ETH_BYTES + IPV4_BYTES + UDP_BYTES)
     return dt
 
@@ -170,30 +191,21 @@ class Packet:
     values: np.ndarray  # int32, native byte order, length K (0 for a header-only packet)
 
 
-def _pack_header_word(unit: Unit, header: Header) -> int:
-    word = 0
-    for name, shift, _ in unit.fields:
-        word |= int(getattr(header, name)) << shift
-    return word
-
-
 def encode(header: Header, values: np.ndarray | None, k: int) -> bytes:
     """One packet.  `values` None means K zeros (bootstrap/proposal-only packets); a
     header-only packet (REJECT, ACK) is the header alone and takes no values."""
     if not isinstance(header, Header):
         raise WireError(f"expected a wire.Header, got {type(header).__name__}")
+    head = HEADER_STRUCT.pack(*(int(getattr(header, name)) for name in FIELD_NAMES))
     if header.header_only:
         if values is not None:
             raise WireError(f"a {header.msg_type.name} with flags {header.flags!r} is the "
                             "header alone: it carries no values")
-        return header_codec().pack(**{f.name: int(getattr(header, f.name))
-                                      for f in HEADER_FIELDS})
-    rec = np.zeros(1, dtype=packet_dtype(k))
-    for unit in header_units():
-        rec[unit.name] = _pack_header_word(unit, header)
-    if values is not None:
-        rec["values"][0] = _check_values(values, k, 1)
-    return rec.tobytes()
+        return head
+    if values is None:
+        return head + bytes(4 * check_k(k))
+    check_k(k)
+    return head + _check_values(values, k, 1).astype(">i4").tobytes()
 
 
 def _check_values(values: np.ndarray, k: int, rows: int) -> np.ndarray:
@@ -210,73 +222,26 @@ def _check_values(values: np.ndarray, k: int, rows: int) -> np.ndarray:
     return arr
 
 
-@dataclass(frozen=True, slots=True)
-class HeaderCodec:
-    """Per-packet header packing/unpacking for the worker's hot path: one struct call each way,
-    the words built from the same unit table as everything else.  No range validation on
-    pack (callers own their ranges; missing fields take their default - 0, dest DEST_ALL -
-    and unknown keywords are ignored);
-    `unpack` returns the raw field values in HEADER_FIELDS order and leaves checking them to
-    the caller.  Both are straight-line functions generated once from the unit table."""
-    layout: struct.Struct
-    units: tuple[Unit, ...]
-    extract: tuple[tuple[int, int, int], ...]   # per field: (word index, shift, mask)
-    pack: Callable[..., bytes]
-    unpack: Callable[[bytes | bytearray | memoryview], tuple[int, ...]]
-
-
-def _codec_functions(layout: struct.Struct, units: tuple[Unit, ...],
-                     extract: tuple[tuple[int, int, int], ...]) -> tuple[Any, Any]:
-    # Only the protocol's own field names (identifiers from wireformat) and integers
-    # are spliced into the source.
-    names = [name for u in units for name, _, _ in u.fields]
-    words = [" | ".join(f"{n} << {sh}" if sh else n for n, sh, _ in u.fields) for u in units]
-    defaults = {f.name: f.default for f in HEADER_FIELDS}
-    args = ", ".join(f"{n}={defaults[n]}" for n in names)
-    ws = ", ".join(f"w{i}" for i in range(len(units)))
-    picks = ", ".join(f"w{w} >> {sh} & {m}" if sh else f"w{w} & {m}" for w, sh, m in extract)
-    src = (f"def pack(*, {args}, **_ignored):\n    return PACK({', '.join(words)})\n"
-           f"def unpack(buf):\n    {ws}{',' if len(units) == 1 else ''} = UNPACK(buf)\n"
-           f"    return ({picks},)\n")
-    ns: dict[str, Any] = {"PACK": layout.pack, "UNPACK": layout.unpack_from}
-    exec(compile(src, "<netsum header codec>", "exec"), ns)
-    return ns["pack"], ns["unpack"]
-
-
-@functools.cache
-def header_codec() -> HeaderCodec:
-    codes = {1: "B", 2: "H", 4: "I"}
-    units = header_units()
-    where = {name: (i, shift, (1 << width) - 1)
-             for i, u in enumerate(units) for name, shift, width in u.fields}
-    layout = struct.Struct(">" + "".join(codes[u.size] for u in units))
-    extract = tuple(where[f.name] for f in HEADER_FIELDS)
-    return HeaderCodec(layout, units, extract, *_codec_functions(layout, units, extract))
-
-
 def _span(names: Sequence[str]) -> tuple[int, struct.Struct, list[int]]:
-    """The struct covering the units of `names` (whole-unit fields only), from the first one's
-    offset to the last one's end, units in between skipped as pad bytes; and where each name's
-    value sits in that struct's tuple."""
-    codes = {1: "B", 2: "H", 4: "I"}
-    units = {u.fields[0][0]: u for u in header_units() if len(u.fields) == 1}
-    missing = [n for n in names if n not in units]
-    if missing or len(set(names)) != len(names):
-        raise WireError(f"fields {missing or list(names)}: need distinct fields that are a "
-                        "whole header word each")
-    chosen = sorted((units[n] for n in names), key=lambda u: u.offset)
-    fmt, at = ">", chosen[0].offset
-    for u in chosen:
-        fmt += "x" * (u.offset - at) + codes[u.size]
-        at = u.offset + u.size
-    order = [u.name for u in chosen]
-    return chosen[0].offset, struct.Struct(fmt), [order.index(n) for n in names]
+    """The struct covering header fields `names`: HEADER_STRUCT's words from the first one's
+    offset to the last one's end, fields in between skipped as pad bytes; and where each
+    name's value sits in that struct's tuple."""
+    missing = [n for n in names if n not in _INDEX]
+    if missing or len(set(names)) != len(names) or not names:
+        raise WireError(f"fields {missing or list(names)}: need distinct header fields")
+    chosen = sorted(names, key=OFFSETS.__getitem__)
+    fmt, at = ">", OFFSETS[chosen[0]]
+    for name in chosen:
+        fmt += "x" * (OFFSETS[name] - at) + _CODE[name]
+        at = OFFSETS[name] + struct.calcsize(">" + _CODE[name])
+    return OFFSETS[chosen[0]], struct.Struct(fmt), [chosen.index(n) for n in names]
 
 
-@functools.cache
 def field_offset(name: str) -> int:
-    """Byte offset in the header of a field that is a whole header word (e.g. flags)."""
-    return _span((name,))[0]
+    """Byte offset of a header field (e.g. flags)."""
+    if name not in OFFSETS:
+        raise WireError(f"unknown header field {name!r}")
+    return OFFSETS[name]
 
 
 @functools.cache
@@ -286,11 +251,11 @@ def field_reader(names: tuple[str, ...]) -> Callable[[Any], tuple[int, ...]]:
     start, layout, where = _span(names)
     if where == sorted(where) and start == 0:
         return layout.unpack_from
-    unpack = layout.unpack_from
+    unpack_span = layout.unpack_from
     pick = operator.itemgetter(*where)
     if len(names) == 1:
-        return lambda buf: (pick(unpack(buf, start)),)
-    return lambda buf: pick(unpack(buf, start))
+        return lambda buf: (pick(unpack_span(buf, start)),)
+    return lambda buf: pick(unpack_span(buf, start))
 
 
 @functools.cache
@@ -318,11 +283,7 @@ def decode_header(buf: bytes | bytearray | memoryview, k: int) -> Header:
         what = "truncated" if len(buf) < size else "too long"
         raise WireError(f"netsum packet {what}: {len(buf)} bytes, expected {size} "
                         f"(header {HEADER_BYTES} + {k} x int32) or {HEADER_BYTES} (REJECT, ACK)")
-    values: dict[str, Any] = {}   # ints, then msg_type and flags as their enums
-    for unit in header_units():
-        word = int.from_bytes(bytes(buf[unit.offset:unit.offset + unit.size]), "big")
-        for name, shift, width in unit.fields:
-            values[name] = (word >> shift) & ((1 << width) - 1)
+    values: dict[str, Any] = unpack_fields(buf)   # ints; msg_type and flags become enums
     if values["msg_type"] not in _MSG_TYPES:
         raise WireError(f"unknown netsum msg_type {values['msg_type']}")
     if values["flags"] & ~_KNOWN_FLAGS:
@@ -348,11 +309,11 @@ def decode(buf: bytes | bytearray | memoryview, k: int) -> Packet:
 
 def encode_batch(fields: Mapping[str, int | np.ndarray], values: np.ndarray | None,
                  k: int, count: int | None = None, fill: bool = True) -> np.ndarray:
-    """Many packets at once, as a structured array (one contiguous buffer, `.tobytes()` or
-    `batch_bytes` to split).  `fields` maps header field names to scalars or per-packet arrays;
-    missing fields take their default (0; dest DEST_ALL).  `values` is (n, K) integers, or None for zeros - or, with
-    fill=False, left unwritten for a caller that fills `rec["values"]` itself (the quantizer's
-    `out=`), saving a pass over the batch."""
+    """Many packets at once, as a structured array of `packet_dtype(k)` (one contiguous buffer,
+    `.tobytes()` or `batch_bytes` to split).  `fields` maps header field names to scalars or
+    per-packet arrays; missing fields take their default (0; dest DEST_ALL).  `values` is
+    (n, K) integers, or None for zeros - or, with fill=False, left unwritten for a caller that
+    fills `rec["values"]` itself (the quantizer's `out=`), saving a pass over the batch."""
     n = count if count is not None else (len(values) if values is not None else None)
     if n is None:
         for v in fields.values():
@@ -369,24 +330,18 @@ def encode_batch(fields: Mapping[str, int | np.ndarray], values: np.ndarray | No
     if values is not None:
         values = _check_values(values, k, n)
     # Headers are assembled in a dense array first, then copied into the packets in one
-    # strided pass: writing each header word straight into the 140-byte records would touch
-    # every cache line of the batch once per word.
+    # strided pass: writing each header field straight into the 140-byte records would touch
+    # every cache line of the batch once per field.
     head = np.empty(n, dtype=header_dtype())
-    for unit in header_units():
-        word: np.ndarray | int = 0
-        for name, shift, width in unit.fields:
-            col = np.asarray(fields.get(name, known[name].default))
-            if col.dtype.kind not in "iub":
-                raise WireError(f"header field {name} must be integers, got {col.dtype}")
-            if col.ndim and col.shape != (n,):
-                raise WireError(f"header field {name}: {col.shape[0]} values for {n} packets")
-            if col.size and (col.min() < 0 or col.max() >= (1 << width)):
-                raise WireError(f"header field {name} does not fit in {width} bits")
-            if col.ndim:
-                word = word | (col.astype(np.uint64) << np.uint64(shift))
-            else:
-                word = word | (int(col) << shift)
-        head[unit.name] = word
+    for field in HEADER_FIELDS:
+        col = np.asarray(fields.get(field.name, field.default))
+        if col.dtype.kind not in "iub":
+            raise WireError(f"header field {field.name} must be integers, got {col.dtype}")
+        if col.ndim and col.shape != (n,):
+            raise WireError(f"header field {field.name}: {col.shape[0]} values for {n} packets")
+        if col.size and (col.min() < 0 or col.max() >= (1 << field.bits)):
+            raise WireError(f"header field {field.name} does not fit in {field.bits} bits")
+        head[field.name] = col
     rec = np.empty(n, dtype=packet_dtype(k))
     raw = rec.view(np.uint8).reshape(n, rec.dtype.itemsize)
     raw[:, :HEADER_BYTES] = head.view(np.uint8).reshape(n, HEADER_BYTES)
@@ -415,11 +370,7 @@ def decode_batch(bufs: Sequence[bytes], k: int) -> tuple[dict[str, np.ndarray], 
         if len(b) != dt.itemsize:
             raise WireError(f"packet {i}: {len(b)} bytes, expected {dt.itemsize}")
     rec = np.frombuffer(b"".join(bufs), dtype=dt)
-    out: dict[str, np.ndarray] = {}
-    for unit in header_units():
-        word = rec[unit.name].astype(np.uint64)
-        for name, shift, width in unit.fields:
-            out[name] = ((word >> np.uint64(shift)) & np.uint64((1 << width) - 1)).astype(np.int64)
+    out = {name: rec[name].astype(np.int64) for name in FIELD_NAMES}
     bare = (out["msg_type"] == _REJECT) | ((out["msg_type"] == _RESULT) & (out["flags"] & _ACK != 0))
     bad = ~np.isin(out["msg_type"], sorted(_MSG_TYPES)) | ((out["flags"] & ~_KNOWN_FLAGS) != 0) \
         | bare

@@ -38,6 +38,7 @@ each rank applies the part of its own shard.
 from __future__ import annotations
 
 import queue
+import struct
 import threading
 import time
 from collections import deque
@@ -50,30 +51,23 @@ import numpy as np
 
 from netsum.training.nonfinite import (Carrier, HeaderFlag, default_carrier, mask_round,
                                        rebuild)
-from netsum.workers import JobConfig, Timing, WorkerCore, quant
+from netsum.workers import JobConfig, Timing, WorkerCore, quant, wire
 from netsum.workers.blocks import BlockPlan, plan_blocks
 from netsum.workers.core import CoreState, Stats
 from netsum.workers.errors import QuantError, SumOverflowError, WorkerError
-from netsum.wire import HEADER_FIELDS
 from netsum.workers.transport import Transport
 
 __all__ = ["LaneSpec", "LaneEngine", "LaneResult", "LaneError", "job_id_of", "carry"]
 
-_BITS_BEFORE_JOB = 0
-for _f in HEADER_FIELDS:
-    if _f.name == "job_id":
-        break
-    _BITS_BEFORE_JOB += _f.bits
-assert _BITS_BEFORE_JOB % 8 == 0 and any(f.name == "job_id" and f.bits == 16
-                                         for f in HEADER_FIELDS)
-_JOB_AT = _BITS_BEFORE_JOB // 8
+_READ_JOB = wire.field_reader(("job_id",))
 
 
 def job_id_of(payload: bytes) -> int:
-    """The job id of a netsum payload (position from protocol.HEADER_FIELDS); -1 if short."""
-    if len(payload) < _JOB_AT + 2:
+    """The job id of a netsum payload; -1 if it is too short to hold one."""
+    try:
+        return _READ_JOB(payload)[0]
+    except struct.error:
         return -1
-    return int.from_bytes(payload[_JOB_AT:_JOB_AT + 2], "big")
 
 
 def carry(done: object) -> tuple[int, ...]:

@@ -36,7 +36,8 @@ from scapy.layers.l2 import Ether
 from conftest import privileged_skip_reason
 from netsum.rig import Mode, Rig, RigConfig
 from netsum.tensors import synthetic_inputs
-from netsum.wire import HEADER_FIELDS, UDP_PORT, MsgType
+from netsum.wire import UDP_PORT, MsgType
+from netsum.workers import wire
 from rogue import NetnsRogue, is_netsum
 
 K = 32
@@ -45,15 +46,6 @@ ELEMENTS = 200 * K
 ROGUE_IP = "10.0.0.200"
 KINDS = {"other_port": "drop_unaggregated", "options": "drop_irregular",
          "service_src": "drop_spoofed_src"}
-
-
-def _header(**fields: int) -> bytes:
-    """The header from the one definition (so the same test forges v1 frames against a v1
-    switch: it must fail there)."""
-    acc = 0
-    for f in HEADER_FIELDS:
-        acc = (acc << f.bits) | fields.get(f.name, getattr(f, "default", 0))
-    return acc.to_bytes(sum(f.bits for f in HEADER_FIELDS) // 8, "big")
 
 
 def forged(job: int, workers: int, to_mac: str, to_ip: str, service_mac: str,
@@ -67,7 +59,7 @@ def forged(job: int, workers: int, to_mac: str, to_ip: str, service_mac: str,
     out: dict[str, list[bytes]] = {kind: [] for kind in KINDS}
     for slot, rnd, off in uses:
         values = bytes(4 * K) if rnd == 0 else struct.pack(f"!{K}i", *([1 << 30] * K))
-        payload = _header(msg_type=MsgType.RESULT, job_id=job, slot=slot, exp=255,
+        payload = wire.pack(msg_type=MsgType.RESULT, job_id=job, slot=slot, exp=255,
                           count=workers, round=rnd, offset=off, workers=workers,
                           klog2=K.bit_length() - 1, length=ELEMENTS) + values
         for kind in KINDS:

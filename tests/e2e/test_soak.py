@@ -1,4 +1,4 @@
-"""The soak benchmark in small (benchmarks/soak.py; docs/reliability.md has the 10^6-packet
+"""The soak benchmark in small (tests/soak.py; docs/reliability.md has the 10^6-packet
 run): two 4-worker jobs back to back through 5 % loss, 2 % duplication and reordering on
 every link, every RESULT and every output checked against the inputs' sums, the switch's RSS
 sampled.  The script's own checks decide its exit status; this runs it as a user would."""
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_short_soak_is_exact(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--packets",
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "soak.py"), "--packets",
                         "15000", "--blocks", "2000", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr

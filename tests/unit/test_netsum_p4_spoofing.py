@@ -15,8 +15,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from p4helpers import (SERVICE_IP, SERVICE_MAC, Host, NetsumSwitch, mac_int, netsum_config,
-                       netsum_frame, pack_header, parse_frame, worker_host)
+                       netsum_frame, parse_frame, worker_host)
 from netsum.wire import K_DEFAULT, UDP_PORT, MsgType
+from netsum.workers import wire
 
 JOB = 8
 ROGUE_PORT = 9
@@ -45,7 +46,7 @@ def forged_result(to: Host, *, src_ip: str = "10.0.0.200", sport: int = UDP_PORT
                   frag: int = 0) -> bytes:
     """A RESULT of JOB for `to`'s slot 0 round 0 with values 2^30 each (what the red team sent,
     a sum no member computed), addressed to `to` as the switch addresses results."""
-    payload = pack_header(msg_type=MsgType.RESULT, job_id=JOB, count=2, exp=130) + \
+    payload = wire.pack(msg_type=MsgType.RESULT, job_id=JOB, count=2, exp=130) + \
         struct.pack(f"!{K_DEFAULT}i", *([1 << 30] * K_DEFAULT))
     return bytes(Ether(src=SERVICE_MAC, dst=to.mac)
                  / IP(src=src_ip, dst=to.ip, options=options, flags=flags, frag=frag)

@@ -67,7 +67,7 @@ def test_p4_values_header_has_k_words() -> None:
 def test_docs_generated_blocks_are_current(doc: str) -> None:
     text = (ROOT / "docs" / doc).read_text()
     assert docgen.render_into(text, doc) == text, \
-        f"docs/{doc} is stale: run `python -m workers.docgen`"
+        f"docs/{doc} is stale: run `python -m netsum.workers.docgen`"
 
 
 def test_docs_quote_constants_from_code() -> None:
@@ -88,8 +88,8 @@ def test_render_into_needs_markers() -> None:
 
 def test_header_layout_invariants() -> None:
     assert protocol.HEADER_BYTES == sum(f.bits for f in HEADER_FIELDS) // 8 == 24
-    units = wire.header_units()
-    assert [u.size for u in units] == [1, 1, 2, 2, 1, 1, 4, 4, 1, 1, 1, 1, 4]
+    # the codec's one struct: docs/protocol.md's field widths, big-endian
+    assert wire.HEADER_STRUCT.format == ">BBHHBBIIBBBBI"
     assert protocol.packet_bytes(32) == 14 + 20 + 8 + 24 + 128
     assert protocol.header_only_bytes() == 14 + 20 + 8 + 24
     assert [protocol.klog2(k) for k in protocol.K_SUPPORTED] == [5, 6, 7, 8]

@@ -35,14 +35,43 @@ def values(k: int, seed: int = 0) -> np.ndarray:
 
 
 def test_header_bytes_are_the_documented_layout() -> None:
-    raw = wire.encode(header(flags=Flags.RETX | Flags.NONFINITE, workers=4, dest=2, klog2=5,
-                             length=0x0A0B0C0D), None, 32)
-    # msg_type, flags, job_id(16), slot(16), exp, count, round(32), offset(32), workers, dest,
-    # reason, klog2, length(32), big-endian (protocol-v2: 24 bytes)
-    assert raw[:HEADER_BYTES] == struct.pack(">BBHHBBIIBBBBI", 1, 3, 7, 300, 130, 0, 0x01020305,
-                                             4096, 4, 2, 0, 5, 0x0A0B0C0D)
-    assert HEADER_BYTES == 24
-    assert raw[HEADER_BYTES:] == bytes(128)
+    h = header(flags=Flags.RETX | Flags.NONFINITE, workers=4, dest=2, klog2=5, reason=6,
+               length=0x0A0B0C0D)
+    # The bytes worked out by hand from docs/protocol.md's field table (bit offset / 8,
+    # big-endian), not from the codec's struct: a field moved or resized changes them.
+    want = bytes.fromhex(
+        "01"          # 0: msg_type DATA
+        "03"          # 1: flags RETX | NONFINITE
+        "0007"        # 2: job_id 7
+        "012c"        # 4: slot 300
+        "82"          # 6: exp 130
+        "00"          # 7: count 0
+        "01020305"    # 8: round
+        "00001000"    # 12: offset 4096
+        "04"          # 16: workers 4
+        "02"          # 17: dest 2
+        "06"          # 18: reason 6
+        "05"          # 19: klog2 5
+        "0a0b0c0d")   # 20: length
+    assert HEADER_BYTES == len(want) == 24
+    raw = wire.encode(h, None, 32)
+    assert raw[:HEADER_BYTES] == want and raw[HEADER_BYTES:] == bytes(128)
+    assert wire.pack(**{f.name: int(getattr(h, f.name)) for f in wire.HEADER_FIELDS}) == want
+    assert wire.decode_header(want + bytes(128), 32) == h
+    assert wire.encode_batch({f.name: int(getattr(h, f.name)) for f in wire.HEADER_FIELDS},
+                             None, 32, count=2).tobytes() == 2 * (want + bytes(128))
+    assert wire.decode_batch([want + bytes(128)], 32)[0]["reason"].tolist() == [6]
+    # every single-field reader and the offsets
+    for name, at in (("msg_type", 0), ("flags", 1), ("job_id", 2), ("slot", 4), ("exp", 6),
+                     ("count", 7), ("round", 8), ("offset", 12), ("workers", 16),
+                     ("dest", 17), ("reason", 18), ("klog2", 19), ("length", 20)):
+        assert wire.field_offset(name) == at
+        assert wire.field_reader((name,))(want) == (int(getattr(h, name)),)
+    assert wire.field_reader(("length", "slot"))(want) == (0x0A0B0C0D, 300)
+    at, layout = wire.field_writer(("exp", "count", "round"))
+    buf = bytearray(HEADER_BYTES)
+    layout.pack_into(buf, at, 0x82, 0, 0x01020305)
+    assert buf[6:12] == want[6:12] and buf.count(0) == HEADER_BYTES - 5
 
 
 @pytest.mark.parametrize("h", [
@@ -70,8 +99,7 @@ def test_header_only_is_by_kind(h: wire.Header, size: int, match: str) -> None:
     """Whether a packet carries values follows from its type and flags, never from its size
     alone: a header-only kind with values, or a kind with values cut to the header, is
     refused."""
-    raw = wire.header_codec().pack(**{f.name: int(getattr(h, f.name)) for f in
-                                      wire.HEADER_FIELDS})
+    raw = wire.pack(**{f.name: int(getattr(h, f.name)) for f in wire.HEADER_FIELDS})
     raw = raw.ljust(size, b"\0")
     with pytest.raises(WireError, match=match):
         wire.decode(raw, 32)
@@ -94,11 +122,22 @@ def test_round_trip(k: int, h: wire.Header) -> None:
     assert np.frombuffer(raw, ">i4", offset=HEADER_BYTES)[0] == -(2**31)  # big-endian on wire
 
 
-def test_codec_pack_matches_encode() -> None:
+def test_pack_matches_encode() -> None:
     h = header(flags=Flags.RETX)
-    fast = wire.header_codec().pack(msg_type=1, flags=1, job_id=7, round=0x01020305, slot=300,
-                                    exp=130, count=0, offset=4096)
+    fast = wire.pack(msg_type=1, flags=1, job_id=7, round=0x01020305, slot=300, exp=130,
+                     count=0, offset=4096)
     assert fast == wire.encode(h, None, 32)[:HEADER_BYTES]
+
+
+@pytest.mark.parametrize("fields, error", [
+    ({"job": 7}, TypeError),
+    ({"slot": 1 << 16}, WireError),
+    ({"exp": -1}, WireError),
+    ({"round": 1.5}, WireError),
+])
+def test_pack_refuses_what_is_not_a_header(fields: dict[str, float], error: type) -> None:
+    with pytest.raises(error):
+        wire.pack(**fields)
 
 
 def test_batch_equals_single_packets_and_decodes_back() -> None:
@@ -310,10 +349,11 @@ def test_wrong_types_are_wire_errors(call) -> None:  # type: ignore[no-untyped-d
 
 @pytest.mark.parametrize("h", [header(), header(msg_type=MsgType.RESULT, count=9, round=0,
                                                offset=(1 << 32) - 1, exp=255, flags=Flags.RETX)])
-def test_codec_unpack_matches_decode(h: wire.Header) -> None:
+def test_unpack_matches_decode(h: wire.Header) -> None:
     raw = wire.encode(h, None, 32)
-    assert wire.header_codec().unpack(raw) == tuple(int(getattr(h, f.name)) for f in
-                                                   wire.HEADER_FIELDS)
+    assert wire.unpack(raw) == tuple(int(getattr(h, f.name)) for f in wire.HEADER_FIELDS)
+    assert wire.unpack_fields(raw) == {f.name: int(getattr(h, f.name))
+                                       for f in wire.HEADER_FIELDS}
 
 
 # ---- what a worker takes: from its switch, to itself -------------------------------------

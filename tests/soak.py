@@ -2,7 +2,7 @@
 4-worker jobs back to back, every link losing, duplicating and reordering datagrams, with the
 switch's memory and the chunk latency sampled all along.
 
-    python benchmarks/soak.py [--packets 1000000] [--blocks 20000] [--loss 0.05] [--dup 0.02]
+    python tests/soak.py [--packets 1000000] [--blocks 20000] [--loss 0.05] [--dup 0.02]
                               [--window 16] [--out results/soak] [--seed 1]
 
 The network is tests/impair.py's relay on real sockets (each direction of each link: `loss`
@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from helpers import assert_switch_clean
+from hostile import HostileSwitch, Impairment
+from netsum.procs import ProcessGroup
 
-from helpers import assert_switch_clean  # noqa: E402
-from hostile import HostileSwitch, Impairment  # noqa: E402
-from netsum.procs import ProcessGroup  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def rss_kib(pid: int) -> int:
