@@ -20,34 +20,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any
 
 from . import ast as A
 from .diagnostics import Diagnostics
-from .unique_names import _fields, rebuild
+from .visit import nodes, rebuild
 
 __all__ = ["RemoveDeadReads"]
 
 
-def _nodes(node: Any) -> Iterator[A.Node]:
-    """Every AST node under node (tuples descended), node itself included."""
-    stack: list[Any] = [node]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, tuple):
-            stack.extend(x)
-        elif isinstance(x, A.Node):
-            yield x
-            stack.extend(getattr(x, f) for f in _fields(x))
-
-
 def _names(node: Any) -> Counter[str]:
     """How often each name is mentioned (A.Name) under node."""
-    return Counter(x.name for x in _nodes(node) if isinstance(x, A.Name))
+    return Counter(x.name for x in nodes(node, annotations=True) if isinstance(x, A.Name))
 
 
 def _has_call(node: Any) -> bool:
-    return any(isinstance(x, A.Call) for x in _nodes(node))
+    return any(isinstance(x, A.Call) for x in nodes(node, annotations=True))
 
 
 class RemoveDeadReads:
@@ -72,7 +60,8 @@ class RemoveDeadReads:
 
         registers = {d.name for d in c.locals
                      if isinstance(d, A.Instantiation) and is_register(d.type)}
-        variables = {x.name for x in _nodes((c.locals, c.apply)) if isinstance(x, A.VarDecl)}
+        variables = {x.name for x in nodes((c.locals, c.apply), annotations=True)
+                     if isinstance(x, A.VarDecl)}
 
         def dead_read_target(n: A.Node) -> str | None:
             """The result variable of a `r.read(v, i)` statement that may go, else None."""
