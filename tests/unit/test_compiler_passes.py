@@ -1,11 +1,37 @@
-"""The compiler's pass machinery: the shared traversal (netsum.p4c.visit)."""
+"""The compiler's pass machinery: the shared traversal (netsum.p4c.visit) and the type check
+that is the lowering itself, run once, with the code the generator drops checked in the same
+pass (netsum.p4c.check)."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from netsum import p4c as compiler
 from netsum.p4c import ast as A
+from netsum.p4c.bmv2_json import GenerateJson
 from netsum.p4c.diagnostics import Diagnostics
 from netsum.p4c.lexer import tokenize
 from netsum.p4c.parser import parse
 from netsum.p4c.visit import nested, nodes, rebuild
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HEAD = """
+#include <core.p4>
+#include <v1model.p4>
+header p_t { bit<8> a; bit<8> b; }
+struct headers { p_t p; }
+struct metadata { bit<8> x; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.p); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.p); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
 
 
 def _action(src: str) -> A.ActionDecl:
@@ -50,3 +76,39 @@ def test_nested_lists_statements_at_every_depth_in_order() -> None:
     kinds = [type(s).__name__ for s in nested(act.body)]
     assert kinds == ["Block", "If", "Block", "Assign", "Block", "Exit", "For", "VarDecl",
                      "Assign", "Block", "Return"]
+
+
+def test_the_json_is_generated_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The type check is the lowering, run once: no hidden second generation (issue 26)."""
+    runs: list[int] = []
+    real = GenerateJson.run
+
+    def counted(self: GenerateJson, *args: object, **kw: object) -> object:
+        runs.append(1)
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(GenerateJson, "run", counted)
+    compiler.compile_file(ROOT / "tests" / "p4programs" / "basic_router.p4")
+    assert len(runs) == 1
+
+
+def test_errors_in_dropped_code_are_reported_with_the_others() -> None:
+    # A type error in an applied table's action, one in an action nothing uses and one in
+    # the key of a table nothing applies: all three in one run.
+    ingress = """
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action used() { hdr.p.a = 16w1; }
+    action unused() { hdr.p.b = 16w2; }
+    table t { key = { hdr.p.a: exact; } actions = { used; } }
+    table never { key = { hdr.p.zz: exact; } actions = { NoAction; } }
+    apply { t.apply(); }
+}
+"""
+    with pytest.raises(compiler.CompileError) as info:
+        compiler.compile_source(HEAD.replace("V1Switch", ingress + "V1Switch"), "t.p4")
+    lines = [d.pos.line for d in info.value.diagnostics]
+    messages = " | ".join(d.message for d in info.value.diagnostics)
+    assert len(lines) == 3, messages
+    src = (HEAD.replace("V1Switch", ingress + "V1Switch")).splitlines()
+    assert "16w1" in src[lines[0] - 1] and "16w2" in src[lines[1] - 1] \
+        and "zz" in src[lines[2] - 1], messages
