@@ -15,7 +15,7 @@ from typing import Any
 
 from . import ast as A
 from .diagnostics import Diagnostics
-from .unique_names import nodes
+from .visit import nodes
 
 __all__ = ["BindActionListCalls"]
 

@@ -1,4 +1,4 @@
-"""CheckTypes, call half: binds a call statement to what it calls and types its arguments.
+"""The type check, call half: binds a call statement to what it calls and types its arguments.
 
 A call is one of: an action, a v1model/core extern function, a method of an extern instance,
 a header method (isValid/setValid/setInvalid), a header stack method, ``table.apply()``, or a

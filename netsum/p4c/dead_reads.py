@@ -20,34 +20,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any, TypeGuard
 
 from . import ast as A
 from .diagnostics import Diagnostics
-from .unique_names import _fields, rebuild
+from .visit import nodes, rebuild
 
 __all__ = ["RemoveDeadReads"]
 
 
-def _nodes(node: Any) -> Iterator[A.Node]:
-    """Every AST node under node (tuples descended), node itself included."""
-    stack: list[Any] = [node]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, tuple):
-            stack.extend(x)
-        elif isinstance(x, A.Node):
-            yield x
-            stack.extend(getattr(x, f) for f in _fields(x))
-
-
 def _names(node: Any) -> Counter[str]:
     """How often each name is mentioned (A.Name) under node."""
-    return Counter(x.name for x in _nodes(node) if isinstance(x, A.Name))
+    return Counter(x.name for x in nodes(node, annotations=True) if isinstance(x, A.Name))
 
 
 def _has_call(node: Any) -> bool:
-    return any(isinstance(x, A.Call) for x in _nodes(node))
+    return any(isinstance(x, A.Call) for x in nodes(node, annotations=True))
 
 
 class RemoveDeadReads:
@@ -72,7 +60,8 @@ class RemoveDeadReads:
 
         registers = {d.name for d in c.locals
                      if isinstance(d, A.Instantiation) and is_register(d.type)}
-        variables = {x.name for x in _nodes((c.locals, c.apply)) if isinstance(x, A.VarDecl)}
+        variables = {x.name for x in nodes((c.locals, c.apply), annotations=True)
+                     if isinstance(x, A.VarDecl)} if registers else set()
 
         def dead_read_target(n: A.Node) -> str | None:
             """The result variable of a `r.read(v, i)` statement that may go, else None."""
@@ -89,10 +78,11 @@ class RemoveDeadReads:
                 return None
             return out.name
 
-        reads: Counter[str] = Counter()
-        rebuild((c.locals, c.apply), lambda n: (reads.update([v]) if (v := dead_read_target(n))
-                                                else None))
-        mentions = _names((c.locals, c.apply))
+        # Each step walks the whole control (large in unrolled programs): skipped when
+        # nothing can come of it.
+        reads = Counter(v for n in nodes((c.locals, c.apply), annotations=True)
+                        if (v := dead_read_target(n)) is not None) if registers else Counter()
+        mentions = _names((c.locals, c.apply)) if reads else Counter()
         dead = {v for v, k in reads.items() if mentions[v] == k}
 
         def drop(n: A.Node) -> A.Node | None:
@@ -100,14 +90,21 @@ class RemoveDeadReads:
                 return A.EmptyStmt(n.pos)
             return None
 
-        body = rebuild(c.apply, drop)
-        kept = tuple(d for d in c.locals if not (isinstance(d, A.VarDecl) and d.name in dead))
-        local_parts = rebuild(kept, drop)
-        mentions = _names((local_parts, body))
-        local_parts = tuple(d for d in local_parts
-                            if not (isinstance(d, A.Instantiation)
-                                    and isinstance(d.type, A.TypeName) and not d.type.args
-                                    and d.type.name in typedefs and mentions[d.name] == 0))
+        body, local_parts = c.apply, c.locals
+        if dead:
+            body = rebuild(c.apply, drop)
+            kept = tuple(d for d in c.locals
+                         if not (isinstance(d, A.VarDecl) and d.name in dead))
+            local_parts = rebuild(kept, drop)
+
+        def typedef_instance(d: A.Node) -> TypeGuard[A.Instantiation]:
+            return isinstance(d, A.Instantiation) and isinstance(d.type, A.TypeName) \
+                and not d.type.args and d.type.name in typedefs
+
+        if any(typedef_instance(d) for d in local_parts):
+            mentions = _names((local_parts, body))
+            local_parts = tuple(d for d in local_parts
+                                if not (typedef_instance(d) and mentions[d.name] == 0))
         if body is c.apply and len(local_parts) == len(c.locals) \
                 and all(a is b for a, b in zip(local_parts, c.locals)):
             return c

@@ -11,7 +11,8 @@ import dataclasses
 
 from . import ast as A
 from .diagnostics import Diagnostics
-from .unique_names import NameSource, identifiers
+from .unique_names import NameSource
+from .visit import identifiers, rebuild
 
 __all__ = ["InstantiateDirectCalls"]
 
@@ -32,8 +33,7 @@ class InstantiateDirectCalls:
         local = {x.name for x in p.locals if isinstance(x, A.Decl)}
         self.local = local | {q.name for q in p.params}
         self.new: list[A.Instantiation] = []
-        states = tuple(dataclasses.replace(st, stmts=tuple(self._stmt(s) for s in st.stmts))
-                       for st in p.states)
+        states = rebuild(p.states, self._visit)
         if not self.new:
             return p
         return dataclasses.replace(p, locals=p.locals + tuple(self.new), states=states)
@@ -42,29 +42,13 @@ class InstantiateDirectCalls:
         local = {x.name for x in c.locals if isinstance(x, A.Decl)}
         self.local = local | {p.name for p in c.params}
         self.new = []
-        apply = self._block(c.apply)
+        apply = rebuild(c.apply, self._visit)
         if not self.new:
             return c
         return dataclasses.replace(c, locals=c.locals + tuple(self.new), apply=apply)
 
-    def _block(self, b: A.Block) -> A.Block:
-        stmts = tuple(self._stmt(s) for s in b.stmts)
-        return b if all(x is y for x, y in zip(stmts, b.stmts)) else \
-            dataclasses.replace(b, stmts=stmts)
-
-    def _stmt(self, s: A.Stmt) -> A.Stmt:
+    def _visit(self, s: A.Node) -> A.Node | None:
         match s:
-            case A.Block():
-                return self._block(s)
-            case A.If(then=t, other=o):
-                return dataclasses.replace(s, then=self._stmt(t),
-                                           other=self._stmt(o) if o is not None else None)
-            case A.Switch(cases=cs):
-                return dataclasses.replace(s, cases=tuple(
-                    dataclasses.replace(c, body=self._block(c.body)) if c.body is not None
-                    else c for c in cs))
-            case A.For(body=b):
-                return dataclasses.replace(s, body=self._stmt(b))
             case A.CallStmt(call=A.Call(func=A.Member(expr=A.Name(name=n, top_level=False),
                                                       member="apply") as m) as call) \
                     if n in self.controls and n not in self.local:
@@ -75,4 +59,6 @@ class InstantiateDirectCalls:
                 self.new.append(A.Instantiation(s.pos, annos, inst, A.TypeName(m.pos, n), ()))
                 func = A.Member(m.pos, A.Name(m.expr.pos, inst), "apply")
                 return dataclasses.replace(s, call=dataclasses.replace(call, func=func))
-        return s
+            case A.Expr() | A.Annotation():
+                return s  # no statement inside
+        return None

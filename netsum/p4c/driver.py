@@ -3,10 +3,11 @@
 Each pass reads the :class:`CompileState` fields filled by earlier passes and fills its own.
 Order matters: variables get unique names and move to the top of their block before
 anything looks a name up (so no later pass can bind a name to the wrong declaration); names must be resolved (and constants folded) before the layout can read the
-V1Switch types; the layout must exist before any expression can be bound to storage; every
-block is type-checked before code generation so one run reports all type errors; the JSON is
-generated before the P4Info because lowering decides which tables and actions exist
-(unapplied tables and inlined-only actions are dropped, as p4c does).
+V1Switch types; the layout must exist before any expression can be bound to storage; the
+lowering type-checks what it emits and collects every error, and the code it drops is checked
+in the same pass (CheckDropped), so one run reports all type errors; the JSON is generated
+before the P4Info because lowering decides which tables and actions exist (unapplied tables
+and inlined-only actions are dropped, as p4c does).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from .bmv2_json import GenerateJson
 from .bound_args import BindActionListCalls
 from .builtins import CreateBuiltins
 from .direct_calls import InstantiateDirectCalls
-from .check import CheckTypes
+from .check import CheckDropped
 from .ctor_consts import BindPackageConstants
 from .dead_reads import RemoveDeadReads
 from .diagnostics import CompileError, Diagnostic, Diagnostics, NOPOS
@@ -184,14 +185,12 @@ def _layout(s: CompileState) -> None:
     s.layout = BuildLayout().run(s.globals, s.diags)
 
 
-def _check(s: CompileState) -> None:
-    assert s.globals is not None and s.layout is not None
-    CheckTypes().run(s.globals, s.layout, s.diags)
-
-
 def _generate(s: CompileState) -> None:
+    # One pass, not two: the driver stops between passes, and the errors of the code the
+    # generator drops must be reported with those of the code it emits.
     assert s.globals is not None and s.layout is not None
     s.bmv2_json, s.control_plane = GenerateJson().run(s.globals, s.layout, s.filename, s.diags)
+    CheckDropped().run(s.globals, s.layout, s.bmv2_json, s.diags)
 
 
 def _p4info(s: CompileState) -> None:
@@ -225,7 +224,8 @@ PIPELINE: tuple[tuple[str, Callable[[CompileState], None]], ...] = (
     ("ExpandStackIndex", _stack_index),  # hs[i] with a run-time i: one branch per element
     ("ResolveNames", _resolve),         # global symbols, types, folded constants
     ("BuildLayout", _layout),           # V1Switch blocks; header instances and scalars
-    ("CheckTypes", _check),             # every block, action and table; v1model placement
+    # Lowering is the type check (Typer, call binding, v1model placement), run once; then
+    # the actions and tables it drops are checked too (CheckDropped).
     ("GenerateJson", _generate),        # inlining, synthesized tables, jumps, BMv2 document
     ("GenerateP4Info", _p4info),        # ids, aliases, the protobuf
 )

@@ -9,7 +9,7 @@ import dataclasses
 
 from . import ast as A
 from .diagnostics import Diagnostics
-from .unique_names import rebuild
+from .visit import rebuild
 
 __all__ = ["SpecializeGenerics"]
 

@@ -28,6 +28,7 @@ from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .resolve import ConstValue, resolve_type
 from .scopes import Env, Sym, SymKind
 from .types import Bool, show
+from .visit import nested
 
 __all__ = ["InlineActions", "Frame"]
 
@@ -104,15 +105,12 @@ class InlineActions:
     def may_stop(self, s: A.Stmt, env: Env) -> bool:
         """Whether executing s can end the current inlined call (a return or an exit in it,
         or a call of an action that can exit)."""
+        return any(isinstance(x, (A.Return, A.Exit)) or self._calls_exiting(x, env)
+                   for x in nested(s))
+
+    def _calls_exiting(self, s: A.Stmt, env: Env) -> bool:
+        """Whether s calls an action that can exit."""
         match s:
-            case A.Return() | A.Exit():
-                return True
-            case A.Block(stmts=ss):
-                return any(self.may_stop(x, env) for x in ss)
-            case A.If(then=t, other=o):
-                return self.may_stop(t, env) or (o is not None and self.may_stop(o, env))
-            case A.For(body=b):
-                return self.may_stop(b, env)
             case A.CallStmt(call=A.Call(func=A.Name(name=n, top_level=top))):
                 sym = env.lookup(n, top)
                 return sym is not None and sym.kind is SymKind.ACTION and \
@@ -123,36 +121,13 @@ class InlineActions:
         key = id(decl)
         if key not in self._stops:
             self._stops[key] = False  # P4 has no recursion; this also ends any cycle
-            self._stops[key] = self._exits_in(decl.body, env)
+            self._stops[key] = any(isinstance(x, A.Exit) or self._calls_exiting(x, env)
+                                   for x in nested(decl.body))
         return self._stops[key]
-
-    def _exits_in(self, s: A.Stmt, env: Env) -> bool:
-        match s:
-            case A.Exit():
-                return True
-            case A.Block(stmts=ss):
-                return any(self._exits_in(x, env) for x in ss)
-            case A.If(then=t, other=o):
-                return self._exits_in(t, env) or (o is not None and self._exits_in(o, env))
-            case A.For(body=b):
-                return self._exits_in(b, env)
-            case A.CallStmt():
-                return self.may_stop(s, env)
-        return False
 
     @staticmethod
     def _returns_in(s: A.Stmt) -> bool:
-        match s:
-            case A.Return():
-                return True
-            case A.Block(stmts=ss):
-                return any(InlineActions._returns_in(x) for x in ss)
-            case A.If(then=t, other=o):
-                return InlineActions._returns_in(t) or \
-                    (o is not None and InlineActions._returns_in(o))
-            case A.For(body=b):
-                return InlineActions._returns_in(b)
-        return False
+        return any(isinstance(x, A.Return) for x in nested(s))
 
     def guard(self, prims: list[Json]) -> int | None:
         """After a statement that may have ended the current call: skip what follows unless

@@ -27,7 +27,8 @@ from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
 from .typecheck import expr_text
-from .unique_names import NameSource, identifiers, nodes, rebuild
+from .unique_names import NameSource
+from .visit import identifiers, nodes, rebuild
 
 __all__ = ["InlineFunctions", "is_pure_expression"]
 
@@ -244,18 +245,8 @@ class InlineFunctions:
         return skipped(c, True)
 
     def _has_call(self, x: Any) -> bool:
-        stack = [x]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, tuple):
-                stack.extend(n)
-            elif isinstance(n, A.Call) and self._target(n) is not None:
-                return True
-            elif self._apply_result(n):
-                return True
-            elif isinstance(n, A.Node) and not isinstance(n, A.Annotation):
-                stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
-        return False
+        return any(isinstance(n, A.Call) and self._target(n) is not None
+                   or self._apply_result(n) for n in nodes(x))
 
     def _temp(self, base: str, t: A.TypeExpr, pos: Pos) -> A.Name:
         name = self.fresh.new(base)
@@ -276,19 +267,12 @@ class InlineFunctions:
     @staticmethod
     def _reads(e: A.Expr, written: set[str]) -> bool:
         """Whether e reads one of the written locations (or a part or a whole of one)."""
-        stack: list[Any] = [e]
-        while stack:
-            n = stack.pop()
+        for n in nodes(e):
             if isinstance(n, (A.Name, A.Member, A.Index)):
                 t = expr_text(n)
                 if any(t == w or t.startswith(w + ".") or t.startswith(w + "[")
                        or w.startswith(t + ".") or w.startswith(t + "[") for w in written):
                     return True
-            if isinstance(n, A.Node) and not isinstance(n, A.Annotation):
-                stack.extend(getattr(n, f.name) for f in dataclasses.fields(n)
-                             if isinstance(getattr(n, f.name), (A.Node, tuple)))
-            elif isinstance(n, tuple):
-                stack.extend(n)
         return False
 
     def _lift(self, e: A.Expr) -> tuple[list[A.Stmt], A.Expr]:
@@ -653,13 +637,4 @@ def _substitute(stmts: tuple[A.Stmt, ...], names: dict[str, str]) -> tuple[A.Stm
 def _apply_results(c: A.ControlDecl) -> bool:
     """Whether a table's hit/miss is read anywhere in the control's apply block (cheap check
     before the full expansion)."""
-    stack: list[Any] = [c.apply]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, tuple):
-            stack.extend(n)
-        elif isinstance(n, A.Member) and n.member in ("hit", "miss"):
-            return True
-        elif isinstance(n, A.Node) and not isinstance(n, (A.Annotation, A.TypeExpr)):
-            stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
-    return False
+    return any(isinstance(n, A.Member) and n.member in ("hit", "miss") for n in nodes(c.apply))

@@ -20,7 +20,8 @@ from typing import Any
 from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
-from .unique_names import NameSource, identifiers, rebuild
+from .unique_names import NameSource
+from .visit import identifiers, rebuild
 
 __all__ = ["InlineParsers"]
 

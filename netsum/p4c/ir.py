@@ -1,4 +1,4 @@
-"""Typed intermediate representation of expressions, produced by CheckTypes.
+"""Typed intermediate representation of expressions, produced by the Typer (:mod:`typecheck`).
 
 Every node carries its resolved :mod:`types` type, and names are already bound to storage
 (``Ref``s): a header instance, a field of one, a field of the ``scalars`` metadata header, an

@@ -19,40 +19,11 @@ or a control (BMv2's control graph is acyclic), or returns from the ``apply`` bl
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 from . import ast as A
 from .diagnostics import Diagnostics
+from .visit import statements
 
-__all__ = ["CheckLoops", "loops_in", "sub_statements"]
-
-
-def sub_statements(s: A.Stmt) -> Iterator[A.Stmt]:
-    """The statements directly inside s (a loop's init, update and body included)."""
-    match s:
-        case A.Block(stmts=ss):
-            yield from ss
-        case A.If(then=t, other=o):
-            yield t
-            if o is not None:
-                yield o
-        case A.Switch(cases=cs):
-            for c in cs:
-                if c.body is not None:
-                    yield c.body
-        case A.For(init=i, update=u, body=b):
-            yield from i
-            yield from u
-            yield b
-        case A.ForIn(body=b):
-            yield b
-
-
-def loops_in(s: A.Stmt) -> bool:
-    """Whether s is or holds a loop."""
-    if isinstance(s, (A.For, A.ForIn)):
-        return True
-    return any(loops_in(x) for x in sub_statements(s))
+__all__ = ["CheckLoops"]
 
 
 class CheckLoops:
@@ -100,5 +71,5 @@ class CheckLoops:
                     self._stmt(x, depth)
                 self._stmt(b, depth + 1)
             case _:
-                for x in sub_statements(s):
+                for x in statements(s):
                     self._stmt(x, depth)

@@ -23,6 +23,7 @@ from .resolve import ConstValue, const_eval, resolve_type
 from .scopes import Env, Sym, SymKind
 from .synthesize import direct_action_call, group_order, hidden_action_base, is_simple
 from .types import Bits, Bool, show
+from .visit import nodes
 
 __all__ = ["PipelineState", "ControlLowering"]
 
@@ -148,35 +149,9 @@ class ControlLowering:
         self.ps.plain.clear()
 
     def _applied_tables(self) -> list[A.TableDecl]:
-        names: set[str] = set()
-
-        def walk(s: A.Node | None) -> None:
-            match s:
-                case A.Block(stmts=ss):
-                    for x in ss:
-                        walk(x)
-                case A.If(cond=c, then=t, other=o):
-                    walk_expr(c)
-                    walk(t)
-                    walk(o)
-                case A.Switch(expr=e, cases=cs):
-                    walk_expr(e)
-                    for sc in cs:
-                        walk(sc.body)
-                case A.CallStmt(call=c):
-                    walk_expr(c)
-
-        def walk_expr(e: A.Expr) -> None:
-            match e:
-                case A.Call(func=A.Member(expr=A.Name(name=n), member="apply")):
-                    names.add(n)
-                case A.Member(expr=x) | A.Unary(operand=x):
-                    walk_expr(x)
-                case A.Binary(left=l, right=r):
-                    walk_expr(l)
-                    walk_expr(r)
-
-        walk(self.body)
+        names = {n.func.expr.name for n in nodes(self.body)
+                 if isinstance(n, A.Call) and isinstance(n.func, A.Member)
+                 and n.func.member == "apply" and isinstance(n.func.expr, A.Name)}
         return [t for t in self.scope.tables if t.name in names]
 
     def _direct_calls(self) -> list[A.Call]:

@@ -21,6 +21,7 @@ from .lower_ctx import prim
 from .scopes import Env, SymKind, ValueSet
 from .types import (Bits, Bool, ErrorT, EnumT, HeaderT, InfInt, P4Type, StackT, StructT,
                     VarbitT, show, width_of)
+from .visit import flat
 
 __all__ = ["lower_parser", "lower_deparser", "lower_checksums", "range_to_masks"]
 
@@ -438,24 +439,18 @@ def lower_deparser(ctx: LowerCtx, scope: BlockScope) -> Json:
             ctx.diags.error(pos, f"emit needs a header or a struct of headers, not "
                                  f"{show(loc.type)}")
 
-    def walk(stmts: tuple[A.Stmt, ...]) -> None:
-        for s in stmts:
-            if isinstance(s, A.Block):
-                walk(s.stmts)
+    for s in flat(decl.apply.stmts):
+        if isinstance(s, A.CallStmt):
+            info = resolve_call(s.call, scope.env, ctx.typer)
+            if info is None:
                 continue
-            if isinstance(s, A.CallStmt):
-                info = resolve_call(s.call, scope.env, ctx.typer)
-                if info is None:
-                    continue
-                if info.kind is CallKind.PACKET and info.name == "emit":
-                    a = info.args[0]
-                    if isinstance(a, TLoc):
-                        emit_loc(a, s.pos)
-                    continue
-            ctx.diags.error(s.pos, "unsupported construct: only packet.emit(...) calls are "
-                                   "supported in the deparser")
-
-    walk(decl.apply.stmts)
+            if info.kind is CallKind.PACKET and info.name == "emit":
+                a = info.args[0]
+                if isinstance(a, TLoc):
+                    emit_loc(a, s.pos)
+                continue
+        ctx.diags.error(s.pos, "unsupported construct: only packet.emit(...) calls are "
+                               "supported in the deparser")
     return {"name": "deparser", "id": 0, "order": order, "primitives": []}
 
 
@@ -466,51 +461,45 @@ def lower_checksums(ctx: LowerCtx, scope: BlockScope, verify: bool,
     out: list[Json] = []
     want = "verify_checksum" if verify else "update_checksum"
 
-    def walk(stmts: tuple[A.Stmt, ...]) -> None:
-        for s in stmts:
-            if isinstance(s, A.Block):
-                walk(s.stmts)
+    for s in flat(decl.apply.stmts):
+        if isinstance(s, A.CallStmt):
+            info = resolve_call(s.call, scope.env, ctx.typer)
+            if info is None:
                 continue
-            if isinstance(s, A.CallStmt):
-                info = resolve_call(s.call, scope.env, ctx.typer)
-                if info is None:
+            if info.kind is CallKind.FUNCTION and info.name in (want, want + "_with_payload"):
+                ctx.extern_functions = True
+                cond, data, target, algo = info.args
+                if not (isinstance(target, TLoc) and isinstance(target.ref, FieldRef)):
+                    ctx.diags.error(s.pos, "the checksum must be a header field")
                     continue
-                if info.kind is CallKind.FUNCTION and info.name in (want, want + "_with_payload"):
-                    ctx.extern_functions = True
-                    cond, data, target, algo = info.args
-                    if not (isinstance(target, TLoc) and isinstance(target.ref, FieldRef)):
-                        ctx.diags.error(s.pos, "the checksum must be a header field")
-                        continue
-                    if not isinstance(algo, TConst) or not isinstance(algo.type, EnumT):
-                        ctx.diags.error(s.pos, "the algorithm must be a HashAlgorithm constant")
-                        continue
-                    inputs = ActionLowering(ctx, scope.role).calc_inputs(data, s.pos)
-                    if inputs is None:
-                        continue
-                    algo_name = algo.type.members[int(algo.value)]
-                    calc = ctx.calculation(algo_name, inputs)
-                    cj: Json = {"name": names.new("cksum"), "id": -1,
-                                "target": [target.ref.header, target.ref.field],
-                                "type": "generic", "calculation": calc, "verify": verify,
-                                "update": not verify}
-                    if info.name.endswith("_with_payload"):
-                        cj["type"] = "generic"
-                        ctx.calculations[-1]["input"].append({"type": "payload", "value": None})
-                    assert cond is not None
-                    if not (isinstance(cond, TConst) and cond.value is True):
-                        cj["if_cond"] = as_condition(cond)
-                    else:
-                        cj["if_cond"] = None
-                    out.append(cj)
+                if not isinstance(algo, TConst) or not isinstance(algo.type, EnumT):
+                    ctx.diags.error(s.pos, "the algorithm must be a HashAlgorithm constant")
                     continue
-                role = "verify checksum" if verify else "compute checksum"
-                ctx.diags.error(s.pos, f"v1model: only {want}() calls are supported in the "
-                                       f"{role} control")
+                inputs = ActionLowering(ctx, scope.role).calc_inputs(data, s.pos)
+                if inputs is None:
+                    continue
+                algo_name = algo.type.members[int(algo.value)]
+                calc = ctx.calculation(algo_name, inputs)
+                cj: Json = {"name": names.new("cksum"), "id": -1,
+                            "target": [target.ref.header, target.ref.field],
+                            "type": "generic", "calculation": calc, "verify": verify,
+                            "update": not verify}
+                if info.name.endswith("_with_payload"):
+                    cj["type"] = "generic"
+                    ctx.calculations[-1]["input"].append({"type": "payload", "value": None})
+                assert cond is not None
+                if not (isinstance(cond, TConst) and cond.value is True):
+                    cj["if_cond"] = as_condition(cond)
+                else:
+                    cj["if_cond"] = None
+                out.append(cj)
                 continue
-            if isinstance(s, A.EmptyStmt):
-                continue
-            ctx.diags.error(s.pos, f"unsupported construct: {type(s).__name__} in a checksum "
-                                   "control (only verify_checksum/update_checksum calls)")
-
-    walk(decl.apply.stmts)
+            role = "verify checksum" if verify else "compute checksum"
+            ctx.diags.error(s.pos, f"v1model: only {want}() calls are supported in the "
+                                   f"{role} control")
+            continue
+        if isinstance(s, A.EmptyStmt):
+            continue
+        ctx.diags.error(s.pos, f"unsupported construct: {type(s).__name__} in a checksum "
+                               "control (only verify_checksum/update_checksum calls)")
     return out

@@ -21,24 +21,14 @@ import dataclasses
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos
-from .unique_names import NameSource, identifiers
+from .unique_names import NameSource
+from .visit import flat, identifiers
 
 __all__ = ["SplitParserIfs"]
 
 
-def _flat(stmts: tuple[A.Stmt, ...]) -> list[A.Stmt]:
-    """Blocks in a state only sequence their statements (no declarations are left)."""
-    out: list[A.Stmt] = []
-    for s in stmts:
-        if isinstance(s, A.Block):
-            out += _flat(s.stmts)
-        else:
-            out.append(s)
-    return out
-
-
 def _has_if(stmts: tuple[A.Stmt, ...]) -> bool:
-    return any(isinstance(s, A.If) for s in _flat(stmts))
+    return any(isinstance(s, A.If) for s in flat(stmts))
 
 
 class SplitParserIfs:
@@ -59,7 +49,7 @@ class SplitParserIfs:
             return p
         states: list[A.ParserState] = []
         for st in p.states:
-            states += self._split(st, st.name, _flat(st.stmts), st.transition,
+            states += self._split(st, st.name, flat(st.stmts), st.transition,
                                   st.transition_pos)
         return dataclasses.replace(p, states=tuple(states))
 
@@ -78,9 +68,9 @@ class SplitParserIfs:
             out = [dataclasses.replace(orig, name=name, stmts=tuple(stmts[:k]),
                                        transition=select, transition_pos=s.pos)]
             branch = dataclasses.replace(orig, annotations=())
-            out += self._split(branch, t_name, _flat((s.then,)), join, s.pos)
+            out += self._split(branch, t_name, flat((s.then,)), join, s.pos)
             if s.other is not None:
-                out += self._split(branch, f_name, _flat((s.other,)), join, s.pos)
+                out += self._split(branch, f_name, flat((s.other,)), join, s.pos)
             out += self._split(branch, join, stmts[k + 1:], transition, tpos)
             return out
         return [dataclasses.replace(orig, name=name, stmts=tuple(stmts), transition=transition,

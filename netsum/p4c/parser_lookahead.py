@@ -19,7 +19,8 @@ from typing import Any
 from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics
-from .unique_names import NameSource, identifiers
+from .unique_names import NameSource
+from .visit import identifiers, rebuild
 
 __all__ = ["HoistLookahead"]
 
@@ -68,14 +69,14 @@ class HoistLookahead:
                 whole = (isinstance(s, A.Assign) and _lookahead_path(s.rhs)) or \
                     (isinstance(s, A.CallStmt) and _is_lookahead(s.call))
                 if not whole:
-                    s = self._hoist(s, pre, top=True)
+                    s = self._hoist(s, pre)
                 stmts += pre + [s]
             t = st.transition
             if isinstance(t, A.Select):
                 keys = []
                 for k in t.keys:
                     pre = []
-                    keys.append(k if _lookahead_path(k) else self._hoist(k, pre, top=True))
+                    keys.append(k if _lookahead_path(k) else self._hoist(k, pre))
                     stmts += pre
                 t = dataclasses.replace(t, keys=tuple(keys))
             states.append(dataclasses.replace(st, stmts=tuple(stmts), transition=t))
@@ -83,13 +84,14 @@ class HoistLookahead:
             return p
         return dataclasses.replace(p, locals=tuple(self.decls) + p.locals, states=tuple(states))
 
-    def _hoist(self, n: Any, pre: list[A.Stmt], top: bool = False) -> Any:
-        if isinstance(n, tuple):
-            items = tuple(self._hoist(i, pre) for i in n)
-            return n if all(a is b for a, b in zip(items, n)) else items
-        if not isinstance(n, A.Node) or isinstance(n, A.Annotation):
-            return n
-        if not top and isinstance(n, A.Expr) and _lookahead_path(n):
+    def _hoist(self, root: Any, pre: list[A.Stmt]) -> Any:
+        """root with every lookahead path inside it (root itself excepted) read into a new
+        variable first, by an assignment appended to pre."""
+        def visit(n: A.Node) -> A.Node | None:
+            if isinstance(n, A.Annotation):
+                return n
+            if n is root or not (isinstance(n, A.Expr) and _lookahead_path(n)):
+                return None
             t = self._type(n)
             if t is None:
                 return n  # left to the type checker, which reports it
@@ -100,14 +102,8 @@ class HoistLookahead:
             var = A.Name(n.pos, name)
             pre.append(A.Assign(n.pos, var, n))
             return var
-        changes = {}
-        for f in dataclasses.fields(n):
-            v = getattr(n, f.name)
-            if isinstance(v, (A.Node, tuple)):
-                nv = self._hoist(v, pre)
-                if nv is not v:
-                    changes[f.name] = nv
-        return dataclasses.replace(n, **changes) if changes else n
+
+        return rebuild(root, visit)
 
     def _type(self, e: A.Expr) -> A.TypeExpr | None:
         if _is_lookahead(e):

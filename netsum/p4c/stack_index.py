@@ -22,7 +22,8 @@ from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
 from .typecheck import key_name
-from .unique_names import NameSource, identifiers, nodes, rebuild
+from .unique_names import NameSource
+from .visit import identifiers, nodes, rebuild
 
 __all__ = ["ExpandStackIndex"]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from . import ast as A
 from .diagnostics import Diagnostics
-from .unique_names import NameSource, identifiers, rebuild
+from .unique_names import NameSource
+from .visit import identifiers, rebuild
 
 __all__ = ["HoistStaticAsserts", "NAME"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import ast as A
 from .diagnostics import Diagnostics
-from .unique_names import rebuild
+from .visit import rebuild
 
 __all__ = ["InlineStructConstants"]
 

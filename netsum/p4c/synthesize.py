@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import ast as A
+from .visit import nodes
 
 __all__ = ["is_simple", "group_order", "hidden_action_base", "direct_action_call",
            "loop_fits_an_action"]
@@ -47,18 +48,8 @@ def is_simple(s: A.Stmt, table_call: TableCall) -> bool:
 def loop_fits_an_action(s: A.For) -> bool:
     """Whether a loop of an apply block can run inside one hidden action: it applies no table
     or control and does not return from the apply block."""
-    stack: list[object] = [s]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, tuple):
-            stack.extend(n)
-        elif isinstance(n, A.Return):
-            return False
-        elif isinstance(n, A.Member) and n.member == "apply":
-            return False
-        elif isinstance(n, A.Node) and not isinstance(n, (A.Annotation, A.TypeExpr)):
-            stack.extend(getattr(n, f) for f in n.__dataclass_fields__)
-    return True
+    return not any(isinstance(n, A.Return) or isinstance(n, A.Member) and n.member == "apply"
+                   for n in nodes(s))
 
 
 def group_order(body: A.Block, table_call: TableCall) -> dict[int, int]:

@@ -1,4 +1,5 @@
-"""CheckTypes, expression half: AST expressions → typed IR (:mod:`ir`), with P4's width rules.
+"""The type check, expression half (the Typer the lowering calls on every expression it
+lowers): AST expressions → typed IR (:mod:`ir`), with P4's width rules.
 
 Integer literals without a width have type ``int`` until an operand, an assignment target or a
 parameter gives them one (spec §8.9); constant sub-expressions fold.  Mismatched widths are

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos
 from .typecheck import expr_text, key_name
+from .visit import identifiers, rebuild
 
 __all__ = ["UniqueNames", "NameSource"]
 
@@ -52,80 +53,11 @@ class NameSource:
         return name
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _fields(node: A.Node) -> tuple[str, ...]:
-    cls = type(node)
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(node)
-                                     if f.name != "pos")
-    return names
-
-
-def nodes(root: Any) -> Iterator[A.Node]:
-    """Every node in root (a node or a tuple of them), annotations' insides excluded."""
-    stack: list[Any] = [root]
-    while stack:
-        x = stack.pop()
-        if type(x) is tuple:
-            stack.extend(x)
-        elif isinstance(x, A.Node):
-            yield x
-            if not isinstance(x, A.Annotation):
-                stack.extend(v for f in _fields(x) if isinstance(v := getattr(x, f),
-                                                                 (A.Node, tuple)))
-
-
-def identifiers(prog: A.Program) -> set[str]:
-    """Every declared name and every name written anywhere in the program."""
-    out: set[str] = set()
-    stack: list[Any] = [prog]
-    named = (A.Decl, A.Name, A.TypeName, A.VarDecl)
-    pop, push, node, add = stack.pop, stack.extend, A.Node, out.add
-    while stack:
-        x = pop()
-        if type(x) is tuple:
-            push(x)
-        elif isinstance(x, node):
-            if isinstance(x, named):
-                add(x.name)
-            for f in _fields(x):
-                v = getattr(x, f)
-                if v is not None and type(v) is not str and type(v) is not int and \
-                        type(v) is not bool:
-                    stack.append(v)
-    return out
-
-
 @dataclasses.dataclass
 class _Scope:
     names: dict[str, str]           # source name -> name after renaming
     declared: dict[str, Pos]        # declared in this very scope (for re-declarations)
     owner: str = ""                 # the parser/control, for messages at block level
-
-
-def rebuild(node: Any, visit: Callable[[A.Node], A.Node | None]) -> Any:
-    """node with ``visit`` applied top-down (a node it returns replaces the subtree, None
-    descends); unchanged subtrees keep their identity."""
-    if isinstance(node, tuple):
-        items = tuple(rebuild(i, visit) for i in node)
-        return node if all(a is b for a, b in zip(items, node)) else items
-    if not isinstance(node, A.Node):
-        return node
-    got = visit(node)
-    if got is not None:
-        return got
-    changes = {}
-    for f in _fields(node):
-        old = getattr(node, f)
-        if old is None or isinstance(old, (str, int, bool)):
-            continue
-        new = rebuild(old, visit)
-        if new is not old:
-            changes[f] = new
-    return dataclasses.replace(node, **changes) if changes else node
 
 
 class UniqueNames:
