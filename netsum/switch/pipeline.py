@@ -25,7 +25,8 @@ from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_erro
 from netsum.switch.optimize import optimize_source
 from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
-from netsum.switch.primitives import ActionLoopLimit, AssertFailure, Namespace, PrimCtx, StdFields
+from netsum.switch.primitives import ActionLoopLimit, AssertFailure
+from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
 from netsum.switch.stateful import CounterArray, MeterArray, RegisterArray

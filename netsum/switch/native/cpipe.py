@@ -19,7 +19,7 @@ from netsum.switch.layout import Layout
 from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
-from netsum.switch.primitives import StdFields
+from netsum.switch.primregistry import StdFields
 
 __all__ = ["TableInfo", "Program", "generate"]
 
