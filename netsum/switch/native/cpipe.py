@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from netsum.match import MatchKind
 from netsum.switch.layout import Layout
 from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
@@ -51,12 +52,15 @@ class Program:
     tables: dict[str, TableInfo]
 
 
-def _kind(match_types: list[str]) -> int:
+def _kind(match_types: list[MatchKind | None]) -> int:
+    """The C lookup of a table whose key fields have these kinds (None: P4_14's `valid`,
+    looked up as the generic kind): 0 keyless, 1 exact, 2 exact + one lpm, 3 generic."""
     if not match_types:
         return 0
-    if all(m == "exact" for m in match_types):
+    if all(m is MatchKind.EXACT for m in match_types):
         return 1
-    if match_types.count("lpm") == 1 and all(m in ("exact", "lpm") for m in match_types):
+    if match_types.count(MatchKind.LPM) == 1 and \
+            all(m in (MatchKind.EXACT, MatchKind.LPM) for m in match_types):
         return 2
     return 3
 
@@ -95,8 +99,8 @@ class _Controls:
         ids = dict(zip(t.get("actions") or [], t.get("action_ids") or []))
         keys = t.get("key") or []
         np = max([self.params.get(ids[n], 0) for n in names] + [0])
-        info = TableInfo(t["name"], len(self.tables), _kind([str(k.get("match_type")) for k in keys
-                                                              if isinstance(k, dict)]),
+        kinds = [MatchKind.from_label(k.get("match_type")) for k in keys if isinstance(k, dict)]
+        info = TableInfo(t["name"], len(self.tables), _kind(kinds),
                          len(keys), np, tuple(names))
         self.tables[t["name"]] = info
         return info
