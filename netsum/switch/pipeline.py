@@ -8,7 +8,6 @@ generated code of one pipeline shares one namespace (`Namespace`), compiled once
 """
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -27,6 +26,7 @@ from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
 from netsum.switch.primitives import ActionLoopLimit, AssertFailure
 from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
+from netsum.switch.reads import referenced_slots
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
 from netsum.switch.stateful import CounterArray, MeterArray, RegisterArray
@@ -121,9 +121,9 @@ class Pipeline:
         self.init_calculations()
         self.lanes = self.init_lanes()
         # Per-packet work only for what the program reads: timestamps cost a clock call.
-        used = json.dumps([j.get(k) for k in ("actions", "pipelines", "parsers", "calculations",
-                                              "checksums")])
-        self.uses_timestamps = "global_timestamp" in used
+        used = referenced_slots(j, self.layout)
+        self.uses_timestamps = any(x in used for x in (self.std.ingress_global_timestamp,
+                                                       self.std.egress_global_timestamp))
         native_prog = self.plan_native(native)
         self.ns.names.update(DROP_PORT=511, STATS=None, RNG=self.rng, LOG_ON=False,
                              LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure,
