@@ -1,8 +1,10 @@
 """Load a BMv2 JSON program into a `Pipeline`: validated objects plus generated packet code.
 
-The loader is a fixed sequence of small `init_<section>` steps in dependency order (format version
-first; header layout before anything that names fields; externs before the actions that use
-them; actions before tables; tables before the nodes that link them).  Every reference error is
+The loader runs four phases, each a fixed sequence of small `init_<section>` steps in dependency
+order: loading the objects (format version first; header layout before anything that names
+fields; externs before the actions that use them), planning the packet path (register lanes,
+timestamps, the native backend), generating code (actions before tables; tables before the nodes
+that link them) and rewriting it (multicast replica patches).  Every reference error is
 a `ConfigError` naming the object and its JSON path, raised here, never on a packet.  All
 generated code of one pipeline shares one namespace (`Namespace`), compiled once.
 """
@@ -112,19 +114,50 @@ class Pipeline:
         #: is not used ("native", "building", "off", "declined: <reason>", "build failed: ...").
         self.native: Any = None
         self.native_status = "off"
+        # Set by the phases below, in this order.
+        self.layout: Layout
+        self.std: StdFields
+        self.lanes: LanePlan
+        #: The packet path sets the global timestamps (a clock read per packet).
+        self.uses_timestamps = False
+        #: Multicast copies deparsed once and patched (netsum/switch/replicas.py); None = each
+        #: copy deparsed in full.
+        self.replica_patch: ReplicaPatcher | None = None
+        self.load_objects()
+        native_prog = self.plan_packet_path(native)
+        self.generate_code()
+        self.rewrite_code()
+        if native_prog is not None:
+            self.load_native(native_prog)
+
+    # -- phases ----------------------------------------------------------------------------
+    def load_objects(self) -> None:
+        """Loading: the format version, the header layout, the standard metadata slots and
+        the objects packet code refers to (register, counter and meter arrays, calculations),
+        each validated."""
         self.init_meta()
-        self.layout: Layout = build_layout(j)
+        self.layout = build_layout(self.json)
         self.std = self.init_standard_metadata()
         self.init_register_arrays()
         self.init_counter_arrays()
         self.init_meter_arrays()
         self.init_calculations()
+
+    def plan_packet_path(self, native: bool | None) -> Any:
+        """Planning, before any code is generated against it: the register lanes, whether
+        the packet path sets timestamps, and the native backend's program (None: the Python
+        path alone; see `plan_native`)."""
         self.lanes = self.init_lanes()
         # Per-packet work only for what the program reads: timestamps cost a clock call.
-        used = referenced_slots(j, self.layout)
+        used = referenced_slots(self.json, self.layout)
         self.uses_timestamps = any(x in used for x in (self.std.ingress_global_timestamp,
                                                        self.std.egress_global_timestamp))
-        native_prog = self.plan_native(native)
+        return self.plan_native(native)
+
+    def generate_code(self) -> None:
+        """Code generation: the actions (fused where `fuse`), the parser with its value sets,
+        the deparser, the ingress and egress controls with their tables, the checksums; all
+        in the one namespace, whose fixed globals are set first."""
         self.ns.names.update(DROP_PORT=511, STATS=None, RNG=self.rng, LOG_ON=False,
                              LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure,
                              ActionLoopLimit=ActionLoopLimit)
@@ -134,11 +167,12 @@ class Pipeline:
         self.init_deparsers()
         self.init_pipelines()
         self.init_checksums()
-        # Multicast copies deparsed once and patched (netsum/switch/replicas.py); None = in full.
-        self.replica_patch: ReplicaPatcher | None = \
-            replica_patcher(j, self.layout, self._per_copy_slots()) if fuse else None
-        if native_prog is not None:
-            self.load_native(native_prog)
+
+    def rewrite_code(self) -> None:
+        """Rewrites of the generated packet path (only when `fuse`): multicast replicas
+        patched from one deparsed copy."""
+        if self.fuse:
+            self.replica_patch = replica_patcher(self.json, self.layout, self._per_copy_slots())
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:
