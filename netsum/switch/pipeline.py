@@ -28,6 +28,7 @@ from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
 from netsum.switch.primitives import ActionLoopLimit, AssertFailure
 from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
+from netsum.switch.program import Checksum, load_checksums
 from netsum.switch.reads import referenced_slots
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
@@ -123,6 +124,7 @@ class Pipeline:
         #: Multicast copies deparsed once and patched (netsum/switch/replicas.py); None = each
         #: copy deparsed in full.
         self.replica_patch: ReplicaPatcher | None = None
+        self.checksums: tuple[Checksum, ...] = ()
         self.load_objects()
         native_prog = self.plan_packet_path(native)
         self.generate_code()
@@ -133,8 +135,8 @@ class Pipeline:
     # -- phases ----------------------------------------------------------------------------
     def load_objects(self) -> None:
         """Loading: the format version, the header layout, the standard metadata slots and
-        the objects packet code refers to (register, counter and meter arrays, calculations),
-        each validated."""
+        the objects packet code refers to (register, counter and meter arrays, calculations,
+        checksums), each validated."""
         self.init_meta()
         self.layout = build_layout(self.json)
         self.std = self.init_standard_metadata()
@@ -142,6 +144,7 @@ class Pipeline:
         self.init_counter_arrays()
         self.init_meter_arrays()
         self.init_calculations()
+        self.checksums = load_checksums(self.json, self.layout, self.calculations)
 
     def plan_packet_path(self, native: bool | None) -> Any:
         """Planning, before any code is generated against it: the register lanes, whether
@@ -149,7 +152,7 @@ class Pipeline:
         path alone; see `plan_native`)."""
         self.lanes = self.init_lanes()
         # Per-packet work only for what the program reads: timestamps cost a clock call.
-        used = referenced_slots(self.json, self.layout)
+        used = referenced_slots(self.json, self.layout, self.checksums)
         self.uses_timestamps = any(x in used for x in (self.std.ingress_global_timestamp,
                                                        self.std.egress_global_timestamp))
         return self.plan_native(native)
@@ -172,7 +175,8 @@ class Pipeline:
         """Rewrites of the generated packet path (only when `fuse`): multicast replicas
         patched from one deparsed copy."""
         if self.fuse:
-            self.replica_patch = replica_patcher(self.json, self.layout, self._per_copy_slots())
+            self.replica_patch = replica_patcher(self.json, self.layout, self.checksums,
+                                                 self._per_copy_slots())
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:
@@ -587,28 +591,21 @@ class Pipeline:
 
     def init_checksums(self) -> None:
         verify, update = [], []
-        for i, c in enumerate(_list(self.json, "checksums")):
-            with loading(f"checksums[{i}]"):
-                path = f"checksums[{i}]"
-                if not isinstance(c, dict) or not isinstance(c.get("name"), str):
-                    raise cfg_error(path, "expected an object with a string 'name'")
-                path = f"{path} ('{c['name']}')"
-                cname = c.get("calculation")
-                calc = self.calculations.get(cname) if isinstance(cname, str) else None
-                if calc is None:
-                    raise cfg_error(path, f"unknown calculation {c.get('calculation')!r}")
+        for c in self.checksums:
+            with loading(c.path):
+                calc = self.calculations[c.calculation]
                 h = self.ns.ref(calc, "H")
                 call = f"{h}(F, pkt.data[pkt.off:])" if needs_payload(calc) else f"{h}(F)"
-                tgt = self.layout.slot(c.get("target"), f"{path}.target")
+                tgt = c.target
                 cond = "True"
-                if c.get("if_cond") is not None:
-                    cond = ExprCompiler(self.layout, f"{path}.if_cond").cond(c["if_cond"])
-                if c.get("verify", True):
+                if c.if_cond is not None:
+                    cond = ExprCompiler(self.layout, f"{c.path}.if_cond").cond(c.if_cond)
+                if c.verify:
                     err = self.std.checksum_error
                     action = f"F[{err}] = 1" if err is not None else "pass"
                     verify.append(f"    if {cond} and {call} != F[{tgt.index}]:\n"
                                   f"        {action}\n")
-                if c.get("update", True):
+                if c.update:
                     update.append(f"    if {cond}:\n        F[{tgt.index}] = {call} & {tgt.mask}\n")
         src = ""
         if verify:

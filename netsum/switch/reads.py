@@ -5,7 +5,8 @@ The switch does per-packet work only for standard_metadata fields the program us
 life cycle (netsum.switch.v1model, the native backend) writes them only when some part of the
 program refers to one.  A field is referred to by:
 - a `field` operand anywhere in actions, pipelines (conditions, action profile selectors),
-  parsers, calculations, checksums, field lists and learn lists;
+  parsers, calculations, field lists and learn lists, and a checksum's condition;
+- a checksum's target;
 - a table key's `target`;
 - a whole-header operand of a primitive that copies a header (`assign_header`, `copy_header`,
   and `assign` / parser `set` naming a header): every field of that header.
@@ -22,20 +23,22 @@ from typing import Any
 
 from netsum.switch.errors import ConfigError
 from netsum.switch.layout import Layout
+from netsum.switch.program import Checksum
 
 __all__ = ["referenced_slots", "SECTIONS"]
 
 #: The top-level JSON sections whose operands refer to fields.
-SECTIONS = ("actions", "pipelines", "parsers", "calculations", "checksums", "field_lists",
-            "learn_lists")
+SECTIONS = ("actions", "pipelines", "parsers", "calculations", "field_lists", "learn_lists")
 #: Primitives (and parser ops) whose header operands copy every field of the header.
 _HEADER_COPIES = frozenset({"assign", "modify_field", "assign_header", "copy_header", "set"})
 
 
-def referenced_slots(j: dict[str, Any], layout: Layout) -> set[int]:
-    """Slots of `F` (field values) that program `j` refers to."""
-    out: set[int] = set()
+def referenced_slots(j: dict[str, Any], layout: Layout,
+                     checksums: tuple[Checksum, ...]) -> set[int]:
+    """Slots of `F` (field values) that program `j` with these (loaded) checksums refers to."""
+    out: set[int] = {c.target.index for c in checksums}
     stack: list[tuple[Any, bool]] = [(j.get(k), False) for k in SECTIONS]
+    stack += [(c.if_cond, False) for c in checksums]
     while stack:
         node, copying = stack.pop()
         if isinstance(node, list):

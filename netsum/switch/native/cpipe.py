@@ -21,6 +21,7 @@ from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
 from netsum.switch.primregistry import StdFields
+from netsum.switch.program import Checksum
 
 __all__ = ["TableInfo", "Program", "generate"]
 
@@ -172,29 +173,27 @@ class _Controls:
                 f"    {goto(init)}\n" + "".join(f"{s}\n" for s in body) + "}\n")
 
 
-def _checksums(g: Gen, j: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _checksums(g: Gen, checksums: tuple[Checksum, ...]) -> tuple[list[str], list[str]]:
     verify: list[str] = []
     update: list[str] = []
-    lay = g.layout
-    for i, c in enumerate(j.get("checksums") or []):
-        path = f"checksums[{i}] ('{c.get('name')}')"
-        calc: CalcInfo | None = g.calcs.get(c.get("calculation"))
+    for c in checksums:
+        path = c.path
+        calc: CalcInfo | None = g.calcs.get(c.calculation)
         if calc is None:
             raise Decline(f"{path}: unknown calculation")
         cx = g.comp(path)
-        s, w, _sg = cx.field(c.get("target"))
-        cond = cx.cond(c["if_cond"]) if c.get("if_cond") is not None else "1"
-        if c.get("verify", True):
+        s, w, _sg = cx.field(c.target_ref)
+        cond = cx.cond(c.if_cond) if c.if_cond is not None else "1"
+        if c.verify:
             if calc.lo is None:
                 raise Decline(f"{path}: verify of a calculation wider than 64 bits")
             err = g.std.checksum_error
             act = f"F[{err}] = 1;" if err is not None else ""
             verify.append(f"if ({cond}) {{ u64 _h; int _s = {calc.fn}(c, p, &_h); "
                           f"if (_s) return _s; if (_h != F[{s}]) {{ {act} }} }}")
-        if c.get("update", True):
+        if c.update:
             update.append(f"if ({cond}) {{ u64 _h; int _s = {calc.fn}(c, p, &_h); "
                           f"if (_s) return _s; F[{s}] = _h & {(1 << w) - 1}ULL; }}")
-    del lay
     return verify, update
 
 
@@ -294,7 +293,8 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 
 
 def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, RegInfo],
-             ctrs: dict[str, tuple[int, int]], uses_timestamps: bool) -> Program:
+             ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
+             checksums: tuple[Checksum, ...]) -> Program:
     """The C source of the program (module name left to the builder), or `Decline`."""
     _precheck(j)
     for h in layout.headers.values():
@@ -328,7 +328,7 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
     pipes = {p.get("name"): (i, p) for i, p in enumerate(j.get("pipelines") or [])}
     controls = [ctl.control(n, pipes[n][1], f"pipelines[{pipes[n][0]}] ('{n}')")
                 for n in ("ingress", "egress")]
-    verify, update = _checksums(g, j)
+    verify, update = _checksums(g, checksums)
     maxp = max(list(params.values()) + [1])
     tabs = ctl.tables.values()
     init = "".join(f"    c->tab[{t.index}].kind = {t.kind}; c->tab[{t.index}].nk = {t.nk}; "
