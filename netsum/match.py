@@ -33,10 +33,19 @@ class MatchKind(enum.IntEnum):
         """The P4 spelling: `exact`, `lpm`, ... (also BMv2 JSON's `match_type`)."""
         return self.name.lower()
 
+    @classmethod
+    def from_label(cls, label: object) -> MatchKind | None:
+        """The kind spelled `label` (`exact`, `lpm`, `ternary`, `range`, `optional`: P4's
+        and BMv2 JSON's `match_type`); None for anything else."""
+        return _BY_LABEL.get(label) if isinstance(label, str) else None
+
     @property
     def needs_priority(self) -> bool:
         """P4Runtime §9.1: entries of a table with such a field carry a priority."""
         return self in (MatchKind.TERNARY, MatchKind.RANGE, MatchKind.OPTIONAL)
+
+
+_BY_LABEL = {k.label: k for k in MatchKind if k is not MatchKind.UNSPECIFIED}
 
 
 @dataclass(frozen=True, slots=True)

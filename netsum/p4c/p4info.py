@@ -8,6 +8,8 @@ from __future__ import annotations
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
+from netsum.match import MatchKind
+
 from . import ast as A
 from .diagnostics import Diagnostics
 from .ids import Prefix, assign_ids
@@ -18,9 +20,9 @@ from .structured_annotations import add_annotations
 __all__ = ["build_p4info", "p4info_text", "aliases"]
 
 _HEADER = "# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
-_MATCH = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
-          "ternary": p4info_pb2.MatchField.TERNARY, "range": p4info_pb2.MatchField.RANGE,
-          "optional": p4info_pb2.MatchField.OPTIONAL}
+#: P4 match kind (as the JSON spells it) -> p4info's MatchType: netsum.match.MatchKind names both.
+_MATCH = {k.label: p4info_pb2.MatchField.MatchType.Value(k.name)
+          for k in MatchKind if k is not MatchKind.UNSPECIFIED}
 
 
 def aliases(names: list[str]) -> dict[str, str]:

@@ -13,7 +13,9 @@ from typing import Any
 
 from netsum.switch.expressions import parse_hexstr, unwrap
 from netsum.switch.layout import cfg_error, loading
-from netsum.switch.primitives import PRIMITIVES, PrimCtx
+# The emitter modules register into the primitive registry when imported.
+from netsum.switch import headerops as _headerops, primitives as _primitives  # noqa: F401
+from netsum.switch.primregistry import PrimCtx, emitter
 
 __all__ = ["action_source", "block_source", "prim_lines", "LOOP_LIMIT", "Unstructured"]
 
@@ -39,8 +41,8 @@ def _emit_prim(ctx: PrimCtx, prim: Any, i: int) -> list[str]:
     if not isinstance(prim, dict) or not isinstance(prim.get("op"), str):
         raise cfg_error(f"{base}.primitives[{i}]", f"bad primitive {prim!r}")
     op = prim["op"]
-    emitter = PRIMITIVES.get(op)
-    if emitter is None:
+    emit = emitter(op)
+    if emit is None:
         raise cfg_error(f"{base}.primitives[{i}]", f"primitive '{op}' is not supported")
     params = prim.get("parameters") or []
     if not isinstance(params, list):
@@ -49,7 +51,7 @@ def _emit_prim(ctx: PrimCtx, prim: Any, i: int) -> list[str]:
     ctx.comp.path = ctx.path
     try:
         with loading(ctx.path):
-            return emitter(ctx, params)
+            return emit(ctx, params)
     finally:
         ctx.path = base
         ctx.comp.path = base

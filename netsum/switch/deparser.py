@@ -6,7 +6,7 @@ from typing import Any
 
 from netsum.switch.layout import HeaderInfo, Layout, cfg_error, loads
 from netsum.switch.parser import check_whole_bytes, pack_parts
-from netsum.switch.primitives import Namespace
+from netsum.switch.primregistry import Namespace
 from netsum.switch.varbit import check_vl_header, vl_pack_source
 
 __all__ = ["deparser_source"]

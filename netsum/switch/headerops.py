@@ -1,4 +1,5 @@
-"""Primitives on whole headers, header unions and stacks of either (bmv2's core primitives).
+"""Primitives on whole headers, header unions and stacks of either (bmv2's core primitives);
+their emitters register into netsum.switch.primregistry, as netsum.switch.primitives' do.
 
 A header operand may be chosen per packet: `hs[i]` (`dereference_header_stack`) or a member
 of `us[i]` (`access_union_header` of `dereference_union_stack`).  Such an operation is emitted
@@ -18,7 +19,7 @@ from typing import Any
 
 from netsum.switch.expressions import HeaderRef, parse_hexstr, unwrap
 from netsum.switch.layout import HeaderInfo, cfg_error
-from netsum.switch.primitives import PRIMITIVES, PrimCtx, primitive
+from netsum.switch.primregistry import PrimCtx, primitive, register
 
 __all__ = ["each_header", "header_copy"]
 
@@ -112,8 +113,8 @@ def _stack_copy(kind: str) -> Callable[[PrimCtx, list[Any]], list[str]]:
     return emit
 
 
-PRIMITIVES["assign_header_stack"] = _stack_copy("header_stack")
-PRIMITIVES["assign_union_stack"] = _stack_copy("header_union_stack")
+register("assign_header_stack", _stack_copy("header_stack"))
+register("assign_union_stack", _stack_copy("header_union_stack"))
 
 
 def _shift_stack(ctx: PrimCtx, p: list[Any], push: bool) -> list[str]:
@@ -158,8 +159,8 @@ def _shift_stack(ctx: PrimCtx, p: list[Any], push: bool) -> list[str]:
     return out
 
 
-PRIMITIVES["push"] = lambda ctx, p: _shift_stack(ctx, p, True)
-PRIMITIVES["pop"] = lambda ctx, p: _shift_stack(ctx, p, False)
+register("push", lambda ctx, p: _shift_stack(ctx, p, True))
+register("pop", lambda ctx, p: _shift_stack(ctx, p, False))
 
 
 def _set_valid(ctx: PrimCtx, name: str) -> list[str]:

@@ -17,7 +17,7 @@ import numpy as np
 from netsum.switch.expressions import parse_hexstr, unwrap
 from netsum.switch.lanes import LanePlan, LaneRun, VectorRange
 from netsum.switch.layout import Layout
-from netsum.switch.primitives import Namespace, PrimCtx
+from netsum.switch.primregistry import Namespace, PrimCtx
 from netsum.switch.stateful import RegisterArray
 
 __all__ = ["run_source", "fallback_source", "LazyFunction"]

@@ -255,173 +255,228 @@ def _named(obj: Any, path: str) -> str:
 
 
 def build_layout(j: dict[str, Any]) -> Layout:
-    """init_header_types, init_headers, init_header_stacks, init_header_unions, init_errors,
-    init_enums, init_field_lists, init_field_aliases — in this order because each step refers
-    to names the previous ones define."""
-    lay = Layout()
-    # init_header_types
-    types: dict[str, list[tuple[str, int, bool]]] = {}
-    max_len: dict[str, int] = {}          # varbit header type -> max_length (bytes, 0 = none)
-    for i, t in enumerate(_list(j, "header_types")):
-        with loading(f"header_types[{i}]"):
-            path = f"header_types[{i}]"
-            name = _named(t, path)
-            flds = []
-            for k, f in enumerate(t.get("fields", [])):
-                fp = f"{path} ('{name}').fields[{k}]"
-                if not (isinstance(f, list) and len(f) >= 2 and isinstance(f[0], str)):
-                    raise cfg_error(fp, f"bad field {f!r}")
-                signed = bool(f[2]) if len(f) > 2 else False
-                if f[1] == "*":
-                    if name in max_len:
-                        raise cfg_error(fp, f"field '{f[0]}': a header type can have only one "
-                                            "variable-length field")
-                    if t.get("length_exp") is not None:
-                        raise cfg_error(f"{path} ('{name}')", "length_exp (P4_14 variable-length "
-                                        "headers) is not supported; P4_16 gives the length to "
-                                        "extract_VL")
-                    ml = t.get("max_length") or 0
-                    if type(ml) is not int or not 0 <= ml * 8 <= 2 * MAX_FIELD_WIDTH:
-                        raise cfg_error(f"{path} ('{name}')", f"bad max_length {ml!r}")
-                    max_len[name] = ml
-                    flds.append((f[0], 0, signed))     # width 0 marks the varbit field
-                    continue
-                if type(f[1]) is not int:
-                    raise cfg_error(fp, f"field '{f[0]}': bad width {f[1]!r}")
-                if not 0 < f[1] <= MAX_FIELD_WIDTH:
-                    raise cfg_error(fp, f"field '{f[0]}': width {f[1]} outside "
-                                        f"1..{MAX_FIELD_WIDTH}")
-                flds.append((f[0], f[1], signed))
-            types[name] = flds
-    # init_headers
-    index = 0
-    valid_slots: list[tuple[int, bool]] = []
-    for i, h in enumerate(_list(j, "headers")):
-        with loading(f"headers[{i}]"):
-            path = f"headers[{i}]"
-            name = _named(h, path)
-            tname = h.get("header_type")
-            if tname not in types:
-                raise cfg_error(f"{path} ('{name}')", f"unknown header_type {tname!r}")
-            if name in lay.headers:
-                raise cfg_error(f"{path} ('{name}')", "duplicate header instance name")
-            slots = []
-            nbits = sum(w for _, w, _ in types[tname])
-            varbit = -1
-            for k, (fname, w, signed) in enumerate(types[tname]):
-                if w == 0:           # varbit: as wide as the header's max_length leaves room for
-                    varbit = k
-                    w = max_len[tname] * 8 - nbits if max_len[tname] else MAX_FIELD_WIDTH
-                    if not 0 < w <= MAX_FIELD_WIDTH:
-                        raise cfg_error(f"{path} ('{name}')", f"header type '{tname}': max_length "
-                                        f"{max_len[tname]} leaves {w} bits for field '{fname}'")
-                slots.append((fname, FieldSlot(index, w, signed)))
-                index += 1
-            meta = bool(h.get("metadata", False))
-            info = HeaderInfo(name, int(h.get("id", i)), tname, meta, slots, -1, nbits)
-            if varbit >= 0:
-                info.varbit, info.vl_len, info.max_bytes = varbit, index, max_len[tname]
-                lay.vl_len[slots[varbit][1].index] = index
-                index += 1
-            lay.headers[name] = info
-            lay.header_by_id[info.id] = name
-    for info in lay.headers.values():
-        info.valid = index
-        valid_slots.append((index, info.metadata))
-        index += 1
-    # init_header_stacks
-    for i, s in enumerate(_list(j, "header_stacks")):
-        with loading(f"header_stacks[{i}]"):
-            path = f"header_stacks[{i}]"
-            name = _named(s, path)
-            ids = s.get("header_ids", [])
-            names = []
-            for hid in ids:
-                if hid not in lay.header_by_id:
-                    raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
-                names.append(lay.header_by_id[hid])
-            lay.stacks[name] = StackInfo(name, int(s.get("id", i)), names, index)
-            index += 1
-    # init_header_unions
-    for i, u in enumerate(_list(j, "header_unions")):
-        with loading(f"header_unions[{i}]"):
-            path = f"header_unions[{i}]"
-            name = _named(u, path)
-            members = []
-            for hid in u.get("header_ids", []):
-                if hid not in lay.header_by_id:
-                    raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
-                members.append(lay.header_by_id[hid])
-            lay.unions[name] = members
-    # init_header_union_stacks
-    with loading("header_unions"):
-        union_by_id = {int(u.get("id", k)): _named(u, f"header_unions[{k}]")
-                       for k, u in enumerate(_list(j, "header_unions"))}
-    for i, s in enumerate(_list(j, "header_union_stacks")):
-        with loading(f"header_union_stacks[{i}]"):
-            path = f"header_union_stacks[{i}]"
-            name = _named(s, path)
-            unions = []
-            for uid in s.get("header_union_ids", []):
-                if uid not in union_by_id:
-                    raise cfg_error(f"{path} ('{name}')", f"unknown header union id {uid}")
-                unions.append(union_by_id[uid])
-            if len({len(lay.unions[u]) for u in unions}) > 1:
-                raise cfg_error(f"{path} ('{name}')", "elements of different union types")
-            lay.union_stacks[name] = UnionStackInfo(name, int(s.get("id", i)), unions, index)
-            index += 1
-    # init_errors
-    for i, e in enumerate(_list(j, "errors")):
-        with loading(f"errors[{i}]"):
-            if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
-                    and isinstance(e[1], int)):
-                raise cfg_error(f"errors[{i}]", f"bad error entry {e!r}")
-            lay.errors[e[0]] = e[1]
-    # init_enums
-    for i, en in enumerate(_list(j, "enums")):
-        with loading(f"enums[{i}]"):
-            name = _named(en, f"enums[{i}]")
-            lay.enums[name] = {m[0]: m[1] for m in en.get("entries", [])}
-    # init_field_lists
-    for i, fl in enumerate(_list(j, "field_lists")):
-        with loading(f"field_lists[{i}]"):
-            path = f"field_lists[{i}]"
-            _named(fl, path)
-            refs = []
-            for k, el in enumerate(fl.get("elements", [])):
-                if isinstance(el, dict) and el.get("type") == "field":
-                    lay.slot(el.get("value"), f"{path}.elements[{k}]")
-                    refs.append(tuple(el["value"]))
-            lay.field_lists[int(fl.get("id", i))] = refs
-    # init_learn_lists (digest contents: field values read at the end of ingress)
-    for i, ll in enumerate(_list(j, "learn_lists")):
-        with loading(f"learn_lists[{i}]"):
-            path = f"learn_lists[{i}]"
-            name = _named(ll, path)
-            lid = ll.get("id")
-            if type(lid) is not int or lid <= 0:
-                raise cfg_error(f"{path} ('{name}')", f"bad id {lid!r}")
-            els = ll.get("elements") or []
-            if not isinstance(els, list):
-                raise cfg_error(f"{path} ('{name}')", "elements must be a list")
-            idxs: list[int] = []
-            for k, el in enumerate(els):
-                ep = f"{path} ('{name}').elements[{k}]"
-                if not (isinstance(el, dict) and el.get("type") == "field"):
-                    raise cfg_error(ep, f"learn list element {el!r} is not a field")
-                idxs.append(lay.slot(el.get("value"), ep).index)
-            lay.learn_lists[lid] = tuple(idxs)
-            lay.learn_list_names[lid] = name
-    # init_field_aliases
-    for i, a in enumerate(_list(j, "field_aliases")):
-        with loading(f"field_aliases[{i}]"):
-            if not (isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)):
-                raise cfg_error(f"field_aliases[{i}]", f"bad alias {a!r}")
-            lay.slot(a[1], f"field_aliases[{i}] ('{a[0]}')")
-            lay.aliases[a[0]] = (a[1][0], a[1][1])
-    lay.scratch = index
-    index += 1
-    lay.template = [0] * index
-    for slot, meta in valid_slots:
-        lay.template[slot] = 1 if meta else 0
-    return lay
+    """The layout of program `j`: the loader steps of `_LayoutBuilder`, in the order each
+    step's names are defined before a later step refers to them."""
+    b = _LayoutBuilder(j)
+    b.header_types()
+    b.headers()
+    b.header_stacks()
+    b.header_unions()
+    b.header_union_stacks()
+    b.errors()
+    b.enums()
+    b.field_lists()
+    b.learn_lists()
+    b.field_aliases()
+    return b.finish()
+
+
+class _LayoutBuilder:
+    """bmv2's init_header_types .. init_field_aliases, one method each, filling one Layout;
+    `index` is the next free slot of F (slots are handed out in the order of the steps)."""
+
+    def __init__(self, j: dict[str, Any]) -> None:
+        self.j = j
+        self.lay = Layout()
+        self.index = 0
+        #: header type -> its fields (name, width, signed); width 0 marks the varbit field
+        self.types: dict[str, list[tuple[str, int, bool]]] = {}
+        #: varbit header type -> max_length (bytes, 0 = none)
+        self.max_len: dict[str, int] = {}
+
+    def _alloc(self) -> int:
+        self.index += 1
+        return self.index - 1
+
+    def header_types(self) -> None:
+        """Field lists of the header types; a varbit field gets width 0 here, its real width
+        once the header's max_length is known."""
+        for i, t in enumerate(_list(self.j, "header_types")):
+            with loading(f"header_types[{i}]"):
+                path = f"header_types[{i}]"
+                name = _named(t, path)
+                self.types[name] = [self._type_field(f"{path} ('{name}')", name, t, k, f)
+                                    for k, f in enumerate(t.get("fields", []))]
+
+    def _type_field(self, tpath: str, name: str, t: dict[str, Any], k: int,
+                    f: Any) -> tuple[str, int, bool]:
+        fp = f"{tpath}.fields[{k}]"
+        if not (isinstance(f, list) and len(f) >= 2 and isinstance(f[0], str)):
+            raise cfg_error(fp, f"bad field {f!r}")
+        signed = bool(f[2]) if len(f) > 2 else False
+        if f[1] == "*":
+            if name in self.max_len:
+                raise cfg_error(fp, f"field '{f[0]}': a header type can have only one "
+                                    "variable-length field")
+            if t.get("length_exp") is not None:
+                raise cfg_error(tpath, "length_exp (P4_14 variable-length headers) is not "
+                                       "supported; P4_16 gives the length to extract_VL")
+            ml = t.get("max_length") or 0
+            if type(ml) is not int or not 0 <= ml * 8 <= 2 * MAX_FIELD_WIDTH:
+                raise cfg_error(tpath, f"bad max_length {ml!r}")
+            self.max_len[name] = ml
+            return f[0], 0, signed             # width 0 marks the varbit field
+        if type(f[1]) is not int:
+            raise cfg_error(fp, f"field '{f[0]}': bad width {f[1]!r}")
+        if not 0 < f[1] <= MAX_FIELD_WIDTH:
+            raise cfg_error(fp, f"field '{f[0]}': width {f[1]} outside 1..{MAX_FIELD_WIDTH}")
+        return f[0], f[1], signed
+
+    def headers(self) -> None:
+        """Header instances: their field slots (and a varbit width slot) in JSON order, then
+        one validity slot per instance."""
+        lay = self.lay
+        for i, h in enumerate(_list(self.j, "headers")):
+            with loading(f"headers[{i}]"):
+                path = f"headers[{i}]"
+                name = _named(h, path)
+                tname = h.get("header_type")
+                if tname not in self.types:
+                    raise cfg_error(f"{path} ('{name}')", f"unknown header_type {tname!r}")
+                if name in lay.headers:
+                    raise cfg_error(f"{path} ('{name}')", "duplicate header instance name")
+                info = self._header(f"{path} ('{name}')", name, tname, h, i)
+                lay.headers[name] = info
+                lay.header_by_id[info.id] = name
+        for info in lay.headers.values():
+            info.valid = self._alloc()
+
+    def _header(self, hpath: str, name: str, tname: str, h: dict[str, Any],
+                i: int) -> HeaderInfo:
+        fields = self.types[tname]
+        nbits = sum(w for _, w, _ in fields)
+        slots = []
+        varbit = -1
+        for k, (fname, w, signed) in enumerate(fields):
+            if w == 0:           # varbit: as wide as the header's max_length leaves room for
+                varbit = k
+                ml = self.max_len[tname]
+                w = ml * 8 - nbits if ml else MAX_FIELD_WIDTH
+                if not 0 < w <= MAX_FIELD_WIDTH:
+                    raise cfg_error(hpath, f"header type '{tname}': max_length {ml} leaves "
+                                           f"{w} bits for field '{fname}'")
+            slots.append((fname, FieldSlot(self._alloc(), w, signed)))
+        info = HeaderInfo(name, int(h.get("id", i)), tname, bool(h.get("metadata", False)),
+                          slots, -1, nbits)
+        if varbit >= 0:
+            info.varbit, info.max_bytes = varbit, self.max_len[tname]
+            info.vl_len = self._alloc()
+            self.lay.vl_len[slots[varbit][1].index] = info.vl_len
+        return info
+
+    def _header_names(self, path: str, name: str, ids: Any) -> list[str]:
+        out = []
+        for hid in ids:
+            if hid not in self.lay.header_by_id:
+                raise cfg_error(f"{path} ('{name}')", f"unknown header id {hid}")
+            out.append(self.lay.header_by_id[hid])
+        return out
+
+    def header_stacks(self) -> None:
+        """Header stacks: their element headers and a next-index slot each."""
+        for i, s in enumerate(_list(self.j, "header_stacks")):
+            with loading(f"header_stacks[{i}]"):
+                path = f"header_stacks[{i}]"
+                name = _named(s, path)
+                names = self._header_names(path, name, s.get("header_ids", []))
+                self.lay.stacks[name] = StackInfo(name, int(s.get("id", i)), names,
+                                                  self._alloc())
+
+    def header_unions(self) -> None:
+        """Header unions: their member headers (no slots of their own)."""
+        for i, u in enumerate(_list(self.j, "header_unions")):
+            with loading(f"header_unions[{i}]"):
+                path = f"header_unions[{i}]"
+                name = _named(u, path)
+                self.lay.unions[name] = self._header_names(path, name, u.get("header_ids", []))
+
+    def header_union_stacks(self) -> None:
+        """Stacks of header unions (all of one union type): a next-index slot each."""
+        lay = self.lay
+        with loading("header_unions"):
+            union_by_id = {int(u.get("id", k)): _named(u, f"header_unions[{k}]")
+                           for k, u in enumerate(_list(self.j, "header_unions"))}
+        for i, s in enumerate(_list(self.j, "header_union_stacks")):
+            with loading(f"header_union_stacks[{i}]"):
+                path = f"header_union_stacks[{i}]"
+                name = _named(s, path)
+                unions = []
+                for uid in s.get("header_union_ids", []):
+                    if uid not in union_by_id:
+                        raise cfg_error(f"{path} ('{name}')", f"unknown header union id {uid}")
+                    unions.append(union_by_id[uid])
+                if len({len(lay.unions[u]) for u in unions}) > 1:
+                    raise cfg_error(f"{path} ('{name}')", "elements of different union types")
+                lay.union_stacks[name] = UnionStackInfo(name, int(s.get("id", i)), unions,
+                                                        self._alloc())
+
+    def errors(self) -> None:
+        """Parser error names -> codes."""
+        for i, e in enumerate(_list(self.j, "errors")):
+            with loading(f"errors[{i}]"):
+                if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+                        and isinstance(e[1], int)):
+                    raise cfg_error(f"errors[{i}]", f"bad error entry {e!r}")
+                self.lay.errors[e[0]] = e[1]
+
+    def enums(self) -> None:
+        """Serializable enums: member names -> values."""
+        for i, en in enumerate(_list(self.j, "enums")):
+            with loading(f"enums[{i}]"):
+                name = _named(en, f"enums[{i}]")
+                self.lay.enums[name] = {m[0]: m[1] for m in en.get("entries", [])}
+
+    def field_lists(self) -> None:
+        """Field lists (clone/resubmit/recirculate preserved fields, old hash inputs): their
+        field references, each resolved to check it."""
+        for i, fl in enumerate(_list(self.j, "field_lists")):
+            with loading(f"field_lists[{i}]"):
+                path = f"field_lists[{i}]"
+                _named(fl, path)
+                refs = []
+                for k, el in enumerate(fl.get("elements", [])):
+                    if isinstance(el, dict) and el.get("type") == "field":
+                        self.lay.slot(el.get("value"), f"{path}.elements[{k}]")
+                        refs.append(tuple(el["value"]))
+                self.lay.field_lists[int(fl.get("id", i))] = refs
+
+    def learn_lists(self) -> None:
+        """Learn lists (digest contents: field values read at the end of ingress)."""
+        for i, ll in enumerate(_list(self.j, "learn_lists")):
+            with loading(f"learn_lists[{i}]"):
+                path = f"learn_lists[{i}]"
+                name = _named(ll, path)
+                lid = ll.get("id")
+                if type(lid) is not int or lid <= 0:
+                    raise cfg_error(f"{path} ('{name}')", f"bad id {lid!r}")
+                els = ll.get("elements") or []
+                if not isinstance(els, list):
+                    raise cfg_error(f"{path} ('{name}')", "elements must be a list")
+                idxs: list[int] = []
+                for k, el in enumerate(els):
+                    ep = f"{path} ('{name}').elements[{k}]"
+                    if not (isinstance(el, dict) and el.get("type") == "field"):
+                        raise cfg_error(ep, f"learn list element {el!r} is not a field")
+                    idxs.append(self.lay.slot(el.get("value"), ep).index)
+                self.lay.learn_lists[lid] = tuple(idxs)
+                self.lay.learn_list_names[lid] = name
+
+    def field_aliases(self) -> None:
+        """Field aliases (`queueing_metadata.enq_timestamp` -> a real field)."""
+        for i, a in enumerate(_list(self.j, "field_aliases")):
+            with loading(f"field_aliases[{i}]"):
+                if not (isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)):
+                    raise cfg_error(f"field_aliases[{i}]", f"bad alias {a!r}")
+                self.lay.slot(a[1], f"field_aliases[{i}] ('{a[0]}')")
+                self.lay.aliases[a[0]] = (a[1][0], a[1][1])
+
+    def finish(self) -> Layout:
+        """The scratch slot last, then the template a packet's F starts as: 0 everywhere
+        but the validity slots of metadata instances (valid from the start)."""
+        lay = self.lay
+        lay.scratch = self._alloc()
+        lay.template = [0] * self.index
+        for info in lay.headers.values():
+            if info.metadata:
+                lay.template[info.valid] = 1
+        return lay

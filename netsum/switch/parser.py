@@ -17,7 +17,9 @@ import numpy as np
 
 from netsum.switch.expressions import ExprCompiler, parse_hexstr
 from netsum.switch.layout import HeaderInfo, Layout, cfg_error, loads
-from netsum.switch.primitives import PRIMITIVES, Namespace, PrimCtx
+# The emitter modules register into the primitive registry when imported.
+from netsum.switch import headerops as _headerops, primitives as _primitives  # noqa: F401
+from netsum.switch.primregistry import Namespace, PrimCtx, emitter, required
 from netsum.switch.valuesets import ValueSet
 from netsum.switch.varbit import vl_unpack
 
@@ -270,7 +272,7 @@ class _StateCompiler:
                 raise cfg_error(path, "set needs 2 parameters")
             self.ctx.path = path
             self.ctx.comp = comp
-            return PRIMITIVES["assign"](self.ctx, params)
+            return required("assign")(self.ctx, params)
         if kind == "verify":
             if len(params) != 2:
                 raise cfg_error(path, "verify needs 2 parameters")
@@ -286,11 +288,12 @@ class _StateCompiler:
             inner = params[0] if params else None
             inner = inner.get("value", inner) if isinstance(inner, dict) and "op" not in inner \
                 else inner
-            if not isinstance(inner, dict) or inner.get("op") not in PRIMITIVES:
+            if not isinstance(inner, dict) or not isinstance(inner.get("op"), str) or \
+                    (emit := emitter(inner["op"])) is None:
                 raise cfg_error(path, f"parser primitive {inner!r} is not supported")
             self.ctx.path = path
             self.ctx.comp = comp
-            return PRIMITIVES[inner["op"]](self.ctx, inner.get("parameters") or [])
+            return emit(self.ctx, inner.get("parameters") or [])
         raise cfg_error(path, f"parser op {kind!r} is not supported")
 
     def lookahead(self, bit_off: Any, width: Any) -> str:

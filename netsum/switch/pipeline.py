@@ -1,14 +1,15 @@
 """Load a BMv2 JSON program into a `Pipeline`: validated objects plus generated packet code.
 
-The loader is a fixed sequence of small `init_<section>` steps in dependency order (format version
-first; header layout before anything that names fields; externs before the actions that use
-them; actions before tables; tables before the nodes that link them).  Every reference error is
+The loader runs four phases, each a fixed sequence of small `init_<section>` steps in dependency
+order: loading the objects (format version first; header layout before anything that names
+fields; externs before the actions that use them), planning the packet path (register lanes,
+timestamps, the native backend), generating code (actions before tables; tables before the nodes
+that link them) and rewriting it (multicast replica patches).  Every reference error is
 a `ConfigError` naming the object and its JSON path, raised here, never on a packet.  All
 generated code of one pipeline shares one namespace (`Namespace`), compiled once.
 """
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -25,7 +26,10 @@ from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_erro
 from netsum.switch.optimize import optimize_source
 from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
-from netsum.switch.primitives import ActionLoopLimit, AssertFailure, Namespace, PrimCtx, StdFields
+from netsum.switch.primitives import ActionLoopLimit, AssertFailure
+from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
+from netsum.switch.program import Checksum, load_checksums
+from netsum.switch.reads import referenced_slots
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
 from netsum.switch.stateful import CounterArray, MeterArray, RegisterArray
@@ -111,19 +115,52 @@ class Pipeline:
         #: is not used ("native", "building", "off", "declined: <reason>", "build failed: ...").
         self.native: Any = None
         self.native_status = "off"
+        # Set by the phases below, in this order.
+        self.layout: Layout
+        self.std: StdFields
+        self.lanes: LanePlan
+        #: The packet path sets the global timestamps (a clock read per packet).
+        self.uses_timestamps = False
+        #: Multicast copies deparsed once and patched (netsum/switch/replicas.py); None = each
+        #: copy deparsed in full.
+        self.replica_patch: ReplicaPatcher | None = None
+        self.checksums: tuple[Checksum, ...] = ()
+        self.load_objects()
+        native_prog = self.plan_packet_path(native)
+        self.generate_code()
+        self.rewrite_code()
+        if native_prog is not None:
+            self.load_native(native_prog)
+
+    # -- phases ----------------------------------------------------------------------------
+    def load_objects(self) -> None:
+        """Loading: the format version, the header layout, the standard metadata slots and
+        the objects packet code refers to (register, counter and meter arrays, calculations,
+        checksums), each validated."""
         self.init_meta()
-        self.layout: Layout = build_layout(j)
+        self.layout = build_layout(self.json)
         self.std = self.init_standard_metadata()
         self.init_register_arrays()
         self.init_counter_arrays()
         self.init_meter_arrays()
         self.init_calculations()
+        self.checksums = load_checksums(self.json, self.layout, self.calculations)
+
+    def plan_packet_path(self, native: bool | None) -> Any:
+        """Planning, before any code is generated against it: the register lanes, whether
+        the packet path sets timestamps, and the native backend's program (None: the Python
+        path alone; see `plan_native`)."""
         self.lanes = self.init_lanes()
         # Per-packet work only for what the program reads: timestamps cost a clock call.
-        used = json.dumps([j.get(k) for k in ("actions", "pipelines", "parsers", "calculations",
-                                              "checksums")])
-        self.uses_timestamps = "global_timestamp" in used
-        native_prog = self.plan_native(native)
+        used = referenced_slots(self.json, self.layout, self.checksums)
+        self.uses_timestamps = any(x in used for x in (self.std.ingress_global_timestamp,
+                                                       self.std.egress_global_timestamp))
+        return self.plan_native(native)
+
+    def generate_code(self) -> None:
+        """Code generation: the actions (fused where `fuse`), the parser with its value sets,
+        the deparser, the ingress and egress controls with their tables, the checksums; all
+        in the one namespace, whose fixed globals are set first."""
         self.ns.names.update(DROP_PORT=511, STATS=None, RNG=self.rng, LOG_ON=False,
                              LOG_MSG=lambda msg, args: None, AssertFailure=AssertFailure,
                              ActionLoopLimit=ActionLoopLimit)
@@ -133,11 +170,13 @@ class Pipeline:
         self.init_deparsers()
         self.init_pipelines()
         self.init_checksums()
-        # Multicast copies deparsed once and patched (netsum/switch/replicas.py); None = in full.
-        self.replica_patch: ReplicaPatcher | None = \
-            replica_patcher(j, self.layout, self._per_copy_slots()) if fuse else None
-        if native_prog is not None:
-            self.load_native(native_prog)
+
+    def rewrite_code(self) -> None:
+        """Rewrites of the generated packet path (only when `fuse`): multicast replicas
+        patched from one deparsed copy."""
+        if self.fuse:
+            self.replica_patch = replica_patcher(self.json, self.layout, self.checksums,
+                                                 self._per_copy_slots())
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:
@@ -552,28 +591,21 @@ class Pipeline:
 
     def init_checksums(self) -> None:
         verify, update = [], []
-        for i, c in enumerate(_list(self.json, "checksums")):
-            with loading(f"checksums[{i}]"):
-                path = f"checksums[{i}]"
-                if not isinstance(c, dict) or not isinstance(c.get("name"), str):
-                    raise cfg_error(path, "expected an object with a string 'name'")
-                path = f"{path} ('{c['name']}')"
-                cname = c.get("calculation")
-                calc = self.calculations.get(cname) if isinstance(cname, str) else None
-                if calc is None:
-                    raise cfg_error(path, f"unknown calculation {c.get('calculation')!r}")
+        for c in self.checksums:
+            with loading(c.path):
+                calc = self.calculations[c.calculation]
                 h = self.ns.ref(calc, "H")
                 call = f"{h}(F, pkt.data[pkt.off:])" if needs_payload(calc) else f"{h}(F)"
-                tgt = self.layout.slot(c.get("target"), f"{path}.target")
+                tgt = c.target
                 cond = "True"
-                if c.get("if_cond") is not None:
-                    cond = ExprCompiler(self.layout, f"{path}.if_cond").cond(c["if_cond"])
-                if c.get("verify", True):
+                if c.if_cond is not None:
+                    cond = ExprCompiler(self.layout, f"{c.path}.if_cond").cond(c.if_cond)
+                if c.verify:
                     err = self.std.checksum_error
                     action = f"F[{err}] = 1" if err is not None else "pass"
                     verify.append(f"    if {cond} and {call} != F[{tgt.index}]:\n"
                                   f"        {action}\n")
-                if c.get("update", True):
+                if c.update:
                     update.append(f"    if {cond}:\n        F[{tgt.index}] = {call} & {tgt.mask}\n")
         src = ""
         if verify:

@@ -1,22 +1,21 @@
-"""Action primitives -> Python statements, one emitter per primitive name.
+"""Action primitives -> Python statements: the emitters of the scalar, extern and packet
+primitives (assign, arithmetic, registers, counters, meters, hashes, clone/resubmit/recirculate,
+digests, log_msg, assert, exit).  Whole-header primitives are in netsum.switch.headerops.
 
 Every emitter gets the primitive's JSON parameters and returns source lines (unindented) for the
-body of a generated function `f(F, P, pkt)`.  Names such as `R3`, `C1p`, `H0` refer to objects the
-pipeline puts in the generated code's namespace (`Namespace.ref`).  Unknown primitives are
-rejected at load time, never on a packet.
+body of a generated function `f(F, P, pkt)`; it registers into netsum.switch.primregistry, where
+the code generators look it up.  Unknown primitives are rejected at load time, never on a packet.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from netsum.switch.calculations import needs_payload
-from netsum.switch.expressions import Expr, ExprCompiler, parse_hexstr, unwrap, write_src
-from netsum.switch.layout import Layout, cfg_error
+from netsum.switch.expressions import Expr, parse_hexstr, unwrap, write_src
+from netsum.switch.layout import cfg_error
+from netsum.switch.primregistry import Dest, Emitter, PrimCtx, primitive, register, required
 
-__all__ = ["Namespace", "StdFields", "Dest", "PrimCtx", "PRIMITIVES", "AssertFailure",
-           "ActionLoopLimit", "log_format", "WHOLE_ASSIGN"]
+__all__ = ["AssertFailure", "ActionLoopLimit", "log_format", "WHOLE_ASSIGN"]
 
 
 class AssertFailure(Exception):
@@ -26,106 +25,6 @@ class AssertFailure(Exception):
 class ActionLoopLimit(Exception):
     """Raised by generated code when a loop inside an action (`for`, p4c's backward `_jump`)
     runs more than switch.actions.LOOP_LIMIT basic blocks; the packet is dropped."""
-
-
-@dataclass(slots=True)
-class Namespace:
-    """Globals of the generated code of one pipeline."""
-    names: dict[str, Any] = field(default_factory=dict)
-    _ids: dict[int, str] = field(default_factory=dict)
-
-    def ref(self, obj: Any, hint: str) -> str:
-        key = id(obj)
-        if key in self._ids:
-            return self._ids[key]
-        name = f"{hint}{len(self.names)}"
-        self.names[name] = obj
-        self._ids[key] = name
-        return name
-
-    def fresh(self, hint: str) -> str:
-        """A new unique global name, bound to None until the caller assigns it."""
-        name = f"{hint}{len(self.names)}"
-        self.names[name] = None
-        return name
-
-
-@dataclass(frozen=True, slots=True)
-class StdFields:
-    """Slots of the standard_metadata fields the life cycle uses (None when absent)."""
-    ingress_port: int
-    egress_spec: int
-    egress_port: int
-    instance_type: int
-    packet_length: int
-    mcast_grp: int | None
-    egress_rid: int | None
-    checksum_error: int | None
-    parser_error: int | None
-    ingress_global_timestamp: int | None
-    egress_global_timestamp: int | None
-    # Queueing metadata (netsum/switch/queues.py); also found under the `queueing_metadata.*` aliases.
-    enq_timestamp: int | None = None
-    enq_qdepth: int | None = None
-    deq_timedelta: int | None = None
-    deq_qdepth: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Dest:
-    """A writable operand: `F[index]` where index is source text (a constant slot, or a
-    per-packet choice for a field of `stack.last`)."""
-    index: str
-    width: int
-    signed: bool
-
-
-@dataclass(slots=True)
-class PrimCtx:
-    layout: Layout
-    comp: ExprCompiler
-    ns: Namespace
-    std: StdFields
-    registers: dict[str, Any]
-    counters: dict[str, Any]
-    meters: dict[str, Any]
-    calculations: dict[str, Any]
-    path: str
-
-    def expr(self, node: Any) -> Expr:
-        return self.comp.compile(node)
-
-    def dest(self, node: Any) -> Dest:
-        return Dest(*self.comp.dest(node))
-
-    def vl_field(self, node: Any) -> tuple[int, int]:
-        """(value slot, width slot) of a variable-length field operand."""
-        n = unwrap(node)
-        s = self.layout.slot(n.get("value"), self.path) if isinstance(n, dict) and \
-            n.get("type") == "field" else None
-        if s is None or s.index not in self.layout.vl_len:
-            raise cfg_error(self.path, f"expected a variable-length field, got {node!r}")
-        return s.index, self.layout.vl_len[s.index]
-
-    def named(self, node: Any, kind: str, table: dict[str, Any]) -> Any:
-        n = unwrap(node)
-        name = n.get("value") if isinstance(n, dict) else None
-        obj = table.get(name) if name is not None else None
-        if obj is None:
-            raise cfg_error(self.path, f"unknown {kind} {name!r}")
-        return obj
-
-
-Emitter = Callable[[PrimCtx, list[Any]], list[str]]
-PRIMITIVES: dict[str, Emitter] = {}
-
-
-def primitive(*names: str) -> Callable[[Emitter], Emitter]:
-    def reg(fn: Emitter) -> Emitter:
-        for n in names:
-            PRIMITIVES[n] = fn
-        return fn
-    return reg
 
 
 def _nparams(ctx: PrimCtx, params: list[Any], n: int) -> None:
@@ -151,11 +50,11 @@ def _assign(ctx: PrimCtx, p: list[Any]) -> list[str]:
     d = unwrap(p[0])
     whole = WHOLE_ASSIGN.get(str(d.get("type"))) if isinstance(d, dict) else None
     if whole is not None:
-        return PRIMITIVES[whole](ctx, p)
+        return required(whole)(ctx, p)  # registered by netsum.switch.headerops
     s = unwrap(p[1])
     if isinstance(d, dict) and isinstance(s, dict) and d.get("type") == s.get("type") == "field" \
             and ctx.layout.slot(d.get("value"), ctx.path).index in ctx.layout.vl_len:
-        return PRIMITIVES["assign_VL"](ctx, p)
+        return required("assign_VL")(ctx, p)
     return [_store(ctx.dest(p[0]), ctx.expr(p[1]))]
 
 
@@ -375,7 +274,7 @@ def _binop(op: str) -> Emitter:
 
 for _name, _op in (("add", "+"), ("subtract", "-"), ("bit_and", "&"), ("bit_or", "|"),
                    ("bit_xor", "^"), ("shift_left", "<<"), ("shift_right", ">>")):
-    PRIMITIVES[_name] = _binop(_op)
+    register(_name, _binop(_op))
 
 
 def _fieldop(op: str) -> Emitter:
@@ -387,9 +286,5 @@ def _fieldop(op: str) -> Emitter:
     return emit
 
 
-PRIMITIVES["add_to_field"] = _fieldop("+")
-PRIMITIVES["subtract_from_field"] = _fieldop("-")
-
-
-# Registers the primitives on whole headers, unions and stacks (they need PrimCtx from here).
-from netsum.switch import headerops as _headerops  # noqa: E402,F401
+register("add_to_field", _fieldop("+"))
+register("subtract_from_field", _fieldop("-"))

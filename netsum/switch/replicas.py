@@ -35,6 +35,7 @@ from typing import Any
 from netsum.switch.expressions import ExprCompiler, unwrap
 from netsum.switch.layout import HeaderInfo, Layout
 from netsum.switch.parser import pack_parts
+from netsum.switch.program import Checksum
 
 __all__ = ["ReplicaPatcher", "replica_patcher"]
 
@@ -109,7 +110,8 @@ class ReplicaPatcher:
         return fn
 
 
-def _egress_writes(j: dict[str, Any], layout: Layout) -> tuple[set[str], set[int]] | None:
+def _egress_writes(j: dict[str, Any], layout: Layout,
+                   checksums: tuple[Checksum, ...]) -> tuple[set[str], set[int]] | None:
     """(headers holding a field that egress or a checksum update may write, the slots of those
     fields); None when that cannot be bounded."""
     pipes = [p for p in j.get("pipelines") or [] if isinstance(p, dict)]
@@ -149,25 +151,26 @@ def _egress_writes(j: dict[str, Any], layout: Layout) -> tuple[set[str], set[int
             slots.add(layout.slot(d["value"], "").index)
             if not h.metadata:
                 dirty.add(h.name)
-    for c in j.get("checksums") or []:
-        tgt = c.get("target") if isinstance(c, dict) else None
+    for c in checksums:
+        tgt = c.target_ref
         h = layout.headers.get(tgt[0]) if isinstance(tgt, list) and tgt else None
         if h is None:
             return None
-        slots.add(layout.slot(tgt, "").index)
+        slots.add(c.target.index)
         if not h.metadata:
             dirty.add(h.name)
     return dirty, slots
 
 
-def _checksum_source(j: dict[str, Any], layout: Layout, written: set[int]) -> str | None:
+def _checksum_source(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum, ...],
+                     written: set[int]) -> str | None:
     """Source of STATIC(F) and UPDATE(F, st) for the csum16 update checksums, or None."""
     calcs = {c.get("name"): c for c in j.get("calculations") or [] if isinstance(c, dict)}
     static, update = [], []
-    for i, c in enumerate(x for x in j.get("checksums") or [] if isinstance(x, dict)):
-        if not c.get("update", True):
+    for c in checksums:
+        if not c.update:
             continue
-        calc = calcs.get(c.get("calculation"))
+        calc = calcs.get(c.calculation)
         if calc is None or calc.get("algo") != "csum16":
             return None
         parts: list[tuple[str, int, bool]] = []
@@ -183,9 +186,9 @@ def _checksum_source(j: dict[str, Any], layout: Layout, written: set[int]) -> st
         for src, w, is_dyn in reversed(parts):
             terms[is_dyn].append(f"(({src} & {(1 << w) - 1}) << {shift})")
             shift += w
-        tgt = layout.slot(c.get("target"), "")
-        cond = "True" if c.get("if_cond") is None else \
-            ExprCompiler(layout, f"checksums[{i}].if_cond").cond(c["if_cond"])
+        tgt = c.target
+        cond = "True" if c.if_cond is None else \
+            ExprCompiler(layout, f"{c.path}.if_cond").cond(c.if_cond)
         st = " | ".join(terms[False]) or "0"
         dyn = " | ".join(terms[True]) or "0"
         static.append(f"    _s = {st}\n    out.append((_s % 65535, _s != 0))\n")
@@ -198,7 +201,7 @@ def _checksum_source(j: dict[str, Any], layout: Layout, written: set[int]) -> st
             "def UPDATE(F, st):\n" + "".join(update) + "    return None\n")
 
 
-def replica_patcher(j: dict[str, Any], layout: Layout,
+def replica_patcher(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum, ...],
                     per_copy: set[int]) -> ReplicaPatcher | None:
     """`per_copy`: slots the life cycle sets per copy (egress_port, egress_rid, ...)."""
     stacked = {h for s in layout.stacks.values() for h in s.headers} | \
@@ -209,13 +212,13 @@ def replica_patcher(j: dict[str, Any], layout: Layout,
         return None
     headers = [layout.headers[n] for n in dep.get("order") or [] if n in layout.headers]
     headers = [h for h in headers if not h.metadata]
-    w = _egress_writes(j, layout)
+    w = _egress_writes(j, layout, checksums)
     # varbit headers: a copy's header offsets would depend on its run-time widths
     if w is None or any(h.name in stacked or h.varbit >= 0 for h in headers):
         return None
     dirty, written = w
     written |= per_copy
-    src = _checksum_source(j, layout, written)
+    src = _checksum_source(j, layout, checksums, written)
     ns: dict[str, Any] = {}
     if src is not None:
         exec(compile(src, "<netsum replica checksums>", "exec"), ns)

@@ -12,6 +12,7 @@ from netsum.switch.errors import ConfigError, SwitchError
 from netsum.switch.expressions import parse_hexstr
 from netsum.switch.layout import cfg_error
 from netsum.switch.tables import ActionInfo, KeyField, Table
+from netsum.match import MatchKind
 
 __all__ = ["build_table", "key_function", "exact_key_source", "init_entries"]
 
@@ -35,15 +36,16 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
     key = []
     for k, kf in enumerate(t.get("key") or []):
         kp = f"{tp}.key[{k}]"
-        mt = kf.get("match_type") if isinstance(kf, dict) else None
-        if mt not in ("exact", "lpm", "ternary", "range", "optional", "valid"):
-            raise cfg_error(kp, f"match type {mt!r} is not supported")
+        label = kf.get("match_type") if isinstance(kf, dict) else None
+        mt = MatchKind.from_label(label)
         mask = None
         sl = None
-        if mt == "valid":
+        if label == "valid":   # P4_14's match on a header's validity: its $valid$ bit, exact
             width = 1
             pl.layout.header(kf.get("target"), kp)
-            mt = "exact"
+            mt = MatchKind.EXACT
+        elif mt is None:
+            raise cfg_error(kp, f"match type {label!r} is not supported")
         else:
             width = pl.layout.slot(kf.get("target"), kp).width
             if kf.get("mask") is not None:
@@ -208,12 +210,12 @@ def _const_match(path: str, kf: dict[str, Any], key: KeyField) -> Match:
     return widen_slice(m, shift, width, key.bitwidth)
 
 
-def _match(path: str, kf: dict[str, Any], mt: str, width: int) -> Match:
+def _match(path: str, kf: dict[str, Any], mt: MatchKind, width: int) -> Match:
     def hx(name: str) -> int:
         return parse_hexstr(kf.get(name), path)
-    if mt == "exact":
+    if mt is MatchKind.EXACT:
         return Exact(hx("key"))
-    if mt == "lpm":
+    if mt is MatchKind.LPM:
         # bmv2 masks a const entry's key to its prefix (p4c keeps the bits the P4 source
         # wrote, e.g. `10.1.2.3/8`); P4Runtime writes with such bits stay INVALID_ARGUMENT.
         plen = int(kf["prefix_length"])
@@ -221,11 +223,11 @@ def _match(path: str, kf: dict[str, Any], mt: str, width: int) -> Match:
             raise cfg_error(path, f"prefix length {plen} outside 0..{width}")
         full = (1 << width) - 1
         return Lpm(hx("key") & (full ^ (full >> plen)), plen)
-    if mt == "ternary":
+    if mt is MatchKind.TERNARY:
         return Ternary(hx("key") & hx("mask"), hx("mask"))
-    if mt == "range":
+    if mt is MatchKind.RANGE:
         return Range(hx("start"), hx("end"))
-    if mt == "optional":
+    if mt is MatchKind.OPTIONAL:
         # p4c writes an optional as key + mask: mask 0 is the wildcard `_`, all ones (or no
         # mask) an exact value; any other mask cannot come from an optional match.
         if kf.get("mask") is None:
@@ -236,4 +238,4 @@ def _match(path: str, kf: dict[str, Any], mt: str, width: int) -> Match:
         if mask != (1 << width) - 1:
             raise cfg_error(path, f"optional match with partial mask {kf.get('mask')!r}")
         return Optional(hx("key"))
-    raise cfg_error(path, f"match type {mt!r} not supported in entries")
+    raise cfg_error(path, f"match type {mt.label!r} not supported in entries")

@@ -22,20 +22,22 @@ from netsum.switch.entries import (ActionCall, CounterValue, Exact, Lpm, Match, 
 from netsum.switch.errors import (AlreadyExists, InvalidArgument, NotFound, PermissionDenied,
                            ResourceExhausted)
 from netsum.switch.stateful import execute_bucket, new_bucket, MeterArray
+from netsum.match import MatchKind
 
 __all__ = ["KeyField", "ActionInfo", "Table", "Node"]
 
 Node = Callable[[Any], Any]     # a pipeline node: node(pkt) -> next node | None
 
-_MATCH_CLASS: dict[str, type] = {
-    "exact": Exact, "lpm": Lpm, "ternary": Ternary, "range": Range, "optional": Optional,
+_MATCH_CLASS: dict[MatchKind, type] = {
+    MatchKind.EXACT: Exact, MatchKind.LPM: Lpm, MatchKind.TERNARY: Ternary,
+    MatchKind.RANGE: Range, MatchKind.OPTIONAL: Optional,
 }
 
 
 @dataclass(frozen=True, slots=True)
 class KeyField:
     name: str           # control-plane name, e.g. "hdr.ipv4.dstAddr"
-    match_type: str     # exact | lpm | ternary | range | optional
+    match_type: MatchKind   # from the JSON's string at load (netsum.switch.table_loader)
     bitwidth: int
     #: The JSON key's `mask` (p4c's encoding of `f & m` and of a slice `f[h:l]`): the key
     #: value is `f & mask`, compared in the field's full width, as bmv2 does.
@@ -115,14 +117,15 @@ class Table:
         #: Entries age (BMv2 JSON `support_timeout`): hits are recorded for `sweep`.
         self.support_timeout = support_timeout
         self._clock = clock
-        self.needs_priority = any(k.match_type in ("ternary", "range", "optional") for k in key)
+        self.needs_priority = any(k.match_type.needs_priority for k in key)
         kinds = [k.match_type for k in key]
         self.kind: Kind
         if not key:
             self.kind = "keyless"
-        elif all(k == "exact" for k in kinds):
+        elif all(k is MatchKind.EXACT for k in kinds):
             self.kind = "exact"
-        elif kinds.count("lpm") == 1 and all(k in ("exact", "lpm") for k in kinds):
+        elif kinds.count(MatchKind.LPM) == 1 and \
+                all(k in (MatchKind.EXACT, MatchKind.LPM) for k in kinds):
             self.kind = "lpm"
         else:
             self.kind = "generic"
@@ -130,7 +133,7 @@ class Table:
         self._shifts: list[int | None] = []
         shift = 0
         for k in reversed(key):
-            if k.match_type == "range":
+            if k.match_type is MatchKind.RANGE:
                 self._shifts.append(None)
             else:
                 self._shifts.append(shift)
@@ -202,7 +205,7 @@ class Table:
             cls = _MATCH_CLASS[kf.match_type]
             if type(m) is not cls:
                 raise InvalidArgument(f"table '{self.name}': field '{kf.name}' is "
-                                      f"{kf.match_type}, got {type(m).__name__}")
+                                      f"{kf.match_type.label}, got {type(m).__name__}")
             w = kf.bitwidth
             top = (1 << w) - 1
             bad = ""

@@ -96,6 +96,17 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      .__setitem__(1, {"type": "expression", "value": {
          "op": "two_comp_mod", "left": {"type": "hexstr", "value": "0x1"},
          "right": {"type": "hexstr", "value": hex(10**9)}}}), "bad width operand"),
+    # checksums, loaded into the program model (netsum.switch.program)
+    ("checksum calculation", lambda j: j["checksums"][0].update(calculation="nope"),
+     "checksums[0] ('cksum'): unknown calculation 'nope'"),
+    ("checksum target", lambda j: j["checksums"][0].update(target=["ipv4", "nope"]),
+     "checksums[0] ('cksum').target: header 'ipv4' has no field 'nope'"),
+    ("checksum name", lambda j: j["checksums"][0].pop("name"),
+     "checksums[0]: expected an object with a string 'name'"),
+    ("checksums type", set_(["checksums"], 5), "checksums: expected a list"),
+    ("checksum condition", lambda j: j["checksums"][0].update(if_cond={
+        "type": "expression", "value": {"op": "frob", "left": None, "right": None}}),
+     "expression op 'frob' is not supported"),
 ]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from bmv2json import F, prim, program
+from netsum.match import MatchKind
 from netsum.switch.device import Device
 from netsum.switch.entries import ActionCall
 from netsum.switch.errors import SwitchError
@@ -118,3 +119,20 @@ def test_table_with_no_actions_misses_and_runs_nothing() -> None:
     with pytest.raises(SwitchError):
         table.set_default(ActionCall("act_1"))
     assert dev.process(1, b"\x07") == [(5, b"\x07")]
+
+
+@pytest.mark.parametrize("label, entry, kind, lookup", [
+    ("exact", {"key": "0x0ab0"}, MatchKind.EXACT, "exact"),
+    ("lpm", {"key": "0x0a00", "prefix_length": 8}, MatchKind.LPM, "lpm"),
+    ("ternary", {"key": "0x0a00", "mask": "0xff00"}, MatchKind.TERNARY, "generic"),
+    ("range", {"start": "0x0a00", "end": "0x0aff"}, MatchKind.RANGE, "generic"),
+    ("optional", {"key": "0x0ab0", "mask": "0xffff"}, MatchKind.OPTIONAL, "generic")])
+def test_the_json_match_type_loads_as_its_match_kind(label: str, entry: dict[str, Any],
+                                                     kind: MatchKind, lookup: str) -> None:
+    dev = one_table("f", 16, {"match_type": label, "name": "h.f", "mask": None},
+                    {"match_key": [dict(entry, match_type=label)]})
+    assert dev.pipeline is not None
+    table = dev.pipeline.tables["tbl_act_0"]
+    assert table.key[0].match_type is kind and table.kind == lookup
+    assert table.needs_priority == (label in ("ternary", "range", "optional"))
+    assert _port(dev, 0x0AB0) == 3 and _port(dev, 0x0BB0) == 0

@@ -74,7 +74,8 @@ def plan(pl: Any) -> Program | None:
         return None
     ctrs = {name: (k, c.size) for k, (name, c) in enumerate(pl.counters.items())}
     try:
-        prog = generate(pl.json, pl.layout, pl.std, regs, ctrs, pl.uses_timestamps)
+        prog = generate(pl.json, pl.layout, pl.std, regs, ctrs, pl.uses_timestamps,
+                        pl.checksums)
     except Decline as e:
         _decline(pl, str(e))
         return None

@@ -14,7 +14,7 @@ from typing import Any
 from netsum.switch.actions import LOOP_LIMIT
 from netsum.switch.layout import Layout
 from netsum.switch.native.cexpr import CE, CExpr, Decline, MAX_NATIVE_WIDTH, hexval, store, unwrap
-from netsum.switch.primitives import StdFields
+from netsum.switch.primregistry import StdFields
 
 __all__ = ["Gen", "RegInfo", "CalcInfo"]
 

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from netsum.match import MatchKind
 from netsum.switch.layout import Layout
 from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
-from netsum.switch.primitives import StdFields
+from netsum.switch.primregistry import StdFields
+from netsum.switch.program import Checksum
 
 __all__ = ["TableInfo", "Program", "generate"]
 
@@ -51,12 +53,15 @@ class Program:
     tables: dict[str, TableInfo]
 
 
-def _kind(match_types: list[str]) -> int:
+def _kind(match_types: list[MatchKind | None]) -> int:
+    """The C lookup of a table whose key fields have these kinds (None: P4_14's `valid`,
+    looked up as the generic kind): 0 keyless, 1 exact, 2 exact + one lpm, 3 generic."""
     if not match_types:
         return 0
-    if all(m == "exact" for m in match_types):
+    if all(m is MatchKind.EXACT for m in match_types):
         return 1
-    if match_types.count("lpm") == 1 and all(m in ("exact", "lpm") for m in match_types):
+    if match_types.count(MatchKind.LPM) == 1 and \
+            all(m in (MatchKind.EXACT, MatchKind.LPM) for m in match_types):
         return 2
     return 3
 
@@ -95,8 +100,8 @@ class _Controls:
         ids = dict(zip(t.get("actions") or [], t.get("action_ids") or []))
         keys = t.get("key") or []
         np = max([self.params.get(ids[n], 0) for n in names] + [0])
-        info = TableInfo(t["name"], len(self.tables), _kind([str(k.get("match_type")) for k in keys
-                                                              if isinstance(k, dict)]),
+        kinds = [MatchKind.from_label(k.get("match_type")) for k in keys if isinstance(k, dict)]
+        info = TableInfo(t["name"], len(self.tables), _kind(kinds),
                          len(keys), np, tuple(names))
         self.tables[t["name"]] = info
         return info
@@ -168,29 +173,27 @@ class _Controls:
                 f"    {goto(init)}\n" + "".join(f"{s}\n" for s in body) + "}\n")
 
 
-def _checksums(g: Gen, j: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _checksums(g: Gen, checksums: tuple[Checksum, ...]) -> tuple[list[str], list[str]]:
     verify: list[str] = []
     update: list[str] = []
-    lay = g.layout
-    for i, c in enumerate(j.get("checksums") or []):
-        path = f"checksums[{i}] ('{c.get('name')}')"
-        calc: CalcInfo | None = g.calcs.get(c.get("calculation"))
+    for c in checksums:
+        path = c.path
+        calc: CalcInfo | None = g.calcs.get(c.calculation)
         if calc is None:
             raise Decline(f"{path}: unknown calculation")
         cx = g.comp(path)
-        s, w, _sg = cx.field(c.get("target"))
-        cond = cx.cond(c["if_cond"]) if c.get("if_cond") is not None else "1"
-        if c.get("verify", True):
+        s, w, _sg = cx.field(c.target_ref)
+        cond = cx.cond(c.if_cond) if c.if_cond is not None else "1"
+        if c.verify:
             if calc.lo is None:
                 raise Decline(f"{path}: verify of a calculation wider than 64 bits")
             err = g.std.checksum_error
             act = f"F[{err}] = 1;" if err is not None else ""
             verify.append(f"if ({cond}) {{ u64 _h; int _s = {calc.fn}(c, p, &_h); "
                           f"if (_s) return _s; if (_h != F[{s}]) {{ {act} }} }}")
-        if c.get("update", True):
+        if c.update:
             update.append(f"if ({cond}) {{ u64 _h; int _s = {calc.fn}(c, p, &_h); "
                           f"if (_s) return _s; F[{s}] = _h & {(1 << w) - 1}ULL; }}")
-    del lay
     return verify, update
 
 
@@ -290,7 +293,8 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 
 
 def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, RegInfo],
-             ctrs: dict[str, tuple[int, int]], uses_timestamps: bool) -> Program:
+             ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
+             checksums: tuple[Checksum, ...]) -> Program:
     """The C source of the program (module name left to the builder), or `Decline`."""
     _precheck(j)
     for h in layout.headers.values():
@@ -324,7 +328,7 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
     pipes = {p.get("name"): (i, p) for i, p in enumerate(j.get("pipelines") or [])}
     controls = [ctl.control(n, pipes[n][1], f"pipelines[{pipes[n][0]}] ('{n}')")
                 for n in ("ingress", "egress")]
-    verify, update = _checksums(g, j)
+    verify, update = _checksums(g, checksums)
     maxp = max(list(params.values()) + [1])
     tabs = ctl.tables.values()
     init = "".join(f"    c->tab[{t.index}].kind = {t.kind}; c->tab[{t.index}].nk = {t.nk}; "

@@ -32,9 +32,11 @@ from netsum.schema import MatchKind, P4Schema, TableInfo
 
 __all__ = ["FieldMap", "TableBinding", "bind_tables"]
 
-_DP_KIND = {MatchKind.EXACT: ("exact",), MatchKind.LPM: ("lpm",),
-            MatchKind.TERNARY: ("ternary",), MatchKind.RANGE: ("range",),
-            MatchKind.OPTIONAL: ("optional", "ternary")}
+#: P4Info kind -> the data-plane kinds it can be written to (p4c writes an `optional` key
+#: element as ternary in the JSON).
+_DP_KIND = {MatchKind.EXACT: (MatchKind.EXACT,), MatchKind.LPM: (MatchKind.LPM,),
+            MatchKind.TERNARY: (MatchKind.TERNARY,), MatchKind.RANGE: (MatchKind.RANGE,),
+            MatchKind.OPTIONAL: (MatchKind.OPTIONAL, MatchKind.TERNARY)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,7 @@ def _field_maps(info: TableInfo, table: Any) -> tuple[str, tuple[FieldMap, ...] 
     for mf, kf in zip(info.match_fields, key):
         if kf.match_type not in _DP_KIND.get(mf.match_type, ()):
             return (f"match field '{mf.name}' is {mf.match_type.label} in P4Info, "
-                    f"{kf.match_type} in the JSON"), None
+                    f"{kf.match_type.label} in the JSON"), None
         shift = 0
         mask = kf.mask
         is_slice = mask is not None and mf.bitwidth < kf.bitwidth and \
@@ -77,7 +79,7 @@ def _field_maps(info: TableInfo, table: Any) -> tuple[str, tuple[FieldMap, ...] 
         elif (mf.bitwidth + 7) // 8 != (kf.bitwidth + 7) // 8:
             return (f"match field '{mf.name}' is {mf.bitwidth} bits in P4Info, "
                     f"{kf.bitwidth} in the JSON"), None
-        opt = mf.match_type == MatchKind.OPTIONAL and kf.match_type == "ternary"
+        opt = mf.match_type == MatchKind.OPTIONAL and kf.match_type is MatchKind.TERNARY
         plain = plain and not is_slice and not opt
         maps.append(FieldMap(shift, opt, kf.bitwidth, is_slice))
     return "", (None if plain else tuple(maps))
