@@ -28,40 +28,32 @@ everyone's and propagate.
 from __future__ import annotations
 
 import math
+import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy.typing as npt
 
-from netsum.wire import HEADER_FIELDS
+from netsum.workers import wire
 from netsum.workers.core import CoreState, Event, JobConfig, Step, Timing, WorkerCore
 from netsum.workers.errors import WorkerError
 from netsum.workers.native import NativeCore, native_status
 from netsum.workers.transport import BatchTransport, Transport
 
-__all__ = ["Driver", "Done", "job_id_of", "JOB_AT"]
+__all__ = ["Driver", "Done", "job_id_of"]
 
 
-def _job_at() -> int:
-    at = 0
-    for f in HEADER_FIELDS:
-        if f.name == "job_id":
-            assert f.bits == 16 and at % 8 == 0
-            return at // 8
-        at += f.bits
-    raise AssertionError("the wire header has no job_id")
-
-
-#: where a payload's 16-bit job id starts (from netsum.wire.HEADER_FIELDS)
-JOB_AT = _job_at()
+_READ_JOB = wire.field_reader(("job_id",))     # the one header codec's reader
 
 
 def job_id_of(payload: bytes | memoryview) -> int:
-    """The job id of a netsum payload; -1 if it is too short to have one."""
-    if len(payload) < JOB_AT + 2:
+    """The job id of a netsum payload; -1 if it is too short to hold one."""
+    try:
+        job: int = _READ_JOB(payload)[0]
+    except struct.error:
         return -1
-    return payload[JOB_AT] << 8 | payload[JOB_AT + 1]
+    return job
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,16 +188,16 @@ class Driver:
         return n != self._rows
 
     def _route_frames(self, payloads: list[memoryview], n: int, out: list[Done]) -> None:
-        cores, at = self._cores, JOB_AT
+        cores, read = self._cores, _READ_JOB      # whole packets: long enough to read
         if len(cores) == 1:
             (job, core), = cores.items()
-            if all((p := payloads[j])[at] << 8 | p[at + 1] == job for j in range(n)):
+            if all(read(payloads[j])[0] == job for j in range(n)):
                 self._call(core, out, self._frames_in, payloads, n)
                 return
         groups: dict[int, list[memoryview]] = {}
         for j in range(n):
             p = payloads[j]
-            job = p[at] << 8 | p[at + 1]
+            job = read(p)[0]
             if job in cores:
                 groups.setdefault(job, []).append(p)
             elif job not in self._quiet:

@@ -165,6 +165,10 @@ def test_sums_of_many_tensors_over_several_lanes_match_the_inputs(transport: str
             assert np.all(np.abs(r0.tensor - want) <= bound), f"tensor {i}"
             assert np.array_equal(r0.tensor, r1.tensor)     # every rank gets the same bits
             assert r0.lane == i % 3
+        # The oracle sends each lane's packets only: every one reached its own lane's core
+        # (one handed to another lane's core is counted there as not its own).
+        for e in (a, b):
+            assert sum(s.rejected for s in e.stats) == 0 and e.foreign == 0
     finally:
         a.close()
         b.close()
