@@ -57,7 +57,7 @@ from netsum.workers import JobConfig, Timing, WorkerCore, quant
 from netsum.workers.blocks import BlockPlan, plan_blocks
 from netsum.workers.core import Stats
 from netsum.workers.driver import Done, Driver, job_id_of
-from netsum.workers.errors import QuantError, SumOverflowError
+from netsum.workers.errors import QuantError, SumOverflowError, WorkerError
 from netsum.workers.transport import Transport
 
 __all__ = ["LaneSpec", "LaneEngine", "LaneResult", "LaneError", "job_id_of"]
@@ -327,6 +327,9 @@ class LaneEngine:
         except SumOverflowError as exc:
             lane.rounds = core.next_rounds()   # the round completed: the slots are known
             task.future.set_exception(LaneError(f"{self._where(lane, task)}: {exc}"))
+            return
+        except WorkerError as exc:
+            self._fail(lane, task, f"{type(exc).__name__}: {exc}", broken=True)
             return
         lane.rounds = res.next_rounds
         self.stats.append(res.stats)
