@@ -1,5 +1,6 @@
-"""The public allreduce and reduce_scatter: drive a `WorkerCore` over a `Transport` with the
-real clock.
+"""The public allreduce and reduce_scatter: one `WorkerCore` driven over a `Transport` with
+the real clock by the one driver (workers/driver.py: frames in place and the compiled core where
+the transport allows, else the Step API).
 
 `allreduce` (and `reduce_scatter`) is one call on one tensor.  `Worker` keeps what must survive between calls of the
 same job registration: the round each slot takes next (the switch keeps every slot's round
@@ -17,10 +18,10 @@ import numpy.typing as npt
 
 from netsum.workers import quant
 from netsum.workers.blocks import even_shards
-from netsum.workers.core import AllreduceResult, CoreState, Event, JobConfig, Timing, WorkerCore
-from netsum.workers.native import NativeCore, native_status
+from netsum.workers.core import AllreduceResult, Event, JobConfig, Timing
+from netsum.workers.driver import Driver
 from netsum.workers.errors import ProtocolStateError, QuantError, SumOverflowError, WorkerError
-from netsum.workers.transport import BatchTransport, Transport
+from netsum.workers.transport import Transport
 
 __all__ = ["allreduce", "reduce_scatter", "Worker"]
 
@@ -85,78 +86,15 @@ def _call(tensor: object, transport: Transport, job: JobConfig, timing: Timing,
     if not all(callable(getattr(transport, m, None)) for m in ("send", "receive")):
         raise TypeError(f"transport must have send() and receive(), got "
                         f"{type(transport).__name__}")
-    if on_event is None and isinstance(transport, BatchTransport):
-        # The compiled per-packet path where it builds (workers/native.py; no events)
-        kind = NativeCore if native_status()[0] else WorkerCore
-        core = kind(tensor, job, timing, rounds, transport.frame_prefix, rank=rank,
-                    shards=shards, nonfinite=nonfinite)
-        _run_frames(core, transport, clock)
-    else:
-        core = WorkerCore(tensor, job, timing, rounds, rank=rank, shards=shards,
-                          nonfinite=nonfinite)
-        _run_steps(core, transport, clock, on_event)
+    driver = Driver(transport, clock, on_event=on_event, route=False)
+    core = driver.core(tensor, job, timing, rounds, rank=rank, shards=shards,
+                       nonfinite=nonfinite)
+    driver.run(core)
     try:
         return core.result()
     except SumOverflowError as exc:
         exc.next_rounds = core.next_rounds()  # every use completed: the switch state is known
         raise
-
-
-def _run_frames(core: WorkerCore, transport: BatchTransport, clock: Callable[[], float]) -> None:
-    """The hot loop: frames sent in place from the core's window, results drained into the
-    transport's rows and handed over as one batch (workers/core.py, workers/transport.py)."""
-    frames, send = core.frames, transport.send_frames
-    receive, other = transport.receive_into, transport.rx_other
-    size = core.packet_bytes
-    send(frames, core.start_frames(clock()))
-    rows = len(transport.rx_payloads) or None
-    while core.state is CoreState.RUNNING:
-        deadline = core.next_deadline()
-        n = receive(0.0 if deadline is None else max(0.0, deadline - clock()), size)
-        if n:
-            # rx_payloads: read after receive_into, which sizes its rows on the first call
-            payloads = transport.rx_payloads
-            rows = len(payloads)
-            out = core.receive_frames(payloads, n, clock())
-            if out:
-                send(frames, out)
-        if other:
-            for payload in other:
-                transport.send(core.receive(payload, clock()).send)
-            other.clear()
-        # Timers only once the socket is drained: after a wake-up, results already waiting
-        # (the process was descheduled, not the packets lost) are taken before any fires.
-        if n != rows:
-            deadline = core.next_deadline()
-            if deadline is not None and clock() >= deadline:
-                send(frames, core.tick_frames(clock()))
-
-
-def _run_steps(core: WorkerCore, transport: Transport, clock: Callable[[], float],
-               on_event: Callable[[Event], None] | None) -> None:
-    """The loop over any Transport (bytes in, bytes out), with the events for `on_event`."""
-    transport.send(core.start(clock()).send)
-    deadline = core.next_deadline()
-    while core.state is CoreState.RUNNING:
-        wait = 0.0 if deadline is None else max(0.0, deadline - clock())
-        for payload in transport.receive(wait):
-            step = core.receive(payload, clock())
-            if step.send:
-                transport.send(step.send)
-            if on_event is not None:
-                for ev in step.events:
-                    on_event(ev)
-        # tick() before next_deadline() has nothing to do (no timer due, progress deadline
-        # not reached), so it is skipped: one timer scan per wake-up instead of three.
-        deadline = core.next_deadline()
-        if deadline is not None and clock() >= deadline:
-            step = core.tick(clock())
-            if step.send:
-                transport.send(step.send)
-            if on_event is not None:
-                for ev in step.events:
-                    on_event(ev)
-            deadline = core.next_deadline()
 
 
 class Worker:

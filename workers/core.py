@@ -128,14 +128,15 @@ class WorkerCore(LossRecovery, ResultAcceptance):
             self._nf = [_NONFINITE if f else 0 for f in flags.tolist()]
         self._rflags = np.zeros(nb, dtype=np.uint8)     # the RESULTs' NONFINITE per block
         self._acks_owned = 0
-        if rounds is None:
-            rounds = (0,) * job.num_slots
-        if len(rounds) != job.num_slots or any(
-                isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < _ROUND_SPAN
-                for r in rounds):
+        # Checked without a Python loop over the slots: a call of a few packets (a training
+        # bucket) must not pay for all of them (type() is int: no bool, no other int type).
+        got = [0] * job.num_slots if rounds is None else list(rounds)
+        if rounds is not None and (len(got) != job.num_slots or
+                                   not set(map(type, got)) <= {int} or
+                                   (got and not 0 <= min(got) <= max(got) < _ROUND_SPAN)):
             raise ValueError(f"rounds must be {job.num_slots} integers in 0..2^{ROUND_BITS}-1 "
                              "(one per slot)")
-        self._next_rounds = list(rounds)
+        self._next_rounds = got
         w = min(job.num_slots, nb)
         self._w = w
         self._k = k

@@ -79,6 +79,9 @@ def unavailable_reason() -> str | None:
     return _CALLS if isinstance(_CALLS, str) else None
 
 
+_KNOWN = 8       # frame lists whose addresses are kept (more than the lanes of a rank)
+
+
 def _address(buf: memoryview) -> int | None:
     """Address of a writable buffer's first byte (None: read-only, e.g. a copy in bytes)."""
     if buf.readonly or not buf.contiguous or not len(buf):
@@ -125,10 +128,14 @@ class MmsgSocket:
         self._dest: tuple[str, int] | None = None
         self._name: ctypes.Array[ctypes.c_char] | None = None
         # Addresses and lengths of the frames of the last `frames` list sent from (the core's
-        # window: its rows never move; copies appended later are read-only and sent alone).
+        # window: its rows never move; copies appended later are read-only and sent alone),
+        # and of the few lists sent from before it: the training lanes send from one window
+        # per busy lane in turn, and finding a window's addresses costs ~1 us a row.  The
+        # lists are kept alive here, so an id in `_known` is never another list's.
         self._frames: Sequence[memoryview] | None = None
         self._addrs: list[int | None] = []
         self._lens: list[int] = []
+        self._known: dict[int, tuple[Sequence[memoryview], list[int | None], list[int]]] = {}
 
     @classmethod
     def create(cls, sock: socket.socket, rows: Sequence[memoryview],
@@ -156,9 +163,14 @@ class MmsgSocket:
         return [rx[j].msg_len for j in range(start, start + m)]
 
     def _point(self, frames: Sequence[memoryview]) -> None:
-        self._frames = frames
-        self._addrs = [_address(f) for f in frames]
-        self._lens = [len(f) for f in frames]
+        known = self._known
+        got = known.pop(id(frames), None)
+        if got is None or len(got[2]) != len(frames):   # new, or grown since (new rows)
+            got = (frames, [_address(f) for f in frames], [len(f) for f in frames])
+            while len(known) >= _KNOWN:
+                del known[next(iter(known))]      # the least recently sent from
+        known[id(frames)] = got
+        self._frames, self._addrs, self._lens = got
 
     def send(self, frames: Sequence[memoryview], slots: Sequence[int], at: int,
              dest: tuple[str, int]) -> int:

@@ -19,6 +19,7 @@ exceeds float32 (E below 2^-97 for every shift) take `quant.quantize_block` itse
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -30,6 +31,18 @@ __all__ = ["TxWindow"]
 
 # Largest power of two float32 holds: 2^(s-E) beyond it needs float64.
 _F32_MAX_EXP = 127
+
+
+@functools.lru_cache(maxsize=64)
+def _factors(shift: int) -> tuple[float | None, ...]:
+    """Per biased exponent e: 2^(shift-E) as a float (0 for EXP_ZERO), None where float32 has
+    no such factor (the float64 path).  One table per scale shift, made once: a window of a
+    few packets must not pay 256 ldexp calls."""
+    out: list[float | None] = [
+        math.ldexp(1.0, shift - (e - EXP_BIAS)) if shift - (e - EXP_BIAS) <= _F32_MAX_EXP
+        else None for e in range(256)]
+    out[EXP_ZERO] = 0.0
+    return tuple(out)
 
 
 class TxWindow:
@@ -73,10 +86,7 @@ class TxWindow:
         #: per block: 2^(s-E) as float32 once the block's exponent E is agreed (0 for EXP_ZERO)
         self.factors = np.zeros((nb, 1), dtype=np.float32)
         self._factor = [0.0] * nb           # the same as Python floats (for one block alone)
-        self._factor_of: list[float | None] = [
-            math.ldexp(1.0, shift - (e - EXP_BIAS)) if shift - (e - EXP_BIAS) <= _F32_MAX_EXP
-            else None for e in range(256)]
-        self._factor_of[EXP_ZERO] = 0.0
+        self._factor_of = _factors(shift)
         self._tiny: dict[int, int] = {}   # block -> agreed exponent, for the float64 path
         #: blocks launched since the last flush(), whose values are still to be written
         self.todo: list[int] = []

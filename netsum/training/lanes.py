@@ -3,9 +3,13 @@
 A training job's slot window is split into `lanes`: each lane is a netsum job of its own (its
 own job id and slot range, registered by netsum.training.register).  Every rank's lanes share
 one transport: all results come back to the rank's one address (membership and multicast
-replicas are per host).  One driver thread runs a sans-I/O `workers.WorkerCore` per busy lane
-over that transport, handing each received payload to the core whose job id it carries -- the
-loop of `netsum.workers.allreduce`, for several cores at once.  (A thread per lane behind a receiver
+replicas are per host).  One driver thread runs a worker core per busy lane over that transport
+with `netsum.workers.driver.Driver`, the loop of `netsum.workers.allreduce`, which hands each
+received payload to the core whose job id it carries.  On a frame transport (the UDP tunnel
+port of `netsum train`, shared-memory ports, kernel UDP) the cores are the compiled
+`NativeCore` and packets move as frames in place, as for netsum-worker (the same
+`NETSUM_WORKER_NATIVE` switch and fallback to the Python core, workers/native.py); on any other
+transport, or with `delay`, the Python core's Step API.  (A thread per lane behind a receiver
 thread was tried first: the hand-offs between threads cost more than the packets, 80-120 ms
 for four 1000-float tensors against 35 ms for the same four one after the other.)
 
@@ -16,8 +20,8 @@ Invariants that keep the ranks aligned without any message between them:
 - a lane runs its tensors one after the other (a netsum job all-reduces one tensor at a time),
   so lanes are the only concurrency: at most `lanes` tensors are on the wire at once.
 
-Between the calls of one lane the driver keeps what `workers.Worker` keeps (the set, or round,
-each slot takes next; the switch holds slot state across calls).  A failure never hangs the caller: a
+Between the calls of one lane the engine keeps what `workers.Worker` keeps (the round each slot
+takes next; the switch holds slot state across calls).  A failure never hangs the caller: a
 worker's error (a silent peer after `Timing.progress_deadline`, a broken agreement, a socket
 error) fails that tensor's future with a message naming the lane, and every later future of
 the lane fails at once (its switch state is unknown).  A tensor the quantizer refuses (not a
@@ -38,48 +42,25 @@ each rank applies the part of its own shard.
 from __future__ import annotations
 
 import queue
-import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from netsum.training.nonfinite import (Carrier, HeaderFlag, default_carrier, mask_round,
                                        rebuild)
-from netsum.workers import JobConfig, Timing, WorkerCore, quant, wire
+from netsum.workers import JobConfig, Timing, WorkerCore, quant
 from netsum.workers.blocks import BlockPlan, plan_blocks
-from netsum.workers.core import CoreState, Stats
+from netsum.workers.core import Stats
+from netsum.workers.driver import Done, Driver, job_id_of
 from netsum.workers.errors import QuantError, SumOverflowError, WorkerError
 from netsum.workers.transport import Transport
 
-__all__ = ["LaneSpec", "LaneEngine", "LaneResult", "LaneError", "job_id_of", "carry"]
-
-_READ_JOB = wire.field_reader(("job_id",))
-
-
-def job_id_of(payload: bytes) -> int:
-    """The job id of a netsum payload; -1 if it is too short to hold one."""
-    try:
-        return _READ_JOB(payload)[0]
-    except struct.error:
-        return -1
-
-
-def carry(done: object) -> tuple[int, ...]:
-    """What a lane's next call must start from, per slot, from a finished call's result or
-    core: `next_rounds` with the v2 header's per-slot rounds, `next_sets` before them (the one
-    place that knows both spellings, while the worker protocol changes under this module)."""
-    for name in ("next_rounds", "next_sets"):
-        value = getattr(done, name, None)
-        if value is not None:
-            return tuple(value() if callable(value) else value)
-    raise TypeError(f"{type(done).__name__} has neither next_rounds nor next_sets")
-
+__all__ = ["LaneSpec", "LaneEngine", "LaneResult", "LaneError", "job_id_of"]
 
 class LaneError(RuntimeError):
     """An all-reduce through the switch failed; str() says which lane, tensor and why."""
@@ -125,7 +106,7 @@ class _Lane:
     core: WorkerCore | None = None
     task: _Task | None = None
     started: float = 0.0
-    sets: tuple[int, ...] | None = None      # what the next call must start with (carry())
+    rounds: tuple[int, ...] | None = None    # the round each slot takes next (None: all 0)
     broken: str | None = None
 
 
@@ -151,6 +132,11 @@ class LaneEngine:
         if delay < 0:
             raise ValueError(f"delay must be >= 0, got {delay}")
         self._transport = transport
+        # Every lane's packets have one length where frames move in place (the transport's
+        # receive rows are cut for it); a delay holds payloads back, so they are copied.
+        frames = delay == 0 and len({spec.job.k for spec in lanes}) == 1
+        self._driver = Driver(transport if not delay else _Delayed(transport, delay, clock),
+                              clock, frames=frames, quiet=ids)
         self._specs = tuple(lanes)
         self._lanes = [_Lane(spec) for spec in lanes]
         self._by_job = {spec.job.job_id: lane for spec, lane in zip(lanes, self._lanes)}
@@ -165,8 +151,6 @@ class LaneEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._fatal: str | None = None
-        self._held: deque[tuple[float, bytes]] = deque()   # (release time, payload)
-        self.foreign = 0          # received payloads of no lane (other jobs, garbage)
         self.stats: deque[Stats] = deque(maxlen=1024)   # of the latest all-reduces
         self._thread = threading.Thread(target=self._run, name="netsum-lanes", daemon=True)
         self._thread.start()
@@ -175,6 +159,16 @@ class LaneEngine:
     def deadline(self) -> float:
         """The workers' no-progress deadline (seconds)."""
         return self._timing.progress_deadline
+
+    @property
+    def foreign(self) -> int:
+        """Received payloads of no lane (other jobs, garbage)."""
+        return self._driver.foreign
+
+    @property
+    def native(self) -> bool:
+        """Whether the lanes run the compiled core over frames in place (workers/native.py)."""
+        return self._driver.native
 
     @property
     def lanes(self) -> tuple[LaneSpec, ...]:
@@ -247,44 +241,18 @@ class LaneEngine:
                     task.future.set_exception(LaneError(f"netsum: {task.label}: {why}"))
 
     def _loop(self) -> None:
-        clock, transport, lanes = self._clock, self._transport, self._lanes
+        clock, driver, lanes = self._clock, self._driver, self._lanes
         while True:
-            busy = any(lane.core is not None or lane.queue for lane in lanes)
-            if not self._take(block=not busy and not self._held):
+            busy = driver.busy or any(lane.queue for lane in lanes)
+            if not self._take(block=not busy):
                 return
             now = clock()
             for lane in lanes:
                 if lane.core is None and lane.queue:
                     self._begin(lane, now)
-            wait = self._IDLE_WAIT
-            for lane in lanes:
-                if lane.core is not None:
-                    d = lane.core.next_deadline()
-                    if d is not None:
-                        wait = min(wait, max(0.0, d - now))
-            if self._held:
-                wait = min(wait, max(0.0, self._held[0][0] - now))
-            if not any(lane.core is not None for lane in lanes) and not self._held:
-                continue
-            got = transport.receive(wait)
-            now = clock()
-            if self._delay:
-                self._held.extend((now + self._delay, p) for p in got)
-                got = []
-                while self._held and self._held[0][0] <= now:
-                    got.append(self._held.popleft()[1])
-            for payload in got:
-                target = self._by_job.get(job_id_of(payload))
-                if target is None or target.core is None:
-                    self.foreign += target is None   # else: a late duplicate of a done call
-                    continue
-                self._step(target, "receive", payload, now)
-            for lane in lanes:
-                core = lane.core
-                if core is not None:
-                    d = core.next_deadline()
-                    if d is not None and now >= d:
-                        self._step(lane, "tick", b"", now)
+            if driver.busy:
+                for done in driver.poll(self._IDLE_WAIT):
+                    self._settle(done)
 
     def _take(self, block: bool) -> bool:
         """Move submitted tensors to their lanes; False once close() was called."""
@@ -335,41 +303,39 @@ class LaneEngine:
         if task.first is None:
             lane.started = now
         lane.core, lane.task = core, task
-        self._transport.send(core.start(now).send)
+        self._driver.start(core, now)
 
     def _core(self, values: np.ndarray, lane: _Lane, flags: np.ndarray | None,
               shards: tuple[int, ...] | None = None) -> WorkerCore:
-        extra: dict[str, Any] = {}
-        if flags is not None:
-            extra["nonfinite"] = flags     # the v2 core's per-block NONFINITE flags
-        if shards is not None:
-            extra.update(rank=self._rank, shards=shards)
-        return WorkerCore(values, lane.spec.job, self._timing, lane.sets, **extra)
+        """`flags`: the v2 core's per-block NONFINITE flags; `shards`: a reduce-scatter."""
+        return self._driver.core(values, lane.spec.job, self._timing, lane.rounds,
+                                 rank=None if shards is None else self._rank, shards=shards,
+                                 nonfinite=flags)
 
-    def _step(self, lane: _Lane, how: str, payload: bytes, now: float) -> None:
-        core, task = lane.core, lane.task
-        assert core is not None and task is not None
+    def _settle(self, done: Done) -> None:
+        """A lane's core left the driver: its tensor's result, or the lane broken."""
+        core = done.core
+        lane = self._by_job[core._job_id]
+        task = lane.task
+        assert lane.core is core and task is not None
+        lane.core, lane.task = None, None
+        if done.error is not None:
+            self._fail(lane, task, f"{type(done.error).__name__}: {done.error}", broken=True)
+            return
         try:
-            step = core.receive(payload, now) if how == "receive" else core.tick(now)
-            if step.send:
-                self._transport.send(step.send)
-            if core.state is not CoreState.DONE:
-                return
-            lane.core, lane.task = None, None
-            try:
-                res = core.result()
-            except SumOverflowError as exc:
-                lane.sets = carry(core)    # the round completed: the slots are known
-                task.future.set_exception(LaneError(f"{self._where(lane, task)}: {exc}"))
-                return
-            lane.sets = carry(res)
-            self.stats.append(res.stats)
-            out = LaneResult(np.asarray(res.tensor, np.float32).reshape(-1), res.bound,
-                             self._lanes.index(lane), task.submitted, lane.started, now)
-            self._finish(lane, task, out, res)
+            res = core.result()
+        except SumOverflowError as exc:
+            lane.rounds = core.next_rounds()   # the round completed: the slots are known
+            task.future.set_exception(LaneError(f"{self._where(lane, task)}: {exc}"))
+            return
         except WorkerError as exc:
-            lane.core, lane.task = None, None
             self._fail(lane, task, f"{type(exc).__name__}: {exc}", broken=True)
+            return
+        lane.rounds = res.next_rounds
+        self.stats.append(res.stats)
+        out = LaneResult(np.asarray(res.tensor, np.float32).reshape(-1), res.bound,
+                         self._lanes.index(lane), task.submitted, lane.started, done.at)
+        self._finish(lane, task, out, res)
 
     def _finish(self, lane: _Lane, task: _Task, out: LaneResult, res: object) -> None:
         """A round is complete: the tensor's result, or its mask round first (queued at the
@@ -476,3 +442,30 @@ class LaneEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Delayed:
+    """A transport whose received payloads are held back `delay` seconds (a longer path to
+    the switch, for tests and experiments); sends go out at once."""
+
+    def __init__(self, inner: Transport, delay: float, clock: Callable[[], float]) -> None:
+        self._inner, self._delay, self._clock = inner, delay, clock
+        self._held: deque[tuple[float, bytes]] = deque()   # (release time, payload)
+
+    def send(self, payloads: Iterable[bytes]) -> None:
+        self._inner.send(payloads)
+
+    def receive(self, timeout: float) -> list[bytes]:
+        held = self._held
+        if held:
+            timeout = min(timeout, max(0.0, held[0][0] - self._clock()))
+        got = self._inner.receive(timeout)
+        now = self._clock()
+        held.extend((now + self._delay, p) for p in got)
+        out = []
+        while held and held[0][0] <= now:
+            out.append(held.popleft()[1])
+        return out
+
+    def close(self) -> None:
+        self._inner.close()

@@ -95,6 +95,36 @@ def test_send_frames_keeps_order_and_sends_copies_alone(path: str) -> None:
     assert got == [bytes(frames[i]) for i in slots + [7, w, 8]]
 
 
+def test_send_frames_from_several_windows_in_turn(path: str) -> None:
+    """The training lanes send from one window per busy lane in turn: each frame goes out from
+    its own window's rows, also after other windows were sent from, and after a window's list
+    was given new rows in place (as NativeCore._grow does) -- never an older list's bytes."""
+    size = 64
+
+    def window(tag: int, rows: int) -> list[memoryview]:
+        buf = bytearray(rows * size)
+        for i in range(rows):
+            buf[i * size:(i + 1) * size] = bytes([tag, i]) * (size // 2)
+        mv = memoryview(buf)
+        return [mv[i * size:(i + 1) * size] for i in range(rows)]
+    lists = [window(tag, 6) for tag in range(12)]      # more windows than are remembered
+    order = [0, 1, 2, 0, 2, 1, *range(3, 12), 0, 1, 2, 0]
+    rx = plain_socket()
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    want: list[bytes] = []
+    with UdpTransport(rx.getsockname(), bind=("127.0.0.1", 0)) as t:
+        t.receive_into(0.0, size)
+        for n, j in enumerate(order):
+            if n == len(order) - 1:
+                lists[0][:] = window(99, 8)            # new rows in the same list object
+            slots = [n % 6, (n + 1) % 6]
+            t.send_frames(lists[j], slots)
+            want += [bytes(lists[j][i]) for i in slots]
+        got = [rx.recv(4096) for _ in range(len(want))]
+    rx.close()
+    assert got == want
+
+
 def test_portable_path_is_used_when_turned_off() -> None:
     mmsg.enable(False)
     try:

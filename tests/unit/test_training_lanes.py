@@ -4,6 +4,10 @@ threads: two engines play two ranks, each with its own in-process transport.
 Expectations come from the inputs: float64 sums, and the quantization bound of
 docs/quantization.md computed here from the inputs' block maxima (never from the engine's
 answer).  The real switch is exercised by tests/e2e/test_training.py.
+
+Two transports: the oracle's bytes in and out (the Step API of the Python core), and
+`FrameLink`, the same oracle behind the frames API of a frame transport, on which the lanes
+run the compiled core (workers/native.py) with packets moved in place, as netsum-worker does.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import pytest
 from netsum.training.lanes import LaneEngine, LaneError, LaneSpec, job_id_of
 from oracle import OracleSwitch
 from netsum.workers import JobConfig, Timing, wire
+from netsum.workers.native import native_module
 from netsum.wire import Flags, MsgType
 
 K = 32
@@ -34,8 +39,8 @@ class OracleLink:
         self.lock = threading.Lock()
         self.silent: set[int] = set()      # ranks whose packets the switch never sees
 
-    def transport(self, rank: int) -> "_Transport":
-        return _Transport(self, rank)
+    def transport(self, rank: int, frames: bool = False) -> "_Transport":
+        return FrameLink(self, rank) if frames else _Transport(self, rank)
 
 
 class _Transport:
@@ -67,13 +72,62 @@ class _Transport:
         self.closed = True
 
 
+class FrameLink(_Transport):
+    """The oracle link behind a frame transport's hot path (workers.transport.BatchTransport):
+    the cores' frames are sent from their rows (no link-layer prefix here), results are copied
+    into receive rows and handed over as views; what is not a whole packet goes to rx_other.
+    Counts how payloads went out, so a test can tell the frames path was taken."""
+
+    frame_prefix = b""
+
+    def __init__(self, link: OracleLink, rank: int) -> None:
+        super().__init__(link, rank)
+        self.rx_payloads: list[memoryview] = []
+        self.rx_other: list[bytes] = []
+        self.sent_frames = self.sent_bytes = 0
+        self._buf = bytearray()
+
+    def send(self, payloads: Iterable[bytes]) -> None:
+        payloads = list(payloads)
+        self.sent_bytes += len(payloads)
+        super().send(payloads)
+
+    def send_frames(self, frames: list[memoryview], slots: list[int]) -> None:
+        self.sent_frames += len(slots)
+        super().send([bytes(frames[i]) for i in slots])
+
+    def receive_into(self, timeout: float, size: int) -> int:
+        got = self.receive(timeout)
+        whole = [p for p in got if len(p) == size]
+        self.rx_other += [p for p in got if len(p) != size]
+        if len(self.rx_payloads) < len(whole) or (whole and len(self.rx_payloads[0]) != size):
+            rows = max(256, len(whole))
+            self._buf = bytearray(rows * size)
+            mv = memoryview(self._buf)
+            self.rx_payloads = [mv[j * size:(j + 1) * size] for j in range(rows)]
+        for row, p in zip(self.rx_payloads, whole):
+            row[:] = p
+        return len(whole)
+
+
+#: the transports the engine is tested over (the frames path only where the C core builds)
+TRANSPORTS = ["bytes", pytest.param("frames", marks=pytest.mark.skipif(
+    native_module() is None, reason="the compiled worker core does not build here"))]
+
+
 def engines(lanes: int = 3, ranks: int = 2, slots: int = 8, deadline: float = 5.0,
-            delay: float = 0.0) -> tuple[OracleLink, list[LaneEngine]]:
+            delay: float = 0.0, transport: str = "bytes"
+            ) -> tuple[OracleLink, list[LaneEngine]]:
+    """`transport`: "bytes" (the Step API) or "frames" (FrameLink: the compiled core)."""
     ids = list(range(10, 10 + lanes))
     link = OracleLink(ids, ranks, slots)
     specs = [LaneSpec(JobConfig(j, ranks, slots, K)) for j in ids]
     timing = Timing(progress_deadline=deadline)
-    return link, [LaneEngine(link.transport(r), specs, timing, delay) for r in range(ranks)]
+    out = [LaneEngine(link.transport(r, transport == "frames"), specs, timing, delay)
+           for r in range(ranks)]
+    for e in out:
+        assert e.native is (transport == "frames"), "the lanes took the other path"
+    return link, out
 
 
 def bound_from_inputs(xs: list[np.ndarray]) -> np.ndarray:
@@ -94,8 +148,9 @@ def bound_from_inputs(xs: list[np.ndarray]) -> np.ndarray:
     return out + 2.0 ** -24 * np.abs(total)
 
 
-def test_sums_of_many_tensors_over_several_lanes_match_the_inputs() -> None:
-    link, (a, b) = engines(lanes=3)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_sums_of_many_tensors_over_several_lanes_match_the_inputs(transport: str) -> None:
+    link, (a, b) = engines(lanes=3, transport=transport)
     rng = np.random.default_rng(7)
     sizes = [1, 31, 33, 200, 1000, 5, 640]
     inputs = [[(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3)).astype(np.float32)
@@ -110,9 +165,16 @@ def test_sums_of_many_tensors_over_several_lanes_match_the_inputs() -> None:
             assert np.all(np.abs(r0.tensor - want) <= bound), f"tensor {i}"
             assert np.array_equal(r0.tensor, r1.tensor)     # every rank gets the same bits
             assert r0.lane == i % 3
+        # The oracle sends each lane's packets only: every one reached its own lane's core
+        # (one handed to another lane's core is counted there as not its own).
+        for e in (a, b):
+            assert sum(s.rejected for s in e.stats) == 0 and e.foreign == 0
     finally:
         a.close()
         b.close()
+    if transport == "frames":      # every packet left from the cores' rows, none as bytes
+        for t in (a._transport, b._transport):
+            assert isinstance(t, FrameLink) and t.sent_frames > 0 and t.sent_bytes == 0
 
 
 def test_lanes_run_at_the_same_time() -> None:
@@ -146,8 +208,10 @@ def test_reset_order_deals_from_lane_zero_again() -> None:
         b.close()
 
 
-def test_a_silent_peer_fails_the_future_with_the_lane_and_later_ones_at_once() -> None:
-    link, (a, b) = engines(lanes=2, deadline=0.3)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_silent_peer_fails_the_future_with_the_lane_and_later_ones_at_once(
+        transport: str) -> None:
+    link, (a, b) = engines(lanes=2, deadline=0.3, transport=transport)
     link.silent.add(1)
     try:
         f = a.submit(np.ones(100, np.float32), "bucket 0")

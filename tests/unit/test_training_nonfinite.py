@@ -22,7 +22,7 @@ from netsum.training.nonfinite import (NONFINITE, SENTINEL_E, ExponentSentinel, 
                                        mask_round, rebuild)
 from netsum.wire import EXP_BIAS
 from netsum.workers import quant
-from test_training_lanes import K, bound_from_inputs, engines
+from test_training_lanes import TRANSPORTS, K, bound_from_inputs, engines
 
 INF, NAN = np.inf, np.nan
 
@@ -160,8 +160,12 @@ def test_the_sentinel_flags_only_blocks_with_inf_nan_or_huge_values() -> None:
 
 
 # -- through the lane engine, the real worker core and the oracle ----------------------------
-def test_inf_and_nan_reach_every_rank_in_gloos_elements_and_the_lane_stays_aligned() -> None:
-    link, (a, b) = engines(lanes=2)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_inf_and_nan_reach_every_rank_in_gloos_elements_and_the_lane_stays_aligned(
+        transport: str) -> None:
+    """Over both transports: on frames, the compiled core sends and ORs the per-block
+    NONFINITE flags."""
+    link, (a, b) = engines(lanes=2, transport=transport)
     rng = np.random.default_rng(11)
     xs = [[rng.standard_normal(n).astype(np.float32) for n in (300, 40, 200, 70)]
           for _ in range(2)]

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from netsum.training.lanes import LaneEngine, LaneSpec
 from netsum.wire import DEST_ALL, HEADER_BYTES, MsgType
 from netsum.workers import JobConfig, Timing, wire
-from test_training_lanes import K, OracleLink, _Transport
+from test_training_lanes import TRANSPORTS, FrameLink, K, OracleLink, _Transport
 
 INF, NAN = np.inf, np.nan
 
@@ -42,6 +43,10 @@ class Counting(_Transport):
         return out
 
 
+class FrameCounting(Counting, FrameLink):
+    """Counting behind the frames API (the lanes run the compiled core on it)."""
+
+
 def shards_of(length: int, n: int) -> list[int]:
     base, extra = divmod(length, n)
     return [base + (r < extra) for r in range(n)]
@@ -61,15 +66,17 @@ def shard_bound(xs: list[np.ndarray], start: int, length: int) -> np.ndarray:
     return out + 2.0 ** -24 * np.abs(total)
 
 
-def run(inputs: list[list[np.ndarray]], lanes: int = 2) -> tuple[list[list[np.ndarray]],
-                                                                 list[Counting], list[int]]:
+def run(inputs: list[list[np.ndarray]], lanes: int = 2, transport: str = "bytes"
+        ) -> tuple[list[list[np.ndarray]], list[Counting], list[int]]:
     ranks = len(inputs)
     ids = list(range(20, 20 + lanes))
     link = OracleLink(ids, ranks, 8)
     specs = [LaneSpec(JobConfig(j, ranks, 8, K)) for j in ids]
-    ts = [Counting(link, r) for r in range(ranks)]
+    kind = FrameCounting if transport == "frames" else Counting
+    ts = [kind(link, r) for r in range(ranks)]
     engines = [LaneEngine(ts[r], specs, Timing(progress_deadline=10.0), rank=r)
                for r in range(ranks)]
+    assert all(e.native is (transport == "frames") for e in engines)
     try:
         futs = [[e.submit(x, f"t{i}", shards=shards_of(len(x), ranks))
                  for i, x in enumerate(inputs[r])] for r, e in enumerate(engines)]
@@ -81,12 +88,14 @@ def run(inputs: list[list[np.ndarray]], lanes: int = 2) -> tuple[list[list[np.nd
     return got, ts, masks
 
 
-def test_each_rank_gets_its_shard_of_the_sum_and_only_its_values_come_down() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_each_rank_gets_its_shard_of_the_sum_and_only_its_values_come_down(
+        transport: str) -> None:
     rng = np.random.default_rng(5)
     sizes = [1, 3, 100, 97, 1000, 2 * K]
     inputs = [[(rng.standard_normal(m) * 10.0 ** rng.integers(-3, 3)).astype(np.float32)
                for m in sizes] for _ in range(3)]
-    got, ts, masks = run(inputs)
+    got, ts, masks = run(inputs, transport=transport)
     for i, m in enumerate(sizes):
         start = 0
         for r, length in enumerate(shards_of(m, 3)):
@@ -106,13 +115,14 @@ def test_each_rank_gets_its_shard_of_the_sum_and_only_its_values_come_down() -> 
     assert masks == [0, 0, 0]
 
 
-def test_inf_and_nan_land_in_the_owners_shard_where_ieee_puts_them() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_inf_and_nan_land_in_the_owners_shard_where_ieee_puts_them(transport: str) -> None:
     rng = np.random.default_rng(9)
     xs = [rng.standard_normal(300).astype(np.float32) for _ in range(3)]
     xs[0][[5, 150]] = [INF, NAN]          # rank 0's and rank 1's shards
     xs[2][[5, 299]] = [-INF, -INF]        # Inf + -Inf at 5: NaN; rank 2's shard: -Inf
     ys = [rng.standard_normal(40).astype(np.float32) for _ in range(3)]   # no Inf: no mask
-    got, _, masks = run([[xs[r], ys[r]] for r in range(3)], lanes=1)
+    got, _, masks = run([[xs[r], ys[r]] for r in range(3)], lanes=1, transport=transport)
     with np.errstate(invalid="ignore"):
         want = np.sum(np.stack([x.astype(np.float64) for x in xs]), axis=0)
     start = 0

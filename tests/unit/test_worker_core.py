@@ -312,6 +312,12 @@ def test_bad_rounds_and_timing() -> None:
         WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2, K), rounds=(0, -1))
     with pytest.raises(ValueError, match="one per slot"):
         WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2, K), rounds=(0, 1 << 32))
+    for bad in (True, 1.0, "1", None):      # integers only (a bool is not a round)
+        with pytest.raises(ValueError, match="one per slot"):
+            WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2, K), rounds=(0, bad))
+    last = (1 << 32) - 1                    # the largest round a slot can be at
+    core = WorkerCore(np.ones(4, np.float32), JobConfig(1, 2, 2, K), rounds=[last, 0])
+    assert core.next_rounds() == (last, 0)
     with pytest.raises(ValueError, match="rto_min"):
         Timing(rto_initial=0.001, rto_min=0.01)
     with pytest.raises(TypeError, match="JobConfig"):

@@ -1,0 +1,260 @@
+"""The one loop that drives worker cores over a transport: `Driver`, used by `allreduce` /
+`reduce_scatter` (one core, netsum-worker and the rig's workers) and by the training lanes
+(netsum.training.lanes: one core per busy lane over the rank's one transport).
+
+Two ways to move packets, chosen once per driver (`Driver.frames`):
+* frames -- the transport has the allocation-free hot path (`BatchTransport`: UDP tunnel and
+  shared-memory frame ports, kernel UDP) and nobody asked for events: each core sends its own
+  frame rows in place, results are drained into the transport's rows and handed to the cores
+  as views, never copied into bytes.  The cores are the compiled `NativeCore` where it builds
+  (workers/native.py: `NETSUM_WORKER_NATIVE`, the fallback to Python and its one warning),
+  else the Python `WorkerCore` on the same path.  All cores of one driver carry packets of
+  one length (the transport's rows are cut for it).
+* steps -- any `Transport` (bytes in, bytes out), the Python core's Step API with its events.
+
+Several cores: each received payload goes to the core of its job id (`route=True`); a payload
+of no core is counted in `foreign` unless its job is one of `quiet` (a lane between calls: a
+late duplicate of a finished call, not worth a count).  With `route=False` (one core, as
+`allreduce` has always done) every payload goes to the one core, which counts and explains
+what is not its own.  Timers fire only once the socket is drained in the frames mode: after a
+wake-up, results already waiting (the process was descheduled, not the packets lost) are
+taken before any retransmission.
+
+A core leaves the driver when it is no longer running (its result is ready) or when it raised
+a `WorkerError` (a refusal, a broken agreement, its deadline, a send error): `poll` returns
+both, so one failing lane does not stop the others.  Errors of the transport's receive are
+everyone's and propagate.
+"""
+from __future__ import annotations
+
+import math
+import struct
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy.typing as npt
+
+from netsum.workers import wire
+from netsum.workers.core import CoreState, Event, JobConfig, Step, Timing, WorkerCore
+from netsum.workers.errors import WorkerError
+from netsum.workers.native import NativeCore, native_status
+from netsum.workers.transport import BatchTransport, Transport
+
+__all__ = ["Driver", "Done", "job_id_of"]
+
+
+_READ_JOB = wire.field_reader(("job_id",))     # the one header codec's reader
+
+
+def job_id_of(payload: bytes | memoryview) -> int:
+    """The job id of a netsum payload; -1 if it is too short to hold one."""
+    try:
+        job: int = _READ_JOB(payload)[0]
+    except struct.error:
+        return -1
+    return job
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """A core that left the driver: finished (`error` None, `core.result()` is ready) or
+    failed with `error` (the switch's state for its job is unknown)."""
+    core: WorkerCore
+    error: WorkerError | None
+    at: float                       # the clock when it left
+
+
+class Driver:
+    """Drive any number of cores (one per job id) over one transport; see the module
+    docstring.  `frames=False` forces the Step API; `on_event` (the Python cores' events)
+    forces it too."""
+
+    def __init__(self, transport: Transport, clock: Callable[[], float] = time.monotonic, *,
+                 frames: bool = True, on_event: Callable[[Event], None] | None = None,
+                 route: bool = True, quiet: Iterable[int] = ()) -> None:
+        self._transport = transport
+        self._clock = clock
+        self._on_event = on_event
+        self._route = route
+        self._quiet = frozenset(quiet)
+        #: whether packets move as frames in place (else the Step API's bytes)
+        self.frames = frames and on_event is None and isinstance(transport, BatchTransport)
+        self._native = self.frames and native_status()[0]
+        self._cores: dict[int, WorkerCore] = {}
+        self._size = 0          # the packet length of the frames mode (set by the first core)
+        self._rows: int | None = None   # the transport's receive rows, once known
+        self.foreign = 0        # payloads of no core (route=True), not of a `quiet` job
+
+    @property
+    def native(self) -> bool:
+        """Whether `core()` makes compiled cores."""
+        return self._native
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._cores)
+
+    def core(self, tensor: object, job: JobConfig, timing: Timing = Timing(),
+             rounds: Sequence[int] | None = None, *, rank: int | None = None,
+             shards: Sequence[int] | None = None,
+             nonfinite: npt.ArrayLike | None = None) -> WorkerCore:
+        """A core for this driver's way of moving packets (WorkerCore's arguments)."""
+        if not self.frames:
+            return WorkerCore(tensor, job, timing, rounds, rank=rank, shards=shards,
+                              nonfinite=nonfinite)
+        assert isinstance(self._transport, BatchTransport)
+        kind = NativeCore if self._native else WorkerCore
+        return kind(tensor, job, timing, rounds, self._transport.frame_prefix, rank=rank,
+                    shards=shards, nonfinite=nonfinite)
+
+    def start(self, core: WorkerCore, now: float | None = None) -> None:
+        """Send `core`'s first window; it is driven from now on (one core per job id)."""
+        job = core._job_id
+        if job in self._cores:
+            raise ValueError(f"job {job} already has a core in this driver")
+        if self.frames:
+            if self._size and core.packet_bytes != self._size:
+                raise ValueError(f"job {job}: {core.packet_bytes}-byte packets, this driver's "
+                                 f"transport rows are cut for {self._size}")
+            self._size = core.packet_bytes
+            if self._rows is None:
+                self._rows = len(self._transport.rx_payloads) or None  # type: ignore
+        self._cores[job] = core
+        now = self._clock() if now is None else now
+        if self.frames:
+            self._transport.send_frames(core.frames, core.start_frames(now))  # type: ignore
+        else:
+            self._emit(core.start(now))
+
+    def poll(self, wait: float = math.inf) -> list[Done]:
+        """Wait up to `wait` seconds (less when a core's timer is due sooner) for packets,
+        hand them to their cores, fire the timers that are due; the cores that left."""
+        out: list[Done] = []
+        if not self._cores:
+            return out
+        now = self._clock()
+        due = min((d for c in self._cores.values() if (d := c.next_deadline()) is not None),
+                  default=None)
+        if due is not None:
+            wait = min(wait, max(0.0, due - now))
+        elif math.isinf(wait):
+            wait = 0.0
+        drained = self._poll_frames(wait, out) if self.frames else self._poll_steps(wait, out)
+        if drained:
+            now = self._clock()
+            for core in list(self._cores.values()):
+                d = core.next_deadline()
+                if d is not None and now >= d:
+                    self._call(core, out, self._tick, now)
+        at = self._clock()
+        for job, core in list(self._cores.items()):
+            if core.state is not CoreState.RUNNING:
+                del self._cores[job]
+                out.append(Done(core, None, at))
+        return out
+
+    def run(self, core: WorkerCore) -> None:
+        """Drive `core` alone until it is done; its error raised as it is."""
+        self.start(core)
+        while core.state is CoreState.RUNNING:
+            for done in self.poll():
+                if done.error is not None:
+                    raise done.error
+
+    # -- the two ways ----------------------------------------------------------------------
+
+    def _poll_frames(self, wait: float, out: list[Done]) -> bool:
+        transport = self._transport
+        assert isinstance(transport, BatchTransport)
+        n = transport.receive_into(wait, self._size)
+        if n:
+            # rx_payloads: read after receive_into, which sizes its rows on the first call
+            payloads = transport.rx_payloads
+            self._rows = len(payloads)
+            if not self._route:
+                (core,) = self._cores.values()
+                self._call(core, out, self._frames_in, payloads, n)
+            else:
+                self._route_frames(payloads, n, out)
+        other = transport.rx_other
+        if other:
+            held = list(other)
+            other.clear()
+            for payload in held:
+                target = self._target(payload)
+                if target is not None:
+                    self._call(target, out, self._step_in, payload)
+        return n != self._rows
+
+    def _route_frames(self, payloads: list[memoryview], n: int, out: list[Done]) -> None:
+        cores, read = self._cores, _READ_JOB      # whole packets: long enough to read
+        if len(cores) == 1:
+            (job, core), = cores.items()
+            if all(read(payloads[j])[0] == job for j in range(n)):
+                self._call(core, out, self._frames_in, payloads, n)
+                return
+        groups: dict[int, list[memoryview]] = {}
+        for j in range(n):
+            p = payloads[j]
+            job = read(p)[0]
+            if job in cores:
+                groups.setdefault(job, []).append(p)
+            elif job not in self._quiet:
+                self.foreign += 1
+        for job, views in groups.items():
+            target = cores.get(job)     # None: it failed on an earlier group of this batch
+            if target is not None:
+                self._call(target, out, self._frames_in, views, len(views))
+
+    def _poll_steps(self, wait: float, out: list[Done]) -> bool:
+        for payload in self._transport.receive(wait):
+            core = self._target(payload)
+            if core is not None:
+                self._call(core, out, self._step_in, payload)
+        return True
+
+    def _target(self, payload: bytes) -> WorkerCore | None:
+        if not self._route:
+            return next(iter(self._cores.values()), None)
+        job = job_id_of(payload)
+        core = self._cores.get(job)
+        if core is None and job not in self._quiet:
+            self.foreign += 1
+        return core
+
+    # -- one core's turn -------------------------------------------------------------------
+
+    def _call(self, core: WorkerCore, out: list[Done], fn: Callable[..., None],
+              *args: object) -> None:
+        """fn(core, *args); a WorkerError takes the core out of the driver, failed."""
+        try:
+            fn(core, *args)
+        except WorkerError as exc:
+            job = core._job_id
+            if self._cores.get(job) is core:
+                del self._cores[job]
+                out.append(Done(core, exc, self._clock()))
+
+    def _frames_in(self, core: WorkerCore, views: Sequence[memoryview], n: int) -> None:
+        sent = core.receive_frames(views, n, self._clock())
+        if sent:
+            self._transport.send_frames(core.frames, sent)  # type: ignore[attr-defined]
+
+    def _step_in(self, core: WorkerCore, payload: bytes) -> None:
+        self._emit(core.receive(payload, self._clock()))
+
+    def _tick(self, core: WorkerCore, now: float) -> None:
+        if self.frames:
+            sent = core.tick_frames(now)
+            if sent:
+                self._transport.send_frames(core.frames, sent)  # type: ignore[attr-defined]
+        else:
+            self._emit(core.tick(now))
+
+    def _emit(self, step: Step) -> None:
+        if step.send:
+            self._transport.send(step.send)
+        if self._on_event is not None:
+            for ev in step.events:
+                self._on_event(ev)
