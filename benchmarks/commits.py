@@ -21,7 +21,9 @@ when the script needs nothing OLD lacks).  The figures are parsed from what the 
 prints (allreduce.py and switch_pps.py are known; see PARSERS) and tabled per figure: the median
 and min-max of each side, new/old of the medians, and a verdict: "within noise" while the two
 ranges overlap, else "new better" / "new worse" in the figure's own direction.  `OLD OLD` (the
-same revision on both sides) shows how far the noise alone moves the ratio.
+same revision on both sides) shows how far the noise alone moves the ratio: on the shared 2-core
+machine at load 5-7 it moved medians by 0.81-2.47x and put one figure of eight out of range in 3
+rounds (docs/benchmarks-log.md), so read a lone verdict against such a run, or take more rounds.
 """
 from __future__ import annotations
 
@@ -211,6 +213,12 @@ def git(*args: str) -> str:
                           text=True).stdout.strip()
 
 
+def describe(rev: str = "HEAD") -> str:
+    """A commit's short hash and the start of its subject."""
+    text = git("log", "-1", "--format=%h %s", rev)
+    return text if len(text) <= 60 else text[:57].rstrip(" ,;:-(") + "..."
+
+
 @dataclass(frozen=True, slots=True)
 class Side:
     label: str          # "old" / "new"
@@ -229,13 +237,13 @@ def trees(old: str, new: str | None, tmp: Path) -> Iterator[tuple[Side, Side]]:
         path = tmp / label
         git("worktree", "add", "--detach", str(path), sha)
         made.append(path)
-        return Side(label, rev, git("log", "-1", "--format=%h %s", sha)[:72], path)
+        return Side(label, rev, describe(sha), path)
 
     try:
         o = checkout("old", old)
         if new is None:
             dirty = git("status", "--porcelain", "--untracked-files=no")
-            head = git("log", "-1", "--format=%h %s")[:72]
+            head = describe()
             n = Side("new", "working tree", head + (f" + {len(dirty.splitlines())} uncommitted "
                                                     "changes" if dirty else ""), ROOT)
         else:
