@@ -211,7 +211,9 @@ def _report(a: argparse.Namespace, it: int, res: AllreduceResult, ok: bool | Non
     rate = res.tensor.size / st.elapsed if st.elapsed > 0 else float("inf")
     row = dict(iteration=it, job=a.job, elements=int(res.tensor.size), elapsed_s=st.elapsed,
                elements_per_s=rate, packets_sent=st.packets_sent,
-               retransmissions=st.retransmissions, duplicates=st.duplicates, stale=st.stale,
+               retransmissions=st.retransmissions,
+               fast_retransmissions=st.fast_retransmissions, spurious=st.spurious,
+               duplicates=st.duplicates, stale=st.stale,
                rejected=st.rejected, chunk_latency_p50_ms=p50 * 1e3,
                chunk_latency_p99_ms=p99 * 1e3, start_late_s=late, check=ok,
                syscalls=syscalls)   # the transport's datagram calls (workers/mmsg.py)

@@ -39,6 +39,7 @@ from netsum.workers import wire
 from netsum.workers.core import CoreState, Event, JobConfig, Step, Timing, WorkerCore
 from netsum.workers.errors import WorkerError
 from netsum.workers.native import NativeCore, native_status
+from netsum.workers.retxtrace import TracingCore, trace_dir
 from netsum.workers.transport import BatchTransport, Transport
 
 __all__ = ["Driver", "Done", "job_id_of"]
@@ -104,7 +105,9 @@ class Driver:
             return WorkerCore(tensor, job, timing, rounds, rank=rank, shards=shards,
                               nonfinite=nonfinite)
         assert isinstance(self._transport, BatchTransport)
-        kind = NativeCore if self._native else WorkerCore
+        kind: type[WorkerCore] = NativeCore if self._native else WorkerCore
+        if trace_dir() is not None:       # benchmarks/spurious.py: the Python core, traced
+            kind = TracingCore
         return kind(tensor, job, timing, rounds, self._transport.frame_prefix, rank=rank,
                     shards=shards, nonfinite=nonfinite)
 

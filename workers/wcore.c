@@ -300,9 +300,11 @@ static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, in
             srtt = rtt;
             c->rttvar = rtt / 2;
         } else {
+            /* RFC 7323 appendix G: gains over the uses in flight (a sample per result) */
+            double n = c->in_flight > 1 ? (double)c->in_flight : 1.0;
             srtt = c->srtt;
-            c->rttvar += (fabs(srtt - rtt) - c->rttvar) / 4;
-            srtt += (rtt - srtt) / 8;
+            c->rttvar += (fabs(srtt - rtt) - c->rttvar) / (4 * n);
+            srtt += (rtt - srtt) / (8 * n);
         }
         c->srtt = srtt;
         c->has_srtt = 1;

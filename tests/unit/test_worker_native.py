@@ -271,6 +271,25 @@ def test_a_spurious_retransmission_is_counted_alike() -> None:
     assert t.py.stats().spurious == t.nat.stats().spurious == 1
 
 
+def test_rtt_gains_are_divided_by_the_uses_in_flight() -> None:
+    """RFC 7323 appendix G, in both cores: with 4 uses in flight, a sample moves SRTT by 1/32
+    and RTTVAR by 1/16 of the difference, not 1/8 and 1/4.  Slot 0 answers at 10 ms (first
+    sample: SRTT 10, RTTVAR 5, RTO 30 ms), slot 1 at 30 ms: RTTVAR 5 + 15/16 = 5.9375, SRTT
+    10 + 20/32 = 10.625, RTO 34.375 ms, so slot 1's next use is sent again at 64.375 ms (with
+    RFC 6298's gains: RTO 47.5, at 77.5 ms); slot 0's, launched at 10 ms, at 40 ms."""
+    k = 32
+    timing = Timing(rto_initial=0.5, rto_min=0.002, rto_max=1.0, progress_deadline=5.0,
+                    adaptive=False, fast_retransmit=0)
+    t = Twin(np.ones(16 * k, np.float32), JobConfig(6, 1, 4, k), timing)
+    boot = t.start(0.0).send
+    assert len(boot) == 4
+    assert len(t.receive(_result_for(boot[0], k), 0.010).send) == 1
+    assert len(t.receive(_result_for(boot[1], k), 0.030).send) == 1
+    slots = [[wire.decode_header(p, k).slot for p in t.tick(at).send]
+             for at in (0.041, 0.064, 0.0645)]
+    assert slots == [[0], [], [1]]
+
+
 def test_without_a_compiler_the_python_core_runs_and_says_why(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     import netsum.workers.native as native
