@@ -550,7 +550,9 @@ def write_png(points: list[Point], kinds: list[str], path: Path, dpi: int = 110)
         bot.grid(True, which="both", alpha=0.3)
         if bot.get_legend_handles_labels()[0]:
             bot.legend()
-    fig.suptitle("netsum vs torch.distributed gloo, same machine, same run")
+    # one rank count is a narrow figure: the title on two lines so it is not cut at the edges
+    sep = "\n" if len(ranks) == 1 else ", "
+    fig.suptitle(f"netsum vs torch.distributed gloo{sep}same machine, same run")
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
