@@ -58,23 +58,33 @@ def select_programs(samples: Path, only: Sequence[str] = ()) -> list[Program]:
 Compiler = Callable[[Program, Path], "tuple[Path, Path] | Outcome"]
 
 
-def compile_netsum(prog: Program, out: Path, timeout: float = 300.0) -> tuple[Path, Path] | Outcome:
-    """netsum-p4c as a user runs it (the command, in a subprocess)."""
-    out.mkdir(parents=True, exist_ok=True)
-    info = out / f"{prog.name}.p4info.txtpb"
-    json_path = out / f"{prog.name}.json"
-    argv = [sys.executable, "-m", "netsum.p4c", str(prog.source.resolve()), "-o", str(out.resolve()),
-            "--p4runtime-files", str(info.resolve())]
+def _run_compiler(tool: str, argv: list[str], prog: Program, json_path: Path, info: Path,
+                  timeout: float, internal_status: int | None = None
+                  ) -> tuple[Path, Path] | Outcome:
+    """Run one compiler on `prog` from its folder: its two outputs, or why there are none
+    (its stderr also kept beside them as NAME.err; `internal_status`: the exit status that
+    means the compiler itself failed)."""
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                              cwd=prog.source.parent)
     except subprocess.TimeoutExpired:
-        return Outcome(Verdict.NOT_COMPILED, f"netsum-p4c did not finish in {timeout:g} s")
-    if res.returncode != 0 or not json_path.is_file() or not info.is_file():
-        first = _first_error(res.stderr or res.stdout) or f"exit status {res.returncode}"
-        kind = "internal error: " if res.returncode == 3 else ""
-        return Outcome(Verdict.NOT_COMPILED, kind + first, tuple((res.stderr or "").splitlines()[:40]))
-    return json_path, info
+        return Outcome(Verdict.NOT_COMPILED, f"{tool} did not finish in {timeout:g} s")
+    if res.returncode == 0 and json_path.is_file() and info.is_file():
+        return json_path, info
+    (json_path.parent / f"{prog.name}.err").write_text(res.stderr or "")
+    first = _first_error(res.stderr or res.stdout) or f"exit status {res.returncode}"
+    kind = "internal error: " if res.returncode == internal_status else ""
+    return Outcome(Verdict.NOT_COMPILED, kind + first, tuple((res.stderr or "").splitlines()[:40]))
+
+
+def compile_netsum(prog: Program, out: Path, timeout: float = 300.0) -> tuple[Path, Path] | Outcome:
+    """netsum-p4c as a user runs it (the command, in a subprocess)."""
+    out.mkdir(parents=True, exist_ok=True)
+    info = out / f"{prog.name}.p4info.txtpb"
+    argv = [sys.executable, "-m", "netsum.p4c", str(prog.source.resolve()), "-o", str(out.resolve()),
+            "--p4runtime-files", str(info.resolve())]
+    return _run_compiler("netsum-p4c", argv, prog, out / f"{prog.name}.json", info, timeout,
+                         internal_status=3)
 
 
 def compile_p4c(p4c: Path, timeout: float = 300.0) -> Compiler:
@@ -85,16 +95,7 @@ def compile_p4c(p4c: Path, timeout: float = 300.0) -> Compiler:
         info = out / f"{prog.name}.p4info.txtpb"
         argv = [str(p4c), "--arch", "v1model", "-o", str(json_path.resolve()),
                 "--p4runtime-files", str(info.resolve()), str(prog.source.resolve())]
-        try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                 cwd=prog.source.parent)
-        except subprocess.TimeoutExpired:
-            return Outcome(Verdict.NOT_COMPILED, f"p4c did not finish in {timeout:g} s")
-        if res.returncode != 0 or not json_path.is_file() or not info.is_file():
-            (out / f"{prog.name}.err").write_text(res.stderr)
-            first = _first_error(res.stderr or res.stdout) or f"exit status {res.returncode}"
-            return Outcome(Verdict.NOT_COMPILED, first, tuple(res.stderr.splitlines()[:40]))
-        return json_path, info
+        return _run_compiler("p4c", argv, prog, json_path, info, timeout)
     return run
 
 
