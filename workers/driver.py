@@ -32,6 +32,7 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy.typing as npt
 
@@ -57,6 +58,19 @@ def job_id_of(payload: bytes | memoryview) -> int:
     return job
 
 
+_BATCH_TYPES: dict[type, bool] = {}
+
+
+def _is_batch(transport: Transport) -> bool:
+    """isinstance(transport, BatchTransport), decided once per transport class (a Protocol
+    check walks the protocol's attributes: ~40 us, and a driver is made per call)."""
+    kind = type(transport)
+    ok = _BATCH_TYPES.get(kind)
+    if ok is None:
+        ok = _BATCH_TYPES[kind] = isinstance(transport, BatchTransport)
+    return ok
+
+
 @dataclass(frozen=True, slots=True)
 class Done:
     """A core that left the driver: finished (`error` None, `core.result()` is ready) or
@@ -80,7 +94,11 @@ class Driver:
         self._route = route
         self._quiet = frozenset(quiet)
         #: whether packets move as frames in place (else the Step API's bytes)
-        self.frames = frames and on_event is None and isinstance(transport, BatchTransport)
+        self.frames = frames and on_event is None and _is_batch(transport)
+        # The frames API's transport, checked once here: isinstance against a runtime-
+        # checkable Protocol walks its attributes (~40 us), too slow for every wake-up.
+        self._batch: BatchTransport | None = \
+            cast(BatchTransport, transport) if self.frames else None
         self._native = self.frames and native_status()[0]
         self._cores: dict[int, WorkerCore] = {}
         self._size = 0          # the packet length of the frames mode (set by the first core)
@@ -104,11 +122,11 @@ class Driver:
         if not self.frames:
             return WorkerCore(tensor, job, timing, rounds, rank=rank, shards=shards,
                               nonfinite=nonfinite)
-        assert isinstance(self._transport, BatchTransport)
+        assert self._batch is not None
         kind: type[WorkerCore] = NativeCore if self._native else WorkerCore
         if trace_dir() is not None:       # benchmarks/spurious.py: the Python core, traced
             kind = TracingCore
-        return kind(tensor, job, timing, rounds, self._transport.frame_prefix, rank=rank,
+        return kind(tensor, job, timing, rounds, self._batch.frame_prefix, rank=rank,
                     shards=shards, nonfinite=nonfinite)
 
     def start(self, core: WorkerCore, now: float | None = None) -> None:
@@ -168,8 +186,8 @@ class Driver:
     # -- the two ways ----------------------------------------------------------------------
 
     def _poll_frames(self, wait: float, out: list[Done]) -> bool:
-        transport = self._transport
-        assert isinstance(transport, BatchTransport)
+        transport = self._batch
+        assert transport is not None
         n = transport.receive_into(wait, self._size)
         if n:
             # rx_payloads: read after receive_into, which sizes its rows on the first call
