@@ -28,7 +28,7 @@ from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
 from netsum.switch.primitives import ActionLoopLimit, AssertFailure
 from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
-from netsum.switch.program import Checksum, load_checksums
+from netsum.switch.program import Action, Checksum, load_actions, load_checksums
 from netsum.switch.reads import referenced_slots
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
@@ -125,6 +125,9 @@ class Pipeline:
         #: copy deparsed in full.
         self.replica_patch: ReplicaPatcher | None = None
         self.checksums: tuple[Checksum, ...] = ()
+        #: The program's actions as loaded (netsum.switch.program); `actions` above are their
+        #: compiled functions by name.
+        self.action_defs: tuple[Action, ...] = ()
         self.load_objects()
         native_prog = self.plan_packet_path(native)
         self.generate_code()
@@ -136,7 +139,7 @@ class Pipeline:
     def load_objects(self) -> None:
         """Loading: the format version, the header layout, the standard metadata slots and
         the objects packet code refers to (register, counter and meter arrays, calculations,
-        checksums), each validated."""
+        checksums, actions), each validated."""
         self.init_meta()
         self.layout = build_layout(self.json)
         self.std = self.init_standard_metadata()
@@ -145,6 +148,7 @@ class Pipeline:
         self.init_meter_arrays()
         self.init_calculations()
         self.checksums = load_checksums(self.json, self.layout, self.calculations)
+        self.action_defs = load_actions(self.json)
 
     def plan_packet_path(self, native: bool | None) -> Any:
         """Planning, before any code is generated against it: the register lanes, whether
@@ -152,7 +156,7 @@ class Pipeline:
         path alone; see `plan_native`)."""
         self.lanes = self.init_lanes()
         # Per-packet work only for what the program reads: timestamps cost a clock call.
-        used = referenced_slots(self.json, self.layout, self.checksums)
+        used = referenced_slots(self.json, self.layout, self.checksums, self.action_defs)
         self.uses_timestamps = any(x in used for x in (self.std.ingress_global_timestamp,
                                                        self.std.egress_global_timestamp))
         return self.plan_native(native)
@@ -176,7 +180,7 @@ class Pipeline:
         patched from one deparsed copy."""
         if self.fuse:
             self.replica_patch = replica_patcher(self.json, self.layout, self.checksums,
-                                                 self._per_copy_slots())
+                                                 self.action_defs, self._per_copy_slots())
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:
@@ -283,7 +287,7 @@ class Pipeline:
         if not self.fuse:
             return LanePlan()
         try:
-            return plan_lanes(self.json, self.layout, self.registers)
+            return plan_lanes(self.json, self.layout, self.registers, self.action_defs)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, ConfigError):
             # Malformed JSON: the init steps that follow report it with its path.
             return LanePlan()
@@ -317,43 +321,28 @@ class Pipeline:
 
     def init_actions(self) -> None:
         srcs = []
-        specs = []
-        for i, a in enumerate(_list(self.json, "actions")):
-            with loading(f"actions[{i}]"):
-                path = f"actions[{i}]"
-                if not isinstance(a, dict) or not isinstance(a.get("name"), str):
-                    raise cfg_error(path, "expected an object with a string 'name'")
-                path = f"{path} ('{a['name']}')"
-                rd = []
-                for k, p in enumerate(a.get("runtime_data") or []):
-                    if not (isinstance(p, dict) and isinstance(p.get("bitwidth"), int)
-                            and 0 < p["bitwidth"] <= MAX_FIELD_WIDTH):
-                        raise cfg_error(f"{path}.runtime_data[{k}]", f"bad parameter {p!r}")
-                    rd.append((str(p.get("name", f"p{k}")), int(p["bitwidth"])))
-                aid = int(a.get("id", i))
-                if aid in self._actions_by_id:
-                    raise cfg_error(path, f"duplicate action id {aid}")
-                ctx = self._ctx(path, tuple(w for _, w in rd))
-                fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
+        for a in self.action_defs:
+            with loading(f"actions[{a.index}]"):
+                ctx = self._ctx(a.path, a.widths)
+                fname = a.fname
                 runs: dict[int, tuple[int, list[str]]] = {}
-                for k, run in enumerate(self.lanes.runs.get(i, [])):
+                for k, run in enumerate(self.lanes.runs.get(a.index, [])):
                     fb = f"{fname}_L{k}"
                     runs[run.start] = (run.stop, run_source(run, self.lanes, ctx, fb))
                     self.ns.names[fb] = LazyFunction(fallback_source(
                         run, self.lanes, self.layout, fb,
-                        prim_lines(ctx, a["primitives"], run.start, run.stop), self.ns),
+                        prim_lines(ctx, a.primitives, run.start, run.stop), self.ns),
                         fb, self.ns.names)
-                src = action_source(ctx, fname, a, runs)
+                src = action_source(ctx, fname, a.primitives, runs)
                 # Only actions with two or more guarded accesses can change (saves load time).
                 # The basic-block form of an action with loops is left as emitted.
                 fusable = self.fuse and src.count("    _i = ") >= 2 and "    _pc = 0\n" not in src
                 srcs.append(optimize_source(src) + "\n" if fusable else src)
-                specs.append((a["name"], aid, tuple(rd), fname))
         _compile("".join(srcs), self.ns, "actions")
-        for name, aid, params, fname in specs:
-            spec = ActionSpec(name, aid, params, self.ns.names[fname], fname)
-            self._actions_by_id[aid] = spec
-            self.actions.setdefault(name, spec)
+        for a in self.action_defs:
+            spec = ActionSpec(a.name, a.id, a.params, self.ns.names[a.fname], a.fname)
+            self._actions_by_id[a.id] = spec
+            self.actions.setdefault(a.name, spec)
 
     def init_value_sets(self) -> None:
         for i, vs in enumerate(_list(self.json, "parse_vsets")):

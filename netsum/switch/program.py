@@ -5,8 +5,8 @@ reads instead of the JSON's dicts.
 It grows one kind of object at a time, and a kind moves only with all its consumers.  Typed so
 far: the header layout (netsum.switch.layout), register/counter/meter arrays
 (netsum.switch.stateful), calculations (netsum.switch.calculations), parser value sets
-(netsum.switch.valuesets) and, here, checksums.  Expressions inside objects (a checksum's
-condition) stay JSON: each backend compiles them.
+(netsum.switch.valuesets) and, here, checksums and actions.  Expressions inside objects (a
+checksum's condition, an action's primitives) stay JSON: each backend compiles them.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from netsum.switch.layout import FieldSlot, Layout, cfg_error, loading
+from netsum.switch.layout import MAX_FIELD_WIDTH, FieldSlot, Layout, cfg_error, loading
 
-__all__ = ["Checksum", "load_checksums"]
+__all__ = ["Checksum", "load_checksums", "Action", "load_actions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,4 +53,65 @@ def load_checksums(j: dict[str, Any], layout: Layout,
             out.append(Checksum(c["name"], path, cname, c.get("target"), target,
                                 c.get("if_cond"), bool(c.get("verify", True)),
                                 bool(c.get("update", True))))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One entry of `actions`: its parameters and its primitives, in the JSON's order.
+
+    `index` is the entry's position (the native backend names its C function by it, the lane
+    planner keys its runs by it); `id` is what tables and P4Runtime name it by.  Two entries
+    may share a name (p4c never emits that; a hand-written JSON may): the first is the one a
+    name resolves to."""
+    index: int
+    name: str
+    id: int
+    path: str                                  # "actions[i] ('name')", for errors about it
+    params: tuple[tuple[str, int], ...]        # (name, bitwidth) of each runtime_data entry
+    primitives: tuple[Any, ...]                # each primitive's JSON, compiled by the backends
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return tuple(w for _, w in self.params)
+
+    @property
+    def fname(self) -> str:
+        """The name of the action's compiled Python function (unique: ids are)."""
+        return f"A{self.id}" if self.id >= 0 else f"A_{-self.id}"
+
+
+def load_actions(j: dict[str, Any]) -> tuple[Action, ...]:
+    """The program's actions; a ConfigError naming the entry for a malformed one (no name,
+    a parameter without a width in 1..MAX_FIELD_WIDTH, primitives that are not a list, an id
+    that is not an integer or is used twice)."""
+    raw = j.get("actions") or []
+    if not isinstance(raw, list):
+        raise cfg_error("actions", "expected a list")
+    out: list[Action] = []
+    ids: set[int] = set()
+    for i, a in enumerate(raw):
+        with loading(f"actions[{i}]"):
+            path = f"actions[{i}]"
+            if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+                raise cfg_error(path, "expected an object with a string 'name'")
+            path = f"{path} ('{a['name']}')"
+            params = []
+            for k, p in enumerate(a.get("runtime_data") or []):
+                if not (isinstance(p, dict) and type(p.get("bitwidth")) is int
+                        and 0 < p["bitwidth"] <= MAX_FIELD_WIDTH):
+                    raise cfg_error(f"{path}.runtime_data[{k}]", f"bad parameter {p!r}")
+                params.append((str(p.get("name", f"p{k}")), p["bitwidth"]))
+            aid = a.get("id", i)
+            if type(aid) is not int:
+                raise cfg_error(path, f"bad id {aid!r}")
+            if aid in ids:
+                raise cfg_error(path, f"duplicate action id {aid}")
+            ids.add(aid)
+            prims = a.get("primitives")
+            if prims is None:
+                prims = []
+            if not isinstance(prims, list):
+                raise cfg_error(f"{path}.primitives", "expected a list")
+            out.append(Action(i, a["name"], aid, path, tuple(params), tuple(prims)))
     return tuple(out)

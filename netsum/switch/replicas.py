@@ -35,7 +35,7 @@ from typing import Any
 from netsum.switch.expressions import ExprCompiler, unwrap
 from netsum.switch.layout import HeaderInfo, Layout
 from netsum.switch.parser import pack_parts
-from netsum.switch.program import Checksum
+from netsum.switch.program import Action, Checksum
 
 __all__ = ["ReplicaPatcher", "replica_patcher"]
 
@@ -110,8 +110,8 @@ class ReplicaPatcher:
         return fn
 
 
-def _egress_writes(j: dict[str, Any], layout: Layout,
-                   checksums: tuple[Checksum, ...]) -> tuple[set[str], set[int]] | None:
+def _egress_writes(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum, ...],
+                   actions: tuple[Action, ...]) -> tuple[set[str], set[int]] | None:
     """(headers holding a field that egress or a checksum update may write, the slots of those
     fields); None when that cannot be bounded."""
     pipes = [p for p in j.get("pipelines") or [] if isinstance(p, dict)]
@@ -123,13 +123,12 @@ def _egress_writes(j: dict[str, Any], layout: Layout,
         if not isinstance(t, dict) or t.get("direct_meters"):
             return None                # a meter writes its result field from the table
         names.update(a for a in t.get("actions") or [] if isinstance(a, str))
-    actions = [a for a in j.get("actions") or [] if isinstance(a, dict)]
     dirty: set[str] = set()
     slots: set[int] = set()
     for a in actions:
-        if a.get("name") not in names:
+        if a.name not in names:
             continue
-        for p in a.get("primitives") or []:
+        for p in a.primitives:
             op = p.get("op") if isinstance(p, dict) else None
             if op in _NO_HEADER_WRITE:
                 continue
@@ -202,7 +201,7 @@ def _checksum_source(j: dict[str, Any], layout: Layout, checksums: tuple[Checksu
 
 
 def replica_patcher(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum, ...],
-                    per_copy: set[int]) -> ReplicaPatcher | None:
+                    actions: tuple[Action, ...], per_copy: set[int]) -> ReplicaPatcher | None:
     """`per_copy`: slots the life cycle sets per copy (egress_port, egress_rid, ...)."""
     stacked = {h for s in layout.stacks.values() for h in s.headers} | \
         {h for u in layout.unions.values() for h in u}
@@ -212,7 +211,7 @@ def replica_patcher(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum
         return None
     headers = [layout.headers[n] for n in dep.get("order") or [] if n in layout.headers]
     headers = [h for h in headers if not h.metadata]
-    w = _egress_writes(j, layout, checksums)
+    w = _egress_writes(j, layout, checksums, actions)
     # varbit headers: a copy's header offsets would depend on its run-time widths
     if w is None or any(h.name in stacked or h.varbit >= 0 for h in headers):
         return None

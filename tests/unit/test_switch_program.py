@@ -1,5 +1,6 @@
-"""The typed program model (netsum.switch.program): what the loader keeps of each checksum, and
-that every consumer reads it from there (the JSON's checksums are not read after loading)."""
+"""The typed program model (netsum.switch.program): what the loader keeps of each checksum and
+each action, and that every consumer reads them from there (the JSON's checksums and actions
+are read once, by the loader)."""
 from __future__ import annotations
 
 import copy
@@ -8,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from netsum.switch.device import Device
+from netsum.switch.entries import ActionCall, Lpm, TableEntry
+from netsum.switch.errors import ConfigError
 from netsum.switch.layout import FieldSlot
 from netsum.switch.native import build
 from netsum.switch.pipeline import Pipeline
-from netsum.switch.program import Checksum
+from netsum.switch.program import Action, Checksum, load_actions
 
 ROUTER = json.loads((Path(__file__).resolve().parents[1] / "switch_json" / "router.json")
                     .read_text())
@@ -27,17 +31,25 @@ def test_the_router_checksum_as_loaded() -> None:
 
 
 class _Once(dict):  # type: ignore[type-arg]
-    """A program whose `checksums` may be read once (by the loader) and never again."""
-    reads = 0
+    """A program whose `checksums` and `actions` may each be read once (by the loader) and
+    never again; iterating over the program's keys (a walk over the whole JSON) is allowed."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.counts = {"checksums": 0, "actions": 0}
+
+    @property
+    def reads(self) -> int:
+        return self.counts["checksums"]
 
     def get(self, key, default=None):  # type: ignore[no-untyped-def, override]
-        if key == "checksums":
-            self.reads += 1
-            assert self.reads == 1, "the JSON's checksums were read after loading"
+        if key in self.counts:
+            self.counts[key] += 1
+            assert self.counts[key] == 1, f"the JSON's {key} were read after loading"
         return super().get(key, default)
 
     def __getitem__(self, key):  # type: ignore[no-untyped-def]
-        assert key != "checksums", "the JSON's checksums were read by subscript"
+        assert key not in self.counts, f"the JSON's {key} were read by subscript"
         return super().__getitem__(key)
 
 
@@ -50,3 +62,75 @@ def test_checksums_are_read_from_the_json_once_and_still_computed(native: bool) 
     assert (pl.native is not None) == native, pl.native_status
     assert doc.reads == 1
     assert pl.update_checksums is not None and pl.verify_checksums is None
+
+
+def test_the_router_actions_as_loaded() -> None:
+    """Parameters and ids as router.json declares them (see its 'actions'), in JSON order."""
+    pl = Pipeline(copy.deepcopy(ROUTER))
+    got = [(a.index, a.name, a.id, a.params, len(a.primitives)) for a in pl.action_defs]
+    assert got == [
+        (0, "NoAction", 0, (), 0),
+        (1, "MyIngress.drop", 1, (), 1),
+        (2, "MyIngress.ipv4_forward", 2, (("dstAddr", 48), ("port", 9)), 5),
+        (3, "MyIngress.set_tos", 3, (("tos", 8),), 1),
+        (4, "act", 4, (), 1)]
+    fwd = pl.action_defs[2]
+    assert fwd.path == "actions[2] ('MyIngress.ipv4_forward')" and fwd.widths == (48, 9)
+    assert fwd.primitives[0]["op"] == "assign"
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
+def test_actions_are_read_from_the_json_once_and_still_run(native: bool) -> None:
+    """The JSON's actions are read by the loader alone; the table's action then runs as the
+    router's ipv4_forward says: egress port and destination MAC from the entry's parameters,
+    the old destination MAC becomes the source, TTL one less."""
+    if native and (why := build.available()) is not None:
+        pytest.skip(f"native backend not buildable: {why}")
+    from scapy.layers.inet import IP
+    from scapy.layers.l2 import Ether
+    doc = _Once(copy.deepcopy(ROUTER))
+    pl = Pipeline(doc, native=native)
+    if native:
+        assert pl.wait_native(60) == "native", pl.native_status
+    assert doc.counts == {"checksums": 1, "actions": 1}
+    d = Device()
+    d.install(pl)
+    d.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
+        (Lpm(0x0A000000, 8),), ActionCall("MyIngress.ipv4_forward", (0xAABBCCDDEEFF, 3))))
+    frame = bytes(Ether(src="00:00:00:00:00:01", dst="02:00:00:00:00:02") /
+                  IP(src="10.0.0.1", dst="10.1.2.3", ttl=64))
+    [(port, out)] = d.process(1, frame)
+    e = Ether(out)
+    assert (port, e.dst, e.src, e[IP].ttl) == (3, "aa:bb:cc:dd:ee:ff", "02:00:00:00:00:02", 63)
+
+
+@pytest.mark.parametrize("mutate, where", [
+    (lambda a: a.__setitem__("runtime_data", [{"name": "x", "bitwidth": 0}]),
+     "actions[2] ('MyIngress.ipv4_forward').runtime_data[0]"),
+    (lambda a: a.__setitem__("runtime_data", [{"name": "x", "bitwidth": True}]),
+     "actions[2] ('MyIngress.ipv4_forward').runtime_data[0]"),
+    (lambda a: a.__setitem__("primitives", {"op": "drop"}),
+     "actions[2] ('MyIngress.ipv4_forward').primitives"),
+    (lambda a: a.__setitem__("id", "2"), "actions[2] ('MyIngress.ipv4_forward')"),
+    (lambda a: a.__setitem__("id", 1), "actions[2] ('MyIngress.ipv4_forward')"),
+    (lambda a: a.pop("name"), "actions[2]"),
+], ids=["zero-width", "bool-width", "primitives-not-list", "string-id", "duplicate-id",
+        "no-name"])
+def test_a_malformed_action_is_refused_naming_it(mutate, where) -> None:  # type: ignore[no-untyped-def]
+    j = copy.deepcopy(ROUTER)
+    mutate(j["actions"][2])
+    with pytest.raises(ConfigError) as e:
+        load_actions(j)
+    assert where in str(e.value)
+    with pytest.raises(ConfigError):
+        Pipeline(j)
+
+
+def test_load_actions_keeps_json_order_and_defaults() -> None:
+    """An entry without id takes its index (as the loader always did), without runtime_data
+    or primitives has none; a parameter without a name is called p<k>."""
+    got = load_actions({"actions": [{"name": "a", "id": 7, "runtime_data": [{"bitwidth": 3}]},
+                                    {"name": "b"}]})
+    assert got == (Action(0, "a", 7, "actions[0] ('a')", (("p0", 3),), ()),
+                   Action(1, "b", 1, "actions[1] ('b')", (), ()))
+    assert (got[0].fname, Action(0, "n", -4, "", (), ()).fname) == ("A7", "A_4")

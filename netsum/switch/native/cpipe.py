@@ -10,7 +10,6 @@ truncate.  Clones, resubmit, recirculate, meters and direct counters decline the
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -21,7 +20,7 @@ from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
 from netsum.switch.primregistry import StdFields
-from netsum.switch.program import Checksum
+from netsum.switch.program import Action, Checksum
 
 __all__ = ["TableInfo", "Program", "generate"]
 
@@ -66,11 +65,26 @@ def _kind(match_types: list[MatchKind | None]) -> int:
     return 3
 
 
-def _precheck(j: dict[str, Any]) -> None:
+def _ops(node: Any) -> set[str]:
+    """Every `op` named in a JSON subtree (primitives, parser operations, expressions)."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            if isinstance(n.get("op"), str):
+                out.add(n["op"])
+            stack += n.values()
+        elif isinstance(n, (list, tuple)):
+            stack += n
+    return out
+
+
+def _precheck(j: dict[str, Any], actions: tuple[Action, ...]) -> None:
     """Constructs declined as a whole, named before anything is generated."""
-    used = json.dumps([j.get(k) for k in ("actions", "parsers", "pipelines")])
+    used = _ops([a.primitives for a in actions]) | _ops([j.get("parsers"), j.get("pipelines")])
     for op in _UNSUPPORTED:
-        if f'"{op}"' in used:
+        if op in used:
             raise Decline(f"uses '{op}', which the native backend does not run")
     if j.get("header_union_stacks"):
         raise Decline("header union stacks")
@@ -86,13 +100,12 @@ def _precheck(j: dict[str, Any]) -> None:
 
 
 class _Controls:
-    def __init__(self, g: Gen, j: dict[str, Any], aid_fn: dict[int, str],
+    def __init__(self, g: Gen, actions: tuple[Action, ...], aid_fn: dict[int, str],
                  params: dict[int, int]) -> None:
         self.g = g
         self.aid_fn = aid_fn            # action id -> C function
         self.params = params            # action id -> parameter count
-        self.names = {a["name"]: int(a.get("id", i)) for i, a in
-                      reversed(list(enumerate(j.get("actions") or [])))}
+        self.names = {a.name: a.id for a in reversed(actions)}   # the first of a name
         self.tables: dict[str, TableInfo] = {}
 
     def table_info(self, t: dict[str, Any], path: str) -> TableInfo:
@@ -294,9 +307,9 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 
 def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, RegInfo],
              ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
-             checksums: tuple[Checksum, ...]) -> Program:
+             checksums: tuple[Checksum, ...], actions: tuple[Action, ...]) -> Program:
     """The C source of the program (module name left to the builder), or `Decline`."""
-    _precheck(j)
+    _precheck(j, actions)
     for h in layout.headers.values():
         for _n, s in h.fields:
             if s.width > MAX_NATIVE_WIDTH:
@@ -314,17 +327,16 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
         scratch = max(scratch, need)
     aid_fn: dict[int, str] = {}
     params: dict[int, int] = {}
-    for i, a in enumerate(j.get("actions") or []):
-        aid = int(a.get("id", i))
-        fn = f"A{i}"
-        g.action(fn, a, f"actions[{i}] ('{a.get('name')}')")
-        aid_fn[aid] = fn
-        params[aid] = len(a.get("runtime_data") or [])
+    for a in actions:
+        fn = f"A{a.index}"
+        g.action(fn, a)
+        aid_fn[a.id] = fn
+        params[a.id] = len(a.params)
     parser = next(p for p in j["parsers"] if p.get("name") == "parser")
     pc = parser_c(g, parser, "parsers[0] ('parser')")
     dep = next(d for d in j["deparsers"] if d.get("name") == "deparser")
     dc, hdr_max = deparser_c(g, dep, "deparsers[0] ('deparser')")
-    ctl = _Controls(g, j, aid_fn, params)
+    ctl = _Controls(g, actions, aid_fn, params)
     pipes = {p.get("name"): (i, p) for i, p in enumerate(j.get("pipelines") or [])}
     controls = [ctl.control(n, pipes[n][1], f"pipelines[{pipes[n][0]}] ('{n}')")
                 for n in ("ingress", "egress")]
