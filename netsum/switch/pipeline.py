@@ -28,7 +28,8 @@ from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
 from netsum.switch.primitives import ActionLoopLimit, AssertFailure
 from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
-from netsum.switch.program import Action, Checksum, load_actions, load_checksums
+from netsum.switch.program import (Action, Checksum, Deparser, load_actions, load_checksums,
+                                   load_deparser)
 from netsum.switch.reads import referenced_slots
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
@@ -128,6 +129,7 @@ class Pipeline:
         #: The program's actions as loaded (netsum.switch.program); `actions` above are their
         #: compiled functions by name.
         self.action_defs: tuple[Action, ...] = ()
+        self.deparser: Deparser
         self.load_objects()
         native_prog = self.plan_packet_path(native)
         self.generate_code()
@@ -139,7 +141,7 @@ class Pipeline:
     def load_objects(self) -> None:
         """Loading: the format version, the header layout, the standard metadata slots and
         the objects packet code refers to (register, counter and meter arrays, calculations,
-        checksums, actions), each validated."""
+        checksums, actions, the deparser), each validated."""
         self.init_meta()
         self.layout = build_layout(self.json)
         self.std = self.init_standard_metadata()
@@ -149,6 +151,7 @@ class Pipeline:
         self.init_calculations()
         self.checksums = load_checksums(self.json, self.layout, self.calculations)
         self.action_defs = load_actions(self.json)
+        self.deparser = load_deparser(self.json, self.layout)
 
     def plan_packet_path(self, native: bool | None) -> Any:
         """Planning, before any code is generated against it: the register lanes, whether
@@ -180,7 +183,8 @@ class Pipeline:
         patched from one deparsed copy."""
         if self.fuse:
             self.replica_patch = replica_patcher(self.json, self.layout, self.checksums,
-                                                 self.action_defs, self._per_copy_slots())
+                                                 self.action_defs, self.deparser,
+                                                 self._per_copy_slots())
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:
@@ -374,12 +378,7 @@ class Pipeline:
         self.parser_start = self.ns.names[start] if start else None
 
     def init_deparsers(self) -> None:
-        deps = [d for d in _list(self.json, "deparsers") if isinstance(d, dict)]
-        dep = next((d for d in deps if d.get("name") == "deparser"), None)
-        if dep is None:
-            raise cfg_error("deparsers", "no deparser named 'deparser' (v1model needs one)")
-        _compile(deparser_source(dep, "deparsers[0] ('deparser')", self.layout, self.ns),
-                 self.ns, "deparser")
+        _compile(deparser_source(self.deparser, self.ns), self.ns, "deparser")
         self.deparse = self.ns.names["DEPARSE"]
 
     # -- pipelines -------------------------------------------------------------------------

@@ -5,7 +5,7 @@ reads instead of the JSON's dicts.
 It grows one kind of object at a time, and a kind moves only with all its consumers.  Typed so
 far: the header layout (netsum.switch.layout), register/counter/meter arrays
 (netsum.switch.stateful), calculations (netsum.switch.calculations), parser value sets
-(netsum.switch.valuesets) and, here, checksums and actions.  Expressions inside objects (a
+(netsum.switch.valuesets) and, here, checksums, actions and the deparser.  Expressions inside objects (a
 checksum's condition, an action's primitives) stay JSON: each backend compiles them.
 """
 from __future__ import annotations
@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from netsum.switch.layout import MAX_FIELD_WIDTH, FieldSlot, Layout, cfg_error, loading
+from netsum.switch.layout import (MAX_FIELD_WIDTH, FieldSlot, HeaderInfo, Layout, cfg_error,
+                                  loading)
 
-__all__ = ["Checksum", "load_checksums", "Action", "load_actions"]
+__all__ = ["Checksum", "load_checksums", "Action", "load_actions", "Deparser", "load_deparser"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,3 +116,36 @@ def load_actions(j: dict[str, Any]) -> tuple[Action, ...]:
                 raise cfg_error(f"{path}.primitives", "expected a list")
             out.append(Action(i, a["name"], aid, path, tuple(params), tuple(prims)))
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Deparser:
+    """v1model's deparser (the entry of `deparsers` named 'deparser'): the headers it emits,
+    in order, when valid; metadata headers in its order are left out (they are never
+    emitted)."""
+    name: str
+    path: str                          # "deparsers[i] ('deparser')"
+    headers: tuple[HeaderInfo, ...]
+
+
+def load_deparser(j: dict[str, Any], layout: Layout) -> Deparser:
+    """The deparser; a ConfigError when there is none named 'deparser', when it has
+    primitives (p4c emits them only for other architectures' deparsers) or names an unknown
+    header."""
+    raw = j.get("deparsers") or []
+    if not isinstance(raw, list):
+        raise cfg_error("deparsers", "expected a list")
+    found = next(((i, d) for i, d in enumerate(raw)
+                  if isinstance(d, dict) and d.get("name") == "deparser"), None)
+    if found is None:
+        raise cfg_error("deparsers", "no deparser named 'deparser' (v1model needs one)")
+    i, d = found
+    path = f"deparsers[{i}] ('deparser')"
+    with loading(f"deparsers[{i}]"):
+        if d.get("primitives"):
+            raise cfg_error(path, "deparser primitives are not supported")
+        order = d.get("order") or []
+        if not isinstance(order, list):
+            raise cfg_error(f"{path}.order", "expected a list")
+        headers = [layout.header(hn, f"{path}.order[{k}]") for k, hn in enumerate(order)]
+    return Deparser("deparser", path, tuple(h for h in headers if not h.metadata))

@@ -35,7 +35,7 @@ from typing import Any
 from netsum.switch.expressions import ExprCompiler, unwrap
 from netsum.switch.layout import HeaderInfo, Layout
 from netsum.switch.parser import pack_parts
-from netsum.switch.program import Action, Checksum
+from netsum.switch.program import Action, Checksum, Deparser
 
 __all__ = ["ReplicaPatcher", "replica_patcher"]
 
@@ -201,16 +201,12 @@ def _checksum_source(j: dict[str, Any], layout: Layout, checksums: tuple[Checksu
 
 
 def replica_patcher(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum, ...],
-                    actions: tuple[Action, ...], per_copy: set[int]) -> ReplicaPatcher | None:
+                    actions: tuple[Action, ...], deparser: Deparser,
+                    per_copy: set[int]) -> ReplicaPatcher | None:
     """`per_copy`: slots the life cycle sets per copy (egress_port, egress_rid, ...)."""
     stacked = {h for s in layout.stacks.values() for h in s.headers} | \
         {h for u in layout.unions.values() for h in u}
-    deps = [d for d in j.get("deparsers") or [] if isinstance(d, dict)]
-    dep = next((d for d in deps if d.get("name") == "deparser"), None)
-    if dep is None:
-        return None
-    headers = [layout.headers[n] for n in dep.get("order") or [] if n in layout.headers]
-    headers = [h for h in headers if not h.metadata]
+    headers = list(deparser.headers)
     w = _egress_writes(j, layout, checksums, actions)
     # varbit headers: a copy's header offsets would depend on its run-time widths
     if w is None or any(h.name in stacked or h.varbit >= 0 for h in headers):

@@ -15,7 +15,7 @@ from netsum.switch.errors import ConfigError
 from netsum.switch.layout import FieldSlot
 from netsum.switch.native import build
 from netsum.switch.pipeline import Pipeline
-from netsum.switch.program import Action, Checksum, load_actions
+from netsum.switch.program import Action, Checksum, load_actions, load_deparser
 
 ROUTER = json.loads((Path(__file__).resolve().parents[1] / "switch_json" / "router.json")
                     .read_text())
@@ -36,7 +36,7 @@ class _Once(dict):  # type: ignore[type-arg]
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
-        self.counts = {"checksums": 0, "actions": 0}
+        self.counts = {"checksums": 0, "actions": 0, "deparsers": 0}
 
     @property
     def reads(self) -> int:
@@ -92,7 +92,7 @@ def test_actions_are_read_from_the_json_once_and_still_run(native: bool) -> None
     pl = Pipeline(doc, native=native)
     if native:
         assert pl.wait_native(60) == "native", pl.native_status
-    assert doc.counts == {"checksums": 1, "actions": 1}
+    assert doc.counts == {"checksums": 1, "actions": 1, "deparsers": 1}
     d = Device()
     d.install(pl)
     d.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
@@ -134,3 +134,30 @@ def test_load_actions_keeps_json_order_and_defaults() -> None:
     assert got == (Action(0, "a", 7, "actions[0] ('a')", (("p0", 3),), ()),
                    Action(1, "b", 1, "actions[1] ('b')", (), ()))
     assert (got[0].fname, Action(0, "n", -4, "", (), ()).fname) == ("A7", "A_4")
+
+
+def test_the_router_deparser_as_loaded() -> None:
+    """router.json's deparser emits ethernet then ipv4 (its 'order'); metadata is never
+    emitted, so a metadata header named in the order is left out."""
+    pl = Pipeline(copy.deepcopy(ROUTER))
+    assert pl.deparser.path == "deparsers[0] ('deparser')"
+    assert [h.name for h in pl.deparser.headers] == ["ethernet", "ipv4"]
+    j = copy.deepcopy(ROUTER)
+    j["deparsers"][0]["order"] = ["scalars", "ethernet", "standard_metadata", "ipv4"]
+    assert [h.name for h in load_deparser(j, pl.layout).headers] == ["ethernet", "ipv4"]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda j: j["deparsers"][0].__setitem__("name", "other"), "no deparser named 'deparser'"),
+    (lambda j: j["deparsers"][0].__setitem__("order", ["ethernet", "nope"]),
+     "deparsers[0] ('deparser').order[1]"),
+    (lambda j: j["deparsers"][0].__setitem__("primitives", [{"op": "emit"}]),
+     "deparser primitives are not supported"),
+    (lambda j: j["deparsers"][0].__setitem__("order", "ethernet"), ".order"),
+], ids=["none", "unknown-header", "primitives", "order-not-list"])
+def test_a_malformed_deparser_is_refused_naming_it(mutate, message) -> None:  # type: ignore[no-untyped-def]
+    j = copy.deepcopy(ROUTER)
+    mutate(j)
+    with pytest.raises(ConfigError) as e:
+        Pipeline(j)
+    assert message in str(e.value)

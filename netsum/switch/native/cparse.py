@@ -15,6 +15,7 @@ from netsum.switch.expressions import ExprCompiler
 from netsum.switch.layout import HeaderInfo
 from netsum.switch.native.cexpr import CE, CExpr, Decline, MAX_NATIVE_WIDTH, U64, hexval, unwrap
 from netsum.switch.native.cgen import CalcInfo, Gen
+from netsum.switch.program import Deparser
 
 __all__ = ["parser_c", "deparser_c", "calculation_c", "MAX_PARSE_STATES"]
 
@@ -232,19 +233,12 @@ def parser_c(g: Gen, parser: dict[str, Any], path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def deparser_c(g: Gen, deparser: dict[str, Any], path: str) -> tuple[str, int]:
+def deparser_c(g: Gen, deparser: Deparser) -> tuple[str, int]:
     """(C of `Py_ssize_t deparse(Pkt *p, u8 *o)`, the largest header bytes it writes)."""
-    if deparser.get("primitives"):
-        raise Decline(f"{path}: deparser primitives")
     lines = ["static Py_ssize_t deparse(Pkt *p, u8 *o) {", "    u64 *F = p->F; u8 *s = o;"]
     total = 0
-    for k, hn in enumerate(deparser.get("order") or []):
-        h = g.layout.headers.get(hn)
-        if h is None:
-            raise Decline(f"{path}.order[{k}]: unknown header {hn!r}")
-        if h.metadata:
-            continue
-        fields = _field_bits(h, f"{path}.order[{k}]")
+    for h in deparser.headers:
+        fields = _field_bits(h, f"{deparser.path} ('{h.name}')")
         aligned = all(pos % 8 == 0 and w in (8, 16, 32, 64) for _s, pos, w, _g in fields)
         body = [] if aligned else [f"memset(s, 0, {h.nbytes});"]
         body += [_store("s", pos, w, f"F[{s}]") for s, pos, w, _g in fields]

@@ -20,7 +20,7 @@ from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
 from netsum.switch.primregistry import StdFields
-from netsum.switch.program import Action, Checksum
+from netsum.switch.program import Action, Checksum, Deparser
 
 __all__ = ["TableInfo", "Program", "generate"]
 
@@ -307,7 +307,8 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 
 def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, RegInfo],
              ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
-             checksums: tuple[Checksum, ...], actions: tuple[Action, ...]) -> Program:
+             checksums: tuple[Checksum, ...], actions: tuple[Action, ...],
+             deparser: Deparser) -> Program:
     """The C source of the program (module name left to the builder), or `Decline`."""
     _precheck(j, actions)
     for h in layout.headers.values():
@@ -334,8 +335,7 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
         params[a.id] = len(a.params)
     parser = next(p for p in j["parsers"] if p.get("name") == "parser")
     pc = parser_c(g, parser, "parsers[0] ('parser')")
-    dep = next(d for d in j["deparsers"] if d.get("name") == "deparser")
-    dc, hdr_max = deparser_c(g, dep, "deparsers[0] ('deparser')")
+    dc, hdr_max = deparser_c(g, deparser)
     ctl = _Controls(g, actions, aid_fn, params)
     pipes = {p.get("name"): (i, p) for i, p in enumerate(j.get("pipelines") or [])}
     controls = [ctl.control(n, pipes[n][1], f"pipelines[{pipes[n][0]}] ('{n}')")
