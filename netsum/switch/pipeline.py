@@ -22,14 +22,14 @@ from netsum.switch.lanecode import LazyFunction, fallback_source, run_source
 from netsum.switch.lanes import LanePlan, plan_lanes
 from netsum.switch.jsonload import strict_loads
 from netsum.switch.profiles import ActionProfile
-from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error, loading, loads
+from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error, loading
 from netsum.switch.optimize import optimize_source
 from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
 from netsum.switch.primitives import ActionLoopLimit, AssertFailure
 from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
-from netsum.switch.program import (Action, Checksum, Deparser, load_actions, load_checksums,
-                                   load_deparser)
+from netsum.switch.program import (Action, Checksum, Control, Deparser, TableDef, load_actions,
+                                   load_checksums, load_controls, load_deparser)
 from netsum.switch.reads import referenced_slots
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
@@ -130,6 +130,7 @@ class Pipeline:
         #: compiled functions by name.
         self.action_defs: tuple[Action, ...] = ()
         self.deparser: Deparser
+        self.controls: dict[str, Control]
         self.load_objects()
         native_prog = self.plan_packet_path(native)
         self.generate_code()
@@ -141,7 +142,7 @@ class Pipeline:
     def load_objects(self) -> None:
         """Loading: the format version, the header layout, the standard metadata slots and
         the objects packet code refers to (register, counter and meter arrays, calculations,
-        checksums, actions, the deparser), each validated."""
+        checksums, actions, the deparser, the controls), each validated."""
         self.init_meta()
         self.layout = build_layout(self.json)
         self.std = self.init_standard_metadata()
@@ -152,6 +153,7 @@ class Pipeline:
         self.checksums = load_checksums(self.json, self.layout, self.calculations)
         self.action_defs = load_actions(self.json)
         self.deparser = load_deparser(self.json, self.layout)
+        self.controls = load_controls(self.json)
 
     def plan_packet_path(self, native: bool | None) -> Any:
         """Planning, before any code is generated against it: the register lanes, whether
@@ -159,7 +161,8 @@ class Pipeline:
         path alone; see `plan_native`)."""
         self.lanes = self.init_lanes()
         # Per-packet work only for what the program reads: timestamps cost a clock call.
-        used = referenced_slots(self.json, self.layout, self.checksums, self.action_defs)
+        used = referenced_slots(self.json, self.layout, self.checksums, self.action_defs,
+                                self.controls)
         self.uses_timestamps = any(x in used for x in (self.std.ingress_global_timestamp,
                                                        self.std.egress_global_timestamp))
         return self.plan_native(native)
@@ -184,7 +187,7 @@ class Pipeline:
         if self.fuse:
             self.replica_patch = replica_patcher(self.json, self.layout, self.checksums,
                                                  self.action_defs, self.deparser,
-                                                 self._per_copy_slots())
+                                                 self.controls["egress"], self._per_copy_slots())
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:
@@ -383,45 +386,31 @@ class Pipeline:
 
     # -- pipelines -------------------------------------------------------------------------
     def init_pipelines(self) -> None:
-        pipes = {p.get("name"): (i, p) for i, p in enumerate(_list(self.json, "pipelines"))
-                 if isinstance(p, dict) and isinstance(p.get("name"), str)}
-        for name in ("ingress", "egress"):
-            if name not in pipes:
-                raise cfg_error("pipelines", f"no pipeline named '{name}' (v1model needs one)")
-        for name in ("ingress", "egress"):
-            i, p = pipes[name]
-            init = self._init_pipeline(f"pipelines[{i}] ('{name}')", p)
-            if name == "ingress":
-                self.ingress_init = init
-            else:
-                self.egress_init = init
+        self.ingress_init = self._init_pipeline(self.controls["ingress"])
+        self.egress_init = self._init_pipeline(self.controls["egress"])
 
-    @loads("path")
-    def _init_pipeline(self, path: str, p: dict[str, Any]) -> Any:
-        self._init_action_profiles(path, p)
+    def _init_pipeline(self, ctl: Control) -> Any:
+        path = ctl.path
+        with loading(path):
+            return self._init_control(ctl)
+
+    def _init_control(self, ctl: Control) -> Any:
+        path = ctl.path
+        self._init_action_profiles(path, ctl.action_profiles)
         nodes: dict[str, str] = {}          # JSON node name -> namespace name
-        tables: list[tuple[str, dict[str, Any], Table]] = []
-        for k, t in enumerate(p.get("tables") or []):
-            tp = f"{path}.tables[{k}]"
-            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
-                raise cfg_error(tp, "expected an object with a string 'name'")
-            tp = f"{tp} ('{t['name']}')"
-            with loading(tp):
-                table = build_table(self, tp, t)
+        tables: list[tuple[TableDef, Table]] = []
+        for t in ctl.tables:
+            with loading(t.path):
+                table = build_table(self, t)
             if table.name in self.tables:
-                raise cfg_error(tp, "duplicate table name")
+                raise cfg_error(t.path, "duplicate table name")
             self.tables[table.name] = table
             nodes[table.name] = self.ns.fresh("N")
-            tables.append((tp, t, table))
-        conds = []
-        for k, c in enumerate(p.get("conditionals") or []):
-            cp = f"{path}.conditionals[{k}]"
-            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
-                raise cfg_error(cp, "expected an object with a string 'name'")
-            if c["name"] in nodes:
-                raise cfg_error(cp, f"node name '{c['name']}' used twice")
-            nodes[c["name"]] = self.ns.fresh("N")
-            conds.append((f"{cp} ('{c['name']}')", c))
+            tables.append((t, table))
+        for c in ctl.conditionals:
+            if c.name in nodes:
+                raise cfg_error(c.path, f"node name '{c.name}' used twice")
+            nodes[c.name] = self.ns.fresh("N")
 
         def ref(name: Any, where: str) -> str:
             if name is None:
@@ -432,55 +421,54 @@ class Pipeline:
 
         cond_src: dict[str, str] = {}
         branches: dict[str, tuple[str | None, str | None]] = {}
-        for cp, c in conds:
-            with loading(cp):
-                comp = ExprCompiler(self.layout, f"{cp}.expression")
-                cond_src[c["name"]] = comp.cond(c.get("expression"))
-                ref(c.get("true_next"), cp)
-                ref(c.get("false_next"), cp)
-                branches[c["name"]] = (c.get("true_next"), c.get("false_next"))
-        fixed = {table.name: ft for tp, t, table in tables
-                 if (ft := self._fixed_table(tp, t, table)) is not None}
-        inline = {table.name: it for tp, t, table in tables
-                  if (it := self._inline_table(tp, t, table)) is not None} if self.fuse else {}
-        srcs = [conditional_source(c["name"], nodes, cond_src, branches, fixed,
+        for c in ctl.conditionals:
+            with loading(c.path):
+                comp = ExprCompiler(self.layout, f"{c.path}.expression")
+                cond_src[c.name] = comp.cond(c.expression)
+                ref(c.true_next, c.path)
+                ref(c.false_next, c.path)
+                branches[c.name] = (c.true_next, c.false_next)
+        fixed = {table.name: ft for t, table in tables
+                 if (ft := self._fixed_table(t, table)) is not None}
+        inline = {table.name: it for t, table in tables
+                  if (it := self._inline_table(t, table)) is not None} if self.fuse else {}
+        srcs = [conditional_source(c.name, nodes, cond_src, branches, fixed,
                                    self.inline_depth, inline)
-                for _cp, c in conds]
+                for c in ctl.conditionals]
         _compile("".join(srcs), self.ns, f"{path} conditionals")
-        for _cp, c in conds:
-            self.node_names[self.ns.names[nodes[c["name"]]]] = c["name"]
+        for c in ctl.conditionals:
+            self.node_names[self.ns.names[nodes[c.name]]] = c.name
         plen = self.std.packet_length
-        for tp, t, table in tables:
-            with loading(tp):
+        for t, table in tables:
+            with loading(t.path):
                 meter_target = None
                 if table._meter is not None and table._meter.result_target is not None:
-                    meter_target = self.layout.slot(list(table._meter.result_target), tp).index
-                node = table.make_node(key_function(self, tp, t, table), plen, meter_target)
+                    meter_target = self.layout.slot(list(table._meter.result_target),
+                                                    t.path).index
+                node = table.make_node(key_function(self, t, table), plen, meter_target)
                 self.ns.names[nodes[table.name]] = node
                 self.node_names[node] = table.name
-        for tp, t, table in tables:
-            with loading(tp):
-                nt = t.get("next_tables") or {}
-                if not isinstance(nt, dict):
-                    raise cfg_error(f"{tp}.next_tables", "expected an object")
-                resolve = {k: self.ns.names[ref(v, f"{tp}.next_tables")] if v is not None
+        for t, table in tables:
+            with loading(t.path):
+                nt = t.next_tables
+                resolve = {k: self.ns.names[ref(v, f"{t.path}.next_tables")] if v is not None
                            else None for k, v in nt.items()}
-                base = t.get("base_default_next")
-                base_node = self.ns.names[ref(base, tp)] if base is not None else None
+                base = t.base_default_next
+                base_node = self.ns.names[ref(base, t.path)] if base is not None else None
                 # "" stands for the no-op default of a table with no actions.
                 by_action = {a: resolve.get(a, base_node) for a in table.action_names or ("",)}
                 hm = "__HIT__" in nt or "__MISS__" in nt
                 table.link(by_action, resolve.get("__HIT__", base_node),
                            resolve.get("__MISS__", base_node), hm)
-                init_entries(self, tp, t, table)
-        self._check_acyclic(path, tables, conds)
-        init = p.get("init_table")
+                init_entries(self, t, table)
+        self._check_acyclic(path, ctl)
+        init = ctl.init_table
         return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
 
-    def _init_action_profiles(self, path: str, p: dict[str, Any]) -> None:
+    def _init_action_profiles(self, path: str, profiles: tuple[Any, ...]) -> None:
         """bmv2's init of `action_profiles`: a selector's hash is its algorithm over its
         input fields, packed like a calculation's field list."""
-        for k, ap in enumerate(_list(p, "action_profiles")):
+        for k, ap in enumerate(profiles):
             app = f"{path}.action_profiles[{k}]"
             if not isinstance(ap, dict) or not isinstance(ap.get("name"), str):
                 raise cfg_error(app, "expected an object with a string 'name'")
@@ -506,17 +494,14 @@ class Pipeline:
                 ap["name"], int(ap.get("id", k)), size, hash_fn, sel is not None)
 
     @staticmethod
-    def _check_acyclic(path: str, tables: list[tuple[str, dict[str, Any], Table]],
-                       conds: list[tuple[str, dict[str, Any]]]) -> None:
+    def _check_acyclic(path: str, ctl: Control) -> None:
         """A control is a DAG (P4 has no loops); a cycle would spin a packet forever."""
         succ: dict[str, list[str]] = {}
-        for _tp, t, table in tables:
-            nt = t.get("next_tables") or {}
-            succ[table.name] = [v for v in list(nt.values()) + [t.get("base_default_next")]
-                                if isinstance(v, str)]
-        for _cp, c in conds:
-            succ[c["name"]] = [v for v in (c.get("true_next"), c.get("false_next"))
-                               if isinstance(v, str)]
+        for t in ctl.tables:
+            succ[t.name] = [v for v in list(t.next_tables.values()) + [t.base_default_next]
+                            if isinstance(v, str)]
+        for c in ctl.conditionals:
+            succ[c.name] = [v for v in (c.true_next, c.false_next) if isinstance(v, str)]
         state: dict[str, int] = {}          # 1 = on the current path, 2 = done
         for root in succ:
             if state.get(root):
@@ -535,14 +520,15 @@ class Pipeline:
                     state[nxt] = 1
                     stack.append((nxt, iter(succ[nxt])))
 
-    @loads("tp")
-    def _fixed_table(self, tp: str, t: dict[str, Any], table: Table) -> FixedTable | None:
+    def _fixed_table(self, t: TableDef, table: Table) -> FixedTable | None:
         """A hidden keyless table with a const default and no direct resources always runs
         the same action and goes to the same next node: conditionals may inline it."""
         if table.kind != "keyless" or not table.default_is_const or table.profile is not None \
                 or table.direct_counter is not None or table.direct_meter is not None:
             return None
-        de = t.get("default_entry") or {}
+        de = t.default_entry
+        if not isinstance(de, dict):
+            return None                  # init_entries reports the problem
         aid = de.get("action_id")
         spec = self._actions_by_id.get(aid) if aid is not None else None
         data = de.get("action_data") or []
@@ -550,30 +536,29 @@ class Pipeline:
                 len(data) != len(spec.runtime_data):
             return None                  # init_entries reports the problem
         try:
-            params = tuple(parse_hexstr(x, tp) for x in data)
-        except ConfigError:
+            params = tuple(parse_hexstr(x, t.path) for x in data)
+        except (ConfigError, TypeError):
             return None
         if any(v < 0 or v >> w for v, (_, w) in zip(params, spec.runtime_data)):
             return None
-        nt = t.get("next_tables") or {}
-        nxt = nt["__MISS__"] if "__MISS__" in nt else nt.get(spec.name,
-                                                               t.get("base_default_next"))
+        nt = t.next_tables
+        nxt = nt["__MISS__"] if "__MISS__" in nt else nt.get(spec.name, t.base_default_next)
         return FixedTable(spec.fname, params, nxt)
 
-    @loads("tp")
-    def _inline_table(self, tp: str, t: dict[str, Any], table: Table) -> InlineTable | None:
+    def _inline_table(self, t: TableDef, table: Table) -> InlineTable | None:
         """An exact or keyless table without direct resources whose next node does not depend
         on the action: conditionals may emit its lookup inline."""
         if table.kind not in ("exact", "keyless") or table.direct_counter is not None or \
                 table.direct_meter is not None or table.profile is not None:
             return None
-        nt = t.get("next_tables") or {}
-        if not isinstance(nt, dict) or "__HIT__" in nt or "__MISS__" in nt:
+        nt = t.next_tables
+        if "__HIT__" in nt or "__MISS__" in nt:
             return None
-        base = t.get("base_default_next")
+        base = t.base_default_next
         if any(nt.get(a, base) != base for a in table.action_names):
             return None
-        key = exact_key_source(self, tp, t, table)
+        with loading(t.path):
+            key = exact_key_source(self, t, table)
         entries = self.ns.ref(table._exact, "E") if key is not None else None
         return InlineTable(self.ns.ref(table, "T"), entries, key or "", base)
 

@@ -5,8 +5,10 @@ reads instead of the JSON's dicts.
 It grows one kind of object at a time, and a kind moves only with all its consumers.  Typed so
 far: the header layout (netsum.switch.layout), register/counter/meter arrays
 (netsum.switch.stateful), calculations (netsum.switch.calculations), parser value sets
-(netsum.switch.valuesets) and, here, checksums, actions and the deparser.  Expressions inside objects (a
-checksum's condition, an action's primitives) stay JSON: each backend compiles them.
+(netsum.switch.valuesets) and, here, checksums, actions, the deparser and the controls
+(tables and conditionals); the parsers are still read from the JSON.  Expressions inside
+objects (a checksum's condition, an action's primitives, a conditional's expression) stay
+JSON: each backend compiles them; so do a table's entries, which the table loader checks.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from typing import Any
 from netsum.switch.layout import (MAX_FIELD_WIDTH, FieldSlot, HeaderInfo, Layout, cfg_error,
                                   loading)
 
-__all__ = ["Checksum", "load_checksums", "Action", "load_actions", "Deparser", "load_deparser"]
+__all__ = ["Checksum", "load_checksums", "Action", "load_actions", "Deparser", "load_deparser",
+           "KeyElement", "TableDef", "Conditional", "Control", "load_controls"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,3 +152,127 @@ def load_deparser(j: dict[str, Any], layout: Layout) -> Deparser:
             raise cfg_error(f"{path}.order", "expected a list")
         headers = [layout.header(hn, f"{path}.order[{k}]") for k, hn in enumerate(order)]
     return Deparser("deparser", path, tuple(h for h in headers if not h.metadata))
+
+
+@dataclass(frozen=True, slots=True)
+class KeyElement:
+    """One element of a table's key, as the JSON gives it (the table loader resolves it)."""
+    name: str              # the key's name (P4Runtime's match field); else its target as text
+    match_type: Any        # the JSON label: "exact", "lpm", "ternary", "range", "optional",
+                           # "valid" (P4_14's validity match), or something refused later
+    target: Any            # [header, field] (a header name for "valid")
+    mask: Any              # a hexstr, or None
+
+
+@dataclass(frozen=True, slots=True)
+class TableDef:
+    """One table of a control.  Const entries and the default entry stay JSON: the table
+    loader checks them against the table it built (netsum.switch.table_loader)."""
+    name: str
+    id: int
+    path: str                          # "pipelines[i] ('ingress').tables[k] ('name')"
+    type: Any                          # "simple", "indirect", "indirect_ws" (else refused)
+    action_profile: Any                # the profile's name for indirect tables
+    key: tuple[KeyElement, ...]
+    actions: tuple[tuple[str, int], ...]   # (name, id) in the JSON's order
+    next_tables: Mapping[str, Any]     # action name, "__HIT__" or "__MISS__" -> next node
+    base_default_next: Any             # the next node otherwise (None: the control ends)
+    default_entry: Any
+    entries: tuple[Any, ...]
+    max_size: int
+    with_counters: bool
+    direct_meters: Any                 # the direct meter's name, or None
+    support_timeout: bool
+
+    @property
+    def action_names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.actions)
+
+
+@dataclass(frozen=True, slots=True)
+class Conditional:
+    """One `if` of a control: its condition (expression JSON, each backend compiles it) and
+    the nodes that follow."""
+    name: str
+    path: str
+    expression: Any
+    true_next: Any
+    false_next: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """One entry of `pipelines` (v1model: 'ingress' and 'egress'): a graph of tables and
+    conditionals entered at `init_table`.  Action profiles stay JSON (Pipeline loads them)."""
+    name: str
+    path: str                          # "pipelines[i] ('ingress')"
+    init_table: Any
+    tables: tuple[TableDef, ...]
+    conditionals: tuple[Conditional, ...]
+    action_profiles: tuple[Any, ...]
+
+
+def load_controls(j: dict[str, Any]) -> dict[str, Control]:
+    """v1model's two controls, 'ingress' and 'egress', by name; a ConfigError naming the
+    object for a missing control, a table or conditional without a string name, a key
+    element that is not an object, 'actions' and 'action_ids' of different lengths,
+    `next_tables` that is not an object or sizes and ids that are not integers.  References
+    (fields, actions, next nodes, profiles) are resolved by the Pipeline's loader."""
+    raw = j.get("pipelines") or []
+    if not isinstance(raw, list):
+        raise cfg_error("pipelines", "expected a list")
+    found = {p.get("name"): (i, p) for i, p in enumerate(raw)
+             if isinstance(p, dict) and isinstance(p.get("name"), str)}
+    for name in ("ingress", "egress"):
+        if name not in found:
+            raise cfg_error("pipelines", f"no pipeline named '{name}' (v1model needs one)")
+    out = {}
+    for name in ("ingress", "egress"):
+        i, p = found[name]
+        path = f"pipelines[{i}] ('{name}')"
+        with loading(path):
+            tables = tuple(_load_table(f"{path}.tables[{k}]", t)
+                           for k, t in enumerate(_section(p, "tables", path)))
+            conds = []
+            for k, c in enumerate(_section(p, "conditionals", path)):
+                cp = f"{path}.conditionals[{k}]"
+                if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                    raise cfg_error(cp, "expected an object with a string 'name'")
+                conds.append(Conditional(c["name"], f"{cp} ('{c['name']}')", c.get("expression"),
+                                         c.get("true_next"), c.get("false_next")))
+            out[name] = Control(name, path, p.get("init_table"), tables, tuple(conds),
+                                tuple(_section(p, "action_profiles", path)))
+    return out
+
+
+def _section(p: dict[str, Any], key: str, path: str) -> list[Any]:
+    v = p.get(key) or []
+    if not isinstance(v, list):
+        raise cfg_error(f"{path}.{key}", "expected a list")
+    return v
+
+
+def _load_table(tp: str, t: Any) -> TableDef:
+    if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+        raise cfg_error(tp, "expected an object with a string 'name'")
+    tp = f"{tp} ('{t['name']}')"
+    with loading(tp):
+        key = []
+        for k, kf in enumerate(t.get("key") or []):
+            if not isinstance(kf, dict):
+                raise cfg_error(f"{tp}.key[{k}]", "expected an object")
+            key.append(KeyElement(str(kf.get("name", kf.get("target"))), kf.get("match_type"),
+                                  kf.get("target"), kf.get("mask")))
+        names = t.get("actions") or []
+        ids = t.get("action_ids") or []
+        if len(names) != len(ids):
+            raise cfg_error(tp, "'actions' and 'action_ids' differ in length")
+        nt = t.get("next_tables") or {}
+        if not isinstance(nt, dict):
+            raise cfg_error(f"{tp}.next_tables", "expected an object")
+        return TableDef(t["name"], int(t.get("id", 0)), tp, t.get("type", "simple"),
+                     t.get("action_profile"), tuple(key), tuple(zip(names, ids)), dict(nt),
+                     t.get("base_default_next"), t.get("default_entry"),
+                     tuple(t.get("entries") or []), int(t.get("max_size", 1024)),
+                     bool(t.get("with_counters")), t.get("direct_meters"),
+                     bool(t.get("support_timeout")))

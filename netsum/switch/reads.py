@@ -25,23 +25,30 @@ from typing import Any
 
 from netsum.switch.errors import ConfigError
 from netsum.switch.layout import Layout
-from netsum.switch.program import Action, Checksum
+from netsum.switch.program import Action, Checksum, Control
 
 __all__ = ["referenced_slots", "SECTIONS"]
 
-#: The top-level JSON sections whose operands refer to fields (and the loaded actions').
-SECTIONS = ("pipelines", "parsers", "calculations", "field_lists", "learn_lists")
+#: The top-level JSON sections whose operands refer to fields (besides the loaded actions,
+#: controls and checksums).
+SECTIONS = ("parsers", "calculations", "field_lists", "learn_lists")
 #: Primitives (and parser ops) whose header operands copy every field of the header.
 _HEADER_COPIES = frozenset({"assign", "modify_field", "assign_header", "copy_header", "set"})
 
 
 def referenced_slots(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum, ...],
-                     actions: tuple[Action, ...]) -> set[int]:
-    """Slots of `F` (field values) that program `j` with these (loaded) checksums and actions
-    refers to."""
+                     actions: tuple[Action, ...], controls: dict[str, Control]) -> set[int]:
+    """Slots of `F` (field values) that program `j` with these (loaded) checksums, actions
+    and controls refers to."""
     out: set[int] = {c.target.index for c in checksums}
     stack: list[tuple[Any, bool]] = [(j.get(k), False) for k in SECTIONS]
     stack += [(list(a.primitives), False) for a in actions]
+    for ctl in controls.values():
+        stack += [(c.expression, False) for c in ctl.conditionals]
+        stack += [(list(ctl.action_profiles), False)]       # selectors' input fields
+        for t in ctl.tables:
+            for kf in t.key:
+                _add_field(out, layout, kf.target)
     stack += [(c.if_cond, False) for c in checksums]
     while stack:
         node, copying = stack.pop()

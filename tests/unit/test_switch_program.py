@@ -15,7 +15,8 @@ from netsum.switch.errors import ConfigError
 from netsum.switch.layout import FieldSlot
 from netsum.switch.native import build
 from netsum.switch.pipeline import Pipeline
-from netsum.switch.program import Action, Checksum, load_actions, load_deparser
+from netsum.switch.program import (Action, Checksum, KeyElement, load_actions, load_controls,
+                                   load_deparser)
 
 ROUTER = json.loads((Path(__file__).resolve().parents[1] / "switch_json" / "router.json")
                     .read_text())
@@ -36,7 +37,7 @@ class _Once(dict):  # type: ignore[type-arg]
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
-        self.counts = {"checksums": 0, "actions": 0, "deparsers": 0}
+        self.counts = {"checksums": 0, "actions": 0, "deparsers": 0, "pipelines": 0}
 
     @property
     def reads(self) -> int:
@@ -92,7 +93,7 @@ def test_actions_are_read_from_the_json_once_and_still_run(native: bool) -> None
     pl = Pipeline(doc, native=native)
     if native:
         assert pl.wait_native(60) == "native", pl.native_status
-    assert doc.counts == {"checksums": 1, "actions": 1, "deparsers": 1}
+    assert doc.counts == {"checksums": 1, "actions": 1, "deparsers": 1, "pipelines": 1}
     d = Device()
     d.install(pl)
     d.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
@@ -161,3 +162,46 @@ def test_a_malformed_deparser_is_refused_naming_it(mutate, message) -> None:  # 
     with pytest.raises(ConfigError) as e:
         Pipeline(j)
     assert message in str(e.value)
+
+
+def test_the_router_controls_as_loaded() -> None:
+    """router.json's ingress: lpm -> acl -> (a conditional) -> tbl_act, entered at node_2; its
+    egress is empty.  Each table's key, actions and next nodes as the file writes them."""
+    ctl = load_controls(copy.deepcopy(ROUTER))
+    ing, eg = ctl["ingress"], ctl["egress"]
+    assert (ing.path, ing.init_table, eg.init_table, eg.tables) == \
+        ("pipelines[0] ('ingress')", "node_2", None, ())
+    lpm, acl, act = ing.tables
+    assert lpm.path == "pipelines[0] ('ingress').tables[0] ('MyIngress.ipv4_lpm')"
+    assert lpm.key == (KeyElement("hdr.ipv4.dstAddr", "lpm", ["ipv4", "dstAddr"], None),)
+    assert lpm.actions == (("MyIngress.ipv4_forward", 2), ("MyIngress.drop", 1), ("NoAction", 0))
+    assert (lpm.base_default_next, lpm.max_size, acl.max_size) == ("MyIngress.acl", 1024, 4)
+    assert [k.match_type for k in acl.key] == ["ternary", "optional", "range"]
+    assert act.next_tables == {"act": None} and act.base_default_next is None
+    assert [(c.name, c.true_next, c.false_next) for c in ing.conditionals] == \
+        [("node_2", "MyIngress.ipv4_lpm", None), ("node_5", "tbl_act", None)]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda j: j["pipelines"].pop(), "no pipeline named 'egress'"),
+    (lambda j: j["pipelines"][0]["tables"][1].__setitem__("action_ids", [3]),
+     "tables[1] ('MyIngress.acl'): 'actions' and 'action_ids' differ in length"),
+    (lambda j: j["pipelines"][0]["tables"][0].__setitem__("next_tables", ["x"]),
+     "tables[0] ('MyIngress.ipv4_lpm').next_tables"),
+    (lambda j: j["pipelines"][0]["tables"][0]["key"].__setitem__(0, "ipv4.dstAddr"),
+     "tables[0] ('MyIngress.ipv4_lpm').key[0]"),
+    (lambda j: j["pipelines"][0]["tables"][2].__setitem__("max_size", "big"),
+     "tables[2] ('tbl_act')"),
+    (lambda j: j["pipelines"][0]["tables"][2].pop("name"), "pipelines[0] ('ingress').tables[2]"),
+    (lambda j: j["pipelines"][0]["conditionals"][1].__setitem__("name", 5),
+     "pipelines[0] ('ingress').conditionals[1]"),
+], ids=["no-egress", "action-ids", "next-tables", "key-element", "max-size", "table-name",
+        "conditional-name"])
+def test_a_malformed_control_is_refused_naming_it(mutate, message) -> None:  # type: ignore[no-untyped-def]
+    j = copy.deepcopy(ROUTER)
+    mutate(j)
+    with pytest.raises(ConfigError) as e:
+        load_controls(j)
+    assert message in str(e.value)
+    with pytest.raises(ConfigError):
+        Pipeline(j)
