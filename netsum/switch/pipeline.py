@@ -28,8 +28,9 @@ from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
 from netsum.switch.primitives import ActionLoopLimit, AssertFailure
 from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
-from netsum.switch.program import (Action, Checksum, Control, Deparser, TableDef, load_actions,
-                                   load_checksums, load_controls, load_deparser)
+from netsum.switch.program import (Action, Checksum, Control, Deparser, Parser, TableDef,
+                                   load_actions, load_checksums, load_controls, load_deparser,
+                                   load_parser)
 from netsum.switch.reads import referenced_slots
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
@@ -129,6 +130,7 @@ class Pipeline:
         #: The program's actions as loaded (netsum.switch.program); `actions` above are their
         #: compiled functions by name.
         self.action_defs: tuple[Action, ...] = ()
+        self.parser: Parser
         self.deparser: Deparser
         self.controls: dict[str, Control]
         self.load_objects()
@@ -142,7 +144,7 @@ class Pipeline:
     def load_objects(self) -> None:
         """Loading: the format version, the header layout, the standard metadata slots and
         the objects packet code refers to (register, counter and meter arrays, calculations,
-        checksums, actions, the deparser, the controls), each validated."""
+        checksums, actions, the parser, the deparser, the controls), each validated."""
         self.init_meta()
         self.layout = build_layout(self.json)
         self.std = self.init_standard_metadata()
@@ -152,6 +154,7 @@ class Pipeline:
         self.init_calculations()
         self.checksums = load_checksums(self.json, self.layout, self.calculations)
         self.action_defs = load_actions(self.json)
+        self.parser = load_parser(self.json)
         self.deparser = load_deparser(self.json, self.layout)
         self.controls = load_controls(self.json)
 
@@ -162,7 +165,7 @@ class Pipeline:
         self.lanes = self.init_lanes()
         # Per-packet work only for what the program reads: timestamps cost a clock call.
         used = referenced_slots(self.json, self.layout, self.checksums, self.action_defs,
-                                self.controls)
+                                self.parser, self.controls)
         self.uses_timestamps = any(x in used for x in (self.std.ingress_global_timestamp,
                                                        self.std.egress_global_timestamp))
         return self.plan_native(native)
@@ -370,12 +373,8 @@ class Pipeline:
             self.value_sets[vs["name"]] = ValueSet(vs["name"], ident, bits, size)
 
     def init_parsers(self) -> None:
-        parsers = [p for p in _list(self.json, "parsers") if isinstance(p, dict)]
-        parser = next((p for p in parsers if p.get("name") == "parser"), None)
-        if parser is None:
-            raise cfg_error("parsers", "no parser named 'parser' (v1model needs one)")
-        src, start = parser_source(parser, "parsers[0] ('parser')", self.layout, self.ns,
-                                   self._ctx("parsers[0]"), inline=self.fuse,
+        src, start = parser_source(self.parser, self.layout, self.ns,
+                                   self._ctx(self.parser.path), inline=self.fuse,
                                    value_sets=self.value_sets)
         _compile(src, self.ns, "parser")
         self.parser_start = self.ns.names[start] if start else None

@@ -5,9 +5,9 @@ reads instead of the JSON's dicts.
 It grows one kind of object at a time, and a kind moves only with all its consumers.  Typed so
 far: the header layout (netsum.switch.layout), register/counter/meter arrays
 (netsum.switch.stateful), calculations (netsum.switch.calculations), parser value sets
-(netsum.switch.valuesets) and, here, checksums, actions, the deparser and the controls
-(tables and conditionals); the parsers are still read from the JSON.  Expressions inside
-objects (a checksum's condition, an action's primitives, a conditional's expression) stay
+(netsum.switch.valuesets) and, here, checksums, actions, the parser, the deparser and the
+controls (tables and conditionals).  Expressions inside objects (a checksum's condition, an
+action's primitives, a parse state's operations and key, a conditional's expression) stay
 JSON: each backend compiles them; so do a table's entries, which the table loader checks.
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from netsum.switch.layout import (MAX_FIELD_WIDTH, FieldSlot, HeaderInfo, Layout
                                   loading)
 
 __all__ = ["Checksum", "load_checksums", "Action", "load_actions", "Deparser", "load_deparser",
-           "KeyElement", "TableDef", "Conditional", "Control", "load_controls"]
+           "KeyElement", "TableDef", "Conditional", "Control", "load_controls", "Transition",
+           "ParseState", "Parser", "load_parser"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,3 +277,84 @@ def _load_table(tp: str, t: Any) -> TableDef:
                      tuple(t.get("entries") or []), int(t.get("max_size", 1024)),
                      bool(t.get("with_counters")), t.get("direct_meters"),
                      bool(t.get("support_timeout")))
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One transition of a parse state; `type` "hexstr" (the default), "parse_vset" or
+    "default" (a value "default" is a default too, as older p4c wrote it)."""
+    type: Any
+    value: Any
+    mask: Any
+    next_state: str | None             # None: accept
+
+    @property
+    def is_default(self) -> bool:
+        return self.type == "default" or self.value == "default"
+
+
+@dataclass(frozen=True, slots=True)
+class ParseState:
+    """One parse state: its operations and transition key elements stay JSON (each backend
+    compiles them), its transitions are checked to name states of the parser."""
+    name: str
+    path: str                          # "parsers[i] ('parser').parse_states[k] ('name')"
+    ops: tuple[Any, ...]               # each a JSON object with "op" and "parameters"
+    transition_key: tuple[Any, ...]
+    transitions: tuple[Transition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Parser:
+    """v1model's parser (the entry of `parsers` named 'parser')."""
+    name: str
+    path: str
+    init_state: str | None             # None: nothing is parsed
+    states: tuple[ParseState, ...]
+
+
+def load_parser(j: dict[str, Any]) -> Parser:
+    """The parser; a ConfigError naming the object when there is none named 'parser', a state
+    has no string name, an operation or a transition is not an object, a transition or
+    `init_state` names no state of the parser."""
+    raw = j.get("parsers") or []
+    if not isinstance(raw, list):
+        raise cfg_error("parsers", "expected a list")
+    found = next(((i, p) for i, p in enumerate(raw)
+                  if isinstance(p, dict) and p.get("name") == "parser"), None)
+    if found is None:
+        raise cfg_error("parsers", "no parser named 'parser' (v1model needs one)")
+    i, p = found
+    path = f"parsers[{i}] ('parser')"
+    with loading(f"parsers[{i}]"):
+        raw_states = _section(p, "parse_states", path)
+        names = set()
+        for k, st in enumerate(raw_states):
+            if not isinstance(st, dict) or not isinstance(st.get("name"), str):
+                raise cfg_error(f"{path}.parse_states[{k}]", "bad parse state")
+            names.add(st["name"])
+        states = []
+        for k, st in enumerate(raw_states):
+            sp = f"{path}.parse_states[{k}] ('{st['name']}')"
+            with loading(sp):
+                ops = _section(st, "parser_ops", sp)
+                for m, op in enumerate(ops):
+                    if not isinstance(op, dict):
+                        raise cfg_error(f"{sp}.parser_ops[{m}]", f"bad parser op {op!r}")
+                trs = []
+                for m, tr in enumerate(_section(st, "transitions", sp)):
+                    tp = f"{sp}.transitions[{m}]"
+                    if not isinstance(tr, dict):
+                        raise cfg_error(tp, f"bad transition {tr!r}")
+                    nxt = tr.get("next_state")
+                    if nxt is not None and nxt not in names:
+                        raise cfg_error(tp, f"unknown next_state {nxt!r}")
+                    trs.append(Transition(tr.get("type", "hexstr"), tr.get("value"),
+                                          tr.get("mask"), nxt))
+                states.append(ParseState(st["name"], sp, tuple(ops),
+                                         tuple(_section(st, "transition_key", sp)),
+                                         tuple(trs)))
+        init = p.get("init_state")
+        if init is not None and init not in names:
+            raise cfg_error(path, f"init_state {init!r} is not a parse state")
+    return Parser("parser", path, init, tuple(states))

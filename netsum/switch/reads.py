@@ -25,24 +25,26 @@ from typing import Any
 
 from netsum.switch.errors import ConfigError
 from netsum.switch.layout import Layout
-from netsum.switch.program import Action, Checksum, Control
+from netsum.switch.program import Action, Checksum, Control, Parser
 
 __all__ = ["referenced_slots", "SECTIONS"]
 
 #: The top-level JSON sections whose operands refer to fields (besides the loaded actions,
-#: controls and checksums).
-SECTIONS = ("parsers", "calculations", "field_lists", "learn_lists")
+#: parser, controls and checksums).
+SECTIONS = ("calculations", "field_lists", "learn_lists")
 #: Primitives (and parser ops) whose header operands copy every field of the header.
 _HEADER_COPIES = frozenset({"assign", "modify_field", "assign_header", "copy_header", "set"})
 
 
 def referenced_slots(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum, ...],
-                     actions: tuple[Action, ...], controls: dict[str, Control]) -> set[int]:
-    """Slots of `F` (field values) that program `j` with these (loaded) checksums, actions
-    and controls refers to."""
+                     actions: tuple[Action, ...], parser: Parser,
+                     controls: dict[str, Control]) -> set[int]:
+    """Slots of `F` (field values) that program `j` with these (loaded) checksums, actions,
+    parser and controls refers to."""
     out: set[int] = {c.target.index for c in checksums}
     stack: list[tuple[Any, bool]] = [(j.get(k), False) for k in SECTIONS]
     stack += [(list(a.primitives), False) for a in actions]
+    stack += [([list(st.ops), list(st.transition_key)], False) for st in parser.states]
     for ctl in controls.values():
         stack += [(c.expression, False) for c in ctl.conditionals]
         stack += [(list(ctl.action_profiles), False)]       # selectors' input fields

@@ -15,8 +15,8 @@ from netsum.switch.errors import ConfigError
 from netsum.switch.layout import FieldSlot
 from netsum.switch.native import build
 from netsum.switch.pipeline import Pipeline
-from netsum.switch.program import (Action, Checksum, KeyElement, load_actions, load_controls,
-                                   load_deparser)
+from netsum.switch.program import (Action, Checksum, KeyElement, Transition, load_actions,
+                                   load_controls, load_deparser, load_parser)
 
 ROUTER = json.loads((Path(__file__).resolve().parents[1] / "switch_json" / "router.json")
                     .read_text())
@@ -37,7 +37,8 @@ class _Once(dict):  # type: ignore[type-arg]
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
-        self.counts = {"checksums": 0, "actions": 0, "deparsers": 0, "pipelines": 0}
+        self.counts = {"checksums": 0, "actions": 0, "deparsers": 0, "pipelines": 0,
+                       "parsers": 0}
 
     @property
     def reads(self) -> int:
@@ -93,7 +94,8 @@ def test_actions_are_read_from_the_json_once_and_still_run(native: bool) -> None
     pl = Pipeline(doc, native=native)
     if native:
         assert pl.wait_native(60) == "native", pl.native_status
-    assert doc.counts == {"checksums": 1, "actions": 1, "deparsers": 1, "pipelines": 1}
+    assert doc.counts == {"checksums": 1, "actions": 1, "deparsers": 1, "pipelines": 1,
+                          "parsers": 1}
     d = Device()
     d.install(pl)
     d.pipeline.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
@@ -202,6 +204,44 @@ def test_a_malformed_control_is_refused_naming_it(mutate, message) -> None:  # t
     mutate(j)
     with pytest.raises(ConfigError) as e:
         load_controls(j)
+    assert message in str(e.value)
+    with pytest.raises(ConfigError):
+        Pipeline(j)
+
+
+def test_the_router_parser_as_loaded() -> None:
+    """router.json's parser: start -> parse_ipv4 on etherType 0x0800, else accept; parse_ipv4
+    accepts.  Operations and keys as the file writes them; its defaults are written the older
+    way (value "default", no type), which is a default all the same."""
+    j = copy.deepcopy(ROUTER)
+    p = load_parser(j)
+    assert (p.path, p.init_state, [s.name for s in p.states]) == \
+        ("parsers[0] ('parser')", "start", ["start", "parse_ipv4"])
+    start, ipv4 = p.states
+    assert start.transitions == (Transition("hexstr", "0x0800", None, "parse_ipv4"),
+                                 Transition("hexstr", "default", None, None))
+    assert [t.is_default for t in start.transitions] == [False, True]
+    assert start.transition_key == ({"type": "field", "value": ["ethernet", "etherType"]},)
+    assert [op["op"] for op in start.ops] == ["extract"] and ipv4.transitions[-1].is_default
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda j: j["parsers"][0].__setitem__("name", "p"), "no parser named 'parser'"),
+    (lambda j: j["parsers"][0].__setitem__("init_state", "nope"), "init_state 'nope'"),
+    (lambda j: j["parsers"][0]["parse_states"][0]["transitions"][0].__setitem__(
+        "next_state", "nope"), "parse_states[0] ('start').transitions[0]"),
+    (lambda j: j["parsers"][0]["parse_states"][0]["parser_ops"].append(3),
+     "parse_states[0] ('start').parser_ops[1]"),
+    (lambda j: j["parsers"][0]["parse_states"][1].__setitem__("name", None),
+     "parsers[0] ('parser').parse_states[1]"),
+    (lambda j: j["parsers"][0]["parse_states"][1]["transitions"].__setitem__(0, "x"),
+     "parse_states[1] ('parse_ipv4').transitions[0]"),
+], ids=["none", "init", "next-state", "op", "state-name", "transition"])
+def test_a_malformed_parser_is_refused_naming_it(mutate, message) -> None:  # type: ignore[no-untyped-def]
+    j = copy.deepcopy(ROUTER)
+    mutate(j)
+    with pytest.raises(ConfigError) as e:
+        load_parser(j)
     assert message in str(e.value)
     with pytest.raises(ConfigError):
         Pipeline(j)

@@ -20,7 +20,7 @@ from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
 from netsum.switch.primregistry import StdFields
-from netsum.switch.program import Action, Checksum, Control, Deparser, TableDef
+from netsum.switch.program import Action, Checksum, Control, Deparser, Parser, TableDef
 
 __all__ = ["TableInfo", "Program", "generate"]
 
@@ -80,10 +80,10 @@ def _ops(node: Any) -> set[str]:
     return out
 
 
-def _precheck(j: dict[str, Any], actions: tuple[Action, ...],
+def _precheck(j: dict[str, Any], actions: tuple[Action, ...], parser: Parser,
               controls: dict[str, Control]) -> None:
     """Constructs declined as a whole, named before anything is generated."""
-    used = _ops([a.primitives for a in actions]) | _ops(j.get("parsers"))
+    used = _ops([a.primitives for a in actions]) | _ops([st.ops for st in parser.states])
     for op in _UNSUPPORTED:
         if op in used:
             raise Decline(f"uses '{op}', which the native backend does not run")
@@ -304,9 +304,9 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, RegInfo],
              ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
              checksums: tuple[Checksum, ...], actions: tuple[Action, ...],
-             deparser: Deparser, controls: dict[str, Control]) -> Program:
+             parser: Parser, deparser: Deparser, controls: dict[str, Control]) -> Program:
     """The C source of the program (module name left to the builder), or `Decline`."""
-    _precheck(j, actions, controls)
+    _precheck(j, actions, parser, controls)
     for h in layout.headers.values():
         for _n, s in h.fields:
             if s.width > MAX_NATIVE_WIDTH:
@@ -329,8 +329,7 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
         g.action(fn, a)
         aid_fn[a.id] = fn
         params[a.id] = len(a.params)
-    parser = next(p for p in j["parsers"] if p.get("name") == "parser")
-    pc = parser_c(g, parser, "parsers[0] ('parser')")
+    pc = parser_c(g, parser)
     dc, hdr_max = deparser_c(g, deparser)
     ctl = _Controls(g, actions, aid_fn, params)
     control_c = [ctl.control(controls[n]) for n in ("ingress", "egress")]
