@@ -9,7 +9,8 @@ forked child per program (so no state leaks from one program to the next, and a 
 ``netsum-p4c prog.p4 -o DIR --p4runtime-files DIR/prog.p4info.txtpb -I <p4include>``.  It keeps
 per program the BMv2 JSON, the P4Info text, stderr (diagnostics, internal errors) and the exit
 status, then reports every program whose four differ, and the counts by exit status.  Exit status
-0 when all are identical.  ``--dump DIR`` alone only compiles (with the netsum on PYTHONPATH).
+0 when all are identical.  ``-D NAME=VALUE`` defines a macro for every program (netsum.p4's
+``NETSUM_K``).  ``--dump DIR`` alone only compiles (with the netsum on PYTHONPATH).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pathlib import Path
 OUTPUTS = ("json", "p4info.txtpb", "err", "rc")
 
 
-def dump(out: Path, programs: list[Path], timeout: int) -> None:
+def dump(out: Path, programs: list[Path], timeout: int, defines: list[str]) -> None:
     """Compile each program in a forked child of this process; write its four outputs."""
     import netsum.p4c.cli as cli   # imported once, before forking: children start warm
     include = Path(cli.__file__).parent / "p4include"
@@ -42,7 +43,8 @@ def dump(out: Path, programs: list[Path], timeout: int) -> None:
                 signal.alarm(timeout)
                 with redirect_stderr(err), redirect_stdout(err):
                     rc = cli.main([str(prog), "-o", str(d), "-I", str(include),
-                                   "--p4runtime-files", str(d / "prog.p4info.txtpb")])
+                                   "--p4runtime-files", str(d / "prog.p4info.txtpb"),
+                                   *(f"-D{x}" for x in defines)])
             except BaseException as exc:  # noqa: BLE001 -- recorded, compared like any output
                 err.write(f"[compare] child died: {type(exc).__name__}\n")
             (d / "err").write_text(err.getvalue().replace(str(d), "OUT"))
@@ -86,10 +88,12 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/netsum-compare"))
     ap.add_argument("--dump", type=Path, help="only compile, with the netsum on PYTHONPATH")
     ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("-D", dest="defines", action="append", default=[],
+                    help="a preprocessor define NAME=VALUE for every program")
     args = ap.parse_args()
     programs = sorted(p.resolve() for p in args.programs)
     if args.dump:
-        dump(args.dump, programs, args.timeout)
+        dump(args.dump, programs, args.timeout, args.defines)
         return 0
     if args.base is None or args.new is None:
         ap.error("--base and --new are needed (or --dump)")
@@ -99,7 +103,8 @@ def main() -> int:
         t0 = time.perf_counter()
         env = dict(os.environ, PYTHONPATH=str(root.resolve()))
         subprocess.run([sys.executable, __file__, "--dump", str(d), "--timeout",
-                        str(args.timeout), *map(str, programs)], env=env, check=True)
+                        str(args.timeout), *(f"-D{x}" for x in args.defines),
+                        *map(str, programs)], env=env, check=True)
         print(f"{tag} ({root}): {len(programs)} programs in {time.perf_counter() - t0:.0f} s")
         dirs.append(d)
     return compare(dirs[0], dirs[1], programs)
