@@ -90,7 +90,7 @@ def _extern_args(call: A.Call, params: tuple[A.Param, ...], env: Env
     bound: list[tuple[str, Sym]] = []
     for i in ext:
         v = call.args[i].value
-        sym = env.g.typed.lookup(v, env) if isinstance(v, A.Name) else None
+        sym = env.bind(v) if isinstance(v, A.Name) else None
         if sym is None or sym.kind is not SymKind.EXTERN:
             return None
         bound.append((params[i].name, sym))
@@ -207,7 +207,7 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
     if targs is None:
         return None
     if isinstance(f, A.Name):
-        sym = env.g.typed.lookup(f, env)
+        sym = env.bind(f)
         if sym is None:
             typer.err(f.pos, unknown("action or function", f.name, env.names()))
             return None
@@ -243,7 +243,7 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
         return None
     base, m = f.expr, f.member
     if isinstance(base, A.Name):
-        sym = env.g.typed.lookup(base, env)
+        sym = env.bind(base)
         if sym is not None and sym.kind is SymKind.TABLE:
             if m != "apply":
                 typer.err(f.pos, f"table '{base.name}' has no method '{m}' (only apply())")

@@ -112,7 +112,7 @@ class InlineActions:
         """Whether s calls an action that can exit."""
         match s:
             case A.CallStmt(call=A.Call(func=A.Name() as f)):
-                sym = env.g.typed.lookup(f, env)
+                sym = env.bind(f)
                 return sym is not None and sym.kind is SymKind.ACTION and \
                     isinstance(sym.value, A.ActionDecl) and self._can_exit(sym.value, env)
         return False

@@ -183,7 +183,7 @@ class ControlLowering:
             return False
         f = s.call.func
         assert isinstance(f, A.Name)
-        sym = self.env.g.typed.lookup(f, self.env)
+        sym = self.env.bind(f)
         return isinstance(sym.value if sym is not None else None, A.ActionDecl)
 
     # ------------------------------------------------------------ nodes

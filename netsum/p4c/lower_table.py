@@ -589,7 +589,7 @@ class TableLowering:
         """The struct/header/union type name of a key's sub-expression (for its fields'
         @name), as the type check recorded it when it typed the whole key (a lookahead is
         no value here)."""
-        te = self.ctx.g.typed.typed(e, env)
+        te = env.typed_as(e)
         if te is not None and not isinstance(te, TLookahead) and \
                 isinstance(te.type, (StructT, HeaderT, UnionT)):
             return te.type.name

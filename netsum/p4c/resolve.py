@@ -53,8 +53,8 @@ class Globals:
     # File-scope extern instances as blocks.ExternInstance, by name (made by GenerateJson
     # once the v1model extern rules can be applied; visible from every block and action).
     extern_objects: dict[str, Any] = field(default_factory=dict)
-    #: The type check's results (declared types, name bindings, expression results), each
-    #: computed once and read back by the lowering (netsum.p4c.typetable).
+    #: Declared types, each resolved once and read back by the lowering
+    #: (netsum.p4c.typetable; names and expressions are recorded per scope, on Env).
     typed: _tt.TypeTable = field(default_factory=lambda: _tt.TypeTable())
 
     def all_names(self) -> list[str]:

@@ -145,12 +145,15 @@ class Typer:
         only where BMv2 reads packet bits directly (a whole select key, the whole right side
         of a parser assignment): callers in those places pass ``lookahead_ok``; anywhere else
         it is an error here rather than an expression the JSON generator cannot lower."""
-        table = env.g.typed
-        te = table.result(e, env, expected)
-        if te is None:
+        # Typed once per scope and expected type (an integer literal's type comes from it):
+        # the IR recorded in the scope is the answer when the same question comes again.
+        hit = env.typed.get(id(e))
+        if hit is not None and hit[0] is e and (hit[1] is expected or hit[1] == expected):
+            te: TExpr | None = hit[2]
+        else:
             te = self._expr(e, env, expected)
             if te is not None:
-                table.record(e, env, expected, te)
+                env.typed[id(e)] = (e, expected, te)
         if isinstance(te, TLookahead) and not lookahead_ok:
             self._lookahead_here(e.pos)
             return None
@@ -349,7 +352,7 @@ class Typer:
         return None
 
     def _name(self, e: A.Name, env: Env) -> TExpr | None:
-        sym = env.g.typed.lookup(e, env)
+        sym = env.bind(e)
         if sym is None:
             self.err(e.pos, unknown("name", e.name, env.names()))
             return None
@@ -379,7 +382,7 @@ class Typer:
                 return None
             return TConst(ErrorT(), e.pos, errs.index(m))
         if isinstance(x, A.Name):
-            sym = env.g.typed.lookup(x, env)
+            sym = env.bind(x)
             if sym is not None and sym.kind is SymKind.TYPE:
                 et = sym.value
                 if isinstance(et, EnumT):
@@ -753,7 +756,7 @@ class Typer:
     def _call_expr(self, e: A.Call, env: Env) -> TExpr | None:
         f = e.func
         if isinstance(f, A.Name):
-            sym = env.g.typed.lookup(f, env)
+            sym = env.bind(f)
             if sym is not None and sym.kind is SymKind.FUNCTION:
                 assert isinstance(sym.value, list)   # a FUNCTION symbol holds its overloads
                 return self._inline_function(e, f.name, sym.value, env)

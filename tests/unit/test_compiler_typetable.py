@@ -109,22 +109,26 @@ def test_an_expression_is_typed_once_per_scope(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_a_result_is_reused_only_for_the_same_node_scope_and_expected_type() -> None:
-    # `-1` typed where bit<8> is expected is an 8-bit value, where bit<16> is, a 16-bit one:
-    # the recorded IR answers only the same question.
+    # `-1` typed where bit<8> is expected is 8w255, where bit<16> is, 16w65535 (P4_16 8.9:
+    # the literal takes the expected width): the IR recorded in a scope answers only the same
+    # question again, and another scope has its own.
+    from typing import cast
+
     from netsum.p4c import ast as A
-    from netsum.p4c.diagnostics import NOPOS
+    from netsum.p4c.diagnostics import NOPOS, Diagnostics
     from netsum.p4c.ir import TConst
+    from netsum.p4c.layout import Layout
     from netsum.p4c.types import Bits
-    from netsum.p4c.typetable import TypeTable
 
     g = resolve.Globals()
     env, other = Env(None, g), Env(None, g)
+    typer = Typer(cast(Layout, None), Diagnostics())   # typing a literal needs no layout
     e = A.Unary(NOPOS, "-", A.IntLit(NOPOS, 1, None, False, "1"))
-    table = TypeTable()
-    te8 = TConst(Bits(8), NOPOS, 255)
-    table.record(e, env, Bits(8), te8)
-    assert table.result(e, env, Bits(8)) is te8
-    assert table.result(e, env, Bits(16)) is None
-    assert table.result(e, other, Bits(8)) is None
-    assert table.result(A.Unary(NOPOS, "-", A.IntLit(NOPOS, 1, None, False, "1")), env, Bits(8)) is None
-    assert table.typed(e, env) is te8 and table.typed(e, other) is None
+    t8 = typer.expr(e, env, Bits(8))
+    assert isinstance(t8, TConst) and (t8.type, t8.value) == (Bits(8), 255)
+    assert typer.expr(e, env, Bits(8)) is t8 and env.typed_as(e) is t8
+    t16 = typer.expr(e, env, Bits(16))
+    assert isinstance(t16, TConst) and (t16.type, t16.value) == (Bits(16), 65535)
+    assert other.typed_as(e) is None
+    t8b = typer.expr(e, other, Bits(8))
+    assert t8b is not t8 and isinstance(t8b, TConst) and t8b.value == 255
