@@ -225,7 +225,7 @@ def _lanes_op(transport: Any, job: Any, timing: Any, stats: dict[str, int],
         engine.close()
         if prof is not None:
             text = io.StringIO()
-            pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(18)
+            pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(int(os.environ.get("VS_GLOO_PROFILE_ROWS", "18")))
             print(f"lanes driver thread, {profile}:\n{text.getvalue()}", flush=True)
     op.stats = stats  # type: ignore[attr-defined]
     return op, close
@@ -294,7 +294,7 @@ def _rank_main(kind: str, rank: int, n: int, k: int, plan: Any, sizes: list[int]
             row.cpu = time.process_time() - c0
             if prof is not None:
                 text = io.StringIO()
-                pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(18)
+                pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(int(os.environ.get("VS_GLOO_PROFILE_ROWS", "18")))
                 out.put(("profile", rank, f"{kind} n={n} size={size}, {reps} calls:\n"
                          + text.getvalue()))
             if sw0 is not None:

@@ -16,7 +16,8 @@ from .diagnostics import Pos, unknown
 from .ir import FieldRef, HeaderRef, ParamRef, StackRef, TConst, TExpr, TList, TLoc, TSlice
 from .resolve import Globals, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
-from .typecheck import Typer, expr_text
+from .spelling import expr_text
+from .typecheck import Typer
 from .types import Bits, InfInt, P4Type, StructT, TypeVar, show
 
 __all__ = ["CallKind", "CallInfo", "resolve_call", "writable"]

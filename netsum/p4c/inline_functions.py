@@ -26,7 +26,7 @@ from typing import Any
 from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
-from .typecheck import expr_text
+from .spelling import expr_text
 from .unique_names import NameSource
 from .visit import identifiers, nodes, rebuild
 

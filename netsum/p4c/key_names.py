@@ -1,6 +1,6 @@
 """A table key element's P4Info name when it has no @name (p4c's TableKeyNames, with types).
 
-The expression written out (see :func:`typecheck.key_name`), except that a struct or header
+The expression written out (see :func:`spelling.key_name`), except that a struct or header
 field declared with ``@name("n")`` is called ``n`` (``meta.local.f`` with
 ``@name("ingress_metadata") local`` is ``meta.ingress_metadata.f``), and a field whose @name
 begins with ``.`` is a global name: everything to its left is dropped and the dot stripped
@@ -12,7 +12,7 @@ from typing import Callable
 
 from . import ast as A
 from .blocks import annotation_arg
-from .typecheck import key_name
+from .spelling import key_name
 
 __all__ = ["typed_key_name"]
 

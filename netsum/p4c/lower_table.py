@@ -23,7 +23,7 @@ from .newtypes import NewTypeModel, new_type_of, p4runtime_width
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
 from .resolve import const_eval
 from .scopes import Env, ExternInstance, Sym, SymKind
-from .typecheck import expr_text, key_name
+from .spelling import expr_text, key_name
 from .types import Bits, Bool, EnumT, ErrorT, HeaderT, StructT, UnionT, show, width_of
 
 __all__ = ["TableLowering", "annotation_strings"]

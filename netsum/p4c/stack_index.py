@@ -21,7 +21,7 @@ from typing import Any
 from . import ast as A
 from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
-from .typecheck import key_name
+from .spelling import key_name
 from .unique_names import NameSource
 from .visit import identifiers, nodes, rebuild
 

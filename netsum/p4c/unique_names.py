@@ -24,7 +24,7 @@ from typing import Any
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos
-from .typecheck import expr_text, key_name
+from .spelling import expr_text, key_name
 from .visit import identifiers, rebuild
 
 __all__ = ["UniqueNames", "NameSource"]
