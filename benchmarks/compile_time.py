@@ -2,9 +2,9 @@
 
     .venv/bin/python benchmarks/compile_time.py [--repeat N]
 
-Prints, for p4/netsum.p4 at every K up to 256 (--k 1024,... for more) and for the two p4c fixtures, the median wall time
-of each pipeline pass and of the whole compile, and the ratio goal/time measured in this run
-(> 1 means faster than the goal).
+Prints, for p4/netsum.p4 at every K up to 256 (--k 1024,... for more) and for the two p4c
+fixtures, the median wall time of each pipeline pass and of the whole compile, and the ratio
+goal/time measured in this run (> 1 means faster than the goal).
 """
 from __future__ import annotations
 
