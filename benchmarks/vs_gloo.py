@@ -1,7 +1,7 @@
 """netsum all-reduce next to torch.distributed gloo: same machine, same run, same harness.
 
     python benchmarks/vs_gloo.py [--ranks 2,4,8] [--sizes 1,16,256,4096,65536,1048576,16777216]
-                                 [--kinds gloo,udp,shm] [--k 256] [--seconds 1.5]
+                                 [--kinds gloo,udp,shm] [--k 256[,1024]] [--seconds 1.5]
                                  [--png PATH] [--csv PATH]
 
 For each rank count n and each kind, n rank processes are started once and all-reduce every
@@ -35,6 +35,8 @@ CPU accounting (the profile's first cut, docs/performance.md): each rank's proce
 over the timed calls and, for netsum, the switch daemon's, per packet each rank sent.
 Emulation capacity: the summed worker goodput at n=4, K, largest size (n x 32 bit x
 elements / latency: the data all workers push through the emulated network per second).
+--k 256,1024: every netsum kind once per K in the same run, labelled "KIND K=k" (K > 256 is
+beyond a Tofino-class switch's per-packet capacity: an emulation lever, docs/protocol.md).
 --profile SIZE: rank 0 of each netsum kind runs its timed calls of that size under cProfile
 (CPU clock) and prints where its time goes; --limits: benchmarks/limits.py's bare C forward
 loops in the same run.
@@ -73,7 +75,7 @@ PY = "/py"
 
 def _direct(kind: str) -> bool:
     """Do this kind's ranks drive netsum.workers' cores themselves (a switch pid known)?"""
-    kind = kind.removesuffix(PY)
+    kind = kind.split(" K=")[0].removesuffix(PY)
     return kind in ("udp", "lanes") or kind.startswith("shm")
 KINDS = ("gloo", "udp", "shm", "backend", "lanes")
 WARMUP = 2
@@ -402,7 +404,7 @@ def _netsum_points(kind: str, mode: Any, n: int, k: int, sizes: list[int], secon
                    work: Path, profile: int) -> list[Point]:
     from netsum.controller.topology import JobSpec
     from netsum.rig import Mode, Rig, RigConfig
-    with Rig(RigConfig(work / f"{re.sub('[@/]', '-', kind)}-{n}", workers=n, k=k, mode=mode,
+    with Rig(RigConfig(work / f"{re.sub('[@/]', '-', kind)}-{n}-k{k}", workers=n, k=k, mode=mode,
                        timeout=30)) as rig:
         assert rig.switch is not None
         hosts = rig.layout.hosts
@@ -491,13 +493,15 @@ def print_cpu(points: list[Point]) -> None:
 
 
 def print_capacity(points: list[Point], k: int) -> None:
+    """`k`: the K of kinds without a " K=k" label (one K in the run)."""
     for p in points:
         if p.kind == "gloo" or p.ranks != 4 or not p.ok:
             continue
         if p.elements != max(q.elements for q in points if q.kind == p.kind and q.ranks == 4):
             continue
         gbps = p.ranks * 32 * p.goodput / 1e9
-        print(f"emulation capacity ({p.kind}, n=4, K={k}, {p.elements} elements): "
+        kk = p.kind.split(" K=")[1] if " K=" in p.kind else k
+        print(f"emulation capacity ({p.kind}, n=4, K={kk}, {p.elements} elements): "
               f"{gbps:.3f} Gb/s summed ({gbps / 4 * 1e3:.0f} Mb/s per worker)")
 
 
@@ -563,7 +567,8 @@ def main() -> int:
     ap.add_argument("--ranks", default="2,4,8")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--kinds", default="gloo,udp,shm")
-    ap.add_argument("--k", type=int, default=256)
+    ap.add_argument("--k", default="256", help="values per packet; a list (256,1024) runs "
+                    "every netsum kind once per K")
     ap.add_argument("--seconds", type=float, default=1.5, help="timed calls per point (s)")
     ap.add_argument("--png", type=Path, default=Path("results/vs_gloo.png"))
     ap.add_argument("--csv", type=Path, default=Path("results/vs_gloo.csv"))
@@ -572,35 +577,46 @@ def main() -> int:
     ap.add_argument("--limits", action="store_true",
                     help="also the bare C forward loops (benchmarks/limits.py)")
     a = ap.parse_args()
+    ks = [int(x) for x in a.k.split(",") if x]
+    from netsum.wire import K_SUPPORTED
+    if not ks or any(k not in K_SUPPORTED for k in ks):
+        ap.error(f"--k: one or more of {', '.join(map(str, K_SUPPORTED))}")
     ranks = [int(x) for x in a.ranks.split(",")]
     sizes = [int(x) for x in a.sizes.split(",")]
     kinds = [x for x in a.kinds.split(",") if x]
     if not all(k in KINDS or re.fullmatch(r"(udp|shm(@\d+)?|lanes)(/py)?", k) for k in kinds):
         ap.error(f"--kinds: one or more of {', '.join(KINDS)}, shm@SPIN_US, and udp, shm, "
                  "shm@SPIN_US or lanes with /py (the Python worker core)")
-    if any(k != "gloo" for k in kinds) and not prepare_native([a.k]):
+    if any(k != "gloo" for k in kinds) and not prepare_native(ks):
         print("the native switch backend is not available: netsum runs on the Python path",
               file=sys.stderr)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; K={a.k}; "
           f"{a.seconds:g} s per point")
     points: list[Point] = []
+    # (label, kind, K): gloo once; each netsum kind once per K, labelled with it when several
+    runs = [(kind if kind == "gloo" or len(ks) == 1 else f"{kind} K={k}", kind, k)
+            for kind in kinds for k in (ks[:1] if kind == "gloo" else ks)]
     with tempfile.TemporaryDirectory(prefix="netsum-vsgloo-") as tmp:
         for n in ranks:
-            for kind in kinds:
+            for label, kind, k in runs:
                 t = time.monotonic()
-                pts = points_for(kind, n, a.k, sizes, a.seconds, Path(tmp), a.profile)
+                pts = points_for(kind, n, k, sizes, a.seconds, Path(tmp), a.profile)
+                for p in pts:
+                    p.kind = label
                 points += pts
-                print(f"  {kind} n={n}: {time.monotonic() - t:.0f} s, load "
+                print(f"  {label} n={n}: {time.monotonic() - t:.0f} s, load "
                       f"{os.getloadavg()[0]:.1f}", flush=True)
+    kinds = [label for label, _, _ in runs]
     print()
     print_table(points, kinds)
     print_cpu(points)
     print()
-    print_capacity(points, a.k)
+    print_capacity(points, ks[0])
     if a.limits:
         import limits
-        print()
-        limits.print_limits(limits.run_all(2.0, 4, a.k, int(spin_seconds() * 1e6)), a.k)
+        for k in ks:
+            print()
+            limits.print_limits(limits.run_all(2.0, 4, k, int(spin_seconds() * 1e6)), k)
     a.png.parent.mkdir(parents=True, exist_ok=True)
     write_png(points, kinds, a.png)
     write_csv(points, a.csv)

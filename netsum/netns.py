@@ -70,13 +70,18 @@ class NetnsLab:
     _links: list[str] = field(default_factory=list)
 
     def add_host(self, index: int, mac: str, ipv4: str, prefix_len: int = 24,
-                 arp: dict[str, str] | None = None) -> HostNet:
+                 arp: dict[str, str] | None = None, mtu: int = 0) -> HostNet:
+        """`mtu`: both ends of the pair get it (0: the kernel's 1500), e.g. 9000 for the
+        jumbo frames of K > 256."""
         ns = f"ns{self.tag}h{index}"
         host_if, switch_if = f"n{self.tag}h{index}", f"n{self.tag}s{index}"
         _run("ip", "netns", "add", ns)
         self._namespaces.append(ns)
         _run("ip", "link", "add", switch_if, "type", "veth", "peer", "name", host_if)
         self._links.append(switch_if)
+        if mtu:
+            _run("ip", "link", "set", switch_if, "mtu", str(mtu))
+            _run("ip", "link", "set", host_if, "mtu", str(mtu))
         _run("ip", "link", "set", host_if, "netns", ns)
         inside = ["ip", "netns", "exec", ns]
         _run(*inside, "ip", "link", "set", host_if, "address", mac)

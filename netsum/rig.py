@@ -54,7 +54,8 @@ from netsum.rigtopo import SUBNET_PREFIX, HostPlan, plan_layout, topology_doc
 from netsum.switchproc import (RigError, SwitchReady, free_tcp_ports, free_udp_ports,
                                parse_ready_line, wait_switch_ready)
 from netsum.tensors import Reference, reference
-from netsum.wire import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT
+from netsum.shmring import DEFAULT_FRAME, frame_for
+from netsum.wire import K_DEFAULT, K_SUPPORTED, MAX_WORKERS, UDP_PORT, packet_bytes
 from netsum.workers import quant
 from netsum.workers.errors import WorkerError
 from netsum.workers.hostcli import ALGORITHMS
@@ -69,6 +70,20 @@ POOL_SLOTS = 4096          # the default build's NETSUM_SLOTS
 MAX_JOB_ID = 255           # NETSUM_MAX_JOBS - 1
 HOST_JOB_BASE = 1000       # ids of host (ring, ps) jobs: apart from the switch's job ids
 BMV2_TOOLS = ("simple_switch_grpc", "p4c-bm2-ss")
+
+
+#: The veth MTU of namespace hosts when K's frames do not fit Ethernet's 1500 bytes (K > 256:
+#: 2-8 KB frames, emulation beyond a Tofino-class switch; docs/protocol.md).
+JUMBO_MTU = 9000
+
+
+def link_mtu(k: int) -> int:
+    """The MTU a namespace host's veth pair needs for K's frames: 0 (the kernel's 1500) up to
+    K = 256, JUMBO_MTU beyond (K = 2048: 8244 bytes of IP)."""
+    ip_bytes = packet_bytes(k) - 14
+    if ip_bytes > JUMBO_MTU:
+        raise RigError(f"K={k}: {ip_bytes}-byte IP packets exceed the {JUMBO_MTU}-byte MTU")
+    return 0 if ip_bytes <= 1500 else JUMBO_MTU
 
 
 class Mode(enum.Enum):
@@ -200,7 +215,8 @@ class Rig(Started):
                 for h in (*self.layout.hosts, *self.layout.bystanders):
                     sw = self.layout.switch(h.switch)
                     net = self.lab.add_host(h.rank + 1, h.mac, h.ipv4, SUBNET_PREFIX,
-                                            arp={sw.service_ip: sw.service_mac})
+                                            arp={sw.service_ip: sw.service_mac},
+                                            mtu=link_mtu(cfg.k))
                     self.port_specs[h.name] = f"{h.port}@{net.switch_if}"
                     ifaces[h.switch].append(self.port_specs[h.name])
             except NetnsError as exc:
@@ -210,7 +226,10 @@ class Rig(Started):
             self._shm_dir = tempfile.mkdtemp(prefix="netsum-shm-")
             for h in (*self.layout.hosts, *self.layout.bystanders):
                 self.shm_paths[h.name] = f"{self._shm_dir}/{h.name}.sock"
-                self.port_specs[h.name] = f"{h.port}@shm:{self.shm_paths[h.name]}"
+                # K > 256 frames need longer ring buffers than the default frame=2048.
+                frame = frame_for(packet_bytes(cfg.k))
+                self.port_specs[h.name] = (f"{h.port}@shm:{self.shm_paths[h.name]}"
+                                           + (f",frame={frame}" if frame != DEFAULT_FRAME else ""))
                 ifaces[h.switch].append(self.port_specs[h.name])
         else:
             every = (*self.layout.hosts, *self.layout.bystanders)

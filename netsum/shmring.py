@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 __all__ = ["Layout", "Producer", "Consumer", "ShmError", "ShmServer", "ShmPeer", "attach",
            "fence", "DEFAULT_SLOTS", "DEFAULT_FRAME", "TO_SWITCH", "TO_PEER", "HEAD", "TAIL",
-           "WAKE", "MAGIC", "VERSION", "spin_seconds"]
+           "WAKE", "MAGIC", "VERSION", "spin_seconds", "frame_for"]
 
 MAGIC = b"NSUMRING"
 VERSION = 1
@@ -129,6 +129,12 @@ def spin_seconds() -> float:
         return max(0, int(raw)) * 1e-6 if raw else _DEFAULT_SPIN_US * 1e-6
     except ValueError:
         return _DEFAULT_SPIN_US * 1e-6
+
+
+def frame_for(nbytes: int) -> int:
+    """The `frame=` a port needs for frames of `nbytes`: DEFAULT_FRAME, or more (a multiple
+    of 64) where a K beyond 256 makes the frame longer (K=1024: 4162 bytes, frame=4224)."""
+    return max(DEFAULT_FRAME, -(-nbytes // 64) * 64)
 
 
 def _align(n: int, to: int = 4096) -> int:

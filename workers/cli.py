@@ -118,7 +118,7 @@ def _transport(a: argparse.Namespace) -> Transport:
         if a.udp:
             service = parse_hostport(a.udp, UDP_PORT)
             bind = parse_hostport(a.bind, UDP_PORT) if a.bind else ("0.0.0.0", UDP_PORT)
-            return UdpTransport(service, bind)
+            return UdpTransport(service, bind, k=a.k)
         missing = [n for n in ("mac", "ip", "service_mac", "service_ip") if not getattr(a, n)]
         if missing:
             raise UsageError(f"--{'frames' if a.frames else 'shm'} needs " + ", ".join(

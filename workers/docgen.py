@@ -50,7 +50,7 @@ def byte_diagram(k: int = protocol.K_DEFAULT, values_shown: int = 2) -> str:
     for i in range(values_shown):
         lines += ["|" + _cell(f"value[{i}] (int32, big-endian)", 32) + "|", border]
     lines += ["|" + _cell("...", 32) + "|", border]
-    lines += ["|" + _cell(f"value[K-1]   (K = {' or '.join(map(str, protocol.K_SUPPORTED))})",
+    lines += ["|" + _cell(f"value[K-1]   (K = 32 ... {max(protocol.K_SUPPORTED)}, power of 2)",
                           32) + "|", border]
     return "\n".join(lines)
 
@@ -69,6 +69,7 @@ def constants_table() -> str:
     items: list[tuple[str, object]] = [
         ("UDP_PORT", protocol.UDP_PORT), ("K_DEFAULT", protocol.K_DEFAULT),
         ("K_SUPPORTED", ", ".join(map(str, protocol.K_SUPPORTED))),
+        ("K_HARDWARE_MAX", f"{protocol.K_HARDWARE_MAX} (larger K: emulation only, jumbo frames)"),
         ("EXP_BIAS", protocol.EXP_BIAS), ("EXP_ZERO", protocol.EXP_ZERO),
         ("MAX_WORKERS", protocol.MAX_WORKERS), ("MAX_SLOTS", protocol.MAX_SLOTS),
         ("HEADER_BYTES", protocol.HEADER_BYTES),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from netsum.shmring import ShmError, ShmPeer, attach, spin_seconds
+from netsum.shmring import ShmError, ShmPeer, attach, frame_for, spin_seconds
 from netsum.wire import K_DEFAULT
 from netsum.workers import wire
 from netsum.workers.errors import TransportError
@@ -43,6 +43,11 @@ class ShmLink:
         self.path = path
         self.counters = TransportCounters()
         self._spin = spin_seconds()
+
+    @property
+    def frame_bytes(self) -> int:
+        """The longest frame either ring holds (the port's `frame=`)."""
+        return min(self._peer.tx.frame, self._peer.rx.frame)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -144,6 +149,13 @@ class ShmFrameTransport(FrameTransport):
         link = ShmLink(path, timeout)
         try:
             super().__init__(("127.0.0.1", 0), local, service, ("127.0.0.1", 0), k=k)
+            ring = link.frame_bytes
+            if self._frame > ring:   # every frame would be refused by the ring, one by one
+                raise TransportError(
+                    f"shared-memory port {path}: its rings hold frames of up to {ring} bytes, "
+                    f"a K={k} frame is {self._frame}: start the switch port with "
+                    f"frame={frame_for(self._frame)} or more (-i N@shm:PATH,"
+                    f"frame={frame_for(self._frame)})")
         except BaseException:
             link.close()
             raise

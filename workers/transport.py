@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from netsum.wire import HEADER_BYTES, K_DEFAULT, UDP_PORT
+from netsum.wire import HEADER_BYTES, K_DEFAULT, K_SUPPORTED, UDP_PORT
 from netsum.workers import mmsg, wire
 from netsum.workers.errors import TransportError, WireError
 
@@ -41,8 +41,12 @@ __all__ = ["Transport", "BatchTransport", "TransportCounters", "UdpTransport", "
            "parse_hostport"]
 
 _DRAIN = 256            # datagrams read per receive() call at most
-_ROW = 2048             # bytes per receive row: more than any netsum frame (K=256: 1090)
+_ROW = 2048             # bytes per receive row at least: more than a K<=256 frame (1090)
 _SOCKBUF = 4 << 20      # bytes; a window of a few thousand packets must not overflow the kernel
+#: IPv4 (no options) + UDP header bytes before the netsum packet.
+IP_UDP_BYTES = 20 + 8
+# Linux <netinet/in.h>: IP_MTU_DISCOVER = 10, IP_PMTUDISC_DO = 2 (never fragment), IP_MTU = 14.
+_IP_MTU_DISCOVER, _IP_PMTUDISC_DO, _IP_MTU = 10, 2, 14
 _SEND_WAIT = 0.5        # seconds to wait for room in a full send buffer before dropping
 
 
@@ -132,6 +136,25 @@ class _Socket:
     def address(self) -> tuple[str, int]:
         host, port = self._sock.getsockname()[:2]
         return host, port
+
+    def fit_route(self, size: int, k: int) -> None:
+        """A connected socket's datagrams of `size` IP bytes (K values each) must fit the
+        route's MTU whole: the switch drops IP fragments (docs/protocol.md), so a K whose
+        datagrams exceed the link MTU (K > 256 on a 1500-byte link) would be lost without a
+        word.  Refused here with the numbers; the kernel also sets DF from now on, so a route
+        whose MTU shrinks later fails the send (EMSGSIZE) rather than fragments."""
+        try:
+            self._sock.setsockopt(socket.IPPROTO_IP, _IP_MTU_DISCOVER, _IP_PMTUDISC_DO)
+            mtu = self._sock.getsockopt(socket.IPPROTO_IP, _IP_MTU)
+        except OSError:
+            return          # not Linux, or not connected: nothing to ask
+        if size > mtu:
+            peer = self._sock.getpeername()
+            raise TransportError(
+                f"K={k} datagrams are {size} bytes of IP, more than the {mtu}-byte MTU of the "
+                f"route to {peer[0]} (the switch drops fragments): raise the link's MTU (e.g. "
+                f"`ip link set DEV mtu 9000` on both ends) or use K <= "
+                f"{max(x for x in K_SUPPORTED if IP_UDP_BYTES + HEADER_BYTES + 4 * x <= mtu)}")
 
     def sendto(self, data: bytes | memoryview, dest: tuple[str, int]) -> None:
         try:
@@ -274,14 +297,17 @@ class _Socket:
 
 
 class _Rows:
-    """`count` receive rows of _ROW bytes in one buffer; `payloads[j]`: the `size` bytes at
-    `skip` in row j (where a valid datagram's netsum packet lies)."""
+    """`count` receive rows of `width` bytes in one buffer (_ROW, or the frame rounded up to 64
+    bytes where K > 256 makes it longer); `payloads[j]`: the `size` bytes at `skip` in row j
+    (where a valid datagram's netsum packet lies).  A datagram longer than a row is cut at it
+    (its length is still known: MSG_TRUNC), so every frame of the transport's K fits whole."""
 
     def __init__(self, count: int, skip: int, size: int) -> None:
-        self.buf = bytearray(count * _ROW)
+        self.width = w = max(_ROW, -(-(skip + size) // 64) * 64)
+        self.buf = bytearray(count * w)
         mv = memoryview(self.buf)
-        self.rows = [mv[j * _ROW:(j + 1) * _ROW] for j in range(count)]
-        self.payloads = [mv[j * _ROW + skip:j * _ROW + skip + size] for j in range(count)]
+        self.rows = [mv[j * w:(j + 1) * w] for j in range(count)]
+        self.payloads = [mv[j * w + skip:j * w + skip + size] for j in range(count)]
         self.size = size
 
 
@@ -294,9 +320,16 @@ class UdpTransport:
     frame_prefix = b""   # the kernel builds the frame
 
     def __init__(self, service: tuple[str, int],
-                 bind: tuple[str, int] = ("0.0.0.0", UDP_PORT)) -> None:
+                 bind: tuple[str, int] = ("0.0.0.0", UDP_PORT),
+                 k: int | None = None) -> None:
         self.service = service
         self._sock = _Socket(bind, peer=service)
+        if k is not None:
+            try:
+                self._sock.fit_route(IP_UDP_BYTES + HEADER_BYTES + 4 * wire.check_k(k), k)
+            except BaseException:
+                self._sock.close()
+                raise
         self._rx: _Rows | None = None
         self.rx_payloads: list[memoryview] = []
         self.rx_other: list[bytes] = []
@@ -331,12 +364,12 @@ class UdpTransport:
             self._rx = _Rows(_DRAIN, 0, size)
             self.rx_payloads = self._rx.payloads
             self._sock.attach_rows(self._rx.rows)
-        rows, other = self._rx.rows, self.rx_other
+        rows, other, width = self._rx.rows, self.rx_other, self._rx.width
 
         def check(j: int, length: int) -> bool:
             if length == size:
                 return True
-            if length <= _ROW:
+            if length <= width:
                 other.append(bytes(rows[j][:length]))
             else:   # cut at the row: its length (all the core's verdict needs) is kept
                 other.append(bytes(rows[j]).ljust(length, b"\0"))
@@ -422,9 +455,9 @@ class FrameTransport:
 
     def _check_slow(self, row: memoryview, length: int) -> bool:
         c = self._sock.counters
-        if length > _ROW:
+        if length > self._rx.width:
             c.malformed += 1
-            c.last_error = f"frame of {length} bytes: longer than any netsum frame"
+            c.last_error = f"frame of {length} bytes: longer than a netsum frame of K={self.k}"
             return False
         frame = bytes(row[:length])
         if wire.netsum_payload(frame, self.k, self.local, self.service) is not None:

@@ -32,6 +32,11 @@ from netsum.p4rt.errors import ClientError, PipelineMissing, SwitchUnreachable, 
 
 __all__ = ["Endpoint", "Stream", "SwitchClient", "call_json"]
 
+#: gRPC channel options every session gets unless it gives its own: replies up to 256 MB, as
+#: PI's server sends (a GetForwardingPipelineConfig of netsum.p4 at K >= 1024 is over gRPC's
+#: default 4 MB).
+DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (("grpc.max_receive_message_length", 256 << 20),)
+
 _FWD = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GET = p4runtime_pb2.GetForwardingPipelineConfigRequest
 
@@ -156,7 +161,8 @@ class SwitchClient:
                  options: Sequence[tuple[str, Any]] = ()) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
-        self.options = list(options)
+        given = {name for name, _ in options}
+        self.options = [o for o in DEFAULT_OPTIONS if o[0] not in given] + list(options)
         self.stream: Stream | None = None
         #: The arbitration reply of the last `connect` (None before, or without one).
         self.arbitration: Any = None

@@ -375,7 +375,7 @@ def _open(topo: Topology, host: Host, env: Mapping[str, str], k: int) -> Transpo
     netns = per_rank(env, "NETSUM_NETNS")
     if netns:
         with in_netns(netns):
-            return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port))
+            return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port), k=k)
     frames = per_rank(env, "NETSUM_FRAMES")
     if frames:
         try:
@@ -389,4 +389,4 @@ def _open(topo: Topology, host: Host, env: Mapping[str, str], k: int) -> Transpo
         local = Endpoint.parse(host.mac.to_bytes(6, "big"), ip, host.udp_port)
         service = Endpoint.parse(sw.service.mac.to_bytes(6, "big"), service_ip, UDP_PORT)
         return FrameTransport(port, local, service, bind, k=k)
-    return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port))
+    return UdpTransport((service_ip, UDP_PORT), bind=(ip, host.udp_port), k=k)

@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass
 
 __all__ = [
-    "UDP_PORT", "K_DEFAULT", "K_SUPPORTED", "EXP_BIAS", "EXP_ZERO", "MAX_WORKERS",
+    "UDP_PORT", "K_DEFAULT", "K_SUPPORTED", "K_HARDWARE_MAX", "EXP_BIAS", "EXP_ZERO", "MAX_WORKERS",
     "MAX_SLOTS", "ROUND_BITS", "DEST_ALL", "RANK_SWITCH", "HEADER_FIELDS", "HEADER_BYTES",
     "MsgType", "Flags", "Reason", "REASON_FIELD", "Field", "klog2", "payload_bytes",
     "packet_bytes", "header_only_bytes", "round_set", "next_round",
@@ -29,7 +29,13 @@ UDP_PORT = 0x6E73  # 28275
 
 #: Values (int32) per packet.  Fixed per build of the P4 program (-DNETSUM_K=...).
 K_DEFAULT = 256
-K_SUPPORTED = (32, 64, 128, 256)
+K_SUPPORTED = (32, 64, 128, 256, 512, 1024, 2048)
+#: The largest K a Tofino-class switch holds per packet (SwitchML: 64-256 values per packet,
+#: bounded by the per-stage register accesses of a pipeline pass).  K <= K_HARDWARE_MAX is the
+#: faithful setting for hardware-like experiments; larger K (512-2048, frames of 2-8 KB that need
+#: jumbo-MTU links, shm frames of 4-8 KB) are an emulation lever only: fewer, larger packets
+#: where the emulated link allows them.
+K_HARDWARE_MAX = 256
 
 #: Exponents travel biased: field value = e + EXP_BIAS, clamped to 1..255.  0 means "no data
 #: yet / all-zero block" and is the identity of max().

@@ -53,7 +53,7 @@ def test_built_json_declares_k_values(k: int) -> None:
     assert f"NetsumIngress.val{k:03d}" not in regs
 
 
-_LANE = re.compile(r"\b(v|val)(\d{3})\b")
+_LANE = re.compile(r"\b(v|val)(\d{3,4})\b")
 #: the one K-dependent constant outside the lanes: log2 K, which a REJECT names (protocol v2)
 _KLOG2 = re.compile(r'(\["netsum", "klog2"\]\}, \{"type": "hexstr", "value": )"(0x[0-9a-f]+)"')
 

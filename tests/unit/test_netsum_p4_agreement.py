@@ -71,7 +71,8 @@ def test_a_member_with_another_member_count_is_refused_at_once() -> None:
         (Reason.WORKERS, 0b0001)
 
 
-@pytest.mark.parametrize("k, switch_k", [(32, 256), (256, 32), (64, 128)])
+@pytest.mark.parametrize("k, switch_k", [(32, 256), (256, 32), (64, 128), (256, 1024), (1024, 256),
+                                        (2048, 1024)])
 def test_a_sender_of_another_k_gets_reject_k(k: int, switch_k: int) -> None:
     """A worker built for K=k against a K=switch_k program: its frame is too short (or too
     long) for the switch's values header, its netsum header parses: REJECT(K) carrying the

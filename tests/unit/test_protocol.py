@@ -58,9 +58,12 @@ def test_p4_k_values() -> None:
 def test_p4_values_header_has_k_words() -> None:
     for k in protocol.K_SUPPORTED:
         assert wire.packet_dtype(k).itemsize == protocol.HEADER_BYTES + 4 * k
-    # The X-macro lists name v000..v255: 32 per group, as many groups as K_SUPPORTED needs.
-    names = set(re.findall(r"M\((v\d\d\d), val\d\d\d\)", p4_text()))
-    assert len(names) == max(protocol.K_SUPPORTED)
+    # The X-macro lists name v000..v999, v1000..v2047 (field and register of one lane share
+    # its number): 32 per group, as many groups as K_SUPPORTED needs.
+    pairs = re.findall(r"M\(v(\d{3,4}), val(\d{3,4})\)", p4_text())
+    assert all(f == r for f, r in pairs)
+    assert sorted(int(f) for f, _ in pairs) == list(range(max(protocol.K_SUPPORTED)))
+    assert {f for f, _ in pairs} == {f"{i:03d}" for i in range(max(protocol.K_SUPPORTED))}
 
 
 @pytest.mark.parametrize("doc", sorted({d for d, _ in docgen.BLOCKS.values()}))
@@ -92,7 +95,8 @@ def test_header_layout_invariants() -> None:
     assert wire.HEADER_STRUCT.format == ">BBHHBBIIBBBBI"
     assert protocol.packet_bytes(32) == 14 + 20 + 8 + 24 + 128
     assert protocol.header_only_bytes() == 14 + 20 + 8 + 24
-    assert [protocol.klog2(k) for k in protocol.K_SUPPORTED] == [5, 6, 7, 8]
+    assert [protocol.klog2(k) for k in protocol.K_SUPPORTED] == [5, 6, 7, 8, 9, 10, 11]
+    assert protocol.K_HARDWARE_MAX == 256 and protocol.K_DEFAULT <= protocol.K_HARDWARE_MAX
     # every reason but NONE names the field its REJECT carries the switch's value in
     assert set(protocol.REASON_FIELD) == set(protocol.Reason) - {protocol.Reason.NONE}
     assert set(protocol.REASON_FIELD.values()) <= {f.name for f in HEADER_FIELDS}

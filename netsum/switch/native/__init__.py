@@ -11,10 +11,10 @@ C compiler and CPython's headers are present.
 
 A module not yet in the cache is compiled in a background thread when the choice is
 automatic (`Pipeline(native=None)`, what `Device.build_pipeline` and so the daemon and
-P4Runtime use): compiling netsum.p4 at K=256 takes 5-30 s, longer than a P4Runtime client
-waits for SetForwardingPipelineConfig.  Until it is ready the Python path runs every packet;
-the switch-over happens between two packets, and since both paths share all state it is
-invisible.  `Pipeline(native=True)` and `NETSUM_NATIVE=1` build at load instead.
+P4Runtime use): compiling netsum.p4 takes 4-10 s at any K (croll.py), longer than a
+P4Runtime client waits for SetForwardingPipelineConfig.  Until it is ready the Python path
+runs every packet; the switch-over happens between two packets, and since both paths share
+all state it is invisible.  `Pipeline(native=True)` and `NETSUM_NATIVE=1` build at load instead.
 """
 from __future__ import annotations
 

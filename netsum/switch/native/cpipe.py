@@ -19,6 +19,7 @@ from netsum.switch.layout import Layout
 from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
+from netsum.switch.native.croll import roll
 from netsum.switch.primregistry import StdFields
 from netsum.switch.program import Action, Checksum, Control, Deparser, Parser, TableDef
 
@@ -351,7 +352,7 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
         f"static const u64 TEMPLATE[NSLOTS] = {{{tmpl}}};\n",
         "\n".join(g.globals), "\n",
         "static int ctl_ingress(Ctx *c, Pkt *p);\nstatic int ctl_egress(Ctx *c, Pkt *p);\n",
-        "".join(g.fns), pc, dc, "".join(control_c), _digest_c(g),
+        roll("".join(g.fns)), roll(pc), roll(dc), roll("".join(control_c)), _digest_c(g),
         _life_cycle(std, verify, update, uses_timestamps),
         f"static void init_tables(Ctx *c) {{\n{init}    (void)c;\n}}\n",
         rt.joinpath("glue.c").read_text()])

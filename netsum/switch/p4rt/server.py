@@ -24,6 +24,7 @@ import grpc
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from netsum.switch.errors import Code
+from netsum.switch.jsonload import MAX_CONFIG_BYTES
 from netsum.switch.p4rt.arbitration import MAX_CONNECTIONS, Arbitrator, Connection, election_id_of
 from netsum.switch.p4rt.queue_service import queue_handler
 from netsum.switch.p4rt.errors import P4RTError, batch_status, code_and_message
@@ -308,6 +309,10 @@ class TlsConfig:
                                            require_client_auth=self.client_auth)
 
 
+#: The largest request accepted: a device config of MAX_CONFIG_BYTES plus its P4Info.
+MAX_RECEIVE_BYTES = MAX_CONFIG_BYTES + (32 << 20)
+
+
 class P4RuntimeServer:
     """A P4Runtime gRPC server for one device.  `address` port 0 picks a free port; `tls`
     serves over TLS instead of plaintext."""
@@ -319,7 +324,11 @@ class P4RuntimeServer:
         self.servicer = P4RuntimeServicer(device)
         self._executor = futures.ThreadPoolExecutor(max_workers=max_workers,
                                                     thread_name_prefix="p4rt")
-        self._server = grpc.server(self._executor)
+        # gRPC's default 4 MB receive limit would refuse a SetForwardingPipelineConfig of
+        # netsum.p4 at K >= 1024 (6.4 MB of JSON); PI's server (simple_switch_grpc) takes 256 MB.
+        # The JSON is bounded by MAX_CONFIG_BYTES again when parsed.
+        self._server = grpc.server(self._executor, options=[
+            ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)])
         self._server.add_generic_rpc_handlers((_handlers(self.servicer),))
         if hasattr(device, "set_queue_rate"):
             self._server.add_generic_rpc_handlers((queue_handler(device),))
