@@ -344,6 +344,7 @@ class WorkerCore(ResultAcceptance):
         j = self._rec.answered(i, rtt, now)
         if j >= 0:
             self._retransmit(j, now, True, out)
+            self._rec.grow()
         if ahead < self._nb:
             heapq.heappush(self._pending, ahead)
         else:

@@ -50,7 +50,8 @@ class LossRecovery:
     def answered(self, i: int, rtt: float, now: float) -> int:
         """Slot i's use was answered, `rtt` after its first transmission (the slot table has
         accepted it: the slot is idle).  Takes the RTT sample, checks for a gap and grows
-        the window; returns a slot to send again at once (fast retransmit), or -1."""
+        the window; returns a slot to send again at once (fast retransmit: the window grows
+        when the caller calls `grow()` after sending it), or -1."""
         slots = self.slots
         if slots.attempts[i] == 0:
             # RFC 6298: SRTT/RTTVAR with alpha 1/8, beta 1/4; RTO = SRTT + 4 RTTVAR, clamped;
@@ -78,12 +79,23 @@ class LossRecovery:
             # RFC 3522, made by time).  Counted only: an RTO floor raised to such a use's wait
             # was tried and slowed recovery from real loss (docs/performance.md, section 6).
             self.spurious += 1
-        j = self._gap_check(slots.seq[i], now - slots.tx_at[i], now) if self.fr else -1
+        if self.fr:
+            j = self._gap_check(slots.seq[i], now - slots.tx_at[i], now)
+            if j >= 0:
+                return j        # the caller sends it, then calls grow()
+        if self.adaptive:       # grow(), written out (once per result)
+            cwnd = self.cwnd
+            cwnd += 1.0 if cwnd < self.ssthresh else 1.0 / cwnd
+            self.cwnd = cwnd if cwnd < self.w else float(self.w)
+        return -1
+
+    def grow(self) -> None:
+        """The window's growth for a result (answered() makes it unless it returned a slot to
+        send again: then it comes after that retransmission, as before the slot table)."""
         if self.adaptive:
             cwnd = self.cwnd
             cwnd += 1.0 if cwnd < self.ssthresh else 1.0 / cwnd
             self.cwnd = cwnd if cwnd < self.w else float(self.w)
-        return j
 
     def expire(self, now: float) -> list[int]:
         """The uses whose timer is due, to send again now (at most cwnd of them when adaptive,
