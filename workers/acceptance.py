@@ -5,7 +5,8 @@ with the job or the round: fails the call at once, naming the mismatch), and why
 is not taken.
 
 A base class of `WorkerCore`, which owns the state named below (its constructor sets all of
-it up), `_accept` (a matched result) and `_fire` (the state machine).
+it up), `_accept` (a matched result) and `_fire` (the state machine).  What a slot has in
+flight, and what it last accepted, is asked of the slot table (workers/slots.py).
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from netsum.wire import DEST_ALL, Flags, MsgType
 from netsum.workers import wire
 from netsum.workers.coretypes import (CoreState, DuplicateResult, Event, JobConfig, Rejected,
                                       StaleResult, Trigger, rejection)
-from netsum.workers.recovery import IDLE
 from netsum.workers.refusals import applies, rejected_error
+from netsum.workers.slots import IDLE, SlotTable
 from netsum.workers.status import StatusBook
 
 __all__ = ["ResultAcceptance"]
@@ -39,11 +40,7 @@ class ResultAcceptance:
     _w: int
     _length: int
     _rank: int | None
-    _cur_block: list[int]
-    _cur_round: list[int]
-    _want_offset: list[int]
-    _acc_round: list[int]
-    _acc_offset: list[int]
+    _slots: SlotTable
     _dests: list[int]
     _mine: list[bool]
     _state: CoreState
@@ -96,9 +93,9 @@ class ResultAcceptance:
         """A RESULT of this job for slot i (its values in `view`, or None for an ACK): the use
         in flight, a duplicate of the last accepted one, or stale."""
         if i < self._w:
-            block = self._cur_block[i]
-            if block != IDLE and round_ == self._cur_round[i] and \
-                    offset == self._want_offset[i]:
+            slots = self._slots
+            block = slots.current(i, round_, offset)
+            if block != IDLE:
                 if view is None and (block < 0 or self._mine[block]):
                     # The values of this use are this rank's to keep (a bootstrap's zeros go
                     # to every rank): an ACK is not its result.  The switch would have to
@@ -110,7 +107,7 @@ class ResultAcceptance:
                     return
                 self._accept(i, block, round_, exp, flags, view, now, out)
                 return
-            if round_ == self._acc_round[i] and offset == self._acc_offset[i]:
+            if slots.duplicate(i, round_, offset):
                 self._dups += 1
                 if self._ev is not None:
                     self._ev.append(DuplicateResult(i, round_, offset))
@@ -148,9 +145,10 @@ class ResultAcceptance:
             return
         slot = fields["slot"]
         use: dict[str, int] | None = None
-        if slot < self._w and self._cur_block[slot] != IDLE:
-            block = self._cur_block[slot]
-            use = {"round": self._cur_round[slot], "offset": self._want_offset[slot],
+        flying = self._slots.use(slot)
+        if flying is not None:
+            block, round_, offset = flying
+            use = {"round": round_, "offset": offset,
                    "dest": self._dests[block] if block >= 0 else DEST_ALL}
         job = self._job
         if not applies(fields, workers=job.num_workers, k=self._k, length=self._length,

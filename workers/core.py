@@ -2,12 +2,13 @@
 netsum payloads and the current time, and returns payloads to send and events.
 
 Owns: splitting a tensor into K-element blocks (workers/blocks.py: per shard for a
-reduce-scatter), the window of outstanding slots (the job's slot range), the round number of
-every use of a slot, exponent agreement (docs/quantization.md), the protocol v2 fields of each
-DATA (workers, klog2, length; dest per block; the caller's NONFINITE flag per block),
-retransmission on timeout with backoff, accepting each result once (workers/acceptance.py:
-an ACK for a chunk another rank owns; a REJECT fails the call), placing it by offset,
-checking what the switch returned, statistics, and the no-progress deadline.
+reduce-scatter), the window of outstanding slots (the job's slot range; every slot's state, its round
+included, in one table: workers/slots.py), exponent agreement (docs/quantization.md), the
+protocol v2 fields of each DATA (workers, klog2, length; dest per block; the caller's NONFINITE
+flag per block), retransmission on timeout with backoff (workers/recovery.py decides, this
+sends), accepting each result once (workers/acceptance.py: an ACK for a chunk another rank
+owns; a REJECT fails the call), placing it by offset, checking what the switch returned,
+statistics, and the no-progress deadline.
 
 Schedule (W = number of slots used, nb = number of blocks): slot i carries, in order, a
 bootstrap use (block i - W: zeros, proposal for block i), then blocks i, i + W, i + 2W, ...
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from collections.abc import Sequence
 from typing import cast
 
@@ -46,9 +46,8 @@ from netsum.workers.coretypes import (ALLOWED_CALLS, TRANSITIONS, AgreementError
                                Rejected, Retransmitted, StaleResult, Stats, Step, Timing,
                                Trigger)
 from netsum.workers.errors import NonFiniteError, ProtocolStateError, ResultError, WorkerTimeoutError
-from netsum.workers.recovery import IDLE as _IDLE
-from netsum.workers.recovery import SLOT_BITS as _SLOT_BITS
 from netsum.workers.recovery import LossRecovery
+from netsum.workers.slots import SlotTable
 from netsum.workers.status import StatusBook
 from netsum.workers.window import TxWindow
 
@@ -59,11 +58,11 @@ __all__ = [
 ]
 
 _ROUND_SPAN = 1 << ROUND_BITS
-_ROUND_MASK = _ROUND_SPAN - 1
 _NONFINITE = int(Flags.NONFINITE)
+_RETX = int(Flags.RETX)
 
 
-class WorkerCore(LossRecovery, ResultAcceptance):
+class WorkerCore(ResultAcceptance):
     """One worker's side of one all-reduce (or reduce-scatter) of one tensor.  `prefix`: bytes
     every frame in `frames` starts with (a transport's link-layer headers; see
     workers/window.py).
@@ -136,7 +135,6 @@ class WorkerCore(LossRecovery, ResultAcceptance):
                                    (got and not 0 <= min(got) <= max(got) < _ROUND_SPAN)):
             raise ValueError(f"rounds must be {job.num_slots} integers in 0..2^{ROUND_BITS}-1 "
                              "(one per slot)")
-        self._next_rounds = got
         w = min(job.num_slots, nb)
         self._w = w
         self._k = k
@@ -147,45 +145,13 @@ class WorkerCore(LossRecovery, ResultAcceptance):
         # Result values by block, big-endian as received; result() converts them in one pass.
         self._sums = bytearray(nb * 4 * k)
         self._sums_mv = memoryview(self._sums)
-        self._cur_block = [_IDLE] * w
-        self._cur_round = [0] * w
-        self._want_offset = [0] * w     # the offset the current use's result must carry
-        self._first_sent = [0.0] * w
-        self._attempts = [0] * w
-        self._rto = [timing.rto_initial] * w
-        # (round, offset) of the last accepted result per slot, to tell duplicates from stale
-        self._acc_round = [-1] * w
-        self._acc_offset = [-1] * w
-        self._timer = np.full(w, np.inf)
-        self._tmin = math.inf            # <= every timer: next_deadline() without a scan
-        self._active = 0
-        self._adaptive = timing.adaptive
-        self._cwnd = float(min(timing.initial_window, w) if timing.adaptive else w)
-        self._ssthresh = float(w)
-        self._in_flight = 0
+        #: every slot's state: the use in flight, its round, timer and transmissions
+        #: (workers/slots.py); its rounds are every slot of the job's
+        self._slots = SlotTable(w, got, timing.rto_initial, timing.fast_retransmit > 0)
+        #: the RTT estimate, RTO, fast retransmit and the congestion window over them
+        self._rec = LossRecovery(self._slots, timing)
+        self._active = 0                # slots with blocks still to send or answer
         self._pending: list[int] = []   # heap of blocks whose slot is free, waiting for cwnd
-        # Heap of launched blocks, for the lowest block in flight; entries whose slot has
-        # moved on (cur_block[b % w] != b) are stale and dropped when they reach the top.
-        self._flying: list[int] = []
-        self._last_cut = -math.inf
-        # Fast retransmit: every transmission gets the next sequence number; `_unanswered`
-        # holds seq << 16 | slot of transmissions in send order (so in seq order: no heap),
-        # stale entries (the slot was answered or sent again since) dropped when they reach
-        # the front.  `_gap` counts the accepted results of later transmissions since
-        # `_gap_seq` became the oldest.
-        self._fr = timing.fast_retransmit
-        self._seq = [0] * w
-        self._tx_at = [0.0] * w         # when slot i's packet was last sent
-        self._min_rtt = math.inf
-        self._tx = 0
-        self._unanswered: deque[int] = deque()
-        self._gap_seq = -1
-        self._gap = 0
-        self._fast = 0
-        self._srtt: float | None = None
-        self._rttvar = 0.0
-        self._base_rto = timing.rto_initial
-        self._spurious = 0               # spurious retransmissions (see _accept)
         self._size = self.packet_bytes = HEADER_BYTES + 4 * k   # a netsum packet's length
         self._zeros = bytes(4 * k)
         self._latency = np.zeros(nb)
@@ -193,15 +159,14 @@ class WorkerCore(LossRecovery, ResultAcceptance):
         self._running = False
         self._started = self._finished = self._progress = 0.0
         self._deadline_at = math.inf    # _progress + progress_deadline
-        self._sent = self._retx = self._boot = self._results = 0
+        self._sent = self._retx = self._fast = self._boot = self._results = 0
         self._dups = self._stale = self._rejected = self._chunks = 0
         self._last_reject = ""
         self._ev: list[Event] | None = None   # events are recorded only for the Step API
-        # Which call of the frames API queued slot i last, and where in its list: a row must
-        # not change under a frame queued but not yet sent (see _keep).
+        # The calls of the frames API so far: the slot table's `qcall` says which call queued
+        # a slot's frame last, since a row must not change under a frame queued but not yet
+        # sent (see _keep).
         self._call = 0
-        self._qcall = [0] * w
-        self._qpos = [0] * w
         #: STATUS frames of this job received (see on_status)
         self.status_frames = 0
         self.status = StatusBook(job.num_workers)     # what they said (workers/status.py)
@@ -277,7 +242,6 @@ class WorkerCore(LossRecovery, ResultAcceptance):
         self._started = self._progress = now
         self._deadline_at = now + self._timing.progress_deadline
         for i in range(self._w):
-            self._cur_round[i] = self._next_rounds[i]
             self._pending.append(i - self._w)   # ascending: already a heap
         self._active = self._w
         out = self._begin()
@@ -309,14 +273,15 @@ class WorkerCore(LossRecovery, ResultAcceptance):
             self._fire(Trigger.NO_PROGRESS)
             self._timed_out(now)
         out = self._begin()
-        if now < self._tmin:
-            return out                   # no timer is due (_tmin is a lower bound)
+        if now < self._slots.tmin:
+            return out                   # no timer is due (tmin is a lower bound)
         self._expire(now, out)
         return out
 
     def _timed_out(self, now: float) -> None:
-        waiting = [i for i in range(self._w) if self._cur_block[i] != _IDLE]
-        who = self.status.explain(self._job_id, [(i, self._cur_round[i]) for i in waiting], now)
+        waiting = self._slots.waiting()
+        rounds = self._slots.round
+        who = self.status.explain(self._job_id, [(i, rounds[i]) for i in waiting], now)
         raise WorkerTimeoutError(
             f"{who}; no result for {now - self._progress:.2f}s (deadline "
             f"{self._timing.progress_deadline:g}s); {self._chunks}/{self._nb} chunks done, "
@@ -330,7 +295,7 @@ class WorkerCore(LossRecovery, ResultAcceptance):
         earliest retransmission (a tick() before it does nothing and makes this exact)."""
         if not self._running:
             return None
-        return min(self._tmin, self._deadline_at)
+        return min(self._slots.tmin, self._deadline_at)
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -361,7 +326,8 @@ class WorkerCore(LossRecovery, ResultAcceptance):
                 f"job {self._job_id} slot {i}: result agrees exponent {exp} where every "
                 f"worker proposed {EXP_ZERO} (no block follows); the switch must return "
                 "max(exp)")
-        rtt = now - self._first_sent[i]
+        slots = self._slots
+        rtt = now - slots.first_sent[i]
         if block >= 0:
             if view is not None and self._mine[block]:
                 size = 4 * self._k
@@ -371,52 +337,17 @@ class WorkerCore(LossRecovery, ResultAcceptance):
             self._chunks += 1
             if self._ev is not None:
                 self._ev.append(ChunkDone(block, block * self._k, rtt))
-        if self._attempts[i] == 0:
-            # RFC 6298: SRTT/RTTVAR with alpha 1/8, beta 1/4; RTO = SRTT + 4 RTTVAR, clamped;
-            # the gains divided by the uses in flight (RFC 7323, appendix G): every result is
-            # a sample, a window's worth per round trip, and with the per-segment gains the
-            # estimate forgot the RTT's spread within a few milliseconds, so a peer's usual
-            # skew of 10 ms fired timers at an RTO of about 6 (7 % of packets retransmitted
-            # at 0 % loss, two fifths of them answered by the switch's STATUS: it had this
-            # worker's copy; benchmarks/spurious.py).
-            srtt = self._srtt
-            if srtt is None:
-                srtt, self._rttvar = rtt, rtt / 2
-            else:
-                n = self._in_flight if self._in_flight > 1 else 1
-                self._rttvar += (abs(srtt - rtt) - self._rttvar) / (4 * n)
-                srtt += (rtt - srtt) / (8 * n)
-            self._srtt = srtt
-            t = self._timing
-            self._base_rto = min(max(srtt + 4 * self._rttvar, t.rto_min), t.rto_max)
-            if rtt < self._min_rtt:
-                self._min_rtt = rtt
-        elif now - self._tx_at[i] < self._min_rtt:
-            # Answered sooner after the last retransmission than any round trip: the switch
-            # had an earlier transmission, so that retransmission was spurious (Eifel's test,
-            # RFC 3522, made by time).  Counted only: an RTO floor raised to such a use's wait
-            # was tried and slowed recovery from real loss (docs/performance.md, section 6).
-            self._spurious += 1
+        slots.accept(i)          # idle, on to its next round
         self._results += 1
-        self._acc_round[i] = round_
-        self._acc_offset[i] = offset = self._want_offset[i]
         self._progress = now
         self._deadline_at = now + self._timing.progress_deadline
-        self._in_flight -= 1
-        self._cur_block[i] = _IDLE
-        self._timer[i] = math.inf
-        if self._fr:
-            self._gap_check(self._seq[i], now - self._tx_at[i], now, out)
-        if self._adaptive:
-            cwnd = self._cwnd
-            cwnd += 1.0 if cwnd < self._ssthresh else 1.0 / cwnd
-            self._cwnd = cwnd if cwnd < self._w else float(self._w)
-        nxt = (round_ + 1) & _ROUND_MASK
-        self._cur_round[i] = nxt
+        j = self._rec.answered(i, rtt, now)
+        if j >= 0:
+            self._retransmit(j, now, True, out)
+            self._rec.grow()
         if ahead < self._nb:
             heapq.heappush(self._pending, ahead)
         else:
-            self._next_rounds[i] = nxt
             self._active -= 1
             if self._active == 0:
                 self._fire(Trigger.LAST_RESULT)
@@ -442,7 +373,7 @@ class WorkerCore(LossRecovery, ResultAcceptance):
         was, from a copy, so the wire sees what one call per packet would have sent."""
         if self._win.todo:
             self._win.flush()
-        out[self._qpos[i]] = self._win.spill(i)
+        out[self._slots.qpos[i]] = self._win.spill(i)
 
     def _pump(self, now: float, out: list[int]) -> None:
         """Launch pending blocks, lowest first, while the window allows.  A pending block
@@ -452,73 +383,64 @@ class WorkerCore(LossRecovery, ResultAcceptance):
         worker, so the job always progresses (docs/protocol.md, "Window").
 
         A launch: the slot's row gets the use's header words (its values are quantized by
-        the window's flush at the end of the call), its timer, its transmission's sequence
-        number (`_stamp`) and its place in `out` (`_queue`), written out here once per
-        packet rather than through those helpers (the hot path's Python calls are most of
-        its cost)."""
+        the window's flush at the end of the call) and the slot table the use
+        (`SlotTable.launch`: its timer, its transmission's sequence number, its place in
+        `out`)."""
         pending = self._pending
         if not pending:
             return
-        w, nb, k = self._w, self._nb, self._k
+        w, nb = self._w, self._nb
         win, todo, props = self._win, self._win.todo, self._proposals
-        cur, want, first, attempts = self._cur_block, self._want_offset, self._first_sent, \
-            self._attempts
-        rto, timer, seq, tx_at = self._rto, self._timer, self._seq, self._tx_at
-        qcall, qpos, call = self._qcall, self._qpos, self._call
-        flying, rounds = self._flying, self._cur_round
-        fr, unanswered = self._fr, self._unanswered
+        slots, rec = self._slots, self._rec
+        launch, qcall, call = slots.launch, slots.qcall, self._call
         offsets, dests, nf = self._offsets, self._dests, self._nf
-        base = self._base_rto
-        t = now + base
+        rounds = slots.round
+        base = rec.base_rto
         while pending:
             block = pending[0]
-            if self._in_flight >= self._cwnd and block > self._lowest_in_flight(block):
+            if slots.in_flight >= rec.cwnd and block > slots.lowest_in_flight(block):
                 break
             heapq.heappop(pending)
             i = block % w
             if qcall[i] == call:
                 self._keep(i, out)
-            cur[i] = block
-            heapq.heappush(flying, block)
             ahead = block + w
             # A bootstrap use (block < 0) is tagged with the offset of the block it proposes
             # for, and its (zero) values go to every rank.
             exp = props[ahead] if ahead < nb else EXP_ZERO
             if block >= 0:
-                want[i] = offset = offsets[block]
+                offset = offsets[block]
                 win.launch(i, exp, rounds[i], offset, dests[block], nf[block])
                 todo.append(block)
             else:
-                want[i] = offset = offsets[ahead]
+                offset = offsets[ahead]
                 win.launch(i, exp, rounds[i], offset, DEST_ALL, 0)
                 self._boot += 1      # its values are zeros, as the row is from allocation
-            first[i] = now
-            attempts[i] = 0
-            rto[i] = base
-            timer[i] = t
-            if t < self._tmin:
-                self._tmin = t
-            tx_at[i] = now
-            self._tx += 1
-            seq[i] = self._tx
-            if fr:
-                unanswered.append(self._tx << _SLOT_BITS | i)
-            self._in_flight += 1
+            launch(i, block, offset, now, base, call, len(out))
             self._sent += 1
-            qcall[i] = call
-            qpos[i] = len(out)
             out.append(i)
 
-    def _lowest_in_flight(self, default: int) -> int:
-        """min(b for b in cur_block if b != _IDLE), or `default` when none is in flight;
-        amortised O(log w) instead of a scan of every slot per packet."""
-        flying, cur, w = self._flying, self._cur_block, self._w
-        while flying:
-            b = flying[0]
-            if cur[b % w] == b:
-                return b
-            heapq.heappop(flying)
-        return default
+    # -- loss recovery (workers/recovery.py decides; this sends) -----------------------------
+
+    def _expire(self, now: float, out: list[int]) -> None:
+        """Send again the uses whose timer is due (as many as the window allows)."""
+        for i in self._rec.expire(now):
+            self._retransmit(i, now, False, out)
+
+    def _retransmit(self, i: int, now: float, fast: bool, out: list[int]) -> None:
+        """Slot i's use again, with RETX set (`fast`: on a gap, not a timer)."""
+        slots = self._slots
+        if slots.qcall[i] == self._call:
+            self._keep(i, out)
+        slots.resend(i, now, self._call, len(out))
+        self._sent += 1
+        self._retx += 1
+        if fast:
+            self._fast += 1
+        self._win.set_flag(i, _RETX)
+        if self._ev is not None:
+            self._ev.append(Retransmitted(i, slots.block[i], slots.attempts[i], fast))
+        out.append(i)
 
     # -- results -----------------------------------------------------------------------------
 
@@ -527,12 +449,12 @@ class WorkerCore(LossRecovery, ResultAcceptance):
             self._progress if now is None else now)
         return Stats(self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
                      self._rejected, self._chunks, end - self._started, self._latency.copy(),
-                     self._fast, self._spurious)
+                     self._fast, self._rec.spurious)
 
     def next_rounds(self) -> tuple[int, ...]:
         """Per slot of the job, the round its next use takes: the next call of the same job
         registration starts there (slots this call did not use keep theirs)."""
-        return tuple(self._next_rounds)
+        return self._slots.next_rounds()
 
     def result(self) -> AllreduceResult:
         """The sum: the input's shape (all-reduce), or this rank's shard (reduce-scatter,

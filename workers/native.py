@@ -31,7 +31,7 @@ import numpy as np
 
 from netsum.wire import HEADER_BYTES
 from netsum.workers import wire
-from netsum.workers.coretypes import AgreementError, Step, Stats, Trigger
+from netsum.workers.coretypes import AgreementError, CoreState, Step, Stats, Trigger
 from netsum.workers.errors import ResultError
 from netsum.workers.core import WorkerCore
 
@@ -119,7 +119,7 @@ class NativeCore(WorkerCore):
         self._stride = len(win.frames[0])
         self._hr = self._stride - self._size
         self._c = mod.new(win.buf, self._rows, *self._nat_in, self._agreed, self._rflags,
-                          self._latency, self._sums, list(self._next_rounds), self._stride,
+                          self._latency, self._sums, list(self._slots.round), self._stride,
                           self._hr, w, nb, k, self._job_id, win._shift, t.rto_initial,
                           t.rto_min, t.rto_max, t.backoff, int(t.adaptive), t.initial_window,
                           t.window_min, t.fast_retransmit)
@@ -244,12 +244,12 @@ class NativeCore(WorkerCore):
         """The Python core's view of the C state (for its messages, stats and rounds)."""
         (self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
          self._chunks, self._fast, _r, _d, self._started, finished, self._progress,
-         _a, _b, _c, self._spurious) = self._mod.counters(self._c)
+         _a, _b, _c, self._rec.spurious) = self._mod.counters(self._c)
         if _d:
             self._finished = finished
         cur, rounds, want, nxt = self._mod.slots(self._c)
-        self._cur_block, self._cur_round, self._want_offset = cur, rounds, want
-        self._next_rounds[:self._w] = nxt
+        # Before start() the rounds are the slot table's own (C's `cur` is not set yet).
+        self._slots.mirror(cur, rounds if self._state is not CoreState.IDLE else nxt, want)
 
     # -- the Step API and the results over the C state ---------------------------------------
 

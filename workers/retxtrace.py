@@ -63,7 +63,7 @@ class TracingCore(WorkerCore):
         return out
 
     def _expire(self, now: float, out: list[int]) -> None:
-        self._due = self._timer.copy()
+        self._due = self._slots.timer.copy()
         try:
             super()._expire(now, out)
         finally:
@@ -78,13 +78,14 @@ class TracingCore(WorkerCore):
     def _retransmit(self, i: int, now: float, fast: bool, out: list[int]) -> None:
         due = self._due
         late = float(now - due[i]) if due is not None and not fast else 0.0
+        s, rec = self._slots, self._rec
         self.retx_log.append({
-            "t": now - self._started, "slot": i, "block": int(self._cur_block[i]),
-            "round": self._cur_round[i], "fast": fast, "attempt": self._attempts[i] + 1,
-            "waited": now - self._tx_at[i], "age": now - self._first_sent[i],
-            "late": late, "srtt": self._srtt, "rttvar": self._rttvar,
-            "min_rtt": self._min_rtt if math.isfinite(self._min_rtt) else None,
-            "base_rto": self._base_rto, "cwnd": self._cwnd, "in_flight": self._in_flight,
+            "t": now - self._started, "slot": i, "block": int(s.block[i]),
+            "round": s.round[i], "fast": fast, "attempt": s.attempts[i] + 1,
+            "waited": now - s.tx_at[i], "age": now - s.first_sent[i],
+            "late": late, "srtt": rec.srtt, "rttvar": rec.rttvar,
+            "min_rtt": rec.min_rtt if math.isfinite(rec.min_rtt) else None,
+            "base_rto": rec.base_rto, "cwnd": rec.cwnd, "in_flight": s.in_flight,
             "since_rx": now - self._last_rx if math.isfinite(self._last_rx) else None,
             "since_call": now - self._last_call if math.isfinite(self._last_call) else None,
         })
@@ -93,17 +94,18 @@ class TracingCore(WorkerCore):
     def _accept(self, i: int, block: int, round_: int, exp: int, flags: int,
                 view: memoryview | None, now: float, out: list[int]) -> None:
         self._last_rx = now
-        if self._attempts[i] == 0:
-            self.rtt_log.append(now - self._first_sent[i])
+        s = self._slots
+        if s.attempts[i] == 0:
+            self.rtt_log.append(now - s.first_sent[i])
         else:
             st = self._status_seen.get(i)
-            status = st is not None and st[0] == round_ and st[1] >= self._tx_at[i]
+            status = st is not None and st[0] == round_ and st[1] >= s.tx_at[i]
             self.answer_log.append({
                 "t": now - self._started, "slot": i, "block": block,
-                "attempts": self._attempts[i], "since_tx": now - self._tx_at[i],
-                "age": now - self._first_sent[i], "status": status,
+                "attempts": s.attempts[i], "since_tx": now - s.tx_at[i],
+                "age": now - s.first_sent[i], "status": status,
                 "bitmap": st[2] if status and st is not None else None,
-                "min_rtt": self._min_rtt,
+                "min_rtt": self._rec.min_rtt,
             })
         super()._accept(i, block, round_, exp, flags, view, now, out)
 
