@@ -177,7 +177,7 @@ class _Socket:
     def syscalls(self) -> str:
         """Which system calls move the hot path's datagrams, and why not the batched ones."""
         if self._mmsg is not None:
-            return "recvmmsg/sendmmsg"
+            return "recvmmsg/sendmmsg" + (" (from C)" if self.cio is not None else "")
         why = mmsg.unavailable_reason()
         return "recv_into/sendto" + (f" ({why})" if why else "")
 
