@@ -9,7 +9,8 @@ switch sleeps: its doorbell); receiving polls the ring from the switch for
 $NETSUM_SHM_SPIN_US (default 0) and then sleeps on this side's doorbell (select()).
 A frame is copied out of the region into the transport's receive row before it is checked,
 so the switch (or anything else that can write the region) cannot change it under the
-checks.
+checks.  With the compiled worker module the same loops, checks and trust rules run in C
+(`ShmLink.cio`, workers/cio.py and wio.c), doorbells included.
 
 Selecting it: `netsum-worker --shm PATH` (workers/cli.py), `ShmFrameTransport(PATH, ...)` in
 code.  What FrameTransport would need to take this link without a subclass: a `link`

@@ -21,6 +21,10 @@ rows, checks each frame by comparing its first bytes with the last header block 
 every check (the verdict depends on nothing else, see `FrameTransport.receive_into`), and
 leaves the payloads in `rx_payloads[0:n]`.  Datagrams that are anything else take the full
 path of `receive`: valid payloads of an unusual shape go to `rx_other`, the rest are counted.
+Where recvmmsg/sendmmsg are used and the compiled worker module is here, the receive loop and
+the check run in C (`cio`, workers/cio.py), and `receive_cycle` is a whole wake-up for one
+compiled core (receive, the core's work, its sends) in one C call; the Python check still
+judges every datagram C's fast check declines, in order.
 """
 from __future__ import annotations
 
