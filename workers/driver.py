@@ -217,6 +217,7 @@ class Driver:
         """One wake-up in C (receive, take, send: CIo.cycle); rows it leaves unrouted go the
         Python way.  The rows received."""
         core._check("receive")
+        self._rows = len(self._batch.rx_payloads)     # a full batch: timers wait (see poll)
         job = core._job_id if self._route else -1
         try:
             status, n = self._transport.receive_cycle(  # type: ignore[attr-defined]
