@@ -50,6 +50,7 @@ TIMING = Timing(rto_initial=0.004, rto_min=0.002, rto_max=0.05, progress_deadlin
 SERVICE = wire.Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254", UDP_PORT)
 WAYS = {"cio": {CIO_ENV: "1", NATIVE_ENV: "1"}, "pyio": {CIO_ENV: "0", NATIVE_ENV: "1"},
         "py": {CIO_ENV: "1", NATIVE_ENV: "0"}}
+ENVS = {**WAYS, "default": {CIO_ENV: "", NATIVE_ENV: ""}}    # neither variable set
 
 
 @contextmanager
@@ -182,7 +183,7 @@ def run_job(kind: str, way: str, tmp: Path, seed: int, n: int, length: int, loss
             run.sent[r].append(p)
             push(vt[0], True, r, p)
     try:
-        with env(WAYS[way]):
+        with env(ENVS[way]):
             ports = [Port(kind, r, tmp) for r in range(n)]
             drivers = [Driver(p.transport, clock, route=False) for p in ports]
             cores = [d.core(xs[r], job, TIMING) for r, d in enumerate(drivers)]
@@ -270,6 +271,24 @@ def test_c_loops_send_and_sum_what_the_python_loops_do(tmp_path: Path, kind: str
             sum(c[2] + c[3] for c in a.counters.values()), "no hostile datagram exercised"
     if loss:
         assert sum(res.stats.retransmissions for res in a.results.values())
+
+
+@pytest.mark.parametrize("kind", ["udp", "frames", "shm"])
+def test_without_a_compiler_the_loops_stay_in_python(tmp_path: Path, kind: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """No compiled module (the container has no C compiler): no transport sets up the C loops,
+    the job runs on the Python core and sends what the compiled path sends."""
+    (tmp_path / "c").mkdir()
+    (tmp_path / "none").mkdir()
+    with_c = run_job(kind, "default", tmp_path / "c", 7, 3, 1500, 0.05, 0.05, 0.1, 0.05)
+    import netsum.workers.native as native
+    monkeypatch.setattr(native, "_module", None)
+    monkeypatch.setattr(native, "_why", "no C compiler (cc/gcc, or $CC) on PATH")
+    monkeypatch.setattr(native, "_said", ["said"])
+    without = run_job(kind, "default", tmp_path / "none", 7, 3, 1500, 0.05, 0.05, 0.1, 0.05)
+    assert with_c.used_c and not without.used_c
+    assert without.sent == with_c.sent
+    assert without.counters == with_c.counters
 
 
 # -- the rings' hostile descriptors --------------------------------------------------------
