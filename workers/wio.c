@@ -257,6 +257,14 @@ static int io_recv_batch(Io *io, double timeout, int resumed, int accepted) {
     return shm_take(io, resumed, accepted);
 }
 
+/* A new batch while a check was pending (the Python check raised): the rows read are dropped
+ * (loss, which the core recovers from); a ring's take in progress stored no tail, so its
+ * frames come again. */
+static void io_abandon(Io *io) {
+    io->busy = 0;
+    io->tk_on = 0;
+}
+
 static PyObject *recv_result(Io *io, int r) {
     if (r < 0) return NULL;
     io->busy = r == IO_CHECK;
@@ -437,10 +445,11 @@ static PyObject *io_recv(PyObject *self, PyObject *args) {
     Io *io = io_get(cap);
     if (!io) return NULL;
     int resumed = accepted >= 0;
-    if (resumed != io->busy) {
-        PyErr_SetString(PyExc_ValueError, "wio.recv: resumed without a check, or not resumed");
+    if (resumed && !io->busy) {
+        PyErr_SetString(PyExc_ValueError, "wio.recv: resumed without a check pending");
         return NULL;
     }
+    if (!resumed) io_abandon(io);
     return recv_result(io, io_recv_batch(io, timeout, resumed, accepted > 0));
 }
 
@@ -475,10 +484,7 @@ static PyObject *io_cycle(PyObject *self, PyObject *args) {
     Io *io = io_get(cap);
     Core *c = get(ccap);
     if (!io || !c) return NULL;
-    if (io->busy) {
-        PyErr_SetString(PyExc_ValueError, "wio.cycle: a check is pending");
-        return NULL;
-    }
+    io_abandon(io);
     int r = io_recv_batch(io, timeout, 0, 0);
     if (r < 0) return NULL;
     long long got = io->got, bad = io->bad;

@@ -335,3 +335,31 @@ def test_bad_descriptors_and_heads_are_counted_not_followed(tmp_path: Path,
         assert DESC == 8
     finally:
         port.close()
+
+
+@pytest.mark.parametrize("kind", ["udp", "shm"])
+def test_a_check_that_raises_leaves_the_loop_usable(tmp_path: Path, kind: str) -> None:
+    """The Python check of a datagram C declined raises (a signal, a bug): the error comes
+    out, and the next receive starts a fresh batch (no stale state, no error of its own)."""
+    with env(WAYS["cio"]):
+        port = Port("frames" if kind == "udp" else "shm", 0, tmp_path)
+    try:
+        t = port.transport
+        assert t.cio is not None
+        good = port.prefix + wire.encode(
+            wire.Header(msg_type=MsgType.RESULT, flags=Flags.NONE, job_id=JOB, slot=1, exp=0,
+                        count=2, round=1, offset=0, workers=2), np.ones(K, np.int32), K)
+        port.deliver(b"short", raw=True)
+
+        def boom(j: int, length: int) -> bool:
+            raise KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt):
+            t._sock.recv_rows(t._rx.rows, 0.0, boom)
+        port.deliver(good, raw=True)
+        got = []
+        for _ in range(3):
+            n = t.receive_into(0.0, SIZE)
+            got += [bytes(p) for p in t.rx_payloads[:n]]
+        assert got[-1:] == [good[42:]]
+    finally:
+        port.close()
