@@ -18,12 +18,13 @@ swapped every round (the second of a pair is favoured on a loaded machine), so m
 falls on both.  `--script own` (the default) runs each revision's own copy of the script (its
 harness matches its code); `--script new` runs NEW's copy against both (the same harness; only
 when the script needs nothing OLD lacks).  The figures are parsed from what the benchmark
-prints (allreduce.py, switch_pps.py and vs_gloo.py are known; see PARSERS) and tabled per figure: the median
-and min-max of each side, new/old of the medians, and a verdict: "within noise" while the two
-ranges overlap, else "new better" / "new worse" in the figure's own direction.  `OLD OLD` (the
-same revision on both sides) shows how far the noise alone moves the ratio: on the shared 2-core
-machine at load 5-7 it moved medians by 0.81-2.47x and put one figure of eight out of range in 3
-rounds (docs/benchmarks-log.md), so read a lone verdict against such a run, or take more rounds.
+prints (allreduce.py, switch_pps.py, compile_time.py and vs_gloo.py are known; see PARSERS)
+and tabled per figure: the median and min-max of each side, new/old of the medians, and a
+verdict: "within noise" while the two ranges overlap, else "new better" / "new worse" in the
+figure's own direction.  `OLD OLD` (the same revision on both sides) shows how far the noise
+alone moves the ratio: on the shared 2-core machine at load 5-7 it moved medians by
+0.81-2.47x and put one figure of eight out of range in 3 rounds (docs/benchmarks-log.md), so
+read a lone verdict against such a run, or take more rounds.
 """
 from __future__ import annotations
 
@@ -168,11 +169,31 @@ def parse_vs_gloo(text: str) -> list[Figure]:
     return out
 
 
+def parse_compile_time(text: str) -> list[Figure]:
+    """benchmarks/compile_time.py: per program, the median time of the whole compile and of
+    the lowering (GenerateJson, the type check included), in ms (lower is better)."""
+    out: list[Figure] = []
+    header: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("program"):
+            header = line.split()[1:]
+            continue
+        cells = re.findall(r"([\d.]+)ms", line)
+        if not header or not cells:
+            continue
+        label = line[:18].strip()
+        for name, value in zip(header, cells):
+            if name in ("GenerateJson", "total"):
+                out.append(Figure(f"{label}: {name}", float(value), "ms", False))
+    return out
+
+
 #: script file name -> parser of its output
 PARSERS: dict[str, Callable[[str], list[Figure]]] = {
     "allreduce.py": parse_allreduce,
     "switch_pps.py": parse_switch_pps,
     "vs_gloo.py": parse_vs_gloo,
+    "compile_time.py": parse_compile_time,
 }
 
 

@@ -62,14 +62,14 @@ def job_id_of(payload: bytes | memoryview) -> int:
 _BATCH_TYPES: dict[type, bool] = {}
 
 
-def _is_batch(transport: object) -> bool:
-    """isinstance(transport, BatchTransport), once per class (a runtime Protocol's check walks
-    its attributes: ~100-300 us, paid per all-reduce call when asked per driver)."""
+def _is_batch(transport: Transport) -> bool:
+    """isinstance(transport, BatchTransport), decided once per transport class (a Protocol
+    check walks the protocol's attributes: ~40 us, and a driver is made per call)."""
     kind = type(transport)
-    got = _BATCH_TYPES.get(kind)
-    if got is None:
-        got = _BATCH_TYPES[kind] = isinstance(transport, BatchTransport)
-    return got
+    ok = _BATCH_TYPES.get(kind)
+    if ok is None:
+        ok = _BATCH_TYPES[kind] = isinstance(transport, BatchTransport)
+    return ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +96,10 @@ class Driver:
         self._quiet = frozenset(quiet)
         #: whether packets move as frames in place (else the Step API's bytes)
         self.frames = frames and on_event is None and _is_batch(transport)
-        # the frames mode's transport, typed once: isinstance on a runtime Protocol costs
-        # ~100 us a call (it walks the protocol's attributes), more than a batch's C work
-        self._batch = cast(BatchTransport, transport)
+        # The frames API's transport, checked once here: isinstance against a runtime-
+        # checkable Protocol walks its attributes (~40 us), too slow for every wake-up.
+        self._batch: BatchTransport | None = \
+            cast(BatchTransport, transport) if self.frames else None
         self._native = self.frames and native_status()[0]
         self._cores: dict[int, WorkerCore] = {}
         self._size = 0          # the packet length of the frames mode (set by the first core)
@@ -122,6 +123,7 @@ class Driver:
         if not self.frames:
             return WorkerCore(tensor, job, timing, rounds, rank=rank, shards=shards,
                               nonfinite=nonfinite)
+        assert self._batch is not None
         kind: type[WorkerCore] = NativeCore if self._native else WorkerCore
         if trace_dir() is not None:       # benchmarks/spurious.py: the Python core, traced
             kind = TracingCore
@@ -139,6 +141,7 @@ class Driver:
                                  f"transport rows are cut for {self._size}")
             self._size = core.packet_bytes
             if self._rows is None:
+                assert self._batch is not None
                 self._rows = len(self._batch.rx_payloads) or None
         self._cores[job] = core
         now = self._clock() if now is None else now
@@ -193,6 +196,7 @@ class Driver:
 
     def _poll_frames(self, wait: float, out: list[Done]) -> bool:
         transport = self._batch
+        assert transport is not None
         cio = self._cio()
         n = -1
         if cio is not None and len(self._cores) == 1:
@@ -217,6 +221,7 @@ class Driver:
         """One wake-up in C (receive, take, send: CIo.cycle); rows it leaves unrouted go the
         Python way.  The rows received."""
         core._check("receive")
+        assert self._batch is not None
         self._rows = len(self._batch.rx_payloads)     # a full batch: timers wait (see poll)
         job = core._job_id if self._route else -1
         try:
@@ -234,6 +239,7 @@ class Driver:
     def _hand_over(self, n: int, out: list[Done]) -> int:
         """Rows 0..n-1 of the transport to their cores (the Python loop's way)."""
         transport = self._batch
+        assert transport is not None
         if n:
             # rx_payloads: read after receive_into, which sizes its rows on the first call
             payloads = transport.rx_payloads
@@ -302,6 +308,7 @@ class Driver:
         if not sent:
             return
         transport = self._batch
+        assert transport is not None
         cio = self._cio()
         if cio is not None and isinstance(core, NativeCore):
             cio.send_core(core, len(sent), transport.send_frames)

@@ -85,7 +85,7 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
             env.add(sym)
         params = ()
     for p in params:
-        pt = resolve_type(p.type, g, diags)
+        pt = g.typed.declared(p.type, g, diags)
         if pt is None:
             continue
         if isinstance(pt, ExternT) and pt.name in ("packet_in", "packet_out"):
@@ -110,7 +110,7 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
             continue
         match d:
             case A.ConstDecl(type=t, value=v):
-                tt = resolve_type(t, g, diags)
+                tt = g.typed.declared(t, g, diags)
                 cv = const_eval(v, g, diags, {n: _cv(s) for n, s in env.syms.items()
                                               if s.kind is SymKind.CONST})
                 if tt is not None and cv is not None:
@@ -118,7 +118,7 @@ def block_scope(role: str, decl: A.Decl, lay: Layout, g: Globals, diags: Diagnos
                         else cv.value
                     env.add(Sym(SymKind.CONST, d.name, ConstValue(tt, val)))
             case A.VarDecl(type=t, name=n):
-                tt = resolve_type(t, g, diags)
+                tt = g.typed.declared(t, g, diags)
                 if tt is not None and not storable(tt):
                     diags.error(d.pos, f"unsupported construct: a variable of type {show(tt)}")
                 elif tt is not None:
@@ -281,7 +281,7 @@ def action_env(parent: Env, act: A.ActionDecl, g: Globals, diags: Diagnostics,
     env = parent.child()
     index = 0
     for p in act.params:
-        pt = resolve_type(p.type, g, diags)
+        pt = g.typed.declared(p.type, g, diags)
         if pt is None:
             continue
         if p.direction == "":

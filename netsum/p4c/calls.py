@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from . import ast as A
 from .diagnostics import Pos, unknown
 from .ir import FieldRef, HeaderRef, ParamRef, StackRef, TConst, TExpr, TList, TLoc, TSlice
-from .resolve import resolve_type
+from .resolve import Globals, resolve_type
 from .scopes import Env, ExternInstance, Sym, SymKind
 from .typecheck import Typer, expr_text
 from .types import Bits, InfInt, P4Type, StructT, TypeVar, show
@@ -90,7 +90,7 @@ def _extern_args(call: A.Call, params: tuple[A.Param, ...], env: Env
     bound: list[tuple[str, Sym]] = []
     for i in ext:
         v = call.args[i].value
-        sym = env.lookup(v.name, v.top_level) if isinstance(v, A.Name) else None
+        sym = env.bind(v) if isinstance(v, A.Name) else None
         if sym is None or sym.kind is not SymKind.EXTERN:
             return None
         bound.append((params[i].name, sym))
@@ -106,7 +106,7 @@ def _optional(p: A.Param) -> bool:
 def type_args_of(call: A.Call, typer: Typer, env: Env) -> tuple[P4Type, ...] | None:
     out: list[P4Type] = []
     for t in call.type_args:
-        r = resolve_type(t, env.g, typer.diags)
+        r = env.g.typed.declared(t, env.g, typer.diags)
         if r is None:
             return None
         out.append(r)
@@ -122,7 +122,7 @@ def _typed_args(call: A.Call, params: tuple[A.Param, ...], what: str, typer: Typ
     g = env.g
     ptypes: list[P4Type | None] = []
     for p in params:
-        ptypes.append(resolve_type(p.type, g, typer.diags, _with_vars(tparams, type_vars)))
+        ptypes.append(_param_type(p, g, typer, tparams, type_vars))
     typed: list[TExpr | None] = [None] * len(params)
     ok = True
     # Pass 1: arguments whose types decide generic parameters (anything but bare literals).
@@ -144,7 +144,7 @@ def _typed_args(call: A.Call, params: tuple[A.Param, ...], what: str, typer: Typ
         te = typed[i]
         if te is None or e is None:
             continue
-        pt = resolve_type(p.type, g, typer.diags, _with_vars(tparams, type_vars))
+        pt = _param_type(p, g, typer, tparams, type_vars)
         if isinstance(pt, TypeVar):
             if isinstance(te.type, InfInt):
                 typer.err(e.pos, f"cannot infer the width of '{expr_text(e)}' for parameter "
@@ -184,6 +184,15 @@ def _accepts(pt: P4Type, te: TExpr) -> bool:
     return False
 
 
+def _param_type(p: A.Param, g: Globals, typer: Typer, tparams: tuple[str, ...],
+                type_vars: dict[str, P4Type]) -> P4Type | None:
+    """A parameter's type: the declared type recorded once when nothing generic is in scope
+    (actions, most functions), else bound to this call's type variables."""
+    if not tparams and not type_vars:
+        return g.typed.declared(p.type, g, typer.diags)
+    return resolve_type(p.type, g, typer.diags, _with_vars(tparams, type_vars))
+
+
 def _with_vars(tparams: tuple[str, ...], tv: dict[str, P4Type]) -> dict[str, P4Type]:
     """Type variables for resolve_type: bound ones, and unbound ones as TypeVar."""
     out: dict[str, P4Type] = {n: TypeVar(n) for n in tparams}
@@ -198,7 +207,7 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
     if targs is None:
         return None
     if isinstance(f, A.Name):
-        sym = env.lookup(f.name, f.top_level)
+        sym = env.bind(f)
         if sym is None:
             typer.err(f.pos, unknown("action or function", f.name, env.names()))
             return None
@@ -234,7 +243,7 @@ def resolve_call(call: A.Call, env: Env, typer: Typer) -> CallInfo | None:
         return None
     base, m = f.expr, f.member
     if isinstance(base, A.Name):
-        sym = env.lookup(base.name, base.top_level)
+        sym = env.bind(base)
         if sym is not None and sym.kind is SymKind.TABLE:
             if m != "apply":
                 typer.err(f.pos, f"table '{base.name}' has no method '{m}' (only apply())")

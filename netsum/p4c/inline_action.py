@@ -25,7 +25,7 @@ from .exprjson import Json, hexstr, ref_json
 from .ir import (FieldRef, HeaderRef, ParamRef, StackRef, StructRef, TBinary, TConst, TExpr,
                  TLoc, TSlice, TUnary, UnionRef, UnionStackRef)
 from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
-from .resolve import ConstValue, resolve_type
+from .resolve import ConstValue
 from .scopes import Env, Sym, SymKind
 from .types import Bool, show
 from .visit import nested
@@ -111,8 +111,8 @@ class InlineActions:
     def _calls_exiting(self, s: A.Stmt, env: Env) -> bool:
         """Whether s calls an action that can exit."""
         match s:
-            case A.CallStmt(call=A.Call(func=A.Name(name=n, top_level=top))):
-                sym = env.lookup(n, top)
+            case A.CallStmt(call=A.Call(func=A.Name() as f)):
+                sym = env.bind(f)
                 return sym is not None and sym.kind is SymKind.ACTION and \
                     isinstance(sym.value, A.ActionDecl) and self._can_exit(sym.value, env)
         return False
@@ -157,7 +157,7 @@ class InlineActions:
         copy_out: list[tuple[TLoc | TSlice, TLoc]] = []
         for p, a in zip(info.params, info.args):
             if p.direction in ("out", "inout"):
-                pt = resolve_type(p.type, env.g, self.ctx.diags)
+                pt = env.g.typed.declared(p.type, env.g, self.ctx.diags)
                 if pt is None:
                     continue
                 tmp = self.ctx.layout.copy_of(p.name, pt, p.pos)

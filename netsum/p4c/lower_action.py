@@ -19,7 +19,6 @@ from .lower_ctx import LowerCtx, as_param_b2d, prim as _prim
 from .typecheck import group_ref
 from .inline_action import Frame, InlineActions
 from .lower_extern import HASH_ALGOS, ExternLowering
-from .resolve import resolve_type
 from .scopes import Env, Sym, SymKind
 from .types import Bits, Bool, HeaderT, StackT, StructT, UnionStackT, UnionT, VarbitT, show
 
@@ -112,7 +111,7 @@ class ActionLowering(InlineActions, ExternLowering):
             case A.EmptyStmt():
                 pass
             case A.VarDecl(type=t, name=n, init=init):
-                tt = resolve_type(t, env.g, self.ctx.diags)
+                tt = env.g.typed.declared(t, env.g, self.ctx.diags)
                 if tt is None:
                     return
                 if not storable(tt):

@@ -19,7 +19,7 @@ from .exprjson import Json, as_condition, ref_json
 from .ir import TConst, TExpr, TLoc
 from .lower_action import ActionLowering, LowerCtx
 from .lower_table import TableLowering
-from .resolve import ConstValue, const_eval, resolve_type
+from .resolve import ConstValue, const_eval
 from .scopes import Env, Sym, SymKind
 from .synthesize import direct_action_call, group_order, hidden_action_base, is_simple
 from .types import Bits, Bool, show
@@ -183,7 +183,7 @@ class ControlLowering:
             return False
         f = s.call.func
         assert isinstance(f, A.Name)
-        sym = self.env.lookup(f.name, f.top_level)
+        sym = self.env.bind(f)
         return isinstance(sym.value if sym is not None else None, A.ActionDecl)
 
     # ------------------------------------------------------------ nodes
@@ -358,7 +358,7 @@ class ControlLowering:
         copies: list[tuple[TLoc, TExpr]] = []
         for p, a in zip(info.params, info.args):
             if a is None and p.default is not None:
-                pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
+                pt = self.ctx.g.typed.declared(p.type, self.ctx.g, self.ctx.diags)
                 a = self.ctx.typer.expr(p.default, self.env, pt) if pt is not None else None
             if a is None:
                 continue
@@ -412,7 +412,7 @@ class ControlLowering:
                 if sym is not None and sym.kind in (SymKind.SUBCONTROL, SymKind.EXTERN):
                     bindings[p.name] = Sym(sym.kind, p.name, sym.value, sym.qualified)
                     continue
-            pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
+            pt = self.ctx.g.typed.declared(p.type, self.ctx.g, self.ctx.diags)
             cv = const_eval(a.value, self.ctx.g, self.ctx.diags)
             if pt is None or cv is None:
                 return False

@@ -13,16 +13,16 @@ from . import ast as A
 from .blocks import (BlockScope, action_env, annotation_arg, control_plane_name, has_annotation,
                      make_instance)
 from .calls import CallInfo, CallKind, writable
-from .diagnostics import Diagnostics, Pos, unknown
+from .diagnostics import Pos, unknown
 from .exprjson import Json, hexstr
-from .ir import FieldRef, TBinary, TConst, TExpr, TIsValid, TLoc, TSlice
+from .ir import FieldRef, TBinary, TConst, TExpr, TIsValid, TLoc, TLookahead, TSlice
 from .key_names import typed_key_name
 from .lower_action import ActionLowering, LowerCtx
 from .lower_profile import Profiles
 from .newtypes import NewTypeModel, new_type_of, p4runtime_width
 from .model import ActionModel, ActionRefModel, ControlPlane, KeyModel, TableModel
-from .resolve import const_eval, resolve_type
-from .scopes import Env, ExternInstance, SymKind
+from .resolve import const_eval
+from .scopes import Env, ExternInstance, Sym, SymKind
 from .typecheck import expr_text, key_name
 from .types import Bits, Bool, EnumT, ErrorT, HeaderT, StructT, UnionT, show, width_of
 
@@ -76,6 +76,9 @@ class TableLowering:
     # The last table's `selector` keys: its action selector's hash input, in key order.
     selector_inputs: list[Json] = field(default_factory=list)
     profiles: Profiles | None = None  # made on first use (needs ctx)
+    #: (id(table), id(scope)) -> (table, scope, its actions list resolved there): _listed
+    _resolved_lists: dict[tuple[int, int], tuple[A.TableDecl, Env, list[
+        tuple[A.Call, tuple[A.Annotation, ...], Sym | None]]]] = field(default_factory=dict)
 
     def profile_set(self) -> Profiles:
         if self.profiles is None:
@@ -137,7 +140,7 @@ class TableLowering:
         for p in decl.params:
             if p.direction or direct:
                 continue
-            pt = resolve_type(p.type, g, self.ctx.diags)
+            pt = g.typed.declared(p.type, g, self.ctx.diags)
             if pt is None:
                 continue
             if isinstance(pt, EnumT) and pt.underlying is not None:
@@ -194,7 +197,7 @@ class TableLowering:
                          "bound where the action is used, e.g. actions = { "
                          f"{decl.name}(meta.x); }}")
                 return []
-            pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
+            pt = self.ctx.g.typed.declared(p.type, self.ctx.g, self.ctx.diags)
             te = self.ctx.typer.expr(a.value, env, pt) if pt is not None else None
             if te is None:
                 return []
@@ -242,20 +245,38 @@ class TableLowering:
             return A.Call(v.pos, v, (), ())
         return None
 
+    def _listed(self, t: A.TableDecl, env: Env) -> list[tuple[A.Call, tuple[A.Annotation, ...],
+                                                             Sym | None]]:
+        """The table's actions list with each entry's name resolved in env, once per (table,
+        scope): the control's action pass, the table itself, its default action and its
+        entries all read this."""
+        key = (id(t), id(env))
+        hit = self._resolved_lists.get(key)
+        if hit is not None and hit[0] is t and hit[1] is env:
+            return hit[2]
+        p = self._prop(t, "actions")
+        out: list[tuple[A.Call, tuple[A.Annotation, ...], Sym | None]] = []
+        if p is not None:
+            assert isinstance(p.value, tuple)  # the parser makes `actions` (annotations, Call)s
+            for annos, call in p.value:
+                f = call.func
+                out.append((call, annos, env.lookup(f.name) if isinstance(f, A.Name) else None))
+        self._resolved_lists[key] = (t, env, out)
+        return out
+
+    def _listed_syms(self, t: A.TableDecl, env: Env) -> dict[str, Sym | None]:
+        return {c.func.name: sym for c, _, sym in self._listed(t, env)
+                if isinstance(c.func, A.Name)}
+
     def _action_list(self, t: A.TableDecl, env: Env,
                      report: bool = True) -> list[tuple[str, A.Call, tuple[A.Annotation, ...]]]:
-        p = self._prop(t, "actions")
         out: list[tuple[str, A.Call, tuple[A.Annotation, ...]]] = []
-        if p is None:
-            return out
-        assert isinstance(p.value, tuple)   # the parser makes `actions` (annotations, Call) pairs
-        for annos, call in p.value:
+        for call, annos, sym in self._listed(t, env):
             f = call.func
             if not isinstance(f, A.Name):
                 if report:
                     self.err(call.pos, "an actions list entry must be an action name")
                 continue
-            sym = env.lookup(f.name)
             if sym is None or sym.kind is not SymKind.ACTION:
                 if report:
                     self.err(f.pos, unknown("action", f.name,
@@ -287,6 +308,7 @@ class TableLowering:
             self.ctx.diags.warning(t.pos, f"table '{t.name}' has 'selector' keys but no "
                                           "action_selector implementation; they are ignored")
         acts = self._action_list(t, env)
+        listed = self._listed_syms(t, env)
         if self._prop(t, "actions") is None:
             self.err(t.pos, f"table '{t.name}' has no actions property")
         names = [a for a, _, _ in acts]
@@ -304,7 +326,7 @@ class TableLowering:
             jn = self.actions[idx]["name"]
             action_json_names.append(jn)
             self.last_local_names[aname] = jn
-            sym_decl = env.lookup(aname)
+            sym_decl = listed[aname]
             dannos = sym_decl.value.annotations \
                 if sym_decl and isinstance(sym_decl.value, A.ActionDecl) else ()
             scope = "DEFAULT_ONLY" if has_annotation(annos + dannos, "defaultonly") else \
@@ -339,7 +361,7 @@ class TableLowering:
                                     f"table '{t.name}'")
                 default_idx = None
             else:
-                default_data = self._action_data(dcall, dname, env) or []
+                default_data = self._action_data(dcall, dname, listed[dname], env) or []
         elif "NoAction" in names:
             default_idx = self.table_actions.get((self._tkey(t), "NoAction"))
         elif names and dp is None and self._prop(t, "default_action") is None:
@@ -416,8 +438,10 @@ class TableLowering:
         w = rd[i]["bitwidth"] if i < len(rd) else None
         return hexstr(v, w)["value"]
 
-    def _action_data(self, call: A.Call, aname: str, env: Env) -> list[int] | None:
-        sym = env.lookup(aname)
+    def _action_data(self, call: A.Call, aname: str, sym: Sym | None,
+                     env: Env) -> list[int] | None:
+        """The action data a default action or an entry gives (aname: its action, listed
+        in the table's actions list as sym)."""
         if sym is None or not isinstance(sym.value, A.ActionDecl):
             return None
         decl = sym.value
@@ -432,7 +456,7 @@ class TableLowering:
             return None
         out: list[int] = []
         for p, a in zip(params, args):
-            pt = resolve_type(p.type, self.ctx.g, self.ctx.diags)
+            pt = self.ctx.g.typed.declared(p.type, self.ctx.g, self.ctx.diags)
             if a.value is None or pt is None:
                 return None
             te = self.ctx.typer.expr(a.value, env, pt)
@@ -563,14 +587,11 @@ class TableLowering:
 
     def _type_name(self, e: A.Expr, env: Env) -> str | None:
         """The struct/header/union type name of a key's sub-expression (for its fields'
-        @name); typed quietly: the whole key was typed already, errors are reported there."""
-        typer = self.ctx.typer
-        saved, typer.diags = typer.diags, Diagnostics()
-        try:
-            te = typer.expr(e, env)
-        finally:
-            typer.diags = saved
-        if te is not None and isinstance(te.type, (StructT, HeaderT, UnionT)):
+        @name), as the type check recorded it when it typed the whole key (a lookahead is
+        no value here)."""
+        te = env.typed_as(e)
+        if te is not None and not isinstance(te, TLookahead) and \
+                isinstance(te.type, (StructT, HeaderT, UnionT)):
             return te.type.name
         return None
 
@@ -590,6 +611,7 @@ class TableLowering:
         self.selector_inputs.append({"type": "field", "value": [te.ref.header, te.ref.field]})
 
     def _entries(self, t: A.TableDecl, keys: list[_Key], env: Env) -> list[Json]:
+        listed = self._listed_syms(t, env)
         p = self._prop(t, "entries")
         assert p is not None
         # `entries` without const (P4_16 1.2.4 initial entries) go into the JSON the same way;
@@ -615,7 +637,8 @@ class TableLowering:
                 if idx is None:
                     self.err(ent.action.pos, f"'{aname}' is not an action of table '{t.name}'")
                     continue
-                data = self._action_data(ent.action, aname, env) or []
+                sym = listed[aname] if aname in listed else env.lookup(aname)
+                data = self._action_data(ent.action, aname, sym, env) or []
                 prio = i + 1
                 if ent.priority is not None:
                     cv = const_eval(ent.priority, self.ctx.g, self.ctx.diags)

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import ast as A
 from .diagnostics import Diagnostics, Pos, unknown
+from . import typetable as _tt
 from .types import (Bits, Bool, EnumT, ErrorT, ExternT, HeaderT, InfInt, P4Type,
                     StackT, Str, StructT, TypeVar, UnionStackT, UnionT, VarbitT, Void,
                     show)
@@ -52,6 +53,9 @@ class Globals:
     # File-scope extern instances as blocks.ExternInstance, by name (made by GenerateJson
     # once the v1model extern rules can be applied; visible from every block and action).
     extern_objects: dict[str, Any] = field(default_factory=dict)
+    #: Declared types, each resolved once and read back by the lowering
+    #: (netsum.p4c.typetable; names and expressions are recorded per scope, on Env).
+    typed: _tt.TypeTable = field(default_factory=lambda: _tt.TypeTable())
 
     def all_names(self) -> list[str]:
         return [*self.types, *self.consts, *self.externs, *self.functions, *self.actions,

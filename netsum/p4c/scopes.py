@@ -9,8 +9,9 @@ import enum
 from dataclasses import dataclass
 
 from . import ast as A
+from .ir import TExpr
 from .resolve import ConstValue, Globals
-from .types import ExternT
+from .types import ExternT, P4Type
 
 __all__ = ["SymKind", "Sym", "ExternInstance", "ValueSet", "Env"]
 
@@ -63,19 +64,43 @@ class Sym:
 
 
 class Env:
-    """A scope: a dict of symbols plus a parent; the root answers from Globals."""
+    """A scope: a dict of symbols plus a parent; the root answers from Globals.
+
+    It also records what the type check found in it, keyed by node identity, so nothing is
+    derived twice in one scope (netsum.p4c.typetable): ``bound``, each name node's symbol
+    (:meth:`bind`), and ``typed``, each expression's typed IR with the type that was
+    expected of it (written by the Typer, read by :meth:`typed_as`).  Only successes are
+    recorded; an entry keeps its node, so its ``id`` is not reused while the scope lives."""
 
     def __init__(self, parent: "Env | None", g: Globals, block: str = "") -> None:
         self.parent = parent
         self.g = g
         self.syms: dict[str, Sym] = {}
         self.block: str = block or (parent.block if parent else "")
+        self.bound: dict[int, tuple[A.Name, Sym]] = {}
+        self.typed: dict[int, tuple[A.Expr, P4Type | None, TExpr]] = {}
 
     def child(self) -> "Env":
         return Env(self, self.g, self.block)
 
     def add(self, sym: Sym) -> None:
         self.syms[sym.name] = sym
+
+    def bind(self, n: A.Name) -> Sym | None:
+        """What the name node n means here (its ``top_level`` dot honoured), resolved once."""
+        hit = self.bound.get(id(n))
+        if hit is not None and hit[0] is n:
+            return hit[1]
+        sym = self.lookup(n.name, n.top_level)
+        if sym is not None:
+            self.bound[id(n)] = (n, sym)
+        return sym
+
+    def typed_as(self, e: A.Expr) -> TExpr | None:
+        """The typed IR the Typer recorded for e here (whatever type was expected of it);
+        None if it has not typed e in this scope, or failed to."""
+        hit = self.typed.get(id(e))
+        return hit[2] if hit is not None and hit[0] is e else None
 
     def lookup(self, name: str, top_level: bool = False) -> Sym | None:
         if not top_level:

@@ -16,7 +16,7 @@ from .ir import (FieldRef, HeaderRef, StackFieldRef, StackLastRef, StackRef,
                  TConst, TExpr, TIsValid, TList, TLoc, TLookahead, TSlice, TString, TTernary,
                  TUnary)
 from .layout import Layout
-from .resolve import ConstValue, fold_binary, resolve_type
+from .resolve import ConstValue, fold_binary
 from .scopes import Env, Sym, SymKind
 from .types import (Bits, Bool, EnumT, ErrorT, HeaderT, InfInt, P4Type, StackT, Str, StructT,
                     UnionT, lookahead_width, show, width_of)
@@ -145,7 +145,15 @@ class Typer:
         only where BMv2 reads packet bits directly (a whole select key, the whole right side
         of a parser assignment): callers in those places pass ``lookahead_ok``; anywhere else
         it is an error here rather than an expression the JSON generator cannot lower."""
-        te = self._expr(e, env, expected)
+        # Typed once per scope and expected type (an integer literal's type comes from it):
+        # the IR recorded in the scope is the answer when the same question comes again.
+        hit = env.typed.get(id(e))
+        if hit is not None and hit[0] is e and (hit[1] is expected or hit[1] == expected):
+            te: TExpr | None = hit[2]
+        else:
+            te = self._expr(e, env, expected)
+            if te is not None:
+                env.typed[id(e)] = (e, expected, te)
         if isinstance(te, TLookahead) and not lookahead_ok:
             self._lookahead_here(e.pos)
             return None
@@ -316,7 +324,7 @@ class Typer:
                 self.err(a.pos, f"unsupported construct: {p.direction} parameter '{p.name}' of "
                                 f"function '{name}'")
                 return None
-            pt = resolve_type(p.type, env.g, self.diags)
+            pt = env.g.typed.declared(p.type, env.g, self.diags)
             te = self.expr(a.value, env, pt) if a.value is not None and pt is not None else None
             if te is None or pt is None:
                 return None
@@ -327,7 +335,7 @@ class Typer:
         body = decl.body
         assert body is not None and isinstance(body.stmts[0], A.Return)
         ret = body.stmts[0].value
-        rt = resolve_type(decl.ret, env.g, self.diags)
+        rt = env.g.typed.declared(decl.ret, env.g, self.diags)
         if ret is None or rt is None:
             return None
         self.depth += 1
@@ -344,7 +352,7 @@ class Typer:
         return None
 
     def _name(self, e: A.Name, env: Env) -> TExpr | None:
-        sym = env.lookup(e.name, e.top_level)
+        sym = env.bind(e)
         if sym is None:
             self.err(e.pos, unknown("name", e.name, env.names()))
             return None
@@ -374,7 +382,7 @@ class Typer:
                 return None
             return TConst(ErrorT(), e.pos, errs.index(m))
         if isinstance(x, A.Name):
-            sym = env.lookup(x.name, x.top_level)
+            sym = env.bind(x)
             if sym is not None and sym.kind is SymKind.TYPE:
                 et = sym.value
                 if isinstance(et, EnumT):
@@ -716,7 +724,7 @@ class Typer:
         return TConst(cv.type, pos, cv.value) if cv is not None else None
 
     def _cast(self, e: A.Cast, t: A.TypeExpr, x: A.Expr, env: Env) -> TExpr | None:
-        target = resolve_type(t, env.g, self.diags)
+        target = env.g.typed.declared(t, env.g, self.diags)
         inner = self.expr(x, env, lookahead_ok=True)
         if target is None or inner is None:
             return None
@@ -748,7 +756,7 @@ class Typer:
     def _call_expr(self, e: A.Call, env: Env) -> TExpr | None:
         f = e.func
         if isinstance(f, A.Name):
-            sym = env.lookup(f.name, f.top_level)
+            sym = env.bind(f)
             if sym is not None and sym.kind is SymKind.FUNCTION:
                 assert isinstance(sym.value, list)   # a FUNCTION symbol holds its overloads
                 return self._inline_function(e, f.name, sym.value, env)
@@ -767,7 +775,7 @@ class Typer:
             if pk is None or pk.kind is not SymKind.PACKET:
                 self.err(e.pos, "lookahead is a method of packet_in")
                 return None
-            t = resolve_type(e.type_args[0], env.g, self.diags)
+            t = env.g.typed.declared(e.type_args[0], env.g, self.diags)
             if t is None:
                 return None
             if not isinstance(t, (Bits, HeaderT)) and not (

@@ -9,6 +9,7 @@ basic blocks with a program counter, guarded by LOOP_LIMIT block steps per actio
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from netsum.switch.expressions import parse_hexstr, unwrap
@@ -57,7 +58,7 @@ def _emit_prim(ctx: PrimCtx, prim: Any, i: int) -> list[str]:
         ctx.comp.path = base
 
 
-def prim_lines(ctx: PrimCtx, prims: list[Any], lo: int, hi: int) -> list[str]:
+def prim_lines(ctx: PrimCtx, prims: Sequence[Any], lo: int, hi: int) -> list[str]:
     """Statements of the straight-line primitives lo..hi-1, exactly as emitted."""
     out: list[str] = []
     for i in range(lo, hi):
@@ -65,7 +66,7 @@ def prim_lines(ctx: PrimCtx, prims: list[Any], lo: int, hi: int) -> list[str]:
     return out
 
 
-def block_source(ctx: PrimCtx, prims: list[Any],
+def block_source(ctx: PrimCtx, prims: Sequence[Any],
                  runs: dict[int, tuple[int, list[str]]] | None = None) -> list[str]:
     """Statements (unindented) for a primitive list, jumps structured into if/else.  `runs`
     maps the first primitive of a straight-line run to (end, statements replacing it)."""
@@ -128,7 +129,7 @@ def block_source(ctx: PrimCtx, prims: list[Any],
     return block(0, n)
 
 
-def flat_source(ctx: PrimCtx, prims: list[Any],
+def flat_source(ctx: PrimCtx, prims: Sequence[Any],
                 runs: dict[int, tuple[int, list[str]]] | None = None) -> list[str]:
     """Any jump pattern: basic blocks (split at jump targets and after jumps) in a loop on a
     program counter `_pc`; `_pc == len(prims)` ends the action.  A lane run (`runs`, as in
@@ -176,11 +177,10 @@ def flat_source(ctx: PrimCtx, prims: list[Any],
     return out
 
 
-def action_source(ctx: PrimCtx, fname: str, action: dict[str, Any],
+def action_source(ctx: PrimCtx, fname: str, prims: Sequence[Any],
                   runs: dict[int, tuple[int, list[str]]] | None = None) -> str:
-    prims = action.get("primitives") or []
-    if not isinstance(prims, list):
-        raise cfg_error(ctx.path, "primitives must be a list")
+    """The Python source of one action's function `fname(F, P, pkt)` over its primitives
+    (netsum.switch.program.Action.primitives); `runs` replaces the register lane runs."""
     try:
         body = block_source(ctx, prims, runs) or ["pass"]
     except Unstructured:

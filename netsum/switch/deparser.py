@@ -4,9 +4,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from netsum.switch.layout import HeaderInfo, Layout, cfg_error, loads
+from netsum.switch.layout import HeaderInfo, loading
 from netsum.switch.parser import check_whole_bytes, pack_parts
 from netsum.switch.primregistry import Namespace
+from netsum.switch.program import Deparser
 from netsum.switch.varbit import check_vl_header, vl_pack_source
 
 __all__ = ["deparser_source"]
@@ -60,27 +61,21 @@ class _Deparser:
         return fn
 
 
-@loads("path")
-def deparser_source(deparser: dict[str, Any], path: str, layout: Layout, ns: Namespace) -> str:
-    order = deparser.get("order") or []
-    if deparser.get("primitives"):
-        raise cfg_error(path, "deparser primitives are not supported")
-    headers = []
-    for k, hn in enumerate(order):
-        h = layout.header(hn, f"{path}.order[{k}]")
-        if not h.metadata:
-            headers.append(h)
+def deparser_source(deparser: Deparser, ns: Namespace) -> str:
+    """The source of `DEPARSE(F)` for the loaded deparser (netsum.switch.program)."""
+    headers = list(deparser.headers)
     if not headers:
         return "def DEPARSE(F):\n    return b''\n"
     packers: dict[str, Any] = {}
-    for h in headers:
-        if h.varbit < 0:
-            check_whole_bytes(h)          # at load time
-            continue
-        check_vl_header(h)
-        code: dict[str, Any] = {}
-        exec(compile(vl_pack_source(h, "pack"), f"<netsum pack {h.name}>", "exec"), code)
-        packers[h.name] = code["pack"]
+    with loading(deparser.path):
+        for h in headers:
+            if h.varbit < 0:
+                check_whole_bytes(h)          # at load time
+                continue
+            check_vl_header(h)
+            code: dict[str, Any] = {}
+            exec(compile(vl_pack_source(h, "pack"), f"<netsum pack {h.name}>", "exec"), code)
+            packers[h.name] = code["pack"]
     dp = _Deparser(headers, packers)
     ns.names["DCACHE"] = dp.cache
     ns.names["DBUILD"] = dp.build

@@ -36,6 +36,7 @@ index outside the arrays runs the run's scalar code as emitted (skipped accesses
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ import numpy as np
 
 from netsum.switch.expressions import parse_hexstr, unwrap
 from netsum.switch.layout import HeaderInfo, Layout
+from netsum.switch.program import Action
 from netsum.switch.stateful import RegisterArray
 
 __all__ = ["MIN_LANES", "LanePlan", "LaneRun", "VectorRange", "plan_lanes"]
@@ -377,19 +379,17 @@ def _ring_expr(node: Any) -> bool:
 
 
 # -- planning over the whole program ----------------------------------------------------------
-def plan_lanes(j: dict[str, Any], layout: Layout,
-               registers: dict[str, RegisterArray]) -> LanePlan:
+def plan_lanes(j: dict[str, Any], layout: Layout, registers: dict[str, RegisterArray],
+               actions: Sequence[Action]) -> LanePlan:
     """Find the runs of every action, fuse their registers and give their header fields a
     vector slot (appended to `layout.template`).  Mutates `registers` (bind) and `layout`."""
     finder = _Finder(layout, registers)
     runs: list[LaneRun] = []
-    for i, a in enumerate(j.get("actions") or []):
-        prims = a.get("primitives") if isinstance(a, dict) else None
-        if isinstance(prims, list):
-            runs += finder.action_runs(i, prims)
+    for a in actions:
+        runs += finder.action_runs(a.index, list(a.primitives))
     for _ in range(4):             # dropping a run can only shrink what the others need
         groups = _groups(runs, registers)
-        ranges = _ranges(runs, layout, j)
+        ranges = _ranges(runs, layout, j, actions)
         keep = [r for r in runs if _run_fits(r, groups, ranges)]
         if len(keep) == len(runs):
             break
@@ -447,7 +447,8 @@ def _groups(runs: list[LaneRun], registers: dict[str, RegisterArray]) -> dict[st
     return {x: g for x, g in order.items() if x not in bad}
 
 
-def _ranges(runs: list[LaneRun], layout: Layout, j: dict[str, Any]) -> dict[str, tuple[int, int]]:
+def _ranges(runs: list[LaneRun], layout: Layout, j: dict[str, Any],
+            actions: Sequence[Action]) -> dict[str, tuple[int, int]]:
     spans: dict[str, list[int]] = {}
     for r in runs:
         for f in r.families:
@@ -465,14 +466,14 @@ def _ranges(runs: list[LaneRun], layout: Layout, j: dict[str, Any]) -> dict[str,
         bits_before = sum(s.width for _n, s in h.fields[:a])
         if bits_before % 8 or len({s.width for s in slots}) != 1 or any(s.signed for s in slots):
             continue
-        if _named_elsewhere(j, runs, h, {n for n, _s in h.fields[a:b]}):
+        if _named_elsewhere(j, actions, runs, h, {n for n, _s in h.fields[a:b]}):
             continue
         out[hname] = (a, b - a)
     return out
 
 
-def _named_elsewhere(j: dict[str, Any], runs: list[LaneRun], h: HeaderInfo,
-                     fields: set[str]) -> bool:
+def _named_elsewhere(j: dict[str, Any], actions: Sequence[Action], runs: list[LaneRun],
+                     h: HeaderInfo, fields: set[str]) -> bool:
     """True when anything but the runs names one of `fields` of `h`, or names `h` itself in a
     primitive that works on whole headers (copy, setValid, stacks)."""
     in_runs: dict[int, set[int]] = {}
@@ -503,13 +504,10 @@ def _named_elsewhere(j: dict[str, Any], runs: list[LaneRun], h: HeaderInfo,
     for key, v in j.items():
         if key in ("header_types", "headers"):
             continue
-        if key == "actions" and isinstance(v, list):
-            for i, a in enumerate(v):
-                prims = a.get("primitives") if isinstance(a, dict) else None
-                if not isinstance(prims, list):
-                    continue
-                skip = in_runs.get(i, set())
-                for k, p in enumerate(prims):
+        if key == "actions":
+            for a in actions:
+                skip = in_runs.get(a.index, set())
+                for k, p in enumerate(a.primitives):
                     if k in skip:
                         continue
                     if isinstance(p, dict) and p.get("op") == "remove_header":

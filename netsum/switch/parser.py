@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from netsum.switch.expressions import ExprCompiler, parse_hexstr
-from netsum.switch.layout import HeaderInfo, Layout, cfg_error, loads
+from netsum.switch.layout import HeaderInfo, Layout, cfg_error, loading
 # The emitter modules register into the primitive registry when imported.
 from netsum.switch import headerops as _headerops, primitives as _primitives  # noqa: F401
 from netsum.switch.primregistry import Namespace, PrimCtx, emitter, required
+from netsum.switch.program import ParseState, Parser
 from netsum.switch.valuesets import ValueSet
 from netsum.switch.varbit import vl_unpack
 
@@ -303,18 +304,18 @@ class _StateCompiler:
             raise cfg_error("lookahead", f"bad lookahead [{bit_off!r}, {width!r}]")
         return f"LA(buf, off, {bit_off}, {width})"
 
-    @loads("path")
-    def state(self, path: str, st: dict[str, Any], fname: str,
-              names: dict[str, str]) -> str:
+    def state(self, st: ParseState, fname: str, names: dict[str, str]) -> str:
+        with loading(st.path):
+            return self._state(st.path, st, fname, names)
+
+    def _state(self, path: str, st: ParseState, fname: str, names: dict[str, str]) -> str:
         body = list(_PROLOGUE)
-        for k, op in enumerate(st.get("parser_ops") or []):
-            if not isinstance(op, dict):
-                raise cfg_error(f"{path}.parser_ops[{k}]", f"bad parser op {op!r}")
+        for k, op in enumerate(st.ops):
             body += self.op(f"{path}.parser_ops[{k}] ('{op.get('op')}')", op)
         body.append("pkt.off = off")
         comp = ExprCompiler(self.layout, f"{path}.transition_key", (), self.lookahead)
         key_parts = []
-        for k, el in enumerate(st.get("transition_key") or []):
+        for k, el in enumerate(st.transition_key):
             t = el.get("type") if isinstance(el, dict) else None
             if t == "field" and (last := self.layout.mangled_last(el.get("value"))):
                 t, el = "union_stack_field", {"type": t, "value": last}
@@ -350,32 +351,27 @@ class _StateCompiler:
             shift += (w + 7) // 8 * 8
         if terms:
             body.append(f"_key = {' | '.join(terms)}")
-        transitions = st.get("transitions") or []
+        transitions = st.transitions
         # No matching value and no default: parser error NoMatch (an empty list accepts).
         no_match = self.layout.errors.get("NoMatch", 2)
         default = f"ParserError({no_match})" if transitions else "None"
         for k, tr in enumerate(transitions):
             tp = f"{path}.transitions[{k}]"
-            if not isinstance(tr, dict):
-                raise cfg_error(tp, f"bad transition {tr!r}")
-            nxt = tr.get("next_state")
-            if nxt is not None and nxt not in names:
-                raise cfg_error(tp, f"unknown next_state {nxt!r}")
+            nxt = tr.next_state
             target = names[nxt] if nxt is not None else "None"
-            t = tr.get("type", "hexstr")
-            if t == "default" or tr.get("value") == "default":
+            t = tr.type
+            if tr.is_default:
                 default = target
                 break
             if t not in ("hexstr", "parse_vset"):
                 raise cfg_error(tp, f"transition of type {t!r} is not supported")
             if not terms:
                 raise cfg_error(tp, "value transition without a transition_key")
-            m = tr.get("mask")
+            m = tr.mask
             if t == "parse_vset":
-                body.append(self.vset_test(tp, tr.get("value"), m, [w for _, w in key_parts],
-                                           target))
+                body.append(self.vset_test(tp, tr.value, m, [w for _, w in key_parts], target))
                 continue
-            v = parse_hexstr(tr.get("value"), tp)
+            v = parse_hexstr(tr.value, tp)
             if m is None:
                 body.append(f"if _key == {v}: return {target}")
             else:
@@ -451,25 +447,20 @@ def _acyclic(succ: dict[str, set[str]]) -> bool:
     return all(state.get(n) or visit(n) for n in succ)
 
 
-@loads("path")
-def parser_source(parser: dict[str, Any], path: str, layout: Layout, ns: Namespace,
-                  ctx: PrimCtx, inline: bool = True,
-                  value_sets: dict[str, ValueSet] | None = None) -> tuple[str, str | None]:
-    """(source defining one function per state, name of the start state function)."""
+def parser_source(parser: Parser, layout: Layout, ns: Namespace, ctx: PrimCtx,
+                  inline: bool = True, value_sets: dict[str, ValueSet] | None = None
+                  ) -> tuple[str, str | None]:
+    """(source defining one function per state, name of the start state function) of the
+    loaded parser (netsum.switch.program)."""
     ns.names["ParserError"] = ParserError
     ns.names["LA"] = lookahead_fn(layout.errors.get("PacketTooShort", 1))
-    states = parser.get("parse_states") or []
+    states = parser.states
     names: dict[str, str] = {}
     for k, st in enumerate(states):
-        if not isinstance(st, dict) or not isinstance(st.get("name"), str):
-            raise cfg_error(f"{path}.parse_states[{k}]", "bad parse state")
-        names[st["name"]] = f"PS{k}"
+        names[st.name] = f"PS{k}"          # a name used twice: the last state of that name
     sc = _StateCompiler(layout, ns, ctx, value_sets or {})
-    src = "".join(sc.state(f"{path}.parse_states[{k}] ('{st['name']}')", st, names[st["name"]],
-                           names) for k, st in enumerate(states))
-    init = parser.get("init_state")
-    if init is not None and init not in names:
-        raise cfg_error(path, f"init_state {init!r} is not a parse state")
+    src = "".join(sc.state(st, names[st.name], names) for st in states)
+    init = parser.init_state
     # Inline successor states into their predecessors when the state graph has no cycle and
     # few states: a packet then visits at most INLINE_MAX_STATES states, far below the
     # v1model loop guard (1024), so the guard can never see a different count of steps.

@@ -22,13 +22,15 @@ from netsum.switch.lanecode import LazyFunction, fallback_source, run_source
 from netsum.switch.lanes import LanePlan, plan_lanes
 from netsum.switch.jsonload import strict_loads
 from netsum.switch.profiles import ActionProfile
-from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error, loading, loads
+from netsum.switch.layout import MAX_FIELD_WIDTH, Layout, build_layout, cfg_error, loading
 from netsum.switch.optimize import optimize_source
 from netsum.switch.deparser import deparser_source
 from netsum.switch.parser import parser_source
 from netsum.switch.primitives import ActionLoopLimit, AssertFailure
 from netsum.switch.primregistry import Namespace, PrimCtx, StdFields
-from netsum.switch.program import Checksum, load_checksums
+from netsum.switch.program import (Action, Checksum, Control, Deparser, Parser, TableDef,
+                                   load_actions, load_checksums, load_controls, load_deparser,
+                                   load_parser)
 from netsum.switch.reads import referenced_slots
 from netsum.switch.replication import PRE
 from netsum.switch.replicas import ReplicaPatcher, replica_patcher
@@ -125,6 +127,12 @@ class Pipeline:
         #: copy deparsed in full.
         self.replica_patch: ReplicaPatcher | None = None
         self.checksums: tuple[Checksum, ...] = ()
+        #: The program's actions as loaded (netsum.switch.program); `actions` above are their
+        #: compiled functions by name.
+        self.action_defs: tuple[Action, ...] = ()
+        self.parser: Parser
+        self.deparser: Deparser
+        self.controls: dict[str, Control]
         self.load_objects()
         native_prog = self.plan_packet_path(native)
         self.generate_code()
@@ -136,7 +144,7 @@ class Pipeline:
     def load_objects(self) -> None:
         """Loading: the format version, the header layout, the standard metadata slots and
         the objects packet code refers to (register, counter and meter arrays, calculations,
-        checksums), each validated."""
+        checksums, actions, the parser, the deparser, the controls), each validated."""
         self.init_meta()
         self.layout = build_layout(self.json)
         self.std = self.init_standard_metadata()
@@ -145,6 +153,10 @@ class Pipeline:
         self.init_meter_arrays()
         self.init_calculations()
         self.checksums = load_checksums(self.json, self.layout, self.calculations)
+        self.action_defs = load_actions(self.json)
+        self.parser = load_parser(self.json)
+        self.deparser = load_deparser(self.json, self.layout)
+        self.controls = load_controls(self.json)
 
     def plan_packet_path(self, native: bool | None) -> Any:
         """Planning, before any code is generated against it: the register lanes, whether
@@ -152,7 +164,8 @@ class Pipeline:
         path alone; see `plan_native`)."""
         self.lanes = self.init_lanes()
         # Per-packet work only for what the program reads: timestamps cost a clock call.
-        used = referenced_slots(self.json, self.layout, self.checksums)
+        used = referenced_slots(self.json, self.layout, self.checksums, self.action_defs,
+                                self.parser, self.controls)
         self.uses_timestamps = any(x in used for x in (self.std.ingress_global_timestamp,
                                                        self.std.egress_global_timestamp))
         return self.plan_native(native)
@@ -176,7 +189,8 @@ class Pipeline:
         patched from one deparsed copy."""
         if self.fuse:
             self.replica_patch = replica_patcher(self.json, self.layout, self.checksums,
-                                                 self._per_copy_slots())
+                                                 self.action_defs, self.deparser,
+                                                 self.controls["egress"], self._per_copy_slots())
 
     # -- sections --------------------------------------------------------------------------
     def init_meta(self) -> None:
@@ -283,7 +297,7 @@ class Pipeline:
         if not self.fuse:
             return LanePlan()
         try:
-            return plan_lanes(self.json, self.layout, self.registers)
+            return plan_lanes(self.json, self.layout, self.registers, self.action_defs)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, ConfigError):
             # Malformed JSON: the init steps that follow report it with its path.
             return LanePlan()
@@ -317,43 +331,28 @@ class Pipeline:
 
     def init_actions(self) -> None:
         srcs = []
-        specs = []
-        for i, a in enumerate(_list(self.json, "actions")):
-            with loading(f"actions[{i}]"):
-                path = f"actions[{i}]"
-                if not isinstance(a, dict) or not isinstance(a.get("name"), str):
-                    raise cfg_error(path, "expected an object with a string 'name'")
-                path = f"{path} ('{a['name']}')"
-                rd = []
-                for k, p in enumerate(a.get("runtime_data") or []):
-                    if not (isinstance(p, dict) and isinstance(p.get("bitwidth"), int)
-                            and 0 < p["bitwidth"] <= MAX_FIELD_WIDTH):
-                        raise cfg_error(f"{path}.runtime_data[{k}]", f"bad parameter {p!r}")
-                    rd.append((str(p.get("name", f"p{k}")), int(p["bitwidth"])))
-                aid = int(a.get("id", i))
-                if aid in self._actions_by_id:
-                    raise cfg_error(path, f"duplicate action id {aid}")
-                ctx = self._ctx(path, tuple(w for _, w in rd))
-                fname = f"A{aid}" if aid >= 0 else f"A_{-aid}"
+        for a in self.action_defs:
+            with loading(f"actions[{a.index}]"):
+                ctx = self._ctx(a.path, a.widths)
+                fname = a.fname
                 runs: dict[int, tuple[int, list[str]]] = {}
-                for k, run in enumerate(self.lanes.runs.get(i, [])):
+                for k, run in enumerate(self.lanes.runs.get(a.index, [])):
                     fb = f"{fname}_L{k}"
                     runs[run.start] = (run.stop, run_source(run, self.lanes, ctx, fb))
                     self.ns.names[fb] = LazyFunction(fallback_source(
                         run, self.lanes, self.layout, fb,
-                        prim_lines(ctx, a["primitives"], run.start, run.stop), self.ns),
+                        prim_lines(ctx, a.primitives, run.start, run.stop), self.ns),
                         fb, self.ns.names)
-                src = action_source(ctx, fname, a, runs)
+                src = action_source(ctx, fname, a.primitives, runs)
                 # Only actions with two or more guarded accesses can change (saves load time).
                 # The basic-block form of an action with loops is left as emitted.
                 fusable = self.fuse and src.count("    _i = ") >= 2 and "    _pc = 0\n" not in src
                 srcs.append(optimize_source(src) + "\n" if fusable else src)
-                specs.append((a["name"], aid, tuple(rd), fname))
         _compile("".join(srcs), self.ns, "actions")
-        for name, aid, params, fname in specs:
-            spec = ActionSpec(name, aid, params, self.ns.names[fname], fname)
-            self._actions_by_id[aid] = spec
-            self.actions.setdefault(name, spec)
+        for a in self.action_defs:
+            spec = ActionSpec(a.name, a.id, a.params, self.ns.names[a.fname], a.fname)
+            self._actions_by_id[a.id] = spec
+            self.actions.setdefault(a.name, spec)
 
     def init_value_sets(self) -> None:
         for i, vs in enumerate(_list(self.json, "parse_vsets")):
@@ -374,66 +373,43 @@ class Pipeline:
             self.value_sets[vs["name"]] = ValueSet(vs["name"], ident, bits, size)
 
     def init_parsers(self) -> None:
-        parsers = [p for p in _list(self.json, "parsers") if isinstance(p, dict)]
-        parser = next((p for p in parsers if p.get("name") == "parser"), None)
-        if parser is None:
-            raise cfg_error("parsers", "no parser named 'parser' (v1model needs one)")
-        src, start = parser_source(parser, "parsers[0] ('parser')", self.layout, self.ns,
-                                   self._ctx("parsers[0]"), inline=self.fuse,
+        src, start = parser_source(self.parser, self.layout, self.ns,
+                                   self._ctx(self.parser.path), inline=self.fuse,
                                    value_sets=self.value_sets)
         _compile(src, self.ns, "parser")
         self.parser_start = self.ns.names[start] if start else None
 
     def init_deparsers(self) -> None:
-        deps = [d for d in _list(self.json, "deparsers") if isinstance(d, dict)]
-        dep = next((d for d in deps if d.get("name") == "deparser"), None)
-        if dep is None:
-            raise cfg_error("deparsers", "no deparser named 'deparser' (v1model needs one)")
-        _compile(deparser_source(dep, "deparsers[0] ('deparser')", self.layout, self.ns),
-                 self.ns, "deparser")
+        _compile(deparser_source(self.deparser, self.ns), self.ns, "deparser")
         self.deparse = self.ns.names["DEPARSE"]
 
     # -- pipelines -------------------------------------------------------------------------
     def init_pipelines(self) -> None:
-        pipes = {p.get("name"): (i, p) for i, p in enumerate(_list(self.json, "pipelines"))
-                 if isinstance(p, dict) and isinstance(p.get("name"), str)}
-        for name in ("ingress", "egress"):
-            if name not in pipes:
-                raise cfg_error("pipelines", f"no pipeline named '{name}' (v1model needs one)")
-        for name in ("ingress", "egress"):
-            i, p = pipes[name]
-            init = self._init_pipeline(f"pipelines[{i}] ('{name}')", p)
-            if name == "ingress":
-                self.ingress_init = init
-            else:
-                self.egress_init = init
+        self.ingress_init = self._init_pipeline(self.controls["ingress"])
+        self.egress_init = self._init_pipeline(self.controls["egress"])
 
-    @loads("path")
-    def _init_pipeline(self, path: str, p: dict[str, Any]) -> Any:
-        self._init_action_profiles(path, p)
+    def _init_pipeline(self, ctl: Control) -> Any:
+        path = ctl.path
+        with loading(path):
+            return self._init_control(ctl)
+
+    def _init_control(self, ctl: Control) -> Any:
+        path = ctl.path
+        self._init_action_profiles(path, ctl.action_profiles)
         nodes: dict[str, str] = {}          # JSON node name -> namespace name
-        tables: list[tuple[str, dict[str, Any], Table]] = []
-        for k, t in enumerate(p.get("tables") or []):
-            tp = f"{path}.tables[{k}]"
-            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
-                raise cfg_error(tp, "expected an object with a string 'name'")
-            tp = f"{tp} ('{t['name']}')"
-            with loading(tp):
-                table = build_table(self, tp, t)
+        tables: list[tuple[TableDef, Table]] = []
+        for t in ctl.tables:
+            with loading(t.path):
+                table = build_table(self, t)
             if table.name in self.tables:
-                raise cfg_error(tp, "duplicate table name")
+                raise cfg_error(t.path, "duplicate table name")
             self.tables[table.name] = table
             nodes[table.name] = self.ns.fresh("N")
-            tables.append((tp, t, table))
-        conds = []
-        for k, c in enumerate(p.get("conditionals") or []):
-            cp = f"{path}.conditionals[{k}]"
-            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
-                raise cfg_error(cp, "expected an object with a string 'name'")
-            if c["name"] in nodes:
-                raise cfg_error(cp, f"node name '{c['name']}' used twice")
-            nodes[c["name"]] = self.ns.fresh("N")
-            conds.append((f"{cp} ('{c['name']}')", c))
+            tables.append((t, table))
+        for c in ctl.conditionals:
+            if c.name in nodes:
+                raise cfg_error(c.path, f"node name '{c.name}' used twice")
+            nodes[c.name] = self.ns.fresh("N")
 
         def ref(name: Any, where: str) -> str:
             if name is None:
@@ -444,55 +420,54 @@ class Pipeline:
 
         cond_src: dict[str, str] = {}
         branches: dict[str, tuple[str | None, str | None]] = {}
-        for cp, c in conds:
-            with loading(cp):
-                comp = ExprCompiler(self.layout, f"{cp}.expression")
-                cond_src[c["name"]] = comp.cond(c.get("expression"))
-                ref(c.get("true_next"), cp)
-                ref(c.get("false_next"), cp)
-                branches[c["name"]] = (c.get("true_next"), c.get("false_next"))
-        fixed = {table.name: ft for tp, t, table in tables
-                 if (ft := self._fixed_table(tp, t, table)) is not None}
-        inline = {table.name: it for tp, t, table in tables
-                  if (it := self._inline_table(tp, t, table)) is not None} if self.fuse else {}
-        srcs = [conditional_source(c["name"], nodes, cond_src, branches, fixed,
+        for c in ctl.conditionals:
+            with loading(c.path):
+                comp = ExprCompiler(self.layout, f"{c.path}.expression")
+                cond_src[c.name] = comp.cond(c.expression)
+                ref(c.true_next, c.path)
+                ref(c.false_next, c.path)
+                branches[c.name] = (c.true_next, c.false_next)
+        fixed = {table.name: ft for t, table in tables
+                 if (ft := self._fixed_table(t, table)) is not None}
+        inline = {table.name: it for t, table in tables
+                  if (it := self._inline_table(t, table)) is not None} if self.fuse else {}
+        srcs = [conditional_source(c.name, nodes, cond_src, branches, fixed,
                                    self.inline_depth, inline)
-                for _cp, c in conds]
+                for c in ctl.conditionals]
         _compile("".join(srcs), self.ns, f"{path} conditionals")
-        for _cp, c in conds:
-            self.node_names[self.ns.names[nodes[c["name"]]]] = c["name"]
+        for c in ctl.conditionals:
+            self.node_names[self.ns.names[nodes[c.name]]] = c.name
         plen = self.std.packet_length
-        for tp, t, table in tables:
-            with loading(tp):
+        for t, table in tables:
+            with loading(t.path):
                 meter_target = None
                 if table._meter is not None and table._meter.result_target is not None:
-                    meter_target = self.layout.slot(list(table._meter.result_target), tp).index
-                node = table.make_node(key_function(self, tp, t, table), plen, meter_target)
+                    meter_target = self.layout.slot(list(table._meter.result_target),
+                                                    t.path).index
+                node = table.make_node(key_function(self, t, table), plen, meter_target)
                 self.ns.names[nodes[table.name]] = node
                 self.node_names[node] = table.name
-        for tp, t, table in tables:
-            with loading(tp):
-                nt = t.get("next_tables") or {}
-                if not isinstance(nt, dict):
-                    raise cfg_error(f"{tp}.next_tables", "expected an object")
-                resolve = {k: self.ns.names[ref(v, f"{tp}.next_tables")] if v is not None
+        for t, table in tables:
+            with loading(t.path):
+                nt = t.next_tables
+                resolve = {k: self.ns.names[ref(v, f"{t.path}.next_tables")] if v is not None
                            else None for k, v in nt.items()}
-                base = t.get("base_default_next")
-                base_node = self.ns.names[ref(base, tp)] if base is not None else None
+                base = t.base_default_next
+                base_node = self.ns.names[ref(base, t.path)] if base is not None else None
                 # "" stands for the no-op default of a table with no actions.
                 by_action = {a: resolve.get(a, base_node) for a in table.action_names or ("",)}
                 hm = "__HIT__" in nt or "__MISS__" in nt
                 table.link(by_action, resolve.get("__HIT__", base_node),
                            resolve.get("__MISS__", base_node), hm)
-                init_entries(self, tp, t, table)
-        self._check_acyclic(path, tables, conds)
-        init = p.get("init_table")
+                init_entries(self, t, table)
+        self._check_acyclic(path, ctl)
+        init = ctl.init_table
         return self.ns.names[ref(init, f"{path}.init_table")] if init is not None else None
 
-    def _init_action_profiles(self, path: str, p: dict[str, Any]) -> None:
+    def _init_action_profiles(self, path: str, profiles: tuple[Any, ...]) -> None:
         """bmv2's init of `action_profiles`: a selector's hash is its algorithm over its
         input fields, packed like a calculation's field list."""
-        for k, ap in enumerate(_list(p, "action_profiles")):
+        for k, ap in enumerate(profiles):
             app = f"{path}.action_profiles[{k}]"
             if not isinstance(ap, dict) or not isinstance(ap.get("name"), str):
                 raise cfg_error(app, "expected an object with a string 'name'")
@@ -518,17 +493,14 @@ class Pipeline:
                 ap["name"], int(ap.get("id", k)), size, hash_fn, sel is not None)
 
     @staticmethod
-    def _check_acyclic(path: str, tables: list[tuple[str, dict[str, Any], Table]],
-                       conds: list[tuple[str, dict[str, Any]]]) -> None:
+    def _check_acyclic(path: str, ctl: Control) -> None:
         """A control is a DAG (P4 has no loops); a cycle would spin a packet forever."""
         succ: dict[str, list[str]] = {}
-        for _tp, t, table in tables:
-            nt = t.get("next_tables") or {}
-            succ[table.name] = [v for v in list(nt.values()) + [t.get("base_default_next")]
-                                if isinstance(v, str)]
-        for _cp, c in conds:
-            succ[c["name"]] = [v for v in (c.get("true_next"), c.get("false_next"))
-                               if isinstance(v, str)]
+        for t in ctl.tables:
+            succ[t.name] = [v for v in list(t.next_tables.values()) + [t.base_default_next]
+                            if isinstance(v, str)]
+        for c in ctl.conditionals:
+            succ[c.name] = [v for v in (c.true_next, c.false_next) if isinstance(v, str)]
         state: dict[str, int] = {}          # 1 = on the current path, 2 = done
         for root in succ:
             if state.get(root):
@@ -547,14 +519,15 @@ class Pipeline:
                     state[nxt] = 1
                     stack.append((nxt, iter(succ[nxt])))
 
-    @loads("tp")
-    def _fixed_table(self, tp: str, t: dict[str, Any], table: Table) -> FixedTable | None:
+    def _fixed_table(self, t: TableDef, table: Table) -> FixedTable | None:
         """A hidden keyless table with a const default and no direct resources always runs
         the same action and goes to the same next node: conditionals may inline it."""
         if table.kind != "keyless" or not table.default_is_const or table.profile is not None \
                 or table.direct_counter is not None or table.direct_meter is not None:
             return None
-        de = t.get("default_entry") or {}
+        de = t.default_entry
+        if not isinstance(de, dict):
+            return None                  # init_entries reports the problem
         aid = de.get("action_id")
         spec = self._actions_by_id.get(aid) if aid is not None else None
         data = de.get("action_data") or []
@@ -562,30 +535,29 @@ class Pipeline:
                 len(data) != len(spec.runtime_data):
             return None                  # init_entries reports the problem
         try:
-            params = tuple(parse_hexstr(x, tp) for x in data)
-        except ConfigError:
+            params = tuple(parse_hexstr(x, t.path) for x in data)
+        except (ConfigError, TypeError):
             return None
         if any(v < 0 or v >> w for v, (_, w) in zip(params, spec.runtime_data)):
             return None
-        nt = t.get("next_tables") or {}
-        nxt = nt["__MISS__"] if "__MISS__" in nt else nt.get(spec.name,
-                                                               t.get("base_default_next"))
+        nt = t.next_tables
+        nxt = nt["__MISS__"] if "__MISS__" in nt else nt.get(spec.name, t.base_default_next)
         return FixedTable(spec.fname, params, nxt)
 
-    @loads("tp")
-    def _inline_table(self, tp: str, t: dict[str, Any], table: Table) -> InlineTable | None:
+    def _inline_table(self, t: TableDef, table: Table) -> InlineTable | None:
         """An exact or keyless table without direct resources whose next node does not depend
         on the action: conditionals may emit its lookup inline."""
         if table.kind not in ("exact", "keyless") or table.direct_counter is not None or \
                 table.direct_meter is not None or table.profile is not None:
             return None
-        nt = t.get("next_tables") or {}
-        if not isinstance(nt, dict) or "__HIT__" in nt or "__MISS__" in nt:
+        nt = t.next_tables
+        if "__HIT__" in nt or "__MISS__" in nt:
             return None
-        base = t.get("base_default_next")
+        base = t.base_default_next
         if any(nt.get(a, base) != base for a in table.action_names):
             return None
-        key = exact_key_source(self, tp, t, table)
+        with loading(t.path):
+            key = exact_key_source(self, t, table)
         entries = self.ns.ref(table._exact, "E") if key is not None else None
         return InlineTable(self.ns.ref(table, "T"), entries, key or "", base)
 

@@ -35,7 +35,7 @@ from typing import Any
 from netsum.switch.expressions import ExprCompiler, unwrap
 from netsum.switch.layout import HeaderInfo, Layout
 from netsum.switch.parser import pack_parts
-from netsum.switch.program import Checksum
+from netsum.switch.program import Action, Checksum, Control, Deparser
 
 __all__ = ["ReplicaPatcher", "replica_patcher"]
 
@@ -110,26 +110,23 @@ class ReplicaPatcher:
         return fn
 
 
-def _egress_writes(j: dict[str, Any], layout: Layout,
-                   checksums: tuple[Checksum, ...]) -> tuple[set[str], set[int]] | None:
+def _egress_writes(layout: Layout, checksums: tuple[Checksum, ...], actions: tuple[Action, ...],
+                   egress: Control) -> tuple[set[str], set[int]] | None:
     """(headers holding a field that egress or a checksum update may write, the slots of those
     fields); None when that cannot be bounded."""
-    pipes = [p for p in j.get("pipelines") or [] if isinstance(p, dict)]
-    egress = next((p for p in pipes if p.get("name") == "egress"), None)
-    if egress is None or egress.get("action_profiles"):
+    if egress.action_profiles:
         return None
     names: set[str] = set()
-    for t in egress.get("tables") or []:
-        if not isinstance(t, dict) or t.get("direct_meters"):
+    for t in egress.tables:
+        if t.direct_meters:
             return None                # a meter writes its result field from the table
-        names.update(a for a in t.get("actions") or [] if isinstance(a, str))
-    actions = [a for a in j.get("actions") or [] if isinstance(a, dict)]
+        names.update(a for a in t.action_names if isinstance(a, str))
     dirty: set[str] = set()
     slots: set[int] = set()
     for a in actions:
-        if a.get("name") not in names:
+        if a.name not in names:
             continue
-        for p in a.get("primitives") or []:
+        for p in a.primitives:
             op = p.get("op") if isinstance(p, dict) else None
             if op in _NO_HEADER_WRITE:
                 continue
@@ -202,17 +199,13 @@ def _checksum_source(j: dict[str, Any], layout: Layout, checksums: tuple[Checksu
 
 
 def replica_patcher(j: dict[str, Any], layout: Layout, checksums: tuple[Checksum, ...],
+                    actions: tuple[Action, ...], deparser: Deparser, egress: Control,
                     per_copy: set[int]) -> ReplicaPatcher | None:
     """`per_copy`: slots the life cycle sets per copy (egress_port, egress_rid, ...)."""
     stacked = {h for s in layout.stacks.values() for h in s.headers} | \
         {h for u in layout.unions.values() for h in u}
-    deps = [d for d in j.get("deparsers") or [] if isinstance(d, dict)]
-    dep = next((d for d in deps if d.get("name") == "deparser"), None)
-    if dep is None:
-        return None
-    headers = [layout.headers[n] for n in dep.get("order") or [] if n in layout.headers]
-    headers = [h for h in headers if not h.metadata]
-    w = _egress_writes(j, layout, checksums)
+    headers = list(deparser.headers)
+    w = _egress_writes(layout, checksums, actions, egress)
     # varbit headers: a copy's header offsets would depend on its run-time widths
     if w is None or any(h.name in stacked or h.varbit >= 0 for h in headers):
         return None

@@ -1,5 +1,5 @@
-"""Table construction for the loader: JSON table -> `Table`, its key function, its default
-action and const entries.  Split from `netsum.switch.pipeline` to keep each module to one concern."""
+"""Table construction for the loader: a loaded table (netsum.switch.program.TableDef) ->
+`Table`, its key function, its default action and const entries.  Split from `netsum.switch.pipeline` to keep each module to one concern."""
 from __future__ import annotations
 
 import operator
@@ -11,53 +11,51 @@ from netsum.switch.entries import (ActionCall, Exact, Lpm, Match, Optional, Rang
 from netsum.switch.errors import ConfigError, SwitchError
 from netsum.switch.expressions import parse_hexstr
 from netsum.switch.layout import cfg_error
+from netsum.switch.program import TableDef
 from netsum.switch.tables import ActionInfo, KeyField, Table
 from netsum.match import MatchKind
 
 __all__ = ["build_table", "key_function", "exact_key_source", "init_entries"]
 
 
-def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
-    """The Table object of one JSON table (key, actions, sizes, direct resources)."""
-    ttype = t.get("type", "simple")
+def build_table(pl: Any, t: TableDef) -> Table:
+    """The Table object of one loaded table (key, actions, sizes, direct resources)."""
+    tp = t.path
+    ttype = t.type
     profile = None
     if ttype in ("indirect", "indirect_ws"):
-        profile = pl.action_profiles.get(t.get("action_profile"))
+        profile = pl.action_profiles.get(t.action_profile)
         if profile is None:
             # bmv2's old format (the profile described in the table) is not produced by p4c
             # any more; tables name a profile of the pipeline's `action_profiles`.
             raise cfg_error(tp, f"{ttype} table names no known action profile "
-                                f"({t.get('action_profile')!r})")
+                                f"({t.action_profile!r})")
         if (ttype == "indirect_ws") != profile.with_selector:
             raise cfg_error(tp, f"{ttype} table with action profile '{profile.name}' "
                                 f"{'without' if ttype == 'indirect_ws' else 'with'} a selector")
     elif ttype != "simple":
         raise cfg_error(tp, f"table type {ttype!r} is not supported")
     key = []
-    for k, kf in enumerate(t.get("key") or []):
+    for k, kf in enumerate(t.key):
         kp = f"{tp}.key[{k}]"
-        label = kf.get("match_type") if isinstance(kf, dict) else None
+        label = kf.match_type
         mt = MatchKind.from_label(label)
         mask = None
         sl = None
         if label == "valid":   # P4_14's match on a header's validity: its $valid$ bit, exact
             width = 1
-            pl.layout.header(kf.get("target"), kp)
+            pl.layout.header(kf.target, kp)
             mt = MatchKind.EXACT
         elif mt is None:
             raise cfg_error(kp, f"match type {label!r} is not supported")
         else:
-            width = pl.layout.slot(kf.get("target"), kp).width
-            if kf.get("mask") is not None:
-                mask = parse_hexstr(kf["mask"], kp) & ((1 << width) - 1)
-                sl = _slice_of(kf.get("name"), mask)
-        key.append(KeyField(str(kf.get("name", kf.get("target"))), mt, width, mask, sl))
-    names = t.get("actions") or []
-    ids = t.get("action_ids") or []
-    if len(names) != len(ids):
-        raise cfg_error(tp, "'actions' and 'action_ids' differ in length")
+            width = pl.layout.slot(kf.target, kp).width
+            if kf.mask is not None:
+                mask = parse_hexstr(kf.mask, kp) & ((1 << width) - 1)
+                sl = _slice_of(kf.name, mask)
+        key.append(KeyField(kf.name, mt, width, mask, sl))
     infos: dict[str, ActionInfo] = {}
-    for n, aid in zip(names, ids):
+    for n, aid in t.actions:
         spec = pl._actions_by_id.get(aid)
         if spec is None or spec.name != n:
             raise cfg_error(tp, f"action id {aid} ('{n}') is not a known action")
@@ -65,23 +63,22 @@ def build_table(pl: Any, tp: str, t: dict[str, Any]) -> Table:
     # A table with no actions loads as in bmv2: every lookup misses and runs nothing, and
     # its (empty) default cannot be changed.
     counter = None
-    if t.get("with_counters"):
+    if t.with_counters:
         counter = next((c.name for c in pl.counters.values()
-                        if c.is_direct and c.binding == t["name"]), None)
+                        if c.is_direct and c.binding == t.name), None)
         if counter is None:   # bmv2 keeps an anonymous direct counter then
-            counter = f"{t['name']}$counter"
+            counter = f"{t.name}$counter"
     meter = None
-    if t.get("direct_meters"):
-        meter = pl.meters.get(t["direct_meters"])
+    if t.direct_meters:
+        meter = pl.meters.get(t.direct_meters)
         if meter is None:
-            raise cfg_error(tp, f"unknown direct meter {t['direct_meters']!r}")
-    de = t.get("default_entry") or {}
-    table = Table(t["name"], int(t.get("id", 0)), tuple(key), infos,
-                  int(t.get("max_size", 1024)), is_const=bool(t.get("entries")),
+            raise cfg_error(tp, f"unknown direct meter {t.direct_meters!r}")
+    de = t.default_entry or {}
+    table = Table(t.name, t.id, tuple(key), infos, t.max_size, is_const=bool(t.entries),
                   default_is_const=bool(de.get("action_const", False)) or not infos,
-                  hidden=t["name"].startswith("tbl_") and not key,
+                  hidden=t.name.startswith("tbl_") and not key,
                   direct_counter=counter, direct_meter=meter,
-                  support_timeout=bool(t.get("support_timeout")), profile=profile)
+                  support_timeout=t.support_timeout, profile=profile)
     if profile is not None:
         # A member must name an action every table sharing the profile offers.
         users = [u for u in pl.tables.values() if u.profile is profile] + [table]
@@ -109,41 +106,41 @@ def _slice_of(name: Any, mask: int) -> tuple[int, int] | None:
     return lo, hi - lo + 1
 
 
-def _key_terms(pl: Any, tp: str, t: dict[str, Any]) -> list[str]:
+def _key_terms(pl: Any, t: TableDef) -> list[str]:
     srcs = []
-    for k, kf in enumerate(t.get("key") or []):
-        kp = f"{tp}.key[{k}]"
-        if kf.get("match_type") == "valid":
-            srcs.append(f"F[{pl.layout.header(kf.get('target'), kp).valid}]")
+    for k, kf in enumerate(t.key):
+        kp = f"{t.path}.key[{k}]"
+        if kf.match_type == "valid":
+            srcs.append(f"F[{pl.layout.header(kf.target, kp).valid}]")
             continue
-        s = pl.layout.slot(kf.get("target"), kp)
+        s = pl.layout.slot(kf.target, kp)
         src = f"F[{s.index}]"
         if s.signed:
             src = f"({src} & {s.mask})"
-        if kf.get("mask") is not None:
-            src = f"({src} & {parse_hexstr(kf['mask'], kp)})"
+        if kf.mask is not None:
+            src = f"({src} & {parse_hexstr(kf.mask, kp)})"
         srcs.append(src)
     return srcs
 
 
-def exact_key_source(pl: Any, tp: str, t: dict[str, Any], table: Table) -> str | None:
+def exact_key_source(pl: Any, t: TableDef, table: Table) -> str | None:
     """Source of the exact-match dict key over F (as `Table._exact_key` stores it), or None
     for other kinds of table."""
     if table.kind != "exact":
         return None
-    srcs = _key_terms(pl, tp, t)
+    srcs = _key_terms(pl, t)
     return srcs[0] if len(srcs) == 1 else f"({', '.join(srcs)},)"
 
 
-def key_function(pl: Any, tp: str, t: dict[str, Any], table: Table) -> Any:
+def key_function(pl: Any, t: TableDef, table: Table) -> Any:
     """F -> what the table's lookup strategy consumes (see netsum.switch.tables)."""
-    srcs = _key_terms(pl, tp, t)
+    srcs = _key_terms(pl, t)
     if table.kind == "keyless":
         return None
     if table.kind == "exact":
         if all(s.startswith("F[") and s.endswith("]") for s in srcs):
             return operator.itemgetter(*(int(s[2:-1]) for s in srcs))
-        body = exact_key_source(pl, tp, t, table)
+        body = exact_key_source(pl, t, table)
     else:
         terms, ranges = [], []
         for src, shift in zip(srcs, table._shifts):
@@ -165,9 +162,10 @@ def _call(pl: Any, path: str, table: Table, aid: Any, data: Any) -> ActionCall:
     params = tuple(parse_hexstr(d, path) for d in (data or []))
     return ActionCall(spec.name, params)
 
-def init_entries(pl: Any, tp: str, t: dict[str, Any], table: Table) -> None:
+def init_entries(pl: Any, t: TableDef, table: Table) -> None:
     """Initial default action and const entries (as const TableEntry objects)."""
-    de = t.get("default_entry")
+    tp = t.path
+    de = t.default_entry
     try:
         if not table.action_names:
             aid = de.get("action_id") if isinstance(de, dict) else None
@@ -182,7 +180,7 @@ def init_entries(pl: Any, tp: str, t: dict[str, Any], table: Table) -> None:
                                       not pl.actions[table.action_names[0]].runtime_data
                                       else ActionCall(table.action_names[0], (0,) * len(
                                           pl.actions[table.action_names[0]].runtime_data)))
-        entries = t.get("entries") or []
+        entries = t.entries
         prios = [e.get("priority", k) for k, e in enumerate(entries)]
         top = max(prios, default=0) + 1
         for k, e in enumerate(entries):

@@ -1,7 +1,8 @@
 """benchmarks/commits.py's pure parts: a benchmark's printed output -> figures, and the verdict.
 
-The inputs are lines in the formats allreduce.py and switch_pps.py print (written out by hand
-from their format strings); every expected figure below is read off those lines by hand.
+The inputs are lines in the formats allreduce.py, switch_pps.py and compile_time.py print
+(written out by hand from their format strings); every expected figure below is read off those
+lines by hand.
 """
 from __future__ import annotations
 
@@ -143,3 +144,20 @@ def test_vs_gloo_table_cpu_and_capacity_become_figures() -> None:
     assert figs["capacity shm n=4 K=256"].value == 0.539
     assert figs["capacity shm n=4 K=256"].higher and not figs["n=4 1 shm/gloo"].higher
     assert len(figs) == 5 + 3 + 2 + 1
+
+
+# compile_time.py's table (format strings: a 18-wide label, each pass name cut to 12 and
+# right-aligned in 13, each median as "%11.1fms", then goal/total), written out by hand.
+COMPILE_TIME_OUT = """\
+program              Preprocess        Parse GenerateJson GenerateP4In        total  goal/total
+netsum.p4 K=256          12.5ms      300.2ms      640.0ms       80.0ms     2255.0ms        0.9x
+l2_mcast.p4               1.0ms        3.5ms        6.8ms        2.0ms       99.9ms       20.0x
+"""
+
+
+def test_compile_time_rows_become_lowering_and_total_figures() -> None:
+    figs = {f.name: f for f in bc.parse_compile_time(COMPILE_TIME_OUT)}
+    assert {n: f.value for n, f in figs.items()} == {
+        "netsum.p4 K=256: GenerateJson": 640.0, "netsum.p4 K=256: total": 2255.0,
+        "l2_mcast.p4: GenerateJson": 6.8, "l2_mcast.p4: total": 99.9}
+    assert all(f.unit == "ms" and f.higher is False for f in figs.values())

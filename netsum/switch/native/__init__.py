@@ -75,7 +75,7 @@ def plan(pl: Any) -> Program | None:
     ctrs = {name: (k, c.size) for k, (name, c) in enumerate(pl.counters.items())}
     try:
         prog = generate(pl.json, pl.layout, pl.std, regs, ctrs, pl.uses_timestamps,
-                        pl.checksums)
+                        pl.checksums, pl.action_defs, pl.parser, pl.deparser, pl.controls)
     except Decline as e:
         _decline(pl, str(e))
         return None

@@ -13,6 +13,7 @@ from typing import Any
 
 from netsum.switch.actions import LOOP_LIMIT
 from netsum.switch.layout import Layout
+from netsum.switch.program import Action
 from netsum.switch.native.cexpr import CE, CExpr, Decline, MAX_NATIVE_WIDTH, hexval, store, unwrap
 from netsum.switch.primregistry import StdFields
 
@@ -287,11 +288,11 @@ class Gen:
         raise cx.fail(f"primitive '{op}' is not run natively")
 
     # -- actions -------------------------------------------------------------------------
-    def action(self, fname: str, a: dict[str, Any], path: str) -> None:
-        params = tuple(int(p["bitwidth"]) for p in a.get("runtime_data") or [])
+    def action(self, fname: str, a: Action) -> None:
+        params, path = a.widths, a.path
         if any(w > MAX_NATIVE_WIDTH for w in params):
             raise Decline(f"{path}: action parameter wider than 64 bits")
-        prims = a.get("primitives") or []
+        prims = a.primitives
         n = len(prims)
         targets: dict[int, int] = {}
         leaders = {0}

@@ -15,6 +15,7 @@ from netsum.switch.expressions import ExprCompiler
 from netsum.switch.layout import HeaderInfo
 from netsum.switch.native.cexpr import CE, CExpr, Decline, MAX_NATIVE_WIDTH, U64, hexval, unwrap
 from netsum.switch.native.cgen import CalcInfo, Gen
+from netsum.switch.program import Deparser, ParseState, Parser
 
 __all__ = ["parser_c", "deparser_c", "calculation_c", "MAX_PARSE_STATES"]
 
@@ -129,13 +130,13 @@ class _Parser:
             return self.g.prim(cx, inner["op"], inner.get("parameters") or [])
         raise Decline(f"{path}: parser op {kind!r}")
 
-    def key(self, path: str, st: dict[str, Any]) -> tuple[list[str], str | None]:
+    def key(self, path: str, st: ParseState) -> tuple[list[str], str | None]:
         """(statements, C expression of the concatenated transition key)."""
         lay = self.g.layout
         pre: list[str] = []
         parts: list[tuple[str, int]] = []
         cx = self.comp(f"{path}.transition_key")
-        for k, el in enumerate(st.get("transition_key") or []):
+        for k, el in enumerate(st.transition_key):
             kp = f"{path}.transition_key[{k}]"
             t = el.get("type") if isinstance(el, dict) else None
             if t == "field":
@@ -171,9 +172,10 @@ class _Parser:
             raise Decline(f"{path}: transition key of {shift} bits (native: at most 64)")
         return pre, " | ".join(terms)
 
-    def state(self, path: str, st: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    def state(self, st: ParseState, labels: dict[str, str]) -> list[str]:
+        path = st.path
         body: list[str] = []
-        for k, op in enumerate(st.get("parser_ops") or []):
+        for k, op in enumerate(st.ops):
             body += self.op(f"{path}.parser_ops[{k}]", op)
         body.append("p->off = off;")
         pre, key = self.key(path, st)
@@ -184,20 +186,18 @@ class _Parser:
         def go(target: Any) -> str:
             nxt = "return;" if target is None else f"goto {labels[target]};"
             return f"if (++steps > {MAX_PARSE_STATES}) {{ {self.err(self.timeout)} }} {nxt}"
-        transitions = st.get("transitions") or []
+        transitions = st.transitions
         default: str | None = go(None) if not transitions else None
         for k, tr in enumerate(transitions):
             tp = f"{path}.transitions[{k}]"
-            nxt = tr.get("next_state")
-            if nxt is not None and nxt not in labels:
-                raise Decline(f"{tp}: unknown next_state {nxt!r}")
-            if tr.get("type", "hexstr") == "default" or tr.get("value") == "default":
+            nxt = tr.next_state
+            if tr.is_default:
                 default = go(nxt)
                 break
-            if tr.get("type", "hexstr") != "hexstr" or key is None:
-                raise Decline(f"{tp}: transition of type {tr.get('type')!r}")
-            v = hexval(tr.get("value"), tp)
-            m = tr.get("mask")
+            if tr.type != "hexstr" or key is None:
+                raise Decline(f"{tp}: transition of type {tr.type!r}")
+            v = hexval(tr.value, tp)
+            m = tr.mask
             mv = (U64 - 1) if m is None else hexval(m, tp)
             want = v & mv
             if want >= U64 or want < 0:
@@ -207,11 +207,11 @@ class _Parser:
         return body
 
 
-def parser_c(g: Gen, parser: dict[str, Any], path: str) -> str:
-    ps = _Parser(g, path)
-    states = parser.get("parse_states") or []
-    labels = {st["name"]: f"S{k}" for k, st in enumerate(states)}
-    init = parser.get("init_state")
+def parser_c(g: Gen, parser: Parser) -> str:
+    ps = _Parser(g, parser.path)
+    states = parser.states
+    labels = {st.name: f"S{k}" for k, st in enumerate(states)}
+    init = parser.init_state
     lay = g.layout
     pe = g.std.parser_error
     lines = ["static void parse(Ctx *c, Pkt *p) {",
@@ -220,8 +220,7 @@ def parser_c(g: Gen, parser: dict[str, Any], path: str) -> str:
     lines.append(f"    goto {labels[init]};" if init is not None else "    return;")
     for k, st in enumerate(states):
         lines.append(f"S{k}: {{")
-        lines += ["    " + s for s in ps.state(f"{path}.parse_states[{k}] ('{st['name']}')",
-                                                 st, labels)]
+        lines += ["    " + s for s in ps.state(st, labels)]
         lines.append("}")
     lines += ["perr:",
               "    c->stats[S_PARSER_ERRORS]++;",
@@ -232,19 +231,12 @@ def parser_c(g: Gen, parser: dict[str, Any], path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def deparser_c(g: Gen, deparser: dict[str, Any], path: str) -> tuple[str, int]:
+def deparser_c(g: Gen, deparser: Deparser) -> tuple[str, int]:
     """(C of `Py_ssize_t deparse(Pkt *p, u8 *o)`, the largest header bytes it writes)."""
-    if deparser.get("primitives"):
-        raise Decline(f"{path}: deparser primitives")
     lines = ["static Py_ssize_t deparse(Pkt *p, u8 *o) {", "    u64 *F = p->F; u8 *s = o;"]
     total = 0
-    for k, hn in enumerate(deparser.get("order") or []):
-        h = g.layout.headers.get(hn)
-        if h is None:
-            raise Decline(f"{path}.order[{k}]: unknown header {hn!r}")
-        if h.metadata:
-            continue
-        fields = _field_bits(h, f"{path}.order[{k}]")
+    for h in deparser.headers:
+        fields = _field_bits(h, f"{deparser.path} ('{h.name}')")
         aligned = all(pos % 8 == 0 and w in (8, 16, 32, 64) for _s, pos, w, _g in fields)
         body = [] if aligned else [f"memset(s, 0, {h.nbytes});"]
         body += [_store("s", pos, w, f"F[{s}]") for s, pos, w, _g in fields]

@@ -10,7 +10,6 @@ truncate.  Clones, resubmit, recirculate, meters and direct counters decline the
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -21,7 +20,7 @@ from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
 from netsum.switch.primregistry import StdFields
-from netsum.switch.program import Checksum
+from netsum.switch.program import Action, Checksum, Control, Deparser, Parser, TableDef
 
 __all__ = ["TableInfo", "Program", "generate"]
 
@@ -66,79 +65,89 @@ def _kind(match_types: list[MatchKind | None]) -> int:
     return 3
 
 
-def _precheck(j: dict[str, Any]) -> None:
+def _ops(node: Any) -> set[str]:
+    """Every `op` named in a JSON subtree (primitives, parser operations, expressions)."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            if isinstance(n.get("op"), str):
+                out.add(n["op"])
+            stack += n.values()
+        elif isinstance(n, (list, tuple)):
+            stack += n
+    return out
+
+
+def _precheck(j: dict[str, Any], actions: tuple[Action, ...], parser: Parser,
+              controls: dict[str, Control]) -> None:
     """Constructs declined as a whole, named before anything is generated."""
-    used = json.dumps([j.get(k) for k in ("actions", "parsers", "pipelines")])
+    used = _ops([a.primitives for a in actions]) | _ops([st.ops for st in parser.states])
     for op in _UNSUPPORTED:
-        if f'"{op}"' in used:
+        if op in used:
             raise Decline(f"uses '{op}', which the native backend does not run")
     if j.get("header_union_stacks"):
         raise Decline("header union stacks")
-    for p in j.get("pipelines") or []:
-        for t in p.get("tables") or []:
-            if t.get("with_counters") or t.get("direct_meters"):
-                raise Decline(f"table '{t.get('name')}' has direct counters or meters")
-            if t.get("support_timeout"):
+    for ctl in controls.values():
+        for t in ctl.tables:
+            if t.with_counters or t.direct_meters:
+                raise Decline(f"table '{t.name}' has direct counters or meters")
+            if t.support_timeout:
                 # Ageing records each hit on the Python record (Table.sweep reads it).
-                raise Decline(f"table '{t.get('name')}' supports idle timeouts")
-            if t.get("type", "simple") != "simple":
-                raise Decline(f"table '{t.get('name')}' uses an action profile")
+                raise Decline(f"table '{t.name}' supports idle timeouts")
+            if t.type != "simple":
+                raise Decline(f"table '{t.name}' uses an action profile")
 
 
 class _Controls:
-    def __init__(self, g: Gen, j: dict[str, Any], aid_fn: dict[int, str],
+    def __init__(self, g: Gen, actions: tuple[Action, ...], aid_fn: dict[int, str],
                  params: dict[int, int]) -> None:
         self.g = g
         self.aid_fn = aid_fn            # action id -> C function
         self.params = params            # action id -> parameter count
-        self.names = {a["name"]: int(a.get("id", i)) for i, a in
-                      reversed(list(enumerate(j.get("actions") or [])))}
+        self.names = {a.name: a.id for a in reversed(actions)}   # the first of a name
         self.tables: dict[str, TableInfo] = {}
 
-    def table_info(self, t: dict[str, Any], path: str) -> TableInfo:
-        names = list(dict.fromkeys(t.get("actions") or []))
-        ids = dict(zip(t.get("actions") or [], t.get("action_ids") or []))
-        keys = t.get("key") or []
+    def table_info(self, t: TableDef) -> TableInfo:
+        names = list(dict.fromkeys(t.action_names))
+        ids = dict(t.actions)
         np = max([self.params.get(ids[n], 0) for n in names] + [0])
-        kinds = [MatchKind.from_label(k.get("match_type")) for k in keys if isinstance(k, dict)]
-        info = TableInfo(t["name"], len(self.tables), _kind(kinds),
-                         len(keys), np, tuple(names))
-        self.tables[t["name"]] = info
+        kinds = [MatchKind.from_label(k.match_type) for k in t.key]
+        info = TableInfo(t.name, len(self.tables), _kind(kinds), len(t.key), np, tuple(names))
+        self.tables[t.name] = info
         return info
 
-    def key_terms(self, t: dict[str, Any], path: str) -> list[str]:
-        lay = self.g.layout
+    def key_terms(self, t: TableDef) -> list[str]:
         out = []
-        cx = self.g.comp(path)
-        for k, kf in enumerate(t.get("key") or []):
-            if kf.get("match_type") == "valid":
-                out.append(f"F[{cx.header(kf.get('target')).valid}]")
+        cx = self.g.comp(t.path)
+        for kf in t.key:
+            if kf.match_type == "valid":
+                out.append(f"F[{cx.header(kf.target).valid}]")
                 continue
-            s, w, _sg = cx.field(kf.get("target"))
+            s, w, _sg = cx.field(kf.target)
             mask = (1 << w) - 1
-            if kf.get("mask") is not None:
-                mask &= hexval(kf["mask"], path)
+            if kf.mask is not None:
+                mask &= hexval(kf.mask, t.path)
             out.append(f"(F[{s}] & {mask}ULL)")
-        del lay
         return out
 
-    def control(self, name: str, p: dict[str, Any], path: str) -> str:
+    def control(self, ctl: Control) -> str:
         nodes: dict[str, str] = {}
-        for t in p.get("tables") or []:
-            nodes[t["name"]] = f"N{len(nodes)}"
-        for cnd in p.get("conditionals") or []:
-            nodes[cnd["name"]] = f"N{len(nodes)}"
+        for t in ctl.tables:
+            nodes[t.name] = f"N{len(nodes)}"
+        for cnd in ctl.conditionals:
+            nodes[cnd.name] = f"N{len(nodes)}"
 
         def goto(target: Any) -> str:
             return "return ST_OK;" if target is None else f"goto {nodes[target]};"
         body: list[str] = []
-        for k, t in enumerate(p.get("tables") or []):
-            tp = f"{path}.tables[{k}] ('{t['name']}')"
-            info = self.table_info(t, tp)
-            nt = t.get("next_tables") or {}
-            base = t.get("base_default_next")
+        for t in ctl.tables:
+            info = self.table_info(t)
+            nt = t.next_tables
+            base = t.base_default_next
             hm = "__HIT__" in nt or "__MISS__" in nt
-            ids = dict(zip(t.get("actions") or [], t.get("action_ids") or []))
+            ids = dict(t.actions)
 
             def run(pos: int, params: str, hit: bool) -> str:
                 aname = info.actions[pos]
@@ -147,10 +156,10 @@ class _Controls:
                     else nt.get(aname, base)
                 return (f"case {pos}: {{ int _s = {fn}(c, p, {params}); if (_s) return _s; "
                         f"if (p->exited) return ST_OK; {goto(nxt)} }}")
-            body.append(f"{nodes[t['name']]}: {{")
+            body.append(f"{nodes[t.name]}: {{")
             tab = f"c->tab[{info.index}]"
             if info.kind:
-                terms = self.key_terms(t, tp)
+                terms = self.key_terms(t)
                 body.append(f"    u64 _k[{info.nk}] = {{{', '.join(terms)}}};")
                 body.append(f"    const u64 *_e = lookup(&{tab}, _k);")
                 body.append("    if (_e) switch ((int)_e[0]) {")
@@ -163,12 +172,12 @@ class _Controls:
                      for i in range(len(info.actions))]
             body.append(f"        default: {goto(miss)}")
             body += ["    }", "}"]
-        for k, cnd in enumerate(p.get("conditionals") or []):
-            cp = f"{path}.conditionals[{k}] ('{cnd['name']}')"
-            cond = self.g.comp(f"{cp}.expression").cond(cnd.get("expression"))
-            body.append(f"{nodes[cnd['name']]}: if {cond} {goto(cnd.get('true_next'))} "
-                        f"else {goto(cnd.get('false_next'))}")
-        init = p.get("init_table")
+        for cnd in ctl.conditionals:
+            cond = self.g.comp(f"{cnd.path}.expression").cond(cnd.expression)
+            body.append(f"{nodes[cnd.name]}: if {cond} {goto(cnd.true_next)} "
+                        f"else {goto(cnd.false_next)}")
+        init = ctl.init_table
+        name = ctl.name
         return (f"static int ctl_{name}(Ctx *c, Pkt *p) {{\n    u64 *F = p->F; (void)F;\n"
                 f"    {goto(init)}\n" + "".join(f"{s}\n" for s in body) + "}\n")
 
@@ -294,9 +303,10 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 
 def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, RegInfo],
              ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
-             checksums: tuple[Checksum, ...]) -> Program:
+             checksums: tuple[Checksum, ...], actions: tuple[Action, ...],
+             parser: Parser, deparser: Deparser, controls: dict[str, Control]) -> Program:
     """The C source of the program (module name left to the builder), or `Decline`."""
-    _precheck(j)
+    _precheck(j, actions, parser, controls)
     for h in layout.headers.values():
         for _n, s in h.fields:
             if s.width > MAX_NATIVE_WIDTH:
@@ -314,20 +324,15 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
         scratch = max(scratch, need)
     aid_fn: dict[int, str] = {}
     params: dict[int, int] = {}
-    for i, a in enumerate(j.get("actions") or []):
-        aid = int(a.get("id", i))
-        fn = f"A{i}"
-        g.action(fn, a, f"actions[{i}] ('{a.get('name')}')")
-        aid_fn[aid] = fn
-        params[aid] = len(a.get("runtime_data") or [])
-    parser = next(p for p in j["parsers"] if p.get("name") == "parser")
-    pc = parser_c(g, parser, "parsers[0] ('parser')")
-    dep = next(d for d in j["deparsers"] if d.get("name") == "deparser")
-    dc, hdr_max = deparser_c(g, dep, "deparsers[0] ('deparser')")
-    ctl = _Controls(g, j, aid_fn, params)
-    pipes = {p.get("name"): (i, p) for i, p in enumerate(j.get("pipelines") or [])}
-    controls = [ctl.control(n, pipes[n][1], f"pipelines[{pipes[n][0]}] ('{n}')")
-                for n in ("ingress", "egress")]
+    for a in actions:
+        fn = f"A{a.index}"
+        g.action(fn, a)
+        aid_fn[a.id] = fn
+        params[a.id] = len(a.params)
+    pc = parser_c(g, parser)
+    dc, hdr_max = deparser_c(g, deparser)
+    ctl = _Controls(g, actions, aid_fn, params)
+    control_c = [ctl.control(controls[n]) for n in ("ingress", "egress")]
     verify, update = _checksums(g, checksums)
     maxp = max(list(params.values()) + [1])
     tabs = ctl.tables.values()
@@ -346,7 +351,7 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
         f"static const u64 TEMPLATE[NSLOTS] = {{{tmpl}}};\n",
         "\n".join(g.globals), "\n",
         "static int ctl_ingress(Ctx *c, Pkt *p);\nstatic int ctl_egress(Ctx *c, Pkt *p);\n",
-        "".join(g.fns), pc, dc, "".join(controls), _digest_c(g),
+        "".join(g.fns), pc, dc, "".join(control_c), _digest_c(g),
         _life_cycle(std, verify, update, uses_timestamps),
         f"static void init_tables(Ctx *c) {{\n{init}    (void)c;\n}}\n",
         rt.joinpath("glue.c").read_text()])
