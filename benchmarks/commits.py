@@ -18,13 +18,13 @@ swapped every round (the second of a pair is favoured on a loaded machine), so m
 falls on both.  `--script own` (the default) runs each revision's own copy of the script (its
 harness matches its code); `--script new` runs NEW's copy against both (the same harness; only
 when the script needs nothing OLD lacks).  The figures are parsed from what the benchmark
-prints (allreduce.py, switch_pps.py and compile_time.py are known; see PARSERS) and tabled
-per figure: the median and min-max of each side, new/old of the medians, and a verdict:
-"within noise" while the two ranges overlap, else "new better" / "new worse" in the figure's
-own direction.  `OLD OLD` (the same revision on both sides) shows how far the noise alone
-moves the ratio: on the shared 2-core machine at load 5-7 it moved medians by 0.81-2.47x and
-put one figure of eight out of range in 3 rounds (docs/benchmarks-log.md), so read a lone
-verdict against such a run, or take more rounds.
+prints (allreduce.py, switch_pps.py, compile_time.py and vs_gloo.py are known; see PARSERS)
+and tabled per figure: the median and min-max of each side, new/old of the medians, and a
+verdict: "within noise" while the two ranges overlap, else "new better" / "new worse" in the
+figure's own direction.  `OLD OLD` (the same revision on both sides) shows how far the noise
+alone moves the ratio: on the shared 2-core machine at load 5-7 it moved medians by
+0.81-2.47x and put one figure of eight out of range in 3 rounds (docs/benchmarks-log.md), so
+read a lone verdict against such a run, or take more rounds.
 """
 from __future__ import annotations
 
@@ -133,6 +133,42 @@ def parse_switch_pps(text: str) -> list[Figure]:
     return out
 
 
+_CPU = re.compile(r"^\s+(?P<kind>\S+) n=(?P<n>\d+)\s+(?P<size>\d+): ranks .*per packet: ranks\s+"
+                  r"(?P<rank>[\d.]+)\s+switch\s+(?P<sw>[\d.]+)")
+_CAP = re.compile(r"^emulation capacity \((?P<kind>[^,]+), n=(?P<n>\d+), K=(?P<k>\d+), "
+                  r"(?P<size>\d+) elements\): (?P<gbps>[\d.]+) Gb/s")
+
+
+def parse_vs_gloo(text: str) -> list[Figure]:
+    """benchmarks/vs_gloo.py: each kind's median time per point and its ratio to gloo's, the
+    ranks' CPU per packet, and the emulation capacity."""
+    out: list[Figure] = []
+    kinds: list[str] = []
+    for line in text.splitlines():
+        words = line.split()
+        if words[:2] == ["ranks", "elements"]:
+            kinds = [words[i - 1] for i in range(3, len(words)) if words[i] == "ms"]
+            ratios = [w.removesuffix("/gloo") for w in words if w.endswith("/gloo")]
+            continue
+        if kinds and len(words) >= 2 + len(kinds) and words[0].isdigit() and \
+                words[1].isdigit():
+            point = f"n={words[0]} {int(words[1]):,}"
+            for kind, t in zip(kinds, words[2:2 + len(kinds)]):
+                if t != "-":
+                    out.append(Figure(f"{point} {kind}: time", _num(t), "ms", False))
+            at = 2 + len(kinds)
+            for kind, r in zip(ratios, words[at:at + len(ratios)]):
+                if r != "nan":
+                    out.append(Figure(f"{point} {kind}/gloo", _num(r), "x", False))
+        elif m := _CPU.match(line):
+            out.append(Figure(f"n={m['n']} {int(m['size']):,} {m['kind']}: ranks' CPU per "
+                              "packet", _num(m["rank"]), "us", False))
+        elif m := _CAP.match(line):
+            out.append(Figure(f"capacity {m['kind']} n={m['n']} K={m['k']}", _num(m["gbps"]),
+                              "Gb/s", True))
+    return out
+
+
 def parse_compile_time(text: str) -> list[Figure]:
     """benchmarks/compile_time.py: per program, the median time of the whole compile and of
     the lowering (GenerateJson, the type check included), in ms (lower is better)."""
@@ -156,6 +192,7 @@ def parse_compile_time(text: str) -> list[Figure]:
 PARSERS: dict[str, Callable[[str], list[Figure]]] = {
     "allreduce.py": parse_allreduce,
     "switch_pps.py": parse_switch_pps,
+    "vs_gloo.py": parse_vs_gloo,
     "compile_time.py": parse_compile_time,
 }
 

@@ -17,6 +17,8 @@ machine's load of that minute:
   * KIND/py (udp/py, shm/py, ...): the same with the ranks on the Python worker core
     (NETSUM_WORKER_NATIVE=0); without /py they use the compiled one (workers/native.py)
     where it builds, so `udp,udp/py` compares the two in one run;
+  * KIND/pyio (udp/pyio, shm/pyio): the compiled core with the transports' receive and send
+    loops in Python (NETSUM_WORKER_CIO=0, workers/cio.py), before/after the C I/O loops;
   * backend: `torch.distributed.all_reduce` on the "netsum" backend (netsum.training: the
     lane engine, one lane with the whole window, as `udp` has) over the same UDP-tunnel
     ports: the difference to `udp` is what the training path adds per call;
@@ -71,11 +73,18 @@ SIZES = (1, 16, 256, 4096, 65536, 1 << 20, 1 << 24)
 SPIN_ENV = "NETSUM_SHM_SPIN_US"
 #: a kind ending in it runs its ranks on the Python worker core (NETSUM_WORKER_NATIVE=0)
 PY = "/py"
+#: a kind ending in it runs the compiled core with the I/O loops in Python (NETSUM_WORKER_CIO=0)
+PYIO = "/pyio"
+
+
+def _base(kind: str) -> str:
+    """The kind without its /py or /pyio."""
+    return kind.removesuffix(PY).removesuffix(PYIO)
 
 
 def _direct(kind: str) -> bool:
     """Do this kind's ranks drive netsum.workers' cores themselves (a switch pid known)?"""
-    kind = kind.split(" K=")[0].removesuffix(PY)
+    kind = _base(kind.split(" K=")[0])
     return kind in ("udp", "lanes") or kind.startswith("shm")
 KINDS = ("gloo", "udp", "shm", "backend", "lanes")
 WARMUP = 2
@@ -382,10 +391,12 @@ def run_ranks(kind: str, n: int, plan: Any, sizes: list[int], seconds: float,
 def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
                   work: Path, profile: int = 0) -> list[Point]:
     from netsum.rig import Mode
+    from netsum.workers.cio import ENV as CIO_ENV
     from netsum.workers.native import ENV as NATIVE_ENV
     mode = Mode.SHM if kind.startswith("shm") else Mode.UDP
-    spin = kind.removesuffix(PY).partition("@")[2]
-    env = {SPIN_ENV: spin or None, NATIVE_ENV: "0" if kind.endswith(PY) else None}
+    spin = _base(kind).partition("@")[2]
+    env = {SPIN_ENV: spin or None, NATIVE_ENV: "0" if kind.endswith(PY) else None,
+           CIO_ENV: "0" if kind.endswith(PYIO) else None}
     old = {name: os.environ.get(name) for name in env}
     for name, value in env.items():     # the switch and the spawned ranks inherit them
         if value is not None:
@@ -416,7 +427,7 @@ def _netsum_points(kind: str, mode: Any, n: int, k: int, sizes: list[int], secon
                            f"{rig.peers[h.name][0]}:{rig.peers[h.name][1]}") for h in hosts)
         else:
             links = tuple((rig.shm_paths[h.name], "") for h in hosts)
-        lanes = "" if kind.removesuffix(PY) != "lanes" else (f"n={n} size={profile}" if profile else "-")
+        lanes = "" if _base(kind) != "lanes" else (f"n={n} size={profile}" if profile else "-")
         plan = NetsumPlan(kind, job_id, slots, k, links, tuple((h.mac, h.ipv4) for h in hosts),
                           (sw.service_mac, sw.service_ip), rig.switch.popen.pid, lanes)
         return run_ranks(kind, n, plan, sizes, seconds, k, profile)
@@ -584,9 +595,10 @@ def main() -> int:
     ranks = [int(x) for x in a.ranks.split(",")]
     sizes = [int(x) for x in a.sizes.split(",")]
     kinds = [x for x in a.kinds.split(",") if x]
-    if not all(k in KINDS or re.fullmatch(r"(udp|shm(@\d+)?|lanes)(/py)?", k) for k in kinds):
+    if not all(k in KINDS or re.fullmatch(r"(udp|shm(@\d+)?|lanes)(/py|/pyio)?", k) for k in kinds):
         ap.error(f"--kinds: one or more of {', '.join(KINDS)}, shm@SPIN_US, and udp, shm, "
-                 "shm@SPIN_US or lanes with /py (the Python worker core)")
+                 "shm@SPIN_US or lanes with /py (the Python worker core) or /pyio (the "
+                 "I/O loops in Python)")
     if any(k != "gloo" for k in kinds) and not prepare_native(ks):
         print("the native switch backend is not available: netsum runs on the Python path",
               file=sys.stderr)

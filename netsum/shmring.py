@@ -2,7 +2,8 @@
 
 Owns the one definition of the ring format and its Python endpoints, used by the switch's
 shared-memory ports (netsum/switch/ports.py; the C port loop, netsum/switch/native/ioloop.c,
-gets every offset from `Layout`) and by the workers' ring transport (netsum/workers/shmring.py).
+gets every offset from `Layout`) and by the workers' ring transport (netsum/workers/shmring.py;
+its C loops, workers/wio.c, get theirs from `Layout` too and keep the trust rules below).
 It imports nothing of the project: the switch and the workers stay ignorant of each other.
 
 A port `N@shm:PATH` is a Unix stream socket at PATH (mode 0600) that the switch listens on.

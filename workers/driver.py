@@ -37,6 +37,7 @@ from typing import cast
 import numpy.typing as npt
 
 from netsum.workers import wire
+from netsum.workers.cio import ROUTE, CIo
 from netsum.workers.core import CoreState, Event, JobConfig, Step, Timing, WorkerCore
 from netsum.workers.errors import WorkerError
 from netsum.workers.native import NativeCore, native_status
@@ -140,11 +141,12 @@ class Driver:
                                  f"transport rows are cut for {self._size}")
             self._size = core.packet_bytes
             if self._rows is None:
-                self._rows = len(self._transport.rx_payloads) or None  # type: ignore
+                assert self._batch is not None
+                self._rows = len(self._batch.rx_payloads) or None
         self._cores[job] = core
         now = self._clock() if now is None else now
         if self.frames:
-            self._transport.send_frames(core.frames, core.start_frames(now))  # type: ignore
+            self._send(core, core.start_frames(now))
         else:
             self._emit(core.start(now))
 
@@ -185,19 +187,26 @@ class Driver:
 
     # -- the two ways ----------------------------------------------------------------------
 
+    def _cio(self) -> CIo | None:
+        """The transport's C I/O loops, when this driver's cores are compiled ones."""
+        if not self._native:
+            return None
+        cio: CIo | None = getattr(self._transport, "cio", None)
+        return cio
+
     def _poll_frames(self, wait: float, out: list[Done]) -> bool:
         transport = self._batch
         assert transport is not None
-        n = transport.receive_into(wait, self._size)
-        if n:
-            # rx_payloads: read after receive_into, which sizes its rows on the first call
+        cio = self._cio()
+        n = -1
+        if cio is not None and len(self._cores) == 1:
+            (core,) = self._cores.values()
             payloads = transport.rx_payloads
-            self._rows = len(payloads)
-            if not self._route:
-                (core,) = self._cores.values()
-                self._call(core, out, self._frames_in, payloads, n)
-            else:
-                self._route_frames(payloads, n, out)
+            if isinstance(core, NativeCore) and payloads and len(payloads[0]) == self._size:
+                n = self._poll_cio(core, wait, out)
+        if n < 0:
+            n = transport.receive_into(wait, self._size)
+            n = self._hand_over(n, out)
         other = transport.rx_other
         if other:
             held = list(other)
@@ -207,6 +216,40 @@ class Driver:
                 if target is not None:
                     self._call(target, out, self._step_in, payload)
         return n != self._rows
+
+    def _poll_cio(self, core: NativeCore, wait: float, out: list[Done]) -> int:
+        """One wake-up in C (receive, take, send: CIo.cycle); rows it leaves unrouted go the
+        Python way.  The rows received."""
+        core._check("receive")
+        assert self._batch is not None
+        self._rows = len(self._batch.rx_payloads)     # a full batch: timers wait (see poll)
+        job = core._job_id if self._route else -1
+        try:
+            status, n = self._transport.receive_cycle(  # type: ignore[attr-defined]
+                core, wait, self._clock, job)
+        except WorkerError as exc:
+            if self._cores.get(core._job_id) is core:
+                del self._cores[core._job_id]
+                out.append(Done(core, exc, self._clock()))
+            return self._rows or 0
+        if status == ROUTE:
+            self._hand_over(n, out)
+        return n
+
+    def _hand_over(self, n: int, out: list[Done]) -> int:
+        """Rows 0..n-1 of the transport to their cores (the Python loop's way)."""
+        transport = self._batch
+        assert transport is not None
+        if n:
+            # rx_payloads: read after receive_into, which sizes its rows on the first call
+            payloads = transport.rx_payloads
+            self._rows = len(payloads)
+            if not self._route:
+                (core,) = self._cores.values()
+                self._call(core, out, self._frames_in, payloads, n)
+            else:
+                self._route_frames(payloads, n, out)
+        return n
 
     def _route_frames(self, payloads: list[memoryview], n: int, out: list[Done]) -> None:
         cores, read = self._cores, _READ_JOB      # whole packets: long enough to read
@@ -258,18 +301,26 @@ class Driver:
                 out.append(Done(core, exc, self._clock()))
 
     def _frames_in(self, core: WorkerCore, views: Sequence[memoryview], n: int) -> None:
-        sent = core.receive_frames(views, n, self._clock())
-        if sent:
-            self._transport.send_frames(core.frames, sent)  # type: ignore[attr-defined]
+        self._send(core, core.receive_frames(views, n, self._clock()))
+
+    def _send(self, core: WorkerCore, sent: list[int]) -> None:
+        """The frames a core queued: a compiled core's from C where the transport can."""
+        if not sent:
+            return
+        transport = self._batch
+        assert transport is not None
+        cio = self._cio()
+        if cio is not None and isinstance(core, NativeCore):
+            cio.send_core(core, len(sent), transport.send_frames)
+        else:
+            transport.send_frames(core.frames, sent)
 
     def _step_in(self, core: WorkerCore, payload: bytes) -> None:
         self._emit(core.receive(payload, self._clock()))
 
     def _tick(self, core: WorkerCore, now: float) -> None:
         if self.frames:
-            sent = core.tick_frames(now)
-            if sent:
-                self._transport.send_frames(core.frames, sent)  # type: ignore[attr-defined]
+            self._send(core, core.tick_frames(now))
         else:
             self._emit(core.tick(now))
 

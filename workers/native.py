@@ -43,6 +43,20 @@ OK, SLOW, BOOT_NONZERO, AGREE_LOW, AGREE_NONZERO, TIMEOUT, OUT_FULL = range(7)
 _LAYOUT = {"msg_type": 0, "flags": 1, "job_id": 2, "slot": 4, "exp": 6, "count": 7,
            "round": 8, "offset": 12, "workers": 16, "dest": 17, "reason": 18, "klog2": 19,
            "length": 20}
+# What wcore.c + wio.c are compiled after: wio.c's system headers come first, with socket.h's
+# `accept` renamed (wcore.c has a function of that name).
+_PRELUDE = """#define _GNU_SOURCE
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define accept socket_accept_
+#include <sys/socket.h>
+#undef accept
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+"""
 _BATCH = 256        # the transports' largest receive batch (their _DRAIN)
 _lock = threading.Lock()
 _local = threading.local()
@@ -71,8 +85,9 @@ def _load() -> None:
     if why is not None:
         _why = why
         return
-    text = resources.files("netsum.workers").joinpath("wcore.c").read_text()
-    source = "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n" + text
+    here = resources.files("netsum.workers")
+    text = here.joinpath("wcore.c").read_text() + here.joinpath("wio.c").read_text()
+    source = _PRELUDE + text
     try:
         _module = build_module(source, IO_CFLAGS + ("-ffp-contract=off",), prefix="nsk")
     except BuildError as exc:
@@ -175,13 +190,18 @@ class NativeCore(WorkerCore):
     def receive_frames(self, payloads: Sequence[memoryview], n: int, now: float) -> list[int]:
         self._check("receive")
         self._grow(self._w + 2 * n + 64)
+        return list(range(self._receive_rest(payloads, 0, n, now, False)))
+
+    def _receive_rest(self, payloads: Sequence[memoryview], j: int, n: int, now: float,
+                      cont: bool = True) -> int:
+        """payloads[j:n] into the C core (cont: after frames of the same call, whose queued
+        frames stay); the frames queued in all."""
         mod, c = self._mod, self._c
-        j, cont = 0, False
         while True:
             code, j, nout = mod.receive(c, payloads, j, n, now, cont)
             self._after(code)
             if code != SLOW:
-                return list(range(nout))
+                return int(nout)
             self._slow(payloads[j], now)
             j, cont = j + 1, True
 

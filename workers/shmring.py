@@ -9,7 +9,8 @@ switch sleeps: its doorbell); receiving polls the ring from the switch for
 $NETSUM_SHM_SPIN_US (default 0) and then sleeps on this side's doorbell (select()).
 A frame is copied out of the region into the transport's receive row before it is checked,
 so the switch (or anything else that can write the region) cannot change it under the
-checks.
+checks.  With the compiled worker module the same loops, checks and trust rules run in C
+(`ShmLink.cio`, workers/cio.py and wio.c), doorbells included.
 
 Selecting it: `netsum-worker --shm PATH` (workers/cli.py), `ShmFrameTransport(PATH, ...)` in
 code.  What FrameTransport would need to take this link without a subclass: a `link`
@@ -19,12 +20,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from netsum.shmring import ShmError, ShmPeer, attach, frame_for, spin_seconds
 from netsum.wire import K_DEFAULT
 from netsum.workers import wire
+from netsum.workers.cio import CIo
 from netsum.workers.errors import TransportError
 from netsum.workers.transport import FrameTransport, TransportCounters
+
+if TYPE_CHECKING:
+    from netsum.workers.native import NativeCore
 
 __all__ = ["ShmLink", "ShmFrameTransport"]
 
@@ -43,6 +49,8 @@ class ShmLink:
         self.path = path
         self.counters = TransportCounters()
         self._spin = spin_seconds()
+        #: the receive and send loops in C (workers/cio.py), once rows are attached
+        self.cio: CIo | None = None
 
     @property
     def frame_bytes(self) -> int:
@@ -60,6 +68,16 @@ class ShmLink:
 
     def attach_rows(self, rows: list[memoryview]) -> None:
         """Nothing to set up: frames are copied into whatever rows recv_rows is given."""
+
+    def attach_cio(self, rx: object, skip: int, frame: int, headlen: int,
+                   dest: object = None) -> None:
+        """The C loops over the transport's rows `rx` (a workers.transport._Rows), where the
+        compiled module is here (workers/cio.py)."""
+        if self.cio is not None:
+            self.cio.close()
+        self.cio = CIo.shm(self._peer, self._spin, rx.buf, rx.rows,  # type: ignore[attr-defined]
+                           len(rx.buf) // len(rx.rows), skip, frame,  # type: ignore[attr-defined]
+                           headlen, self.counters)
 
     def sendto(self, data: bytes | memoryview, dest: object = None) -> None:
         self.send_rows([memoryview(data)], [0], dest)
@@ -94,6 +112,11 @@ class ShmLink:
         """Frames into rows[0], rows[1], ... (the `_Socket.recv_rows` contract): `check(row,
         length)` keeps a row or lets the next frame overwrite it; waits up to `timeout` only
         when nothing is queued, then takes until the ring is empty or the rows are full."""
+        cio = self.cio
+        if cio is not None and rows is cio.rows:
+            n = cio.recv(timeout, check)
+            self._fold_cio(cio)
+            return n
         rx = self._peer.rx
         if not rx.pending() and not rx.wait(timeout, self._spin):
             return 0
@@ -135,7 +158,20 @@ class ShmLink:
             setattr(rx, "bad_desc", 0)
             setattr(rx, "bad_index", 0)
 
+    def _fold_cio(self, cio: CIo) -> None:
+        """What the C loops found impossible, counted as _fold counts it."""
+        if cio.bad:
+            self.counters.malformed += cio.bad
+            self.counters.last_error = "the switch's ring held impossible descriptors"
+            cio.bad = 0
+        if cio.tx_bad:
+            self._peer.tx.bad_index += cio.tx_bad
+            cio.tx_bad = 0
+
     def close(self) -> None:
+        if self.cio is not None:
+            self.cio.close()
+            self.cio = None
         self._peer.close()
 
 
@@ -164,3 +200,15 @@ class ShmFrameTransport(FrameTransport):
         self._sock.close()
         self._sock = link  # type: ignore[assignment]
         link.attach_rows(self._rx.rows)
+        link.attach_cio(self._rx, len(self._prefix), self._frame, self._head)
+
+    def receive_cycle(self, core: NativeCore, timeout: float, clock: Callable[[], float],
+                      job: int) -> tuple[int, int]:
+        """One wake-up for one compiled core in C (CIo.cycle)."""
+        link = self._sock
+        assert isinstance(link, ShmLink) and link.cio is not None
+        try:
+            return link.cio.cycle(core, timeout, clock, job, self._checker(), self.send_frames,
+                                  self.rx_payloads)
+        finally:
+            link._fold_cio(link.cio)

@@ -21,6 +21,10 @@ rows, checks each frame by comparing its first bytes with the last header block 
 every check (the verdict depends on nothing else, see `FrameTransport.receive_into`), and
 leaves the payloads in `rx_payloads[0:n]`.  Datagrams that are anything else take the full
 path of `receive`: valid payloads of an unusual shape go to `rx_other`, the rest are counted.
+Where recvmmsg/sendmmsg are used and the compiled worker module is here, the receive loop and
+the check run in C (`cio`, workers/cio.py), and `receive_cycle` is a whole wake-up for one
+compiled core (receive, the core's work, its sends) in one C call; the Python check still
+judges every datagram C's fast check declines, in order.
 """
 from __future__ import annotations
 
@@ -31,11 +35,15 @@ import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from netsum.wire import HEADER_BYTES, K_DEFAULT, K_SUPPORTED, UDP_PORT
 from netsum.workers import mmsg, wire
+from netsum.workers.cio import CIo
 from netsum.workers.errors import TransportError, WireError
+
+if TYPE_CHECKING:
+    from netsum.workers.native import NativeCore
 
 __all__ = ["Transport", "BatchTransport", "TransportCounters", "UdpTransport", "FrameTransport",
            "parse_hostport"]
@@ -131,6 +139,8 @@ class _Socket:
         self._sock.setblocking(False)
         self._mmsg: mmsg.MmsgSocket | None = None
         self._mmsg_rows: list[memoryview] | None = None
+        #: the receive and send loops in C (workers/cio.py), once rows are attached
+        self.cio: CIo | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -179,11 +189,22 @@ class _Socket:
         self._mmsg = mmsg.MmsgSocket.create(self._sock, rows, _DRAIN)
         self._mmsg_rows = rows if self._mmsg is not None else None
 
+    def attach_cio(self, rx: _Rows, skip: int, frame: int, headlen: int,
+                   dest: tuple[str, int]) -> None:
+        """The C loops over `rx` (attached by attach_rows): where recvmmsg/sendmmsg are used
+        and the compiled module is here (workers/cio.py)."""
+        if self.cio is not None:
+            self.cio.close()
+            self.cio = None
+        if self._mmsg is not None and self._mmsg_rows is rx.rows:
+            self.cio = CIo.udp(self._sock, rx.buf, rx.rows, rx.width, skip, frame, headlen, dest,
+                               self.counters)
+
     @property
     def syscalls(self) -> str:
         """Which system calls move the hot path's datagrams, and why not the batched ones."""
         if self._mmsg is not None:
-            return "recvmmsg/sendmmsg"
+            return "recvmmsg/sendmmsg" + (" (from C)" if self.cio is not None else "")
         why = mmsg.unavailable_reason()
         return "recv_into/sendto" + (f" ({why})" if why else "")
 
@@ -217,6 +238,9 @@ class _Socket:
         """Datagrams into rows[0], rows[1], ... (at most _DRAIN read): `check(row, length)`
         says whether row `row` now holds a packet to deliver (it keeps the row) or not (the
         next datagram overwrites it).  Waits up to `timeout` only when nothing is queued."""
+        cio = self.cio
+        if cio is not None and rows is cio.rows:
+            return cio.recv(timeout, check)
         if self._mmsg is not None and rows is self._mmsg_rows:
             return self._recv_batch(rows, timeout, check)
         recv_into, n, got, waited = self._sock.recv_into, 0, 0, timeout <= 0
@@ -293,6 +317,9 @@ class _Socket:
         return out
 
     def close(self) -> None:
+        if self.cio is not None:
+            self.cio.close()
+            self.cio = None
         self._sock.close()
 
 
@@ -360,10 +387,31 @@ class UdpTransport:
     def receive_into(self, timeout: float, size: int) -> int:
         """Payloads of exactly `size` bytes into rx_payloads[0:n]; other datagrams go to
         rx_other whole, for the core to reject with the reason (what `receive` returns)."""
+        return self._sock.recv_rows(self._rows_for(size).rows, timeout, self._checker(size))
+
+    def _rows_for(self, size: int) -> _Rows:
         if self._rx is None or self._rx.size != size:
             self._rx = _Rows(_DRAIN, 0, size)
             self.rx_payloads = self._rx.payloads
             self._sock.attach_rows(self._rx.rows)
+            self._sock.attach_cio(self._rx, 0, size, 0, self.service)
+        return self._rx
+
+    @property
+    def cio(self) -> CIo | None:
+        """The C I/O loops (workers/cio.py), once the receive rows are cut."""
+        return self._sock.cio
+
+    def receive_cycle(self, core: NativeCore, timeout: float, clock: Callable[[], float],
+                      job: int) -> tuple[int, int]:
+        """One wake-up for one compiled core in C (CIo.cycle); rows cut for its packets."""
+        cio = self._sock.cio
+        assert cio is not None and self._rx is not None
+        return cio.cycle(core, timeout, clock, job, self._checker(self._rx.size),
+                         self.send_frames, self.rx_payloads)
+
+    def _checker(self, size: int) -> Callable[[int, int], bool]:
+        assert self._rx is not None
         rows, other, width = self._rx.rows, self.rx_other, self._rx.width
 
         def check(j: int, length: int) -> bool:
@@ -374,7 +422,7 @@ class UdpTransport:
             else:   # cut at the row: its length (all the core's verdict needs) is kept
                 other.append(bytes(rows[j]).ljust(length, b"\0"))
             return False
-        return self._sock.recv_rows(rows, timeout, check)
+        return check
 
     def close(self) -> None:
         self._sock.close()
@@ -416,6 +464,21 @@ class FrameTransport:
                                                  wire.field_offset("flags"))
         self._heads = [row[:self._head] for row in self._rx.rows]
         self._good = b""
+        self._sock.attach_cio(self._rx, len(self._prefix), self._frame, self._head,
+                              switch_port)
+
+    @property
+    def cio(self) -> CIo | None:
+        """The C I/O loops (workers/cio.py), where they run."""
+        return self._sock.cio
+
+    def receive_cycle(self, core: NativeCore, timeout: float, clock: Callable[[], float],
+                      job: int) -> tuple[int, int]:
+        """One wake-up for one compiled core in C (CIo.cycle)."""
+        cio = self._sock.cio
+        assert cio is not None
+        return cio.cycle(core, timeout, clock, job, self._checker(), self.send_frames,
+                         self.rx_payloads)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -445,13 +508,16 @@ class FrameTransport:
         rx_other as payloads; the rest is counted as `receive` counts it."""
         if size != self._size:
             raise ValueError(f"this transport carries {self._size}-byte payloads, not {size}")
+        return self._sock.recv_rows(self._rx.rows, timeout, self._checker())
+
+    def _checker(self) -> Callable[[int, int], bool]:
         rows, heads, frame = self._rx.rows, self._heads, self._frame
 
         def check(j: int, length: int) -> bool:
             if length == frame and heads[j] == self._good:
                 return True
             return self._check_slow(rows[j], length)
-        return self._sock.recv_rows(rows, timeout, check)
+        return check
 
     def _check_slow(self, row: memoryview, length: int) -> bool:
         c = self._sock.counters

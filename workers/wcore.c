@@ -653,20 +653,4 @@ fail:
     return NULL;
 }
 
-static PyMethodDef methods[] = {
-    {"new", w_new, METH_VARARGS, "a core's slot table over its Python buffers"},
-    {"config", w_config, METH_VARARGS, "the progress deadline (s)"},
-    {"set_out", w_set_out, METH_VARARGS, "the output rows (buffer, count)"},
-    {"start", w_start, METH_VARARGS, "every slot's bootstrap use -> (code, frames out)"},
-    {"receive", w_receive, METH_VARARGS, "a batch of payloads -> (code, index, frames out)"},
-    {"tick", w_tick, METH_VARARGS, "timers -> (code, frames out)"},
-    {"deadline", w_deadline, METH_O, "next_deadline()"},
-    {"counters", w_counters, METH_O, "statistics and state"},
-    {"slots", w_slots, METH_O, "per slot: block, round, offset, next round"},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, MODNAME, NULL, -1, methods,
-                                    NULL, NULL, NULL, NULL};
-
-PyMODINIT_FUNC MODINIT(void) { return PyModule_Create(&moddef); }
+/* The module's method table and init are at the end of wio.c (appended to this file). */

@@ -117,6 +117,35 @@ def test_compare_pairs_figures_by_name() -> None:
     assert "| a | pkt/s (higher is better) | 12 | 16 | 1.333 | 10-14 | 15-18 | new better |" in text
 
 
+VS_GLOO_OUT = """\
+load average 7.5 on 2 CPUs; K=256; 1 s per point
+ranks  elements    gloo ms     shm ms     udp ms  shm/gloo  udp/gloo   gloo M/s   shm M/s   udp M/s
+    4         1      0.690      1.155      7.623      1.67     11.05     0.001     0.001     0.000
+    4   1048576       30.5      249.0          -      8.16       nan    34.380     4.212       nan
+
+CPU per call (µs; all ranks together / the switch daemon), and per packet a rank sent (netsum):
+      shm n=4         1: ranks       3016  switch       200  packets/rank      2.0  per packet: ranks  376.0  switch  24.9  retx 1 (1 spurious)
+      shm n=4   1048576: ranks     106973  switch     30000  packets/rank   4366.0  per packet: ranks    6.1  switch   1.7  retx 168 (52 spurious)
+
+emulation capacity (shm, n=4, K=256, 1048576 elements): 0.539 Gb/s summed (135 Mb/s per worker)
+"""
+
+
+def test_vs_gloo_table_cpu_and_capacity_become_figures() -> None:
+    figs = {f.name: f for f in bc.parse_vs_gloo(VS_GLOO_OUT)}
+    assert figs["n=4 1 gloo: time"].value == 0.690
+    assert figs["n=4 1 udp: time"].value == 7.623
+    assert figs["n=4 1,048,576 shm: time"].value == 249.0
+    assert "n=4 1,048,576 udp: time" not in figs                # '-': the point failed
+    assert figs["n=4 1 udp/gloo"].value == 11.05
+    assert figs["n=4 1,048,576 shm/gloo"].value == 8.16
+    assert "n=4 1,048,576 udp/gloo" not in figs
+    assert figs["n=4 1,048,576 shm: ranks' CPU per packet"].value == 6.1
+    assert figs["capacity shm n=4 K=256"].value == 0.539
+    assert figs["capacity shm n=4 K=256"].higher and not figs["n=4 1 shm/gloo"].higher
+    assert len(figs) == 5 + 3 + 2 + 1
+
+
 # compile_time.py's table (format strings: a 18-wide label, each pass name cut to 12 and
 # right-aligned in 13, each median as "%11.1fms", then goal/total), written out by hand.
 COMPILE_TIME_OUT = """\

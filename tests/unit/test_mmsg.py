@@ -11,17 +11,23 @@ import numpy as np
 import pytest
 
 from netsum.wire import HEADER_BYTES
-from netsum.workers import UdpTransport, mmsg
+from netsum.workers import UdpTransport, cio, mmsg
 
 ROW = 2048     # workers/transport.py's receive row
 BATCHED = mmsg.unavailable_reason() is None
 
 
-@pytest.fixture(params=["batched", "portable"])
-def path(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "batched" and not BATCHED:
+@pytest.fixture(params=["c", "batched", "portable"])
+def path(request: pytest.FixtureRequest,
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """c: the receive loop in C (workers/cio.py); batched: recvmmsg/sendmmsg through ctypes
+    (NETSUM_WORKER_CIO=0); portable: recv_into/sendto."""
+    if request.param != "portable" and not BATCHED:
         pytest.skip(f"recvmmsg/sendmmsg unavailable: {mmsg.unavailable_reason()}")
-    mmsg.enable(request.param == "batched")
+    if request.param == "c" and not cio.enabled():
+        pytest.skip("no compiled worker module")
+    monkeypatch.setenv(cio.ENV, "1" if request.param == "c" else "0")
+    mmsg.enable(request.param != "portable")
     try:
         yield request.param
     finally:
@@ -60,7 +66,8 @@ def test_receive_into_sorts_a_mixed_batch(path: str) -> None:
     tx = plain_socket()
     with UdpTransport(tx.getsockname(), bind=("127.0.0.1", 0)) as t:
         t.receive_into(0.0, size)              # sets up the rows (and the batched calls)
-        assert t.syscalls.startswith("recvmmsg" if path == "batched" else "recv_into")
+        assert t.syscalls.startswith("recv_into" if path == "portable" else "recvmmsg")
+        assert (t.cio is not None) == (path == "c")
         for d in order:
             tx.sendto(d, t.address)
         good, other = drain(t, size, len(order))

@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pytest
 
-from netsum.wire import EXP_BIAS, EXP_ZERO, K_SUPPORTED, Flags, MsgType
+from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, K_SUPPORTED, Flags, MsgType
 from netsum.workers import wire
 from netsum.workers.core import CoreState, JobConfig, Timing, WorkerCore
 
@@ -247,3 +247,22 @@ def run(seed: int, face: str) -> None:
 @pytest.mark.parametrize("seed", range(12))
 def test_frames_equal_the_straightforward_encoder(seed: int, face: str) -> None:
     run(seed, face)
+
+
+def test_window_rows_from_the_template_carry_each_calls_own_fields() -> None:
+    """TxWindow copies its rows from a template kept per shape of call: each window's header
+    fields are its own call's (job, slot, workers, length, prefix), its values zeros, and
+    writing one window's rows never shows in a later window's."""
+    from netsum.workers.window import TxWindow
+    k, w = 32, 4
+    for length, job_id, workers, prefix in [(100, 5, 4, b"\x01" * 42), (99, 5, 4, b"\x01" * 42),
+                                            (100, 6, 4, b"\x01" * 42), (100, 5, 3, b""),
+                                            (100, 5, 4, b"\x01" * 42)]:
+        win = TxWindow(np.zeros((w, k), np.float32), job_id, w, 0, prefix, workers=workers,
+                       length=length)
+        for i in range(w):
+            h = wire.decode_header(bytes(win.payloads[i]), k)
+            assert (h.job_id, h.slot, h.workers, h.length) == (job_id, i, workers, length)
+            assert bytes(win.frames[i][:len(prefix)]) == prefix
+            assert not any(bytes(win.payloads[i][HEADER_BYTES:]))
+        win.buf[:] = b"\xff" * len(win.buf)         # a used window's rows: not the next one's
