@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from netsum.match import MatchKind
+
 from . import ast as A
 from .blocks import (BlockScope, action_env, annotation_arg, control_plane_name, has_annotation,
                      make_instance)
@@ -28,7 +30,8 @@ from .types import Bits, Bool, EnumT, ErrorT, HeaderT, StructT, UnionT, show, wi
 
 __all__ = ["TableLowering", "annotation_strings"]
 
-_MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional")
+#: The match kinds a key may name (netsum.match: one vocabulary with the switch and P4Runtime).
+_MATCH_KINDS = tuple(k.label for k in MatchKind if k is not MatchKind.UNSPECIFIED)
 _SKIP_ANNOTATIONS = frozenset({"name", "id", "hidden", "defaultonly", "tableonly", "brief",
                                "description", "field_list", "alias", "metadata", "pipeline",
                                "deparser", "optional"})
