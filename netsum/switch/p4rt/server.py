@@ -89,6 +89,10 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 if request.HasField("election_id"):
                     raise P4RTError(Code.PERMISSION_DENIED, "Not primary")
                 raise P4RTError(Code.FAILED_PRECONDITION, NO_PIPELINE)
+            if request.ByteSize() > MAX_WRITE_BYTES:
+                raise P4RTError(Code.RESOURCE_EXHAUSTED,
+                                f"write request of {request.ByteSize()} bytes: more than "
+                                f"{MAX_WRITE_BYTES} (send the updates in smaller batches)")
             self._check_writer(request)
             if not self.service.has_pipeline():
                 raise P4RTError(Code.FAILED_PRECONDITION, NO_PIPELINE)
@@ -311,6 +315,10 @@ class TlsConfig:
 
 #: The largest request accepted: a device config of MAX_CONFIG_BYTES plus its P4Info.
 MAX_RECEIVE_BYTES = MAX_CONFIG_BYTES + (32 << 20)
+#: The largest WriteRequest applied (gRPC's default message limit, which every request had
+#: before the pipeline config needed more): gRPC's limit is one per server, and a batch of
+#: hundreds of MB would be parsed into millions of objects before its first update is checked.
+MAX_WRITE_BYTES = 4 << 20
 
 
 class P4RuntimeServer:
