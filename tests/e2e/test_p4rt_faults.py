@@ -269,7 +269,8 @@ def test_malformed_requests_of_every_entity_kind(live: Live) -> None:
 
 def test_oversize_batches(live: Live) -> None:
     ids = live.ids
-    # Past gRPC's 4 MB request limit: refused as a whole, nothing applied.
+    # Past the server's 4 MB write limit (MAX_WRITE_BYTES; a pipeline config may be bigger):
+    # refused as a whole, nothing applied.
     fat = classify_entry(ids, 0x100000, (1 << 48) - 1, 2000, 3000, 3, 5)
     fat.action.action.params[0].value = bytes(100_000)
     huge = [pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=fat))] * 45
