@@ -107,17 +107,16 @@ class SlotTable:
         if t < self.tmin:
             self.tmin = t
         self.in_flight += 1
-        self.tx_at[i] = now
-        self.tx = tx = self.tx + 1
-        self.seq[i] = tx
-        if self.sent is not None:
-            self.sent.append(tx << SLOT_BITS | i)
-        self.qcall[i] = call
-        self.qpos[i] = pos
+        self._sent(i, now, call, pos)
 
     def resend(self, i: int, now: float, call: int, pos: int) -> None:
         """Slot i's use goes out again (its timer is the caller's: `arm`)."""
         self.attempts[i] += 1   # Karn: no RTT sample from this use any more
+        self._sent(i, now, call, pos)
+
+    def _sent(self, i: int, now: float, call: int, pos: int) -> None:
+        """Slot i's packet leaves now: its send sequence number and its place in the call's
+        output (call, pos)."""
         self.tx_at[i] = now
         self.tx = tx = self.tx + 1
         self.seq[i] = tx

@@ -136,14 +136,7 @@ def load_deparser(j: dict[str, Any], layout: Layout) -> Deparser:
     """The deparser; a ConfigError when there is none named 'deparser', when it has
     primitives (p4c emits them only for other architectures' deparsers) or names an unknown
     header."""
-    raw = j.get("deparsers") or []
-    if not isinstance(raw, list):
-        raise cfg_error("deparsers", "expected a list")
-    found = next(((i, d) for i, d in enumerate(raw)
-                  if isinstance(d, dict) and d.get("name") == "deparser"), None)
-    if found is None:
-        raise cfg_error("deparsers", "no deparser named 'deparser' (v1model needs one)")
-    i, d = found
+    i, d = _the_one(j, "deparsers", "deparser")
     path = f"deparsers[{i}] ('deparser')"
     with loading(f"deparsers[{i}]"):
         if d.get("primitives"):
@@ -246,6 +239,17 @@ def load_controls(j: dict[str, Any]) -> dict[str, Control]:
     return out
 
 
+def _the_one(j: dict[str, Any], section: str, name: str) -> tuple[int, dict[str, Any]]:
+    """(index, object) of the entry of `section` named `name`, the one v1model runs."""
+    raw = j.get(section) or []
+    if not isinstance(raw, list):
+        raise cfg_error(section, "expected a list")
+    for i, x in enumerate(raw):
+        if isinstance(x, dict) and x.get("name") == name:
+            return i, x
+    raise cfg_error(section, f"no {section[:-1]} named '{name}' (v1model needs one)")
+
+
 def _section(p: dict[str, Any], key: str, path: str) -> list[Any]:
     v = p.get(key) or []
     if not isinstance(v, list):
@@ -317,14 +321,7 @@ def load_parser(j: dict[str, Any]) -> Parser:
     """The parser; a ConfigError naming the object when there is none named 'parser', a state
     has no string name, an operation or a transition is not an object, a transition or
     `init_state` names no state of the parser."""
-    raw = j.get("parsers") or []
-    if not isinstance(raw, list):
-        raise cfg_error("parsers", "expected a list")
-    found = next(((i, p) for i, p in enumerate(raw)
-                  if isinstance(p, dict) and p.get("name") == "parser"), None)
-    if found is None:
-        raise cfg_error("parsers", "no parser named 'parser' (v1model needs one)")
-    i, p = found
+    i, p = _the_one(j, "parsers", "parser")
     path = f"parsers[{i}] ('parser')"
     with loading(f"parsers[{i}]"):
         raw_states = _section(p, "parse_states", path)
