@@ -30,6 +30,11 @@ FSDP_COMMS = ("netsum-backend", "gloo")
 _UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 2**20, "m": 2**20, "gb": 2**30, "g": 2**30}
 
 
+
+#: The modes the demo, `train` and `launch` run in (Mode.SHM is the rig's and vs_gloo's: their
+#: workers and training ranks have no shared-memory transport).
+_RUN_MODES = (Mode.NETNS.value, Mode.UDP.value)
+
 def parse_size(text: str) -> int:
     """Tensor size → float32 elements: '4MB' (bytes, binary units) or '1000e' / '1000'
     (elements)."""
@@ -79,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--loss", type=_loss, default=0.0,
                    help="drop probability per packet and port direction, through the P4 "
                    "program's drop simulator (e.g. 0.05)")
-    d.add_argument("--mode", choices=[m.value for m in Mode],
+    d.add_argument("--mode", choices=_RUN_MODES,
                    help="netns (root: namespaces, veth, kernel UDP) or udp (unprivileged "
                    "UDP-tunnel ports); default: netns when available")
     d.add_argument("--target", choices=[t.value for t in Target], default=Target.EMBEDDED.value,
@@ -105,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
     t.add_argument("--comm", action="append", choices=COMMS,
                    help=f"a variant to run (repeatable; default: {' and '.join(DEFAULT_COMMS)})")
-    t.add_argument("--mode", choices=[m.value for m in Mode],
+    t.add_argument("--mode", choices=_RUN_MODES,
                    help="netns (root) or udp (unprivileged); default: netns when available")
     t.add_argument("--wrap", choices=("ddp", "fsdp", "fsdp2"), default="ddp",
                    help="DDP (default), FSDP FULL_SHARD or FSDP2 fully_shard (FSDP takes "
@@ -128,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "NetsumHookState.from_env().  Output lines are prefixed [rankN]:.")
     la.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=2,
                     dest="nproc", help="ranks (default 2)")
-    la.add_argument("--mode", choices=[m.value for m in Mode],
+    la.add_argument("--mode", choices=_RUN_MODES,
                     help="netns (root) or udp (unprivileged); default: netns when available")
     la.add_argument("--out", type=Path, default=Path("results/launch"),
                     help="where the switch's and the ranks' logs go (default results/launch)")

@@ -38,6 +38,9 @@ class DemoOptions:
 
 def choose_mode(requested: Mode | None, leaves: int = 0) -> tuple[Mode, str]:
     """The mode to run in and why, in words for the user."""
+    if requested is not None and requested not in (Mode.UDP, Mode.NETNS):
+        raise ValueError(f"mode {requested.value!r}: the demo and training run in "
+                         "'netns' or 'udp'")
     if requested is Mode.UDP:
         return Mode.UDP, "as asked"
     if leaves and requested is None:
