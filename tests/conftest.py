@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,19 @@ def privileged() -> None:
     reason = privileged_skip_reason()
     if reason:
         pytest.skip(reason)
+
+
+@pytest.fixture
+def lab(privileged: None) -> Iterator[object]:
+    """A NetnsLab (network namespaces and veths), removed after the test; skips without
+    the privileges or the kernel support."""
+    from netsum.netns import NetnsLab, netns_available
+
+    reason = netns_available()
+    if reason:
+        pytest.skip(reason)
+    with NetnsLab() as lab:
+        yield lab
 
 
 UNIT = ROOT / "tests" / "unit"

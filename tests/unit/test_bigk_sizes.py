@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,17 +87,6 @@ def test_a_shm_port_of_the_size_k_needs_is_taken(tmp_path: Path, k: int, frame: 
 def test_udp_on_loopback_takes_every_k() -> None:
     # lo's MTU is 65536: the largest K's 8244-byte datagrams fit.
     UdpTransport(("127.0.0.1", 9), bind=("127.0.0.1", 0), k=2048).close()
-
-
-@pytest.fixture
-def lab(privileged: None) -> Iterator[object]:
-    from netsum.netns import NetnsLab, netns_available
-
-    reason = netns_available()
-    if reason:
-        pytest.skip(reason)
-    with NetnsLab() as lab:
-        yield lab
 
 
 def _udp_in(ns: str, ip: str, k: int) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICE_MAC, SERVICE_IP = "02:00:00:00:00:fe", "10.0.0.254"
 #: The switch build and the workers' K, explicitly (not the default).
 K = 32
-
-
-@pytest.fixture
-def lab(privileged: None) -> Iterator[object]:
-    from netsum.netns import NetnsLab, netns_available
-
-    reason = netns_available()
-    if reason:
-        pytest.skip(reason)
-    with NetnsLab() as lab:
-        yield lab
 
 
 @pytest.mark.privileged
