@@ -34,6 +34,12 @@ from netsum.p4rt.schema import Schema, load_p4info
 __all__ = ["Program", "Job", "SwitchLedger", "Controller", "load_program"]
 
 _Item = TableEntry | MulticastGroup
+#: SetForwardingPipelineConfig's deadline, at least: loading a program is the switch's heaviest
+#: call (netsum-switch builds its native pipeline for it; a K=2048 program is a 13 MB JSON that
+#: took 36 s on a loaded 2-core machine), so it must not share the deadline of a table write.
+PIPELINE_TIMEOUT_S = 60.0
+#: ... plus this many seconds per MB of device config.
+PIPELINE_TIMEOUT_PER_MB_S = 20.0
 _Step = tuple[int, _Item, _Item | None]
 
 
@@ -156,13 +162,23 @@ class Controller:
         for name in names:
             self._check_pool(name, schema)
         for name in names:
-            self.clients[name].set_pipeline(self.program.p4info, self.program.device_config,
-                                            self.program.cookie)
+            self._set_pipeline(self.clients[name])
             self.schemas[name] = schema
             self.ledgers[name] = SwitchLedger()
             self.allocators[name] = SlotAllocator(self.topo.switch(name).slots, name)
             for job_id in [j for j, job in self.jobs.items() if job.plan_on(name)]:
                 del self.jobs[job_id]
+
+    def _set_pipeline(self, client: SwitchClient) -> None:
+        """SetForwardingPipelineConfig with the program, under PIPELINE_TIMEOUT_S's deadline
+        (or the client's, when that is longer; none when the client has none)."""
+        assert self.program is not None
+        timeout = client.timeout
+        if timeout is not None:
+            mb = len(self.program.device_config) / 1e6
+            timeout = max(timeout, PIPELINE_TIMEOUT_S + PIPELINE_TIMEOUT_PER_MB_S * mb)
+        client.set_pipeline(self.program.p4info, self.program.device_config,
+                            self.program.cookie, timeout=timeout)
 
     def install_forwarding(self) -> None:
         changes: dict[str, list[_Step]] = {}
@@ -445,7 +461,7 @@ class Controller:
             raise ControllerError(f"cannot restore {switch}: no program to push")
         client = self.clients[switch]
         led = self.ledgers[switch]
-        client.set_pipeline(self.program.p4info, self.program.device_config, self.program.cookie)
+        self._set_pipeline(client)
         schema = self.schemas[switch] = Schema(self.program.p4info)
         ops.write_batch(client, schema, ops.INSERT, list(led.groups.values()))
         ops.write_batch(client, schema, ops.INSERT, list(led.entries.values()))

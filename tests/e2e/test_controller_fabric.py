@@ -610,3 +610,27 @@ def test_job_fail_names_the_missing_rank_and_reclaims(netsum_program, switches,
     created = json.loads(ok(topo_path, "job", "create", "2", "--json"))
     assert [r["slots"] for r in created] == ["512..767"]
     assert json.loads(ok(topo_path, "job", "list", "--json"))["reclaimed"] == []
+
+
+def test_a_pipeline_push_is_not_held_to_a_table_writes_deadline(netsum_program, switches,
+                                                               tmp_path) -> None:
+    """Loading a program is the switch's heaviest call (netsum-switch builds its pipeline for
+    it): a controller whose per-call deadline suits table writes must still push it.  Loading
+    netsum.p4 at K=256 (a 1.6 MB JSON) takes the embedded switch seconds, far over the 50 ms
+    deadline given here, so with that deadline on the push itself this fails with
+    SwitchUnreachable."""
+    info, js = netsum_program
+    topo_path = topology("single.yaml", switches, tmp_path)
+    c = Controller(parse_topology(topo_path.read_text(), str(topo_path)),
+                   load_program(info, js), timeout=30)
+    c.connect()
+    try:
+        for client in c.clients.values():
+            client.timeout = 0.05          # what every other call of this controller gets
+        c.push_pipeline()
+    finally:
+        c.close()
+    sw = c.topo.switches[0]
+    with SwitchClient(Endpoint(sw.grpc_addr, sw.device_id, (9, 0)), timeout=30) as check:
+        check.connect()
+        assert check.get_config().p4info == load_program(info, js).p4info
