@@ -35,6 +35,12 @@ class ActionLowering(InlineActions, ExternLowering):
         # Straight-line knowledge "field == expression" for p4c-style copy propagation into
         # extern arguments; forgotten conservatively on any write it depends on and at joins.
         self.known: dict[FieldRef, TExpr] = {}
+        # Per known field, the fields its value reads, and the reverse: per field, the known
+        # fields whose values read it.  A write then forgets what depended on it without
+        # re-reading every known value (K lanes of writes were quadratic: 1M expression walks
+        # at K=1024).
+        self._known_reads: dict[FieldRef, set[FieldRef]] = {}
+        self._readers: dict[FieldRef, set[FieldRef]] = {}
         # Inlined calls being lowered (innermost last) and the action's exit flag; see
         # inline_action for why return/exit inside them are flags, not jumps.
         self.frames: list[Frame] = []
@@ -45,12 +51,31 @@ class ActionLowering(InlineActions, ExternLowering):
         self.loops: list[tuple[list[int], list[int]]] = []
 
     def _forget(self, ref: FieldRef | None) -> None:
+        """`ref` was written (None: anything may have been): drop what was known about it and
+        every known value that reads it."""
         if ref is None:
             self.known.clear()
+            self._known_reads.clear()
+            self._readers.clear()
             return
-        self.known.pop(ref, None)
-        for k in [k for k, v in self.known.items() if ref in _reads(v)]:
-            del self.known[k]
+        self._drop(ref)
+        for k in self._readers.pop(ref, ()):
+            self._drop(k)
+
+    def _drop(self, k: FieldRef) -> None:
+        if self.known.pop(k, None) is None:
+            return
+        for f in self._known_reads.pop(k):
+            readers = self._readers.get(f)
+            if readers is not None:
+                readers.discard(k)
+
+    def _know(self, k: FieldRef, value: TExpr, reads: set[FieldRef]) -> None:
+        """`k` now holds `value` (which reads `reads`, not `k` itself)."""
+        self.known[k] = value
+        self._known_reads[k] = reads
+        for f in reads:
+            self._readers.setdefault(f, set()).add(k)
 
     def err(self, pos: Pos, msg: str) -> None:
         self.ctx.diags.error(pos, msg)
@@ -326,8 +351,9 @@ class ActionLowering(InlineActions, ExternLowering):
         prims.append(_prim("assign", [ref_json(lhs), as_param(c)]))
         if isinstance(lhs.ref, FieldRef):
             self._forget(lhs.ref)
-            if lhs.ref not in _reads(c):
-                self.known[lhs.ref] = c
+            reads = _reads(c)
+            if lhs.ref not in reads:
+                self._know(lhs.ref, c, reads)
 
     def _assign_slice(self, lhs: TSlice, rhs: TExpr, pos: Pos, prims: list[Json]) -> None:
         base = lhs.operand

@@ -5,6 +5,8 @@ P4Info object shares; hidden tables and actions never reach the model.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
@@ -26,15 +28,22 @@ _MATCH = {k.label: p4info_pb2.MatchField.MatchType.Value(k.name)
 
 
 def aliases(names: list[str]) -> dict[str, str]:
+    """Each name's alias: its shortest dotted suffix (last part, last two parts, ...) that is a
+    dotted suffix of no other name."""
     uniq = sorted(set(names))
+    # How many names end with each dotted suffix (m == s or m ends with "." + s): counted once
+    # per name, so the search below is linear, not names x names.
+    ends: Counter[str] = Counter()
+    for m in uniq:
+        parts = m.split(".")
+        ends.update({".".join(parts[-k:]) for k in range(1, len(parts) + 1)})
     out: dict[str, str] = {}
     for n in uniq:
         parts = n.split(".")
         alias = n
         for k in range(1, len(parts) + 1):
             suffix = ".".join(parts[-k:])
-            clash = sum(1 for m in uniq if m == suffix or m.endswith("." + suffix))
-            if clash == 1:
+            if ends[suffix] == 1:
                 alias = suffix
                 break
         out[n] = alias

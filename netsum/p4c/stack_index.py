@@ -23,7 +23,7 @@ from .decl_types import DeclaredTypes
 from .diagnostics import Diagnostics, Pos
 from .spelling import key_name
 from .unique_names import NameSource
-from .visit import identifiers, nodes, rebuild
+from .visit import fields_of, identifiers, nodes, rebuild
 
 __all__ = ["ExpandStackIndex"]
 
@@ -225,7 +225,7 @@ class ExpandStackIndex:
                 size = self.declared.stack_size(self.declared.type_of(n.expr))
                 if size is not None:
                     return n, size
-            stack.extend(reversed([getattr(n, f.name) for f in dataclasses.fields(n)]))
+            stack.extend(reversed([getattr(n, f) for f in fields_of(n)]))
         return None
 
 
