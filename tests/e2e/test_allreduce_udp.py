@@ -189,7 +189,9 @@ def test_mismatched_tensors_rejected_before_start(rigs: dict[int, Rig]) -> None:
         rigs[2].start_job(synthetic_inputs(3, (10,)))
 
 
-@pytest.mark.parametrize("k", K_SUPPORTED)
+# K=2048 is left to the pipeline's own tests at every K (test_netsum_p4_agg, test_switch_native):
+# through the daemon it adds nothing that 512 and 1024 do not check, and costs 36-110 s a tier.
+@pytest.mark.parametrize("k", [k for k in K_SUPPORTED if k <= 1024])
 def test_every_k_is_exact(tmp_path: Path, k: int) -> None:
     # A few windows of multi-packet blocks at each build of netsum.p4, through the same daemon,
     # controller and worker processes as the default K.
