@@ -153,6 +153,7 @@ def run(opts: Options, out: IO[str] = sys.stdout) -> int:
             net.build()
             for host in net.hosts:
                 guard.note("netns", str(host.pid))
+            M.set_link_mtu(net, opts.k)
             setLogLevel("warning")
             net.start()
         except M.NetsumMininetError:

@@ -247,6 +247,19 @@ def _must(node: Node, *argv: str) -> None:
                                  f"{(err or out).strip() or f'exit status {code}'}")
 
 
+def set_link_mtu(net: Mininet, k: int) -> None:
+    """Every link at the MTU K's frames need (netsum.rig.link_mtu: the kernel's 1500 up to
+    K = 256, jumbo frames beyond: emulation past a Tofino-class switch, as the rig's namespace
+    mode gives its veths).  Call after net.build(); TCP between hosts then uses it too."""
+    from netsum.rig import link_mtu
+    mtu = link_mtu(k)
+    if not mtu:
+        return
+    for link in net.links:
+        for intf in (link.intf1, link.intf2):
+            _must(intf.node, "ip", "link", "set", "dev", intf.name, "mtu", str(mtu))
+
+
 def configure_hosts(net: Mininet, topology: Topology) -> None:
     """Prepare every host of the file for kernel UDP through the P4 switch.
 

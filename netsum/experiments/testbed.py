@@ -208,6 +208,7 @@ class Testbed(Started):
             self.net.build()
             for host in self.net.hosts:
                 self.guard.note("netns", str(host.pid))
+            M.set_link_mtu(self.net, s.k)
             setLogLevel("warning")
             self.net.start()
         except M.NetsumMininetError as exc:

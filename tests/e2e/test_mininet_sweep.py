@@ -202,3 +202,14 @@ def test_killed_sweep_leaves_nothing(tb: Any, tmp_path: Path) -> None:
     while _leftovers(names, str(out)) != (set(), []) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _leftovers(names, str(out)) == (set(), [])
+
+
+def test_k1024_runs_over_jumbo_links(tb: Any, tmp_path: Path) -> None:
+    """K = 1024 (4,120-byte frames) through Mininet: every link at the jumbo MTU, the INA sums
+    equal to the ring's (TCP over the same links) bit for bit, each within its bound.  At
+    Ethernet's 1500 bytes every DATA would be refused by the kernel (message too long)."""
+    spec = tb.NetSpec(4, "single", k=1024)
+    ina, _ = _ina_and_ring(tb, spec, tmp_path)
+    (row,) = ina.p4
+    blocks = -(-30_000 // 1024)
+    assert row["data_in"] - row["retx"] == 4 * (blocks + min(spec.slots, blocks))
