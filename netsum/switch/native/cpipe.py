@@ -20,6 +20,7 @@ from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
 from netsum.switch.native.croll import roll
+from netsum.switch.native.cvec import VEC_PRELUDE, VecLayout
 from netsum.switch.primregistry import StdFields
 from netsum.switch.program import Action, Checksum, Control, Deparser, Parser, TableDef
 
@@ -51,6 +52,8 @@ class Program:
     regs: dict[str, RegInfo]
     ctrs: dict[str, int]
     tables: dict[str, TableInfo]
+    #: register families a lane loop addresses as one row of consecutive columns
+    lane_regs: tuple[tuple[str, ...], ...] = ()
 
 
 def _kind(match_types: list[MatchKind | None]) -> int:
@@ -225,8 +228,13 @@ def _digest_c(g: Gen) -> str:
             "    if (!r) return ST_PYERR;\n    Py_DECREF(r);\n    return ST_OK;\n}\n")
 
 
-def _life_cycle(std: StdFields, verify: list[str], update: list[str], ts: bool) -> str:
+def _life_cycle(std: StdFields, verify: list[str], update: list[str], ts: bool,
+                vec: VecLayout, layout: Layout) -> str:
     s = std
+    # A vector range of a header the parser did not extract reads as zeros (F's template).
+    vzero = "".join(f"    if (!F[{layout.headers[h].valid}]) memset(p.V + {off}, 0, "
+                    f"{vr.count * vr.width // 8});\n" for h, (vr, off) in vec.at.items())
+    vcopy = "memcpy(q.V, p.V, sizeof q.V);" if vec.at else ""
 
     def opt(slot: int | None, stmt: str) -> str:
         return stmt.format(slot) if slot is not None and ts else ""
@@ -275,7 +283,7 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
     F[{s.ingress_port}] = port; F[{s.packet_length}] = (u64)len; F[{s.instance_type}] = 0;
     {opt(s.ingress_global_timestamp, "F[{}] = now;")}
     parse(c, &p);
-    int st = verify_checksums(c, &p);
+{vzero}    int st = verify_checksums(c, &p);
     if (st) return st;
 {cerr}    st = ctl_ingress(c, &p);
     if (st) return st;
@@ -286,7 +294,7 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
         if (!g || !g->n) {{ c->stats[S_DROPPED]++; return ST_OK; }}
         for (int i = 0; i < g->n; i++) {{
             Pkt q;
-            memcpy(q.F, p.F, sizeof q.F);
+            memcpy(q.F, p.F, sizeof q.F); {vcopy}
             q.data = p.data; q.len = p.len; q.off = p.off; q.exited = 0; q.truncate = 0; q.digest = 0;
             q.F[{s.instance_type}] = {REPLICATION};
             st = egress(c, &q, (u64)g->pr[2 * i], (u64)g->pr[2 * i + 1], now, out);
@@ -305,8 +313,10 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, RegInfo],
              ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
              checksums: tuple[Checksum, ...], actions: tuple[Action, ...],
-             parser: Parser, deparser: Deparser, controls: dict[str, Control]) -> Program:
-    """The C source of the program (module name left to the builder), or `Decline`."""
+             parser: Parser, deparser: Deparser, controls: dict[str, Control],
+             lanes: Any = None) -> Program:
+    """The C source of the program (module name left to the builder), or `Decline`.
+    `lanes`: the pipeline's LanePlan (netsum/switch/lanes.py), whose runs become loops."""
     _precheck(j, actions, parser, controls)
     for h in layout.headers.values():
         for _n, s in h.fields:
@@ -317,7 +327,8 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
     for name, r in regs.items():
         if r.width > MAX_NATIVE_WIDTH:
             raise Decline(f"register '{name}' is {r.width} bits wide")
-    g = Gen(layout, std, regs, ctrs)
+    vec = VecLayout(lanes)
+    g = Gen(layout, std, regs, ctrs, lanes=lanes, vec=vec)
     scratch = 0
     for k, calc in enumerate(j.get("calculations") or []):
         info, need = calculation_c(g, calc, f"calculations[{k}] ('{calc.get('name')}')", k)
@@ -344,16 +355,18 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
     tmpl = ", ".join(f"{v if type(v) is int else 0}ULL" for v in layout.template)
     head = (f"#define NSLOTS {len(layout.template)}\n#define NREGS {len(regs)}\n"
             f"#define NCTRS {len(ctrs)}\n#define NTABLES {len(ctl.tables)}\n"
-            f"#define MAXP {maxp}\n#define HDR_MAX {max(hdr_max, scratch) + 64}\n")
+            f"#define MAXP {maxp}\n#define HDR_MAX {max(hdr_max, scratch) + 64}\n"
+            f"#define VBYTES {vec.nbytes}\n")
     rt = resources.files("netsum.switch.native")
     src = "".join([
         head, "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n",
-        rt.joinpath("nsio.h").read_text(), rt.joinpath("runtime.c").read_text(),
+        rt.joinpath("nsio.h").read_text(), rt.joinpath("runtime.c").read_text(), VEC_PRELUDE,
         f"static const u64 TEMPLATE[NSLOTS] = {{{tmpl}}};\n",
         "\n".join(g.globals), "\n",
         "static int ctl_ingress(Ctx *c, Pkt *p);\nstatic int ctl_egress(Ctx *c, Pkt *p);\n",
         roll("".join(g.fns)), roll(pc), roll(dc), roll("".join(control_c)), _digest_c(g),
-        _life_cycle(std, verify, update, uses_timestamps),
+        _life_cycle(std, verify, update, uses_timestamps, vec, layout),
         f"static void init_tables(Ctx *c) {{\n{init}    (void)c;\n}}\n",
         rt.joinpath("glue.c").read_text()])
-    return Program(src, regs, {n: i for n, (i, _s) in ctrs.items()}, dict(ctl.tables))
+    return Program(src, regs, {n: i for n, (i, _s) in ctrs.items()}, dict(ctl.tables),
+                   tuple(g.lane_regs))

@@ -205,6 +205,7 @@ typedef struct {
 } Ctx;
 
 typedef struct {
+    u8 V[VBYTES] __attribute__((aligned(64)));   /* vector ranges' bytes, big-endian (cvec.py) */
     u64 F[NSLOTS];
     const u8 *data;
     Py_ssize_t len, off;
