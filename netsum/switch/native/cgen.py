@@ -356,7 +356,7 @@ class Gen:
             scalar += self.prim(cx, str(prim.get("op")), prim.get("parameters") or [])
         pre: list[str] = []
         post: list[str] = []
-        for h in sorted({f.names[0][0] for f in run.families if f.kind == "F"}):
+        for h in sorted(self.vec.at):       # every range: a block may read any of them
             x, y = self.vec.unpack(self.layout, h)
             pre += x
             post += y
