@@ -105,6 +105,34 @@ def test_a_run_accumulates_masks_and_leaves_the_last_lanes_temporary(mask: bool)
         assert d.stats.register_oob == 0 and d.stats.internal_errors == 0
 
 
+def test_a_narrow_temporary_is_masked_in_every_lane() -> None:
+    """32-bit lanes, a 16-bit temporary: t1 = v_i * 3 + 0x10001 keeps its low 16 bits, then
+    v_i = t1 and q_i[a] = t1; after the run h.c = the last lane's t1."""
+    prims = []
+    for i in range(LANES):
+        prims.append({"op": "assign", "parameters": [_fld("scalars", "t1"), _ex(
+            "+", _ex("*", _fld("vals", f"v{i}"), _hx(3)), _hx(0x10001))]})
+        prims.append({"op": "assign", "parameters": [_fld("vals", f"v{i}"),
+                                                     _fld("scalars", "t1")]})
+        prims.append({"op": "register_write", "parameters": [
+            _reg(f"q{i}"), _fld("h", "a"), _fld("scalars", "t1")]})
+    prims += [{"op": "assign", "parameters": [_fld("h", "c"), _fld("scalars", "t1")]},
+              {"op": "assign", "parameters": [_fld("standard_metadata", "egress_spec"),
+                                              _hx(1)]}]
+    py, nat = _devices(_wrap(prims, LANES, 32, 32, 0))
+    assert _loops(nat) == 1
+    vals = [0, 1, 0xFFFF, 0x5555, 0xFFFFFFFF, 0x12345678]
+    want = [(3 * v + 0x10001) & 0xFFFF for v in vals]
+    frame = _frame(6, 0, vals, 32)
+    got = nat.process(2, frame)
+    assert got == py.process(2, frame)
+    assert _vals(got[0][1], 32) == want
+    assert struct.unpack_from(">I", got[0][1], 3)[0] == want[-1]
+    for d in (py, nat):
+        assert d.pipeline is not None
+        assert [d.pipeline.registers[f"q{i}"].read(6) for i in range(LANES)] == want
+
+
 def test_an_index_outside_the_arrays_runs_the_scalar_code_and_counts_skips() -> None:
     """h.a >= 8 (the arrays' size): every access is skipped (2 per lane, counted), t0 keeps
     its per-packet 0, so the values go out unchanged and h.c = 0; in range again, the cells
