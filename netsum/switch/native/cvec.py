@@ -7,7 +7,8 @@ one fused array), gives the fields a *vector range* and fuses the registers.  Th
 such a run is n copies of the block over F[] slots and REG_GET/REG_SET with a run-time width
 test.  Here a run becomes instead one function
 
-    static VEC_FN void VL<k>(u32 *restrict v0, u32 *restrict r0, u64 b0, u64 *restrict T)
+    static VEC_FN void A<action>_V<start>(uint32_t *restrict r0, uint32_t *restrict v1,
+                                          uint64_t b0, uint64_t *restrict T)
 
 looping lane j = 0..n-1 over the block with fixed element types: a field family is element j
 of the header's bytes (big-endian, byte-swapped on load and store), a register family is
