@@ -15,7 +15,8 @@ of the header's bytes (big-endian, byte-swapped on load and store), a register f
 element j of the fused register row `base + index * stride` (registers of one group are
 columns of one array).  The loop body has no stores but to those arrays and no loads but from
 them and from by-value arguments, so the C compiler vectorises it (VEC_FN asks GCC for it at
--O2 and, on x86-64, clones the function for SSSE3 and AVX2, which byte swaps need).
+-O2 and, on x86-64 with glibc's ifuncs, clones the function for SSSE3 and AVX2, which vector
+byte swaps need; clang vectorises at -O2 by itself).
 
 The vector range of a header is then not parsed into F[] field by field: the parser copies
 its bytes into the packet's `V` buffer (runtime.c `Pkt`), the deparser copies them back, and a
@@ -43,7 +44,7 @@ __all__ = ["VecLayout", "vec_layout", "RunEmitter", "VEC_PRELUDE"]
 
 #: C defining VEC_FN (the lane functions' attributes) and the byte-order helpers.
 VEC_PRELUDE = r"""
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
 #define VEC_FN __attribute__((noinline, target_clones("default", "ssse3", "avx2"), \
     optimize("tree-vectorize", "vect-cost-model=dynamic")))
 #elif defined(__GNUC__) && !defined(__clang__)
