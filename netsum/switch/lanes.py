@@ -390,7 +390,7 @@ def plan_lanes(j: dict[str, Any], layout: Layout, registers: dict[str, RegisterA
     for _ in range(4):             # dropping a run can only shrink what the others need
         groups = _groups(runs, registers)
         ranges = _ranges(runs, layout, j, actions)
-        keep = [r for r in runs if _run_fits(r, groups, ranges)]
+        keep = [r for r in runs if _run_fits(r, groups, ranges, layout)]
         if len(keep) == len(runs):
             break
         runs = keep
@@ -519,10 +519,22 @@ def _named_elsewhere(j: dict[str, Any], actions: Sequence[Action], runs: list[La
 
 
 def _run_fits(r: LaneRun, groups: dict[str, list[str]],
-              ranges: dict[str, tuple[int, int]]) -> bool:
+              ranges: dict[str, tuple[int, int]], layout: Layout) -> bool:
     for f in r.families:
         if f.kind == "R" and any(x not in groups for x in f.names):
             return False
         if f.kind == "F" and f.names[0][0] not in ranges:
+            return False
+    # A field every lane reads or writes alike (a broadcast scalar, a temporary) must not be
+    # one a vector range holds: the run's code would name a field that is never parsed.
+    binds: list[tuple[Any, ...]] = []
+    for p in r.block:
+        _canon(p, binds)
+    for pos, b in enumerate(binds):
+        if pos in r.varying or b[0] != "F" or len(b) != 3 or b[1] not in ranges:
+            continue
+        a, count = ranges[b[1]]
+        names = [n for n, _s in layout.headers[b[1]].fields[a:a + count]]
+        if b[2] in names:
             return False
     return True

@@ -75,7 +75,8 @@ def plan(pl: Any) -> Program | None:
     ctrs = {name: (k, c.size) for k, (name, c) in enumerate(pl.counters.items())}
     try:
         prog = generate(pl.json, pl.layout, pl.std, regs, ctrs, pl.uses_timestamps,
-                        pl.checksums, pl.action_defs, pl.parser, pl.deparser, pl.controls)
+                        pl.checksums, pl.action_defs, pl.parser, pl.deparser, pl.controls,
+                        getattr(pl, "lanes", None))
     except Decline as e:
         _decline(pl, str(e))
         return None
@@ -124,6 +125,18 @@ def _split(table: Any, value: int, k: int) -> int:
     return (value >> shift) & ((1 << table.key[k].bitwidth) - 1)
 
 
+def _check_rows(pl: Any, prog: Program) -> None:
+    """A lane loop addresses the registers of one family as one row (cvec.py): their storage
+    must be consecutive columns of one array, as lanes.py fuses them."""
+    for names in prog.lane_regs:
+        views = [pl.registers[n].values for n in names]
+        at = [v.__array_interface__["data"][0] for v in views]
+        isz = views[0].dtype.itemsize
+        if any(v.strides != views[0].strides or v.dtype != views[0].dtype for v in views) or \
+                any(x != at[0] + k * isz for k, x in enumerate(at)):
+            raise BuildError(f"registers {names[0]}..{names[-1]} are not one row of columns")
+
+
 class NativeRunner:
     """The loaded module of one pipeline and its context."""
 
@@ -140,6 +153,7 @@ class NativeRunner:
                               prog.regs[name].itemsize)
         for name, c in pl.counters.items():
             self.mod.bind_ctr(self.ctx, prog.ctrs[name], c.packets, c.bytes)
+        _check_rows(pl, prog)
         self.dirty_tables: set[str] = set(prog.tables)
         self.dirty_pre = True
         self.dirty = True

@@ -45,6 +45,13 @@ class Gen:
     calcs: dict[str, CalcInfo] = field(default_factory=dict)
     globals: list[str] = field(default_factory=list)
     fns: list[str] = field(default_factory=list)
+    #: the register lanes (netsum/switch/lanes.py LanePlan) and where their vector ranges
+    #: live in Pkt.V (cvec.VecLayout); lane runs are emitted as loops (cvec.py)
+    lanes: Any = None
+    vec: Any = None
+    #: register families the lane loops address as one row: consecutive columns (checked
+    #: against the bound storage when the module is loaded)
+    lane_regs: list[tuple[str, ...]] = field(default_factory=list)
 
     def comp(self, path: str, params: tuple[int, ...] = (), lookahead: Any = None) -> CExpr:
         return CExpr(self.layout, path, params, lookahead, self.globals)
@@ -309,12 +316,19 @@ class Gen:
         body = ["u64 *F = p->F; (void)F; (void)P;"]
         if backward:
             body.append("long _steps = 0;")
-        for i, prim in enumerate(prims):
+        runs = {r.start: r for r in self.lanes.runs.get(a.index, [])} if self.lanes else {}
+        i = 0
+        while i < n:
+            prim = prims[i]
             pp = f"{path}.primitives[{i}] ('{prim.get('op')}')"
             if i in leaders:
                 body.append(f"L{i}: ;")
                 if backward:
                     body.append(f"if (++_steps > {LOOP_LIMIT}) return ST_LOOP;")
+            if i in runs:          # no jump or target inside a run (lanes.py)
+                body += self.lane_run(f"{fname}_V{i}", a, runs[i])
+                i = runs[i].stop
+                continue
             op = prim.get("op")
             cx = self.comp(pp, params)
             ps = prim.get("parameters") or []
@@ -324,11 +338,39 @@ class Gen:
                 body.append(f"if (!{cx.cond(ps[0])}) goto L{targets[i]};")
             else:
                 body += self.prim(cx, str(op), ps)
+            i += 1
         body += [f"L{n}: ;", "return ST_OK;"]
         if n == 0:
             body = ["(void)c; (void)p; (void)P;", "return ST_OK;"]
         self.fns.append(f"static int {fname}(Ctx *c, Pkt *p, const u64 *P) {{\n" +
                         "".join(f"    {s}\n" for s in body if s) + "}\n")
+
+    def lane_run(self, fname: str, a: Action, run: Any) -> list[str]:
+        """A lane run (cvec.py): its loop when the index is inside the arrays, else its
+        scalar code on the range unpacked into F[] (skips counted there, as always)."""
+        from netsum.switch.native.cvec import RunEmitter
+        scalar: list[str] = []
+        for i in range(run.start, run.stop):
+            prim = a.primitives[i]
+            cx = self.comp(f"{a.path}.primitives[{i}] ('{prim.get('op')}')", a.widths)
+            scalar += self.prim(cx, str(prim.get("op")), prim.get("parameters") or [])
+        pre: list[str] = []
+        post: list[str] = []
+        for h in sorted(self.vec.at):       # every range: a block may read any of them
+            x, y = self.vec.unpack(self.layout, h)
+            pre += x
+            post += y
+        em = RunEmitter(run, self.lanes, self.layout, self.vec, self.regs, fname)
+        if not em.usable():
+            return ["{"] + pre + scalar + post + ["}"]
+        self.fns.append(em.function())
+        fams = [f.names for f in run.families if f.kind == "R"]
+        self.lane_regs += [tuple(x) for x in fams]
+        cx = self.comp(f"{a.path}.primitives[{run.start}] (lane index)", a.widths)
+        ix = cx.compile(run.index)
+        size = self.regs[fams[0][0]].size
+        return ([f"{{ u64 _i = {ix.code};", f"if ({self.index_check(cx, ix, size)}) {{"] +
+                em.call_lines() + ["} else {"] + pre + scalar + post + ["}", "}"])
 
 
 _BINOPS = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^",

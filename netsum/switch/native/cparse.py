@@ -37,6 +37,17 @@ def _field_bits(h: HeaderInfo, path: str) -> list[tuple[int, int, int, bool]]:
     return out
 
 
+def _vector(g: Gen, h: HeaderInfo) -> tuple[set[int], int, int, int] | None:
+    """(slots held in Pkt.V, byte offset in the header, bytes, offset in V) of `h`'s vector
+    range, or None."""
+    at = g.vec.of(h) if g.vec is not None else None
+    if at is None:
+        return None
+    vr, voff = at
+    skip = {s.index for _n, s in h.fields[vr.first:vr.first + vr.count]}
+    return skip, vr.byte_offset, vr.count * vr.width // 8, voff
+
+
 def _load(base: str, pos: int, w: int, signed: bool) -> str:
     if pos % 8 == 0 and w in (8, 16, 32, 64):
         v = f"ld{w}({base} + {pos // 8})"
@@ -77,6 +88,11 @@ class _Parser:
         fields = _field_bits(h, path)
         nb = h.nbytes
         out = [f"if (off + {nb} > _n) {{ {self.err(self.too_short)} }}"]
+        vec = _vector(self.g, h)
+        if vec is not None:        # the range's bytes go to Pkt.V as they are (cvec.py)
+            skip, at, size, voff = vec
+            fields = [f for f in fields if f[0] not in skip]
+            out.append(f"memcpy(p->V + {voff}, buf + off + {at}, {size});")
         out += [f"F[{s}] = {_load('buf + off', pos, w, sg)};" for s, pos, w, sg in fields]
         out += [f"F[{h.valid}] = 1;", f"off += {nb};"] + self.g.siblings_off(h.name)
         return out
@@ -239,6 +255,11 @@ def deparser_c(g: Gen, deparser: Deparser) -> tuple[str, int]:
         fields = _field_bits(h, f"{deparser.path} ('{h.name}')")
         aligned = all(pos % 8 == 0 and w in (8, 16, 32, 64) for _s, pos, w, _g in fields)
         body = [] if aligned else [f"memset(s, 0, {h.nbytes});"]
+        vec = _vector(g, h)
+        if vec is not None:
+            skip, at, size, voff = vec
+            fields = [f for f in fields if f[0] not in skip]
+            body.append(f"memcpy(s + {at}, p->V + {voff}, {size});")
         body += [_store("s", pos, w, f"F[{s}]") for s, pos, w, _g in fields]
         lines.append(f"    if (F[{h.valid}]) {{ {' '.join(body)} s += {h.nbytes}; }}")
         total += h.nbytes

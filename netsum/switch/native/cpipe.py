@@ -20,6 +20,7 @@ from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
 from netsum.switch.native.cparse import calculation_c, deparser_c, parser_c
 from netsum.switch.native.croll import roll
+from netsum.switch.native.cvec import VEC_PRELUDE, VecLayout
 from netsum.switch.primregistry import StdFields
 from netsum.switch.program import Action, Checksum, Control, Deparser, Parser, TableDef
 
@@ -51,6 +52,8 @@ class Program:
     regs: dict[str, RegInfo]
     ctrs: dict[str, int]
     tables: dict[str, TableInfo]
+    #: register families a lane loop addresses as one row of consecutive columns
+    lane_regs: tuple[tuple[str, ...], ...] = ()
 
 
 def _kind(match_types: list[MatchKind | None]) -> int:
@@ -225,8 +228,32 @@ def _digest_c(g: Gen) -> str:
             "    if (!r) return ST_PYERR;\n    Py_DECREF(r);\n    return ST_OK;\n}\n")
 
 
-def _life_cycle(std: StdFields, verify: list[str], update: list[str], ts: bool) -> str:
+def _segments(n: int, skip: set[int]) -> list[tuple[int, int]]:
+    """[a, b) runs of 0..n-1 outside `skip`."""
+    out: list[tuple[int, int]] = []
+    for i in range(n):
+        if i in skip:
+            continue
+        if out and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
+def _life_cycle(std: StdFields, verify: list[str], update: list[str], ts: bool,
+                vec: VecLayout, layout: Layout, egress_writes_v: bool) -> str:
     s = std
+    # A vector range of a header the parser did not extract reads as zeros (F's template).
+    vzero = "".join(f"    if (!F[{layout.headers[h].valid}]) memset(p.V + {off}, 0, "
+                    f"{vr.count * vr.width // 8});\n" for h, (vr, off) in vec.at.items())
+    # F's slots of the fields held in V are read only by scalar code that unpacks them first:
+    # packets and their copies skip them (at K=1024 they are 8 of F's 9 KB).
+    segs = _segments(len(layout.template), vec.range_slots(layout))
+    init_f = " ".join(f"memcpy(p.F + {a}, TEMPLATE + {a}, {b - a} * sizeof(u64));"
+                      for a, b in segs)
+    copy_f = " ".join(f"memcpy(q.F + {a}, p.F + {a}, {b - a} * sizeof(u64));" for a, b in segs)
+    vcopy = "memcpy(q.Vbuf, p.V, VBYTES); q.V = q.Vbuf;" if egress_writes_v else "q.V = p.V;"
 
     def opt(slot: int | None, stmt: str) -> str:
         return stmt.format(slot) if slot is not None and ts else ""
@@ -269,13 +296,14 @@ static int egress(Ctx *c, Pkt *p, u64 port, u64 rid, u64 now, PyObject *out) {{
 }}
 static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now, PyObject *out) {{
     Pkt p;
-    memcpy(p.F, TEMPLATE, sizeof p.F);
+    {init_f}
+    p.V = p.Vbuf;
     p.data = data; p.len = len; p.off = 0; p.exited = 0; p.truncate = 0; p.digest = 0;
     u64 *F = p.F;
     F[{s.ingress_port}] = port; F[{s.packet_length}] = (u64)len; F[{s.instance_type}] = 0;
     {opt(s.ingress_global_timestamp, "F[{}] = now;")}
     parse(c, &p);
-    int st = verify_checksums(c, &p);
+{vzero}    int st = verify_checksums(c, &p);
     if (st) return st;
 {cerr}    st = ctl_ingress(c, &p);
     if (st) return st;
@@ -286,7 +314,8 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
         if (!g || !g->n) {{ c->stats[S_DROPPED]++; return ST_OK; }}
         for (int i = 0; i < g->n; i++) {{
             Pkt q;
-            memcpy(q.F, p.F, sizeof q.F);
+            {copy_f}
+            {vcopy}
             q.data = p.data; q.len = p.len; q.off = p.off; q.exited = 0; q.truncate = 0; q.digest = 0;
             q.F[{s.instance_type}] = {REPLICATION};
             st = egress(c, &q, (u64)g->pr[2 * i], (u64)g->pr[2 * i + 1], now, out);
@@ -302,11 +331,22 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 """
 
 
+def _egress_writes_v(controls: dict[str, Control], actions: tuple[Action, ...],
+                    lanes: Any) -> bool:
+    """May an egress action write a vector range?  Only lane runs write them."""
+    if lanes is None or not lanes.runs:
+        return False
+    ids = {aid for t in controls["egress"].tables for _n, aid in t.actions}
+    return any(a.index in lanes.runs for a in actions if a.id in ids)
+
+
 def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, RegInfo],
              ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
              checksums: tuple[Checksum, ...], actions: tuple[Action, ...],
-             parser: Parser, deparser: Deparser, controls: dict[str, Control]) -> Program:
-    """The C source of the program (module name left to the builder), or `Decline`."""
+             parser: Parser, deparser: Deparser, controls: dict[str, Control],
+             lanes: Any = None) -> Program:
+    """The C source of the program (module name left to the builder), or `Decline`.
+    `lanes`: the pipeline's LanePlan (netsum/switch/lanes.py), whose runs become loops."""
     _precheck(j, actions, parser, controls)
     for h in layout.headers.values():
         for _n, s in h.fields:
@@ -317,7 +357,8 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
     for name, r in regs.items():
         if r.width > MAX_NATIVE_WIDTH:
             raise Decline(f"register '{name}' is {r.width} bits wide")
-    g = Gen(layout, std, regs, ctrs)
+    vec = VecLayout(lanes)
+    g = Gen(layout, std, regs, ctrs, lanes=lanes, vec=vec)
     scratch = 0
     for k, calc in enumerate(j.get("calculations") or []):
         info, need = calculation_c(g, calc, f"calculations[{k}] ('{calc.get('name')}')", k)
@@ -344,16 +385,19 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
     tmpl = ", ".join(f"{v if type(v) is int else 0}ULL" for v in layout.template)
     head = (f"#define NSLOTS {len(layout.template)}\n#define NREGS {len(regs)}\n"
             f"#define NCTRS {len(ctrs)}\n#define NTABLES {len(ctl.tables)}\n"
-            f"#define MAXP {maxp}\n#define HDR_MAX {max(hdr_max, scratch) + 64}\n")
+            f"#define MAXP {maxp}\n#define HDR_MAX {max(hdr_max, scratch) + 64}\n"
+            f"#define VBYTES {vec.nbytes}\n")
     rt = resources.files("netsum.switch.native")
     src = "".join([
         head, "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n",
-        rt.joinpath("nsio.h").read_text(), rt.joinpath("runtime.c").read_text(),
+        rt.joinpath("nsio.h").read_text(), rt.joinpath("runtime.c").read_text(), VEC_PRELUDE,
         f"static const u64 TEMPLATE[NSLOTS] = {{{tmpl}}};\n",
         "\n".join(g.globals), "\n",
         "static int ctl_ingress(Ctx *c, Pkt *p);\nstatic int ctl_egress(Ctx *c, Pkt *p);\n",
         roll("".join(g.fns)), roll(pc), roll(dc), roll("".join(control_c)), _digest_c(g),
-        _life_cycle(std, verify, update, uses_timestamps),
+        _life_cycle(std, verify, update, uses_timestamps, vec, layout,
+                    _egress_writes_v(controls, actions, lanes)),
         f"static void init_tables(Ctx *c) {{\n{init}    (void)c;\n}}\n",
         rt.joinpath("glue.c").read_text()])
-    return Program(src, regs, {n: i for n, (i, _s) in ctrs.items()}, dict(ctl.tables))
+    return Program(src, regs, {n: i for n, (i, _s) in ctrs.items()}, dict(ctl.tables),
+                   tuple(g.lane_regs))

@@ -205,6 +205,9 @@ typedef struct {
 } Ctx;
 
 typedef struct {
+    u8 Vbuf[VBYTES] __attribute__((aligned(64)));
+    u8 *V;        /* vector ranges' bytes, big-endian (cvec.py): Vbuf, or a multicast copy's
+                   * original's when egress never writes them */
     u64 F[NSLOTS];
     const u8 *data;
     Py_ssize_t len, off;
