@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,17 +53,12 @@ def run_block(k: int, args: argparse.Namespace, variants: list[str],
         for name in variants:
             comm, _, how = name.partition("/")
             os.environ["NETSUM_DRIVER_MANY"] = "0" if how == "pyroute" else ""
-            res = run_variant(rig, comm, TrainOptions(**{**_fields(opts), "out": out / name}),
-                              lambda _m: None)
+            res = run_variant(rig, comm, replace(opts, out=out / name), lambda _m: None)
             got.append((name, res))
             print(f"  K={k} {name}: {'ok' if res.ok else 'FAILED ' + res.error} "
                   f"(load {load()})", flush=True)
     os.environ.pop("NETSUM_DRIVER_MANY", None)
     return got
-
-
-def _fields(opts: TrainOptions) -> dict[str, object]:
-    return {f: getattr(opts, f) for f in TrainOptions.__dataclass_fields__}
 
 
 def main() -> int:
