@@ -15,6 +15,11 @@ job ids and slot counts go back to every rank, which then opens its transport:
 * otherwise kernel UDP from the host's address and port in the file to the switch's service
   address (network namespaces, Mininet hosts, separate machines against a real switch).
 
+Values per packet: NETSUM_K (default 256; `netsum train/launch --k` set it with the switch's
+build).  Every rank sends its K with its host; rank 0 refuses ranks that disagree and a switch
+whose pipeline was built for another K (`switch_k`: its P4Info's value registers), on every
+rank, before any job is written.
+
 A rank's host: NETSUM_HOST if set; else the host whose IPv4 address is one of this machine's
 (one rank per host, e.g. Mininet or separate machines); else the RANK-th host of the file.
 NETSUM_HOST, NETSUM_FRAMES, NETSUM_FRAMES_BIND and NETSUM_NETNS may be comma-separated lists,
@@ -54,9 +59,8 @@ from netsum.workers.errors import TransportError
 from netsum.workers.transport import Transport, parse_hostport
 from netsum.workers.wire import Endpoint
 
-__all__ = ["RegistrationError", "TrainingJob", "Rendezvous", "StoreRendezvous", "env_int", "env_k",
-           "switch_k",
-           "host_for_rank", "per_rank", "register", "join", "unregister", "open_transport", "in_netns",
+__all__ = ["RegistrationError", "TrainingJob", "Rendezvous", "StoreRendezvous", "env_int",
+           "env_k", "switch_k", "host_for_rank", "per_rank", "register", "join", "unregister", "open_transport", "in_netns",
            "MAX_JOB_ID"]
 
 MAX_JOB_ID = 255   # the program's per-job counters have 256 cells (NETSUM_MAX_JOBS)
