@@ -237,6 +237,8 @@ def train(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"rank{rank}.json").write_text(json.dumps(
         {"final_loss": rows[-1]["loss"], "skipped": skipped, "scales": scales}))
+    job = getattr(state, "job", None) or getattr(pg, "job", None)
+    engine = getattr(state, "engine", None) or getattr(pg, "engine", None)
     if rank == 0:
         doc = {"comm": args.comm, "wrap": args.wrap, "dtype": args.dtype, "world_size": world,
                "steps": args.steps, "batch": args.batch, "lr": args.lr, "model": args.model,
@@ -246,10 +248,12 @@ def train(args: argparse.Namespace) -> int:
                "final_test_accuracy": final, "final_loss": rows[-1]["loss"],
                "steps_log": rows, "evals": evals,
                "layout_checks": getattr(state, "layout_checks", None),
-               "job_ids": list(getattr(getattr(state, "job", None) or getattr(pg, "job", None),
-                                       "job_ids", ())),
+               "job_ids": list(getattr(job, "job_ids", ())),
                "ledger": ledger.to_dict() if ledger is not None else None,
-               "ledger_summary": ledger.summary() if ledger is not None else None}
+               "ledger_summary": ledger.summary() if ledger is not None else None,
+               # netsum: values per packet, and rank 0's packets over the whole run
+               "k": getattr(job, "k", None),
+               "packets": dict(engine.totals) if engine is not None else None}
         (args.out / "metrics.json").write_text(json.dumps(doc))
     dist.destroy_process_group()
     return 0

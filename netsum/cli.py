@@ -124,6 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "fails (default 60)")
     t.add_argument("--out", type=Path, default=Path("results/train"),
                    help="output directory (default results/train)")
+    t.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED,
+                   help=f"values per packet (default {K_DEFAULT}); the switch is built for it "
+                   "and the ranks get NETSUM_K.  Above 256 an emulation lever only: beyond "
+                   "what a Tofino-class switch holds per packet")
+    t.add_argument("--model", choices=("cnn", "mlp", "transformer"), default="cnn",
+                   help="the digits CNN (default), the MLP or the 1.19M-parameter transformer "
+                   "(netsum.training.models)")
+    t.add_argument("--bucket-kb", type=float, default=4.0,
+                   help="DDP's bucket size in KiB (default 4)")
     la = sub.add_parser("launch", help="run a training script's ranks through a switch of "
                         "their own (like torchrun --standalone)",
                         description="Start the switch and push its pipeline and forwarding, "
@@ -137,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="netns (root) or udp (unprivileged); default: netns when available")
     la.add_argument("--out", type=Path, default=Path("results/launch"),
                     help="where the switch's and the ranks' logs go (default results/launch)")
+    la.add_argument("--k", type=int, default=K_DEFAULT, choices=K_SUPPORTED,
+                    help=f"values per packet (default {K_DEFAULT}); the switch is built for it "
+                   "and the ranks get NETSUM_K.  Above 256 an emulation lever only: beyond "
+                   "what a Tofino-class switch holds per packet")
     la.add_argument("script", type=Path, help="the training script")
     la.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     sub.add_parser("doctor", help="what this machine supports",
@@ -195,7 +208,9 @@ def train(args: argparse.Namespace) -> int:
                        "DDP's)")
     opts = TrainOptions(args.out, ranks=args.ranks, steps=args.steps, comms=comms, mode=mode,
                         lanes=args.lanes, slots=args.slots, timeout=args.timeout,
-                        extra=("--wrap", args.wrap, "--dtype", args.dtype))
+                        extra=("--wrap", args.wrap, "--dtype", args.dtype, "--model", args.model,
+                               "--bucket-kb", str(args.bucket_kb)),
+                        k=args.k)
     print(f"netsum train: mode {mode.value} ({why})")
     results = run_training(opts)
     print(summary_table(results))
@@ -209,7 +224,8 @@ def launch(args: argparse.Namespace) -> int:
     from netsum.training.launch import launch as run
     mode, why = choose_mode(Mode(args.mode) if args.mode else None)
     print(f"netsum launch: mode {mode.value} ({why})", flush=True)
-    return run(LaunchOptions(args.script, tuple(args.script_args), args.nproc, mode, args.out),
+    return run(LaunchOptions(args.script, tuple(args.script_args), args.nproc, mode, args.out,
+                             k=args.k),
                say=lambda line: print(line, flush=True))
 
 

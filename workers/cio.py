@@ -13,6 +13,10 @@ rows are set up (`attach`), and then:
   launches, send, in one C call; anything unusual (a frame to check, a payload of another
   job, a frame the core leaves to Python, an error) comes back to be finished in Python the
   way the Python loop does it.
+* `cycle_many` -- the same for several compiled cores (the training lanes): each payload to
+  the core of its job id as Driver's Python routing does it, every core's frames out in one
+  sendmmsg; a core that stops at a payload (one it leaves to Python, or an error) is finished
+  by the driver, and it and the cores after it send from Python, in the same order.
 
 The transports' counters are kept as before (C reports what it read, sent and found bad).
 `NETSUM_WORKER_CIO=0` keeps the I/O in Python (the compiled core still runs), as
@@ -24,6 +28,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from netsum.workers.errors import TransportError
@@ -33,10 +38,25 @@ if TYPE_CHECKING:
     from netsum.workers.native import NativeCore
     from netsum.workers.transport import TransportCounters
 
-__all__ = ["CIo", "ENV", "enabled", "DONE", "CHECK", "ROUTE", "CODE"]
+__all__ = ["CIo", "CycleMany", "ENV", "enabled", "DONE", "CHECK", "ROUTE", "CODE"]
 
 ENV = "NETSUM_WORKER_CIO"
 DONE, CHECK, ROUTE, CODE = range(4)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleMany:
+    """What `CIo.cycle_many` did.  `status` DONE: the batch's `rows` were routed and taken in
+    C (`per_core[i]` = (payloads taken, frames queued, frames sent, code, the batch index it
+    stopped at or -1) for cores[i]; code -1: no payload of its job; `order`: the cores in the
+    order their jobs first appeared, the order they send in).  ROUTE: `rows` are received and
+    checked but not handed to any core (the caller routes them)."""
+    status: int
+    rows: int
+    now: float = 0.0
+    foreign: int = 0
+    order: tuple[int, ...] = ()
+    per_core: tuple[tuple[int, int, int, int, int], ...] = ()
 
 
 def enabled() -> bool:
@@ -171,3 +191,25 @@ class CIo:
         if sent < x:
             rest(core.frames, range(sent, x))
         return DONE, int(n)
+
+    def cycle_many(self, cores: Sequence[NativeCore], quiet: tuple[int, ...], timeout: float,
+                   clock: Callable[[], float], check: Callable[[int, int], bool],
+                   rest: Callable[[Sequence[memoryview], Sequence[int]], None]) -> CycleMany:
+        """Receive, route by job id, take, send for several compiled cores (`quiet`: jobs
+        whose payloads are not counted as foreign).  What C sent is counted; frames the
+        kernel did not take, and every frame of a stopped core and of the cores after it,
+        are the caller's to send (Driver._poll_cio_many)."""
+        try:
+            status, n, x, got, bad, foreign, sent, txbad, order, per = self._mod.io_cycle_many(
+                self._cap, tuple(c._c for c in cores), tuple(c._job_id for c in cores), quiet,
+                timeout, clock)
+        except OSError as exc:
+            raise TransportError(f"receiving: {exc.strerror}") from None
+        if status == CHECK:      # rare: finish the receive in Python's order, then route
+            return CycleMany(ROUTE, self._finish(check, status, n, int(x), got, bad))
+        self._count(got, bad)
+        if status == ROUTE or not n:
+            return CycleMany(ROUTE if n else DONE, int(n))
+        self.counters.sent += sent
+        self.tx_bad += txbad
+        return CycleMany(DONE, int(n), float(x), int(foreign), order, per)

@@ -28,6 +28,7 @@ everyone's and propagate.
 from __future__ import annotations
 
 import math
+import os
 import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,14 +38,18 @@ from typing import cast
 import numpy.typing as npt
 
 from netsum.workers import wire
-from netsum.workers.cio import ROUTE, CIo
+from netsum.workers.cio import ROUTE, CIo, CycleMany
 from netsum.workers.core import CoreState, Event, JobConfig, Step, Timing, WorkerCore
 from netsum.workers.errors import WorkerError
 from netsum.workers.native import NativeCore, native_status
 from netsum.workers.retxtrace import TracingCore, trace_dir
 from netsum.workers.transport import BatchTransport, Transport
 
-__all__ = ["Driver", "Done", "job_id_of"]
+__all__ = ["Driver", "Done", "job_id_of", "MANY_ENV"]
+
+#: "0": several compiled cores are routed by the Python loop (over the C receive and sends)
+#: instead of one C call per wake-up (CIo.cycle_many)
+MANY_ENV = "NETSUM_DRIVER_MANY"
 
 
 _READ_JOB = wire.field_reader(("job_id",))     # the one header codec's reader
@@ -104,6 +109,10 @@ class Driver:
         self._cores: dict[int, WorkerCore] = {}
         self._size = 0          # the packet length of the frames mode (set by the first core)
         self._rows: int | None = None   # the transport's receive rows, once known
+        self._quiet_t = tuple(self._quiet)
+        # several compiled cores in one C wake-up (NETSUM_DRIVER_MANY=0: Python routes them)
+        self._many = os.environ.get(MANY_ENV, "").strip() != "0" and \
+            hasattr(transport, "receive_cycle_many")
         self.foreign = 0        # payloads of no core (route=True), not of a `quiet` job
 
     @property
@@ -204,6 +213,12 @@ class Driver:
             payloads = transport.rx_payloads
             if isinstance(core, NativeCore) and payloads and len(payloads[0]) == self._size:
                 n = self._poll_cio(core, wait, out)
+        elif cio is not None and self._route and self._many:
+            payloads = transport.rx_payloads
+            cores = list(self._cores.values())
+            if payloads and len(payloads[0]) == self._size and len(cores) <= 32 and \
+                    all(isinstance(c, NativeCore) for c in cores):
+                n = self._poll_cio_many(cast(list[NativeCore], cores), wait, out)
         if n < 0:
             n = transport.receive_into(wait, self._size)
             n = self._hand_over(n, out)
@@ -234,6 +249,36 @@ class Driver:
             return self._rows or 0
         if status == ROUTE:
             self._hand_over(n, out)
+        return n
+
+    def _poll_cio_many(self, cores: list[NativeCore], wait: float, out: list[Done]) -> int:
+        """One wake-up of several compiled cores in C (CIo.cycle_many): routed by job id
+        and taken as `_route_frames` does, sent in one go; a core that stopped at a payload is
+        finished here the way `NativeCore.receive_frames` does it, and the cores from it on
+        send from here, in the order of the Python loop.  The rows received."""
+        assert self._batch is not None
+        transport = self._batch
+        self._rows = len(transport.rx_payloads)     # a full batch: timers wait (see poll)
+        got: CycleMany = self._transport.receive_cycle_many(  # type: ignore[attr-defined]
+            cores, self._quiet_t, wait, self._clock)
+        n = got.rows
+        if got.status == ROUTE:
+            self._hand_over(n, out)
+            return n
+        if not n:
+            return n
+        self.foreign += got.foreign
+        payloads = transport.rx_payloads
+        cio = self._cio()
+        assert cio is not None
+        for i in got.order:
+            core = cores[i]
+            _taken, nout, sent, code, at = got.per_core[i]
+            if code == _OK:
+                self._call(core, out, _after_ok, nout, sent, cio, transport.send_frames)
+            else:
+                self._call(core, out, _finish_stopped, payloads, n, at, code, got.now, cio,
+                           transport.send_frames)
         return n
 
     def _hand_over(self, n: int, out: list[Done]) -> int:
@@ -330,3 +375,27 @@ class Driver:
         if self._on_event is not None:
             for ev in step.events:
                 self._on_event(ev)
+
+
+_OK = 0     # wcore.c's OK: the payload taken
+
+
+def _after_ok(core: NativeCore, nout: int, sent: int, cio: CIo,
+              rest: Callable[[Sequence[memoryview], Sequence[int]], None]) -> None:
+    """A core whose payloads C took whole: its state, then what the kernel did not take."""
+    core._after(_OK)
+    if sent < nout:
+        rest(core.frames, range(sent, nout))
+
+
+def _finish_stopped(core: NativeCore, payloads: Sequence[memoryview], n: int, at: int,
+                    code: int, now: float, cio: CIo,
+                    rest: Callable[[Sequence[memoryview], Sequence[int]], None]) -> None:
+    """A core C stopped at payload `at` (code SLOW: the Python core's to handle; else an
+    error, raised here): the rest of its payloads of the batch, then all its frames out."""
+    core._after(code)                     # raises the error of an error code
+    job = core._job_id
+    mine = [p for p in payloads[at:n] if _READ_JOB(p)[0] == job]
+    core._slow(mine[0], now)
+    nout = core._receive_rest(mine, 1, len(mine), now)
+    cio.send_core(core, nout, rest)

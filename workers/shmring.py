@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from netsum.shmring import ShmError, ShmPeer, attach, frame_for, spin_seconds
 from netsum.wire import K_DEFAULT
 from netsum.workers import wire
-from netsum.workers.cio import CIo
+from netsum.workers.cio import CIo, CycleMany
 from netsum.workers.errors import TransportError
 from netsum.workers.transport import FrameTransport, TransportCounters
 
@@ -210,5 +210,16 @@ class ShmFrameTransport(FrameTransport):
         try:
             return link.cio.cycle(core, timeout, clock, job, self._checker(), self.send_frames,
                                   self.rx_payloads)
+        finally:
+            link._fold_cio(link.cio)
+
+    def receive_cycle_many(self, cores: Sequence[NativeCore], quiet: tuple[int, ...],
+                           timeout: float, clock: Callable[[], float]) -> CycleMany:
+        """One wake-up for several compiled cores in C (CIo.cycle_many)."""
+        link = self._sock
+        assert isinstance(link, ShmLink) and link.cio is not None
+        try:
+            return link.cio.cycle_many(cores, quiet, timeout, clock, self._checker(),
+                                       self.send_frames)
         finally:
             link._fold_cio(link.cio)

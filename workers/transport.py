@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from netsum.wire import HEADER_BYTES, K_DEFAULT, K_SUPPORTED, UDP_PORT
 from netsum.workers import mmsg, wire
-from netsum.workers.cio import CIo
+from netsum.workers.cio import CIo, CycleMany
 from netsum.workers.errors import TransportError, WireError
 
 if TYPE_CHECKING:
@@ -410,6 +410,14 @@ class UdpTransport:
         return cio.cycle(core, timeout, clock, job, self._checker(self._rx.size),
                          self.send_frames, self.rx_payloads)
 
+    def receive_cycle_many(self, cores: Sequence[NativeCore], quiet: tuple[int, ...],
+                           timeout: float, clock: Callable[[], float]) -> CycleMany:
+        """One wake-up for several compiled cores in C (CIo.cycle_many)."""
+        cio = self._sock.cio
+        assert cio is not None and self._rx is not None
+        return cio.cycle_many(cores, quiet, timeout, clock, self._checker(self._rx.size),
+                              self.send_frames)
+
     def _checker(self, size: int) -> Callable[[int, int], bool]:
         assert self._rx is not None
         rows, other, width = self._rx.rows, self.rx_other, self._rx.width
@@ -479,6 +487,13 @@ class FrameTransport:
         assert cio is not None
         return cio.cycle(core, timeout, clock, job, self._checker(), self.send_frames,
                          self.rx_payloads)
+
+    def receive_cycle_many(self, cores: Sequence[NativeCore], quiet: tuple[int, ...],
+                           timeout: float, clock: Callable[[], float]) -> CycleMany:
+        """One wake-up for several compiled cores in C (CIo.cycle_many)."""
+        cio = self._sock.cio
+        assert cio is not None
+        return cio.cycle_many(cores, quiet, timeout, clock, self._checker(), self.send_frames)
 
     @property
     def address(self) -> tuple[str, int]:

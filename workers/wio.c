@@ -528,6 +528,164 @@ static PyObject *io_cycle(PyObject *self, PyObject *args) {
                          bad, (long long)sent, txbad);
 }
 
+/* cycle_many(io, cores, jobs, quiet, clock) -> (status, rows, now, got, bad, foreign, sent,
+ *                                              txbad, order, per_core):
+ * one wake-up of a driver with several compiled cores (the training lanes), the way
+ * Driver._route_frames does it in Python: each received payload goes to the core of its job
+ * id (jobs[i] is cores[i]'s), in the batch's order; a payload of no core is counted in
+ * `foreign` unless its job is in `quiet`.  Each core's queued frames go out in the order in
+ * which its job first appeared in the batch (`order`: core indices), all in one sendmmsg /
+ * ring put, up to the first core that stopped: a core stops at a payload take() leaves to
+ * Python (SLOW) or refuses (an error code); its remaining payloads are not taken, and it and
+ * every core after it in `order` are sent by Python once it handled the stop.  per_core[i] =
+ * (payloads taken, frames queued, frames sent, code, index in the batch where it stopped or
+ * -1).  IO_CHECK: as cycle (`rows` kept so far, `now` holds the length of the row to check);
+ * IO_ROUTE: the rows are not for this path (another length) -- Python routes them. */
+#define IO_MANY 32
+static PyObject *io_cycle_many(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap, *cores, *jobs, *quiet, *clock;
+    double timeout;
+    if (!PyArg_ParseTuple(args, "OO!O!O!dO", &cap, &PyTuple_Type, &cores, &PyTuple_Type, &jobs,
+                          &PyTuple_Type, &quiet, &timeout, &clock)) return NULL;
+    Io *io = io_get(cap);
+    if (!io) return NULL;
+    Py_ssize_t nc = PyTuple_GET_SIZE(cores), nq = PyTuple_GET_SIZE(quiet);
+    if (nc < 1 || nc > IO_MANY || PyTuple_GET_SIZE(jobs) != nc || nq > 4 * IO_MANY) {
+        PyErr_SetString(PyExc_ValueError, "wio.cycle_many: 1..32 cores, one job id each");
+        return NULL;
+    }
+    Core *cs[IO_MANY];
+    long job[IO_MANY], qj[4 * IO_MANY];
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        cs[i] = get(PyTuple_GET_ITEM(cores, i));
+        job[i] = PyLong_AsLong(PyTuple_GET_ITEM(jobs, i));
+        if (!cs[i] || (job[i] == -1 && PyErr_Occurred())) return NULL;
+        if (cs[i]->k != cs[0]->k || cs[i]->stride != cs[0]->stride) {
+            PyErr_SetString(PyExc_ValueError, "wio.cycle_many: cores of different K");
+            return NULL;
+        }
+    }
+    for (Py_ssize_t q = 0; q < nq; q++) {
+        qj[q] = PyLong_AsLong(PyTuple_GET_ITEM(quiet, q));
+        if (qj[q] == -1 && PyErr_Occurred()) return NULL;
+    }
+    io_abandon(io);
+    int r = io_recv_batch(io, timeout, 0, 0);
+    if (r < 0) return NULL;
+    long long got = io->got, bad = io->bad;
+    if (r == IO_CHECK) {
+        io->busy = 1;
+        unsigned int len = io->kind == K_UDP ? io->lens[io->j] : io->lens[0];
+        return Py_BuildValue("(iLdLLLLLOO)", r, (long long)io->n, (double)len, 0LL, 0LL, 0LL,
+                             0LL, 0LL, Py_None, Py_None);
+    }
+    io->got = io->bad = 0;
+    int64_t n = io->n, size = HB + 4 * cs[0]->k;
+    if (!n || size != io->frame - io->skip)
+        return Py_BuildValue("(iLdLLLLLOO)", n ? IO_ROUTE : IO_DONE, (long long)n, 0.0, got,
+                             bad, 0LL, 0LL, 0LL, Py_None, Py_None);
+    PyObject *t = PyObject_CallNoArgs(clock);
+    if (!t) return NULL;
+    double now = PyFloat_AsDouble(t);
+    Py_DECREF(t);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    const uint8_t *rows = io->rx + io->skip;
+    int order[IO_MANY], norder = 0, code[IO_MANY];
+    int64_t taken[IO_MANY], stop[IO_MANY], sent[IO_MANY];
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        taken[i] = sent[i] = 0;
+        stop[i] = -1;
+        code[i] = -1;                      /* -1: no payload of its job in this batch */
+    }
+    long long foreign = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *p = rows + j * io->rowlen;
+        long jb = (long)p[2] << 8 | p[3];
+        Py_ssize_t i = 0;
+        while (i < nc && job[i] != jb) i++;
+        if (i == nc) {
+            Py_ssize_t q = 0;
+            while (q < nq && qj[q] != jb) q++;
+            if (q == nq) foreign++;
+            continue;
+        }
+        if (code[i] < 0) {                 /* first payload of this core: Python's nout = 0 */
+            code[i] = OK;
+            cs[i]->nout = 0;
+            order[norder++] = (int)i;
+        }
+        if (code[i] != OK) continue;       /* stopped: the rest is Python's */
+        int c = take(cs[i], p, size, now);
+        if (c) {
+            code[i] = c;
+            stop[i] = j;
+        } else {
+            taken[i]++;
+        }
+    }
+    /* Send in `order` up to the first stopped core: one sendmmsg over the cores' rows. */
+    long long total = 0, txbad;
+    int upto = 0;
+    while (upto < norder && code[order[upto]] == OK) upto++;
+    if (io->kind == K_UDP) {
+        int o = 0;
+        int64_t at = 0;                    /* next frame of core order[o] */
+        int full = 0;
+        while (o < upto && !full) {
+            int64_t m = 0;
+            int first_o = o;
+            int64_t first_at = at;
+            while (o < upto && m < IO_DRAIN) {   /* fill up to IO_DRAIN iovecs */
+                Core *c = cs[order[o]];
+                while (at < c->nout && m < IO_DRAIN) {
+                    io->txv[m].iov_base = c->out + at * c->stride;
+                    io->txv[m].iov_len = c->stride;
+                    m++;
+                    at++;
+                }
+                if (at >= c->nout) { o++; at = 0; }
+            }
+            if (!m) break;
+            int got_m = sendmmsg(io->fd, io->txh, (unsigned int)m, MSG_DONTWAIT);
+            if (got_m < 0) got_m = 0;
+            /* credit what went out to its cores, in order */
+            int64_t left = got_m;
+            int oo = first_o;
+            int64_t aa = first_at;
+            while (left > 0) {
+                Core *c = cs[order[oo]];
+                int64_t can = c->nout - aa < left ? c->nout - aa : left;
+                sent[order[oo]] = aa + can;
+                left -= can;
+                total += can;
+                aa += can;
+                if (aa >= c->nout) { oo++; aa = 0; }
+            }
+            if (got_m < m) full = 1;       /* Python sends the rest, waiting or counting */
+        }
+    } else {
+        for (int o = 0; o < upto; o++) {
+            Core *c = cs[order[o]];
+            int64_t s1 = c->nout ? io_send_out(io, c->out, c->stride, c->nout) : 0;
+            sent[order[o]] = s1;
+            total += s1;
+            if (s1 < c->nout) break;       /* the ring is full: the rest is Python's */
+        }
+    }
+    txbad = io->tx_bad;
+    io->tx_bad = 0;
+    PyObject *ord = PyTuple_New(norder), *per = PyTuple_New(nc);
+    if (!ord || !per) { Py_XDECREF(ord); Py_XDECREF(per); return NULL; }
+    for (int o = 0; o < norder; o++) PyTuple_SET_ITEM(ord, o, PyLong_FromLong(order[o]));
+    for (Py_ssize_t i = 0; i < nc; i++)
+        PyTuple_SET_ITEM(per, i, Py_BuildValue("(LLLiL)", (long long)taken[i],
+                                               (long long)(code[i] < 0 ? 0 : cs[i]->nout),
+                                               (long long)sent[i], code[i], (long long)stop[i]));
+    return Py_BuildValue("(iLdLLLLLNN)", IO_DONE, (long long)n, now, got, bad, foreign,
+                         total, txbad, ord, per);
+}
+
 static PyObject *io_close(PyObject *self, PyObject *cap) {
     (void)self;
     Io *io = PyCapsule_GetPointer(cap, "netsum.wio");
@@ -552,6 +710,8 @@ static PyMethodDef methods[] = {
     {"io_recv", io_recv, METH_VARARGS, "a batch into the rows (resumable at a check)"},
     {"io_send", io_send, METH_VARARGS, "a core's queued frames out"},
     {"io_cycle", io_cycle, METH_VARARGS, "receive, take, send: one wake-up"},
+    {"io_cycle_many", io_cycle_many, METH_VARARGS,
+     "receive, route by job id, take, send: one wake-up of several cores"},
     {"io_close", io_close, METH_O, "let go of the buffers"},
     {NULL, NULL, 0, NULL},
 };

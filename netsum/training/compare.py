@@ -29,6 +29,7 @@ from netsum.paths import CHECKOUT
 from netsum.procs import Child
 from netsum.rig import Mode, Rig, RigConfig, RigError
 from netsum.training.launch import free_tcp_port, rank_env
+from netsum.wire import K_DEFAULT
 
 __all__ = ["TrainOptions", "VariantResult", "run_training", "start_ranks", "wait_ranks",
            "write_csv", "write_png", "EXAMPLE", "summary_table", "routes"]
@@ -48,6 +49,7 @@ class TrainOptions:
     timeout: float = 60.0                # the process group's timeout (s): the deadline
     netsum_timeout: float | None = None  # NETSUM_TIMEOUT: overrides the deadline
     extra: tuple[str, ...] = ()          # more example options (--lr, --batch, --delay, ...)
+    k: int = K_DEFAULT                   # values per packet: the switch's build (NETSUM_K)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +155,12 @@ def run_variant(rig: Rig, comm: str, options: TrainOptions,
 def run_training(options: TrainOptions, say: Callable[[str], None] = print) -> list[VariantResult]:
     options.out.mkdir(parents=True, exist_ok=True)
     cfg = RigConfig(options.out / "rig", workers=options.ranks, mode=options.mode,
-                    slots=options.slots, timeout=options.timeout)
+                    slots=options.slots, timeout=options.timeout, k=options.k)
     results = []
     with Rig(cfg, say) as rig:
         rig.detach_controller()
-        say(f"netsum train: switch up ({options.mode.value} mode), {options.ranks} ranks, "
+        say(f"netsum train: switch up ({options.mode.value} mode, K={options.k}), "
+            f"{options.ranks} ranks, "
             f"{options.steps} steps; variants: {', '.join(options.comms)}")
         for comm in options.comms:
             say(f"netsum train: {comm} ...")

@@ -152,6 +152,9 @@ class LaneEngine:
         self._closed = False
         self._fatal: str | None = None
         self.stats: deque[Stats] = deque(maxlen=1024)   # of the latest all-reduces
+        #: since the start, over every all-reduce that completed: packets sent (bootstrap and
+        #: retransmissions included), retransmissions, bootstrap packets
+        self.totals = {"packets": 0, "retransmissions": 0, "bootstrap": 0}
         self._thread = threading.Thread(target=self._run, name="netsum-lanes", daemon=True)
         self._thread.start()
 
@@ -333,6 +336,10 @@ class LaneEngine:
             return
         lane.rounds = res.next_rounds
         self.stats.append(res.stats)
+        totals = self.totals
+        totals["packets"] += res.stats.packets_sent
+        totals["retransmissions"] += res.stats.retransmissions
+        totals["bootstrap"] += res.stats.bootstrap_packets
         out = LaneResult(np.asarray(res.tensor, np.float32).reshape(-1), res.bound,
                          self._lanes.index(lane), task.submitted, lane.started, done.at)
         self._finish(lane, task, out, res)

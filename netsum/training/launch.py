@@ -8,7 +8,9 @@ and pushes the pipeline and forwarding, lets go of P4Runtime, then starts N proc
 script.  Each gets torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID) and
 netsum's: NETSUM_TOPOLOGY, NETSUM_HOST, and its path to the switch (NETSUM_FRAMES and
-NETSUM_FRAMES_BIND in UDP-tunnel mode; NETSUM_NETNS as root).  The job is installed on the
+NETSUM_FRAMES_BIND in UDP-tunnel mode; NETSUM_NETNS as root), and NETSUM_K, the values per
+packet the switch was built for (`--k`, default 256; 512-2048 only emulate, beyond what a
+Tofino-class switch holds per packet).  The job is installed on the
 switch by the script's rank 0 at `init_process_group("netsum")` (or
 `NetsumHookState.from_env()`), from that environment, exactly as under torchrun: the same
 script runs under either launcher.
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from netsum.procs import Child
 from netsum.rig import Mode, Rig, RigConfig, RigError
+from netsum.wire import K_DEFAULT
 
 __all__ = ["LaunchOptions", "rank_env", "free_tcp_port", "start_rank", "launch"]
 
@@ -50,6 +53,7 @@ def rank_env(rig: Rig, rank: int, world: int, master_port: int,
            "ROLE_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(master_port), "TORCHELASTIC_RUN_ID": run_id,
            "NETSUM_TOPOLOGY": str(rig.topology_path), "NETSUM_HOST": host,
+           "NETSUM_K": str(rig.config.k),
            "PYTHONUNBUFFERED": "1"}
     if rig.lab is not None:
         env["NETSUM_NETNS"] = rig.lab.hosts[rank].name
@@ -72,6 +76,7 @@ class LaunchOptions:
     mode: Mode = Mode.UDP
     out: Path = Path("results/launch")
     env: tuple[tuple[str, str], ...] = ()     # more variables for every rank
+    k: int = K_DEFAULT                        # values per packet: the switch's build, NETSUM_K
 
 
 class _Follower:
@@ -106,12 +111,12 @@ def launch(options: LaunchOptions, say: Callable[[str], None] = print) -> int:
         raise RigError(f"{options.script}: no such script")
     if not 1 <= options.nproc <= 8:
         raise RigError(f"--nproc-per-node must be 1..8, got {options.nproc}")
-    cfg = RigConfig(options.out / "rig", workers=options.nproc, mode=options.mode)
+    cfg = RigConfig(options.out / "rig", workers=options.nproc, mode=options.mode, k=options.k)
     with Rig(cfg, say) as rig:
         rig.detach_controller()
         port = free_tcp_port()
         run_id = secrets.token_hex(4)
-        say(f"netsum launch: switch up ({options.mode.value} mode, topology "
+        say(f"netsum launch: switch up ({options.mode.value} mode, K={options.k}, topology "
             f"{rig.topology_path}); {options.nproc} ranks of {options.script}")
         children = []
         for rank in range(options.nproc):

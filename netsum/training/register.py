@@ -15,6 +15,11 @@ job ids and slot counts go back to every rank, which then opens its transport:
 * otherwise kernel UDP from the host's address and port in the file to the switch's service
   address (network namespaces, Mininet hosts, separate machines against a real switch).
 
+Values per packet: NETSUM_K (default 256; `netsum train/launch --k` set it with the switch's
+build).  Every rank sends its K with its host; rank 0 refuses ranks that disagree and a switch
+whose pipeline was built for another K (`switch_k`: its P4Info's value registers), on every
+rank, before any job is written.
+
 A rank's host: NETSUM_HOST if set; else the host whose IPv4 address is one of this machine's
 (one rank per host, e.g. Mininet or separate machines); else the RANK-th host of the file.
 NETSUM_HOST, NETSUM_FRAMES, NETSUM_FRAMES_BIND and NETSUM_NETNS may be comma-separated lists,
@@ -34,9 +39,10 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import secrets
 import socket
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -47,13 +53,14 @@ from netsum.controller.leases import Heartbeat, Lease, create_leased, lease_of, 
 from netsum.controller.topology import Host, JobSpec, Topology, load_topology
 from netsum.training.lanes import LaneSpec
 from netsum.training.ledger import log
+from netsum.wire import K_HARDWARE_MAX, K_SUPPORTED
 from netsum.workers import K_DEFAULT, UDP_PORT, FrameTransport, JobConfig, UdpTransport
 from netsum.workers.errors import TransportError
 from netsum.workers.transport import Transport, parse_hostport
 from netsum.workers.wire import Endpoint
 
 __all__ = ["RegistrationError", "TrainingJob", "Rendezvous", "StoreRendezvous", "env_int",
-           "host_for_rank", "per_rank", "register", "join", "unregister", "open_transport", "in_netns",
+           "env_k", "switch_k", "host_for_rank", "per_rank", "register", "join", "unregister", "open_transport", "in_netns",
            "MAX_JOB_ID"]
 
 MAX_JOB_ID = 255   # the program's per-job counters have 256 cells (NETSUM_MAX_JOBS)
@@ -204,14 +211,23 @@ def _free_job_ids(ctl: Controller, n: int) -> list[int]:
 
 
 def _create(topo: Topology, hosts: list[str], lanes: int, slots: int, held: set[str],
-            run: str) -> tuple[list[int], list[str], Heartbeat]:
-    """Reclaim dead runs' jobs, then create this run's jobs with its lease (one transaction
-    per job: no crash leaves a job without it): the job ids, one line per job reclaimed, and
-    the started renewal of the lease."""
+            run: str, k: int = K_DEFAULT) -> tuple[list[int], list[str], Heartbeat]:
+    """Check that every switch's pipeline was built for `k`, reclaim dead runs' jobs, then
+    create this run's jobs with its lease (one transaction per job: no crash leaves a job
+    without it): the job ids, one line per job reclaimed, and the started renewal of the
+    lease."""
     lease = Lease.new(run, info={"hosts": hosts})
     with Controller(topo) as ctl:
         ctl.connect()
         ctl.adopt()
+        for sw in topo.switches:
+            built = switch_k(ctl.schema(sw.name).registers.by_name)
+            if built is not None and built != k:
+                beyond = " (beyond Tofino-class hardware)" if built > K_HARDWARE_MAX else ""
+                raise RegistrationError(
+                    f"switch {sw.name} runs netsum.p4 built for K={built}{beyond}; the ranks "
+                    f"send K={k} values per packet (NETSUM_K={k}): start the switch for "
+                    f"K={k} (netsum launch/train --k {k}) or set NETSUM_K={built}")
         reclaimed = [r.line() for r in reclaim_dead(ctl, held=held)]
         specs = [JobSpec(job_id, tuple(hosts), slots) for job_id in _free_job_ids(ctl, lanes)]
         try:
@@ -233,14 +249,15 @@ def _jobs_line(ctl: Controller) -> str:
     return "; ".join(parts) or "none"
 
 
-Claim = Callable[[Topology, Host], Transport]
+Claim = Callable[[Topology, Host, int], Transport]   # topology, host, K
 
 
 def register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path,
              env: Mapping[str, str] | None = None, lanes: int = 4, slots: int = 256,
-             k: int = K_DEFAULT, claim: Claim | None = None) -> TrainingJob:
+             k: int | None = None, claim: Claim | None = None) -> TrainingJob:
     """Register the training job (rank 0 writes the switch); every rank calls it.  `slots` is
-    the job's whole slot window, shared equally by `lanes`.  With `claim`, each rank first
+    the job's whole slot window, shared equally by `lanes`; `k` (default NETSUM_K, else 256)
+    must be every rank's and the switch's.  With `claim`, each rank first
     opens its transport to its host (`join`); the hosts so held let rank 0 reclaim dead runs'
     jobs on them."""
     return _register(rendezvous, rank, world, topology, env, lanes, slots, k, claim)[0]
@@ -248,12 +265,12 @@ def register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path
 
 def join(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path,
          env: Mapping[str, str] | None = None, lanes: int = 4, slots: int = 256,
-         k: int = K_DEFAULT) -> tuple[TrainingJob, Transport]:
+         k: int | None = None) -> tuple[TrainingJob, Transport]:
     """Open this rank's transport (its claim on its host), then register: the job and the
     transport, ready for a LaneEngine."""
     env = os.environ if env is None else env
 
-    def claim(topo: Topology, host: Host) -> Transport:
+    def claim(topo: Topology, host: Host, k: int) -> Transport:
         return _open(topo, host, env, k)
 
     job, transport = _register(rendezvous, rank, world, topology, env, lanes, slots, k, claim)
@@ -262,7 +279,7 @@ def join(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path,
 
 
 def _register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Path,
-              env: Mapping[str, str] | None, lanes: int, slots: int, k: int,
+              env: Mapping[str, str] | None, lanes: int, slots: int, k: int | None,
               claim: Claim | None) -> tuple[TrainingJob, Transport | None]:
     env = os.environ if env is None else env
     if not 1 <= lanes <= 16 or slots < lanes:
@@ -272,12 +289,14 @@ def _register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Pat
     error = ""
     transport: Transport | None = None
     me = ""
+    chosen = K_DEFAULT
     try:
+        chosen = _k(k, env)
         topo = load_topology(topo_path)
         host = host_for_rank(topo, rank, env)
         me = host.name
         if claim is not None:
-            transport = claim(topo, host)
+            transport = claim(topo, host, chosen)
     except TransportError as exc:
         error = (f"host {me}'s address is in use -- is a rank of another run on {me} still "
                  f"running? ({exc})")
@@ -285,7 +304,7 @@ def _register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Pat
         error = str(exc)
     try:
         return _agree(rendezvous, rank, world, topo_path, me, error, transport is not None,
-                      lanes, slots, k), transport
+                      lanes, slots, chosen), transport
     except BaseException:
         if transport is not None:
             transport.close()
@@ -295,7 +314,7 @@ def _register(rendezvous: Rendezvous, rank: int, world: int, topology: str | Pat
 def _agree(rendezvous: Rendezvous, rank: int, world: int, topo_path: str, me: str, error: str,
            held: bool, lanes: int, slots: int, k: int) -> TrainingJob:
     """The rendezvous: every rank's host to rank 0, rank 0's answer (or error) to all."""
-    hosts = rendezvous.gather(json.dumps({"host": me, "error": error, "held": held}))
+    hosts = rendezvous.gather(json.dumps({"host": me, "error": error, "held": held, "k": k}))
     reply: str | None = None
     heartbeat: Heartbeat | None = None
     if rank == 0:
@@ -306,18 +325,24 @@ def _agree(rendezvous: Rendezvous, rank: int, world: int, topo_path: str, me: st
         dup = sorted({n for n in names if n and names.count(n) > 1})
         if dup:
             problems.append(f"ranks share hosts {dup} (one rank per host: set NETSUM_HOST)")
+        ks = [g.get("k", k) for g in got]
+        if len(set(ks)) > 1:
+            problems.append("ranks disagree on values per packet (NETSUM_K): "
+                            + ", ".join(f"rank {r} K={v}" for r, v in enumerate(ks)))
         if not problems:
             run = secrets.token_hex(4)
             try:
                 ids, reclaimed, heartbeat = _create(
                     load_topology(topo_path), names, lanes, slots // lanes,
-                    {g["host"] for g in got if g.get("held")}, run)
+                    {g["host"] for g in got if g.get("held")}, run, k)
                 for line in reclaimed:
                     log.warning("netsum: %s", line)
                 reply = json.dumps({"hosts": names, "job_ids": ids, "run": run,
                                     "slots_per_lane": slots // lanes, "k": k})
             except ControllerError as exc:
                 problems.append(f"controller: {exc}")
+            except RegistrationError as exc:     # K, or no free job id: every rank hears
+                problems.append(str(exc))
         if problems:
             reply = json.dumps({"error": "; ".join(problems)})
     doc = json.loads(rendezvous.broadcast(reply))
@@ -335,6 +360,35 @@ def unregister(job: TrainingJob) -> None:
     if job.heartbeat is not None:
         job.heartbeat.stop()
     release(load_topology(job.topology), job.job_ids, job.run)
+
+
+def env_k(env: Mapping[str, str]) -> int:
+    """Values per packet from NETSUM_K (default K_DEFAULT, 256): one of K_SUPPORTED, and the
+    K the switch's netsum.p4 was built for (rank 0 checks it at registration).  K above
+    K_HARDWARE_MAX (256) is an emulation lever beyond what a Tofino-class switch holds per
+    packet (docs/protocol.md, "K beyond 256")."""
+    k = env_int(env, "NETSUM_K", K_DEFAULT)
+    if k not in K_SUPPORTED:
+        raise RegistrationError(f"NETSUM_K={k}: values per packet must be one of "
+                                f"{', '.join(map(str, K_SUPPORTED))}")
+    return k
+
+
+def _k(k: int | None, env: Mapping[str, str]) -> int:
+    """`k` as given, else NETSUM_K's; one of K_SUPPORTED."""
+    if k is None:
+        return env_k(env)
+    if k not in K_SUPPORTED:
+        raise RegistrationError(f"k={k}: values per packet must be one of "
+                                f"{', '.join(map(str, K_SUPPORTED))}")
+    return k
+
+
+def switch_k(register_names: Iterable[str]) -> int | None:
+    """The K a netsum.p4 pipeline was built for, from its P4Info's register names (one value
+    register `val<i>` per lane of the packet); None for a program without them."""
+    lanes = [n for n in register_names if re.fullmatch(r"(?:.*\.)?val\d+", n)]
+    return len(lanes) or None
 
 
 @contextlib.contextmanager

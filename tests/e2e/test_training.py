@@ -64,7 +64,7 @@ def test_training_through_the_switch_matches_gloo_accuracy(
     assert (out / "training.png").stat().st_size > 10_000
 
 
-def _bound_from_inputs(xs: list[np.ndarray]) -> np.ndarray:
+def _bound_from_inputs(xs: list[np.ndarray], k: int = K) -> np.ndarray:
     """docs/quantization.md for n workers, per element of the MEAN (sum / n): per block of K,
     E = max over workers of the least e with 2^e >= max|x|; s = the largest s with
     n 2^s <= 2^31 - 1; the sum is off by n 2^(E-s-1) + 2^-24 |sum|, the mean by 1/n of that
@@ -72,11 +72,11 @@ def _bound_from_inputs(xs: list[np.ndarray]) -> np.ndarray:
     n = len(xs)
     s = max(t for t in range(64) if n * 2 ** t <= 2 ** 31 - 1)
     out = np.zeros(len(xs[0]))
-    for b in range(0, len(xs[0]), K):
-        peak = max(float(np.max(np.abs(x[b:b + K]))) for x in xs)
+    for b in range(0, len(xs[0]), k):
+        peak = max(float(np.max(np.abs(x[b:b + k]))) for x in xs)
         if peak > 0:
             e = min(max(math.ceil(math.log2(peak)), -126), 128)
-            out[b:b + K] = n * 2.0 ** (e - s - 1)
+            out[b:b + k] = n * 2.0 ** (e - s - 1)
     mean = np.abs(np.sum(np.stack(xs).astype(np.float64), axis=0)) / n
     return out / n + 2.0 ** -24 * mean * 2
 
@@ -88,7 +88,12 @@ def _load(run: Path, rank: int) -> tuple[dict[str, np.ndarray], dict[str, object
 
 def test_parameters_after_step_one_equal_gloos_within_the_quantization_bound(
         comparison: tuple[Path, list[VariantResult]]) -> None:
-    out, _ = comparison
+    _check_step1(comparison[0], K)
+
+
+def _check_step1(out: Path, k: int) -> None:
+    """Rank 0's parameters after step 1 through the switch against gloo's, within the bound
+    computed from the step-1 bucket inputs in blocks of `k`."""
     ns = [_load(out / "netsum-hook", r) for r in range(2)]
     gl = [_load(out / "gloo", r) for r in range(2)]
     meta = ns[0][1]
@@ -102,7 +107,7 @@ def test_parameters_after_step_one_equal_gloos_within_the_quantization_bound(
         # Both runs started from the same parameters on the same batches: same inputs.
         for r in range(2):
             assert np.array_equal(xs[r], gl[r][0][f"bucket{i}"])
-        per_elem = _bound_from_inputs(xs)
+        per_elem = _bound_from_inputs(xs, k)
         mean = (xs[0].astype(np.float64) + xs[1]) / 2
         at = 0
         for name in b["params"]:
@@ -251,3 +256,53 @@ def test_netsum_train_command(tmp_path: Path) -> None:
     assert "netsum-hook     yes" in proc.stdout
     assert (out / "training.csv").read_text().count("\n") == 11
     assert (out / "training.png").exists()
+
+
+def test_k_1024_hook_and_backend_against_gloo(tmp_path: Path) -> None:
+    """`TrainOptions(k=1024)` (`netsum train --k 1024`): the switch built for K=1024, the ranks
+    told by NETSUM_K; the MLP (85,002 parameters: 84 blocks of 1024 in 64 KiB buckets over 4
+    lanes).  Step 1's parameters within the bound in blocks of 1024 (from the inputs), and
+    both variants' loss at every step within 10^-3 of gloo's largest step-to-step change
+    (docs/training.md, the Mininet test's rule)."""
+    steps = 6
+    model = ("--model", "mlp", "--width", "256", "--bucket-kb", "64")
+    # --dump-step1 records DDP's buckets through a comm hook: the hook and gloo only
+    hook, gloo = run_training(TrainOptions(tmp_path, ranks=2, steps=steps, k=1024,
+                                           comms=("netsum-hook", "gloo"),
+                                           extra=("--dump-step1", *model)), say=lambda _m: None)
+    (backend,) = run_training(TrainOptions(tmp_path / "b", ranks=2, steps=steps, k=1024,
+                                           comms=("netsum-backend",), extra=model),
+                              say=lambda _m: None)
+    results = [hook, backend, gloo]
+    for res in results:
+        assert res.ok, f"{res.comm}: {res.error}"
+    for res in (hook, backend):
+        assert res.metrics["k"] == 1024
+        packets = res.metrics["packets"]
+        assert isinstance(packets, dict)
+        # 85,002 float32 a step in blocks of 1024: at least 84 data packets a step
+        assert packets["packets"] >= 84 * steps
+    _check_step1(tmp_path, 1024)
+    losses = {r.comm: [float(row["loss"]) for row in r.metrics["steps_log"]]  # type: ignore
+              for r in results}
+    ref = losses["gloo"]
+    change = max(abs(a - b) for a, b in zip(ref, ref[1:]))
+    for comm in ("netsum-hook", "netsum-backend"):
+        worst = max(abs(a - b) for a, b in zip(losses[comm], ref))
+        assert worst <= 1e-3 * change + 1e-6, f"{comm}: loss off gloo's by {worst:.3g}"
+
+
+def test_ranks_at_another_k_than_the_switch_are_told_so(tmp_path: Path) -> None:
+    """A switch built for K=1024, ranks that send K=256 (NETSUM_K overridden): registration
+    fails on every rank with the reason, instead of timing out on packets of the wrong
+    length."""
+    from netsum.training.launch import LaunchOptions, launch
+    lines: list[str] = []
+    script = Path(__file__).parents[2] / "examples" / "train_digits.py"
+    status = launch(LaunchOptions(script, ("--steps", "2", "--out", str(tmp_path / "o")), 2,
+                                  Mode.UDP, tmp_path, env=(("NETSUM_K", "256"),), k=1024),
+                    say=lines.append)
+    text = "\n".join(lines)
+    assert status != 0, text
+    assert "switch s1 runs netsum.p4 built for K=1024 (beyond Tofino-class hardware); the " \
+        "ranks send K=256" in text, text

@@ -34,7 +34,7 @@ from netsum.wire import HEADER_BYTES, UDP_PORT, Flags, MsgType
 from netsum.workers import wire
 from netsum.workers.cio import ENV as CIO_ENV
 from netsum.workers.core import JobConfig, Timing
-from netsum.workers.driver import Driver
+from netsum.workers.driver import MANY_ENV, Driver
 from netsum.workers.native import ENV as NATIVE_ENV
 from netsum.workers.native import native_status
 from netsum.workers.shmring import ShmFrameTransport
@@ -50,7 +50,10 @@ TIMING = Timing(rto_initial=0.004, rto_min=0.002, rto_max=0.05, progress_deadlin
 SERVICE = wire.Endpoint.parse("02:00:00:00:00:fe", "10.0.0.254", UDP_PORT)
 WAYS = {"cio": {CIO_ENV: "1", NATIVE_ENV: "1"}, "pyio": {CIO_ENV: "0", NATIVE_ENV: "1"},
         "py": {CIO_ENV: "1", NATIVE_ENV: "0"}}
-ENVS = {**WAYS, "default": {CIO_ENV: "", NATIVE_ENV: ""}}    # neither variable set
+#: several cores on one driver: routed in C (CIo.cycle_many), or by the Python loop over the
+#: C receive and sends (NETSUM_DRIVER_MANY=0)
+MANY_WAYS = {**WAYS, "cio-route-py": {CIO_ENV: "1", NATIVE_ENV: "1", MANY_ENV: "0"}}
+ENVS = {**MANY_WAYS, "default": {CIO_ENV: "", NATIVE_ENV: ""}}    # neither variable set
 
 
 @contextmanager
@@ -153,21 +156,27 @@ def hostile(kind: str, rng: np.random.Generator, r: int) -> tuple[bytes, bool]:
 @dataclass
 class Run:
     sent: dict[int, list[bytes]] = field(default_factory=dict)
-    results: dict[int, Any] = field(default_factory=dict)
+    results: dict[Any, Any] = field(default_factory=dict)   # worker (or (worker, job) of lanes)
     counters: dict[int, tuple[int, ...]] = field(default_factory=dict)
     used_c: bool = False
+    foreign: dict[int, int] = field(default_factory=dict)   # lanes: the drivers' count
 
 
 def run_job(kind: str, way: str, tmp: Path, seed: int, n: int, length: int, loss: float,
-            dup: float, reorder: float, junk: float) -> Run:
+            dup: float, reorder: float, junk: float, jobs: int = 1) -> Run:
+    """`jobs` > 1: every worker runs that many jobs at once on one routing Driver (the
+    training lanes' way: job ids JOB, JOB + 1, ..., each of its own tensor), and a copy of
+    some results goes out under a job id nobody runs (foreign)."""
     rng = np.random.default_rng(seed)
-    xs = [(rng.standard_normal(length) * 100).astype(np.float32) for _ in range(n)]
-    switch = OracleSwitch(k=K, members={JOB: list(range(n))}, num_slots={JOB: SLOTS})
+    ids = [JOB + j for j in range(jobs)]
+    xs = [(rng.standard_normal(length) * 100).astype(np.float32) for _ in range(n * jobs)]
+    switch = OracleSwitch(k=K, members={j: list(range(n)) for j in ids},
+                          num_slots={j: SLOTS for j in ids})
     up = LossyLink(rng, loss=loss, dup=dup, reorder=reorder)
     down = LossyLink(rng, loss=loss, dup=dup, reorder=reorder)
     vt = [0.0]
     clock: Callable[[], float] = lambda: vt[0]  # noqa: E731
-    job = JobConfig(job_id=JOB, num_workers=n, num_slots=SLOTS, k=K)
+    configs = [JobConfig(job_id=j, num_workers=n, num_slots=SLOTS, k=K) for j in ids]
     run = Run()
     ports: list[Port] = []
     events: list[tuple[float, int, bool, int, bytes, bool]] = []
@@ -185,18 +194,20 @@ def run_job(kind: str, way: str, tmp: Path, seed: int, n: int, length: int, loss
     try:
         with env(ENVS[way]):
             ports = [Port(kind, r, tmp) for r in range(n)]
-            drivers = [Driver(p.transport, clock, route=False) for p in ports]
-            cores = [d.core(xs[r], job, TIMING) for r, d in enumerate(drivers)]
+            drivers = [Driver(p.transport, clock, route=jobs > 1, quiet=ids) for p in ports]
+            cores = [[d.core(xs[r * jobs + j], configs[j], TIMING) for j in range(jobs)]
+                     for r, d in enumerate(drivers)]
         run.used_c = all(d._cio() is not None for d in drivers)
-        for r, (d, c) in enumerate(zip(drivers, cores)):
+        for r, d in enumerate(drivers):
             run.sent[r] = []
-            d.start(c)
+            for c in cores[r]:
+                d.start(c)
             collect(r)
         for _ in range(200_000):
             live = [r for r in range(n) if drivers[r].busy]
             if not live:
                 break
-            due = [dl for r in live if (dl := cores[r].next_deadline()) is not None]
+            due = [dl for r in live for c in cores[r] if (dl := c.next_deadline()) is not None]
             t = min(([events[0][0]] if events else []) + due, default=np.inf)
             assert np.isfinite(t), "the job stalled"
             vt[0] = max(vt[0], t) + WINDOW
@@ -206,6 +217,8 @@ def run_job(kind: str, way: str, tmp: Path, seed: int, n: int, length: int, loss
                 if to_switch:
                     for dst, out in switch.process(r, payload):
                         push(at, False, dst, out)
+                        if jobs > 1 and rng.random() < junk:     # a job nobody runs
+                            push(at, False, dst, out[:2] + bytes([0, 99]) + out[4:])
                     if rng.random() < junk:
                         bad, raw_bad = hostile(kind, rng, r)
                         push(at, False, r, bad, raw_bad)
@@ -213,20 +226,24 @@ def run_job(kind: str, way: str, tmp: Path, seed: int, n: int, length: int, loss
                     ports[r].deliver(payload, raw)
                     dirty.add(r)
             for r in live:
-                dl = cores[r].next_deadline()
-                if r in dirty or (dl is not None and dl <= vt[0]):
+                dls = [dl for c in cores[r] if (dl := c.next_deadline()) is not None]
+                if r in dirty or (dls and min(dls) <= vt[0]):
                     for done in drivers[r].poll(0.0):
                         assert done.error is None, done.error
-                        run.results[r] = done.core.result()
+                        key = r if jobs == 1 else (r, done.core._job_id)
+                        run.results[key] = done.core.result()
                     collect(r)
         else:
             raise AssertionError("the job did not finish")
         for r, p in enumerate(ports):
             c = p.transport.counters
             run.counters[r] = (c.sent, c.received, c.malformed, c.foreign, c.send_dropped)
-        ref = reference(xs, K)
-        for res in run.results.values():
-            assert check_result(res.tensor, ref).ok
+            run.foreign[r] = drivers[r].foreign
+        for key, res in run.results.items():
+            j = 0 if jobs == 1 else ids.index(key[1])
+            assert check_result(res.tensor, reference([xs[r * jobs + j] for r in range(n)],
+                                                      K)).ok
+        assert len(run.results) == n * jobs
         return run
     finally:
         for p in ports:
@@ -271,6 +288,46 @@ def test_c_loops_send_and_sum_what_the_python_loops_do(tmp_path: Path, kind: str
             sum(c[2] + c[3] for c in a.counters.values()), "no hostile datagram exercised"
     if loss:
         assert sum(res.stats.retransmissions for res in a.results.values())
+
+
+LANE_CASES = [
+    # kind, n, jobs, length, loss, dup, reorder, junk
+    ("frames", 2, 4, 3000, 0.05, 0.05, 0.1, 0.05),
+    ("udp", 3, 3, 2000, 0.1, 0.05, 0.1, 0.05),
+    ("shm", 2, 4, 2500, 0.05, 0.1, 0.2, 0.05),
+    ("frames", 2, 2, 500, 0.0, 0.0, 0.0, 0.0),
+]
+
+
+@pytest.mark.parametrize("kind, n, jobs, length, loss, dup, reorder, junk", LANE_CASES)
+def test_several_cores_routed_in_c_send_and_sum_what_python_routing_does(
+        tmp_path: Path, kind: str, n: int, jobs: int, length: int, loss: float, dup: float,
+        reorder: float, junk: float) -> None:
+    """The training lanes' case: several jobs at once on one driver per worker.  Routed by
+    job id in C with every core's frames in one send (cycle_many), by the Python loop over
+    the C receive (cio-route-py), over the Python loops and with the Python core: the same
+    frames in the same order, the same sums, statistics, counters and foreign payloads."""
+    seed = n * 1000 + jobs * 100 + length
+    runs = {}
+    for way in MANY_WAYS:
+        (tmp_path / way).mkdir()
+        runs[way] = run_job(kind, way, tmp_path / way, seed, n, length, loss, dup, reorder,
+                            junk, jobs=jobs)
+    a = runs["cio"]
+    assert a.used_c
+    for way, b in runs.items():
+        for r in range(n):
+            assert a.sent[r] == b.sent[r], f"worker {r} sent other frames ({way})"
+            assert a.counters[r] == b.counters[r], (r, way)
+            assert a.foreign[r] == b.foreign[r], (r, way)
+        for key, ra in a.results.items():
+            rb = b.results[key]
+            assert ra.tensor.tobytes() == rb.tensor.tobytes()
+            for f in ("packets_sent", "retransmissions", "results", "duplicates", "stale",
+                      "rejected", "chunks", "fast_retransmissions", "spurious"):
+                assert getattr(ra.stats, f) == getattr(rb.stats, f), (f, way, key)
+    if junk:
+        assert sum(a.foreign.values()), "no payload of another job exercised"
 
 
 @pytest.mark.parametrize("kind", ["udp", "frames", "shm"])

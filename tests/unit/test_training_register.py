@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from netsum.controller.topology import parse_topology
-from netsum.training.register import (RegistrationError, StoreRendezvous, host_for_rank, per_rank,
-                                      register)
+from netsum.training.register import (RegistrationError, StoreRendezvous, env_k, host_for_rank,
+                                      per_rank, register, switch_k)
 from netsum.training.stepsplit import split_step, union_length
 
 TOPO = """
@@ -137,3 +137,50 @@ def test_split_step_by_hand() -> None:
     assert (sp.wall, sp.compute, sp.exposed, sp.comm, sp.hidden) == (10.0, 5.0, 5.0, 7.0, 2.0)
     assert sp.hidden_fraction == pytest.approx(2 / 7)
     assert split_step(0.0, 1.0, 2.0, []).compute == 2.0
+
+
+def _registers(path: Path) -> list[str]:
+    from netsum.p4rt.schema import load_p4info
+    return [r.preamble.name for r in load_p4info(path).registers]
+
+
+@pytest.mark.parametrize("k", [32, 64, 128, 256])
+def test_switch_k_reads_the_build_from_real_p4cs_p4info(k: int) -> None:
+    """The committed outputs of real p4c (tests/fixtures/p4c), one per -DNETSUM_K."""
+    fixture = Path(__file__).parent.parent / "fixtures" / "p4c" / "netsum"
+    assert switch_k(_registers(fixture / f"netsum_k{k}.p4info.txtpb")) == k
+    assert switch_k(["NetsumIngress.job_counter", "valid", "interval9"]) is None
+
+
+def test_netsum_k_comes_from_the_environment_and_must_be_supported() -> None:
+    assert env_k({}) == 256
+    assert env_k({"NETSUM_K": "1024"}) == 1024
+    with pytest.raises(RegistrationError, match="NETSUM_K=300: values per packet must be one"):
+        env_k({"NETSUM_K": "300"})
+    with pytest.raises(RegistrationError, match="NETSUM_K='big' is not an integer"):
+        env_k({"NETSUM_K": "big"})
+
+
+def test_ranks_with_different_k_are_refused_before_the_switch_is_touched(tmp_path: Path) -> None:
+    """As for a rank's problem: the switch address is unreachable, so the message proves rank
+    0 stopped at the disagreement, and every rank hears it."""
+    path = tmp_path / "topo.yaml"
+    path.write_text(TOPO)
+    store = WaitingStore()
+    envs = [{"NETSUM_HOST": "h1", "NETSUM_K": "1024"}, {"NETSUM_HOST": "h2"}]
+    out = on_ranks(2, lambda r: register(StoreRendezvous(store, r, 2), r, 2, path, envs[r]))
+    for got in out:
+        assert isinstance(got, RegistrationError), got
+        assert "ranks disagree on values per packet (NETSUM_K): rank 0 K=1024, rank 1 K=256" \
+            in str(got)
+
+
+def test_a_rank_with_an_unsupported_k_is_refused_on_every_rank(tmp_path: Path) -> None:
+    path = tmp_path / "topo.yaml"
+    path.write_text(TOPO)
+    store = WaitingStore()
+    envs = [{"NETSUM_HOST": "h1"}, {"NETSUM_HOST": "h2", "NETSUM_K": "300"}]
+    out = on_ranks(2, lambda r: register(StoreRendezvous(store, r, 2), r, 2, path, envs[r]))
+    for got in out:
+        assert isinstance(got, RegistrationError), got
+        assert "rank 1: NETSUM_K=300: values per packet must be one of" in str(got)
