@@ -11,15 +11,16 @@ overflow's offset and value and the bad block from hand-built inputs and switche
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 from exactsums import dequantized, expected_sums, shift
 from oracle import LossyLink, Network, OracleSwitch
+from test_transport import Peer, to_result
 
 from netsum.wire import HEADER_BYTES, MsgType
-from netsum.workers import wire
+from netsum.workers import UdpTransport, Worker, allreduce, wire
 from netsum.workers.core import CoreState, JobConfig, Timing, WorkerCore
 from netsum.workers.errors import NonFiniteError, QuantError, SumOverflowError
 from netsum.workers.native import NativeCore, native_status
@@ -247,7 +248,47 @@ def test_nonzero_sums_under_exponent_zero_name_the_lowest_block() -> None:
                                    "sums"), cls.__name__
 
 
-# -- the bound -----------------------------------------------------------------------
+# -- out= through the API, and the bound -------------------------------------------------
+@pytest.fixture
+def echo() -> Iterator[Peer]:
+    def handle(data: bytes, i: int) -> list[bytes]:
+        return [] if i % 11 == 4 else [to_result(data)]       # some lost
+    peer = Peer(handle)
+    yield peer
+    peer.close()
+
+
+def test_out_overlapping_the_input(echo: Peer) -> None:
+    """out = the input shifted by a window of blocks and a bit: block b's result would land
+    on the input of block b + 4, which is sent only after that result (4 slots); the input
+    is copied first, and the sum is the input's (a one-worker job: its own values,
+    quantized)."""
+    k, length, at = 32, 3008, 4 * 32 + 3     # whole blocks: the rows are the input's memory
+    job = JobConfig(job_id=3, num_workers=1, num_slots=4, k=k)
+    rng = np.random.default_rng(5)
+    buf = np.zeros(length + at, np.float32)
+    buf[:length] = rng.standard_normal(length).astype(np.float32)
+    want = reference([buf[:length].copy()], k)
+    with UdpTransport(echo.address, bind=("127.0.0.1", 0)) as t:
+        res = allreduce(buf[:length], t, job, timing=FAST, out=buf[at:])
+    assert res.tensor.base is buf
+    assert buf[at:].tobytes() == want.tobytes()
+
+
+def test_worker_allreduce_in_place_and_a_bad_out(echo: Peer) -> None:
+    k, length = 32, 1024
+    job = JobConfig(job_id=3, num_workers=1, num_slots=4, k=k)
+    x = np.random.default_rng(6).standard_normal(length).astype(np.float32)
+    want = reference([x.copy()], k)
+    with UdpTransport(echo.address, bind=("127.0.0.1", 0)) as t:
+        w = Worker(t, job, FAST)
+        with pytest.raises(ValueError, match="float32 array of 1024"):
+            w.allreduce(x, out=np.empty(1000, np.float64))
+        res = w.allreduce(x, out=x)            # torch's all_reduce(x): x is the sum
+        assert res.tensor is x and x.tobytes() == want.tobytes()
+        assert w.next_rounds is not None
+
+
 def test_the_bound_is_made_when_read() -> None:
     """`bound` per element: n * 2^(E-s-1), E the inputs' agreed exponents (0 for a zero
     block), for the real elements only; one array, made once."""
