@@ -502,7 +502,8 @@ class WorkerCore(ResultAcceptance):
         b0, b1 = 0, self._nb
         length = self._result_length()
         if plan.shards:
-            b0, b1 = plan.blocks_of(self._rank)  # type: ignore[arg-type]
+            assert self._rank is not None
+            b0, b1 = plan.blocks_of(self._rank)
             agreed = agreed[b0:b1]
             shape = (length,)
         out = self._values(b0, b1, length)

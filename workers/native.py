@@ -149,7 +149,8 @@ class NativeCore(WorkerCore):
         # The result's values, written by C as they come (write_into: the caller's array).
         # np.empty: its pages are touched only where C writes.
         length = self._result_length()
-        b0 = self.blocks.blocks_of(self._rank)[0] if self.blocks.shards else 0  # type: ignore
+        b0 = self.blocks.blocks_of(self._rank)[0] if self.blocks.shards and \
+            self._rank is not None else 0
         self._vals = np.empty(length, dtype=np.float32)
         self._c = mod.new(win.buf, self._rows, *self._nat_in, self._agreed, self._rflags,
                           self._latency, self._vals, list(self._slots.round), self._stride,

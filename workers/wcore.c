@@ -629,7 +629,7 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     return cap;
 }
 
-/* The (capsule, float) arguments of config, start and tick. */
+/* The (capsule, float) arguments of start and tick. */
 static Core *core_and_float(PyObject *args, double *v) {
     PyObject *cap;
     if (!PyArg_ParseTuple(args, "Od", &cap, v)) return NULL;
