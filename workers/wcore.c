@@ -151,28 +151,7 @@ static int queue(Core *c, int64_t i) {
     return OK;
 }
 
-/* -- the per-value loops: 4 lanes at a time in GCC's vector extensions, which the baseline
- * x86-64 (SSE2) runs as SIMD -- the auto-vectoriser leaves these loops scalar there, for
- * want of a vector byte swap -- and any other target as plain code. */
-typedef uint32_t u32x4 __attribute__((vector_size(16)));
-typedef int32_t i32x4 __attribute__((vector_size(16)));
-typedef float f32x4 __attribute__((vector_size(16)));
-#define TWO23 8388608.0f                /* 2^23: float32's integers begin here */
-#define F32_MAX_EXP 127                 /* the largest power of two float32 holds */
-
-static inline u32x4 swap4(u32x4 q) {    /* each lane's bytes reversed: big-endian <-> host */
-    const u32x4 m = {0xff00u, 0xff00u, 0xff00u, 0xff00u};
-    return (q << 24) | ((q & m) << 8) | ((q >> 8) & m) | (q >> 24);
-}
-
-/* rint(y) of a float32: from 2^23 on every float32 is an integer; below, |y| + 2^23 lies
- * in [2^23, 2^24], where float32's spacing is 1, so the addition rounds |y| to an integer,
- * ties to even (2^23 is even), and the subtraction is exact; the sign is put back */
-static inline float rint_f32(float y) {
-    float a = fabsf(y);
-    return a < TWO23 ? copysignf((a + TWO23) - TWO23, y) : y;
-}
-
+/* -- the per-value loops (workers/wvalues.c, compiled before this file) ------------- */
 /* Block b's values into slot i's row: rint(x * 2^(s-E)) as big-endian int32, the integers
  * of quant.quantize_block (float64) and of the window's float32 ones: multiplying a float32
  * by a power of two float32 holds is exact (a product below 2^-126 rounds to 0 under rint
@@ -193,19 +172,7 @@ static void quantize(Core *c, int64_t i, int64_t b) {
         for (; j < k; j++) put32(v + 4 * j, (uint32_t)(int32_t)nearbyint((double)x[j] * f));
         return;
     }
-    const float f = ldexpf(1.0f, d);
-    for (; j + 4 <= k; j += 4) {
-        f32x4 y;
-        memcpy(&y, x + j, 16);
-        y *= f;
-        const u32x4 sign = (u32x4)y & 0x80000000u;
-        const f32x4 a = (f32x4)((u32x4)y & 0x7fffffffu);
-        const u32x4 small = (u32x4)(a < TWO23);          /* rint_f32, lane by lane */
-        const u32x4 r = ((u32x4)((a + TWO23) - TWO23) & small) | ((u32x4)a & ~small);
-        u32x4 q = swap4((u32x4)__builtin_convertvector((f32x4)(r | sign), i32x4));
-        memcpy(v + 4 * j, &q, 16);
-    }
-    for (; j < k; j++) put32(v + 4 * j, (uint32_t)(int32_t)rint_f32(x[j] * f));
+    quantize_f32(v, x, ldexpf(1.0f, d), k);
 }
 
 /* Block b's sums (big-endian int32 at v) into the output: the result of this rank's block,
@@ -233,20 +200,7 @@ static void dequantize(Core *c, int64_t b, const uint8_t *restrict v) {
     int m = (int)(e - EXP_BIAS - c->shift);
     int big = 0;
     if (m >= -126) {
-        const float f = ldexpf(1.0f, m);
-        i32x4 inf = {0, 0, 0, 0};
-        for (; j + 4 <= n; j += 4) {
-            u32x4 q;
-            memcpy(&q, v + 4 * j, 16);
-            f32x4 y = __builtin_convertvector((i32x4)swap4(q), f32x4) * f;
-            memcpy(out + j, &y, 16);
-            inf |= ((u32x4)y & 0x7fffffffu) == 0x7f800000u;
-        }
-        big = (inf[0] | inf[1] | inf[2] | inf[3]) != 0;
-        for (; j < n; j++) {
-            out[j] = (float)(int32_t)be32(v + 4 * j) * f;
-            big |= isinf(out[j]);
-        }
+        big = dequantize_f32(out, v, ldexpf(1.0f, m), n);
     } else {
         const double f = ldexp(1.0, m);
         for (; j < n; j++) {
