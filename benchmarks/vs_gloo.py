@@ -195,9 +195,14 @@ def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
     if plan.lanes:
         return _lanes_op(transport, job, timing, stats, plan.lanes)
     worker = Worker(transport, job, timing)
+    outs: dict[int, np.ndarray] = {}
 
     def op(x: np.ndarray) -> np.ndarray:
-        res = worker.allreduce(x)
+        # One output per size, filled in place, as gloo's op keeps one tensor per size.
+        buf = outs.get(x.size)
+        if buf is None:
+            buf = outs[x.size] = np.empty(x.size, dtype=np.float32)
+        res = worker.allreduce(x, out=buf)
         stats["packets"] += res.stats.packets_sent
         stats["retx"] += res.stats.retransmissions
         stats["spurious"] += getattr(res.stats, "spurious", 0)

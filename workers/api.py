@@ -30,7 +30,8 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
               timing: Timing = Timing(), rounds: Sequence[int] | None = None,
               clock: Callable[[], float] = time.monotonic,
               on_event: Callable[[Event], None] | None = None, rank: int | None = None,
-              nonfinite: npt.ArrayLike | None = None) -> AllreduceResult:
+              nonfinite: npt.ArrayLike | None = None,
+              out: np.ndarray | None = None) -> AllreduceResult:
     """Sum `tensor` with the other workers of `job`; returns the float32 sum (the input's
     shape), statistics and `next_rounds` to pass to the next call of the same job
     registration (`rounds`: where this call starts; default every slot at round 0).
@@ -45,6 +46,13 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
     (the switch ORs the flags).  Every rank gets the same flags; what to do in those blocks
     (a second round that sums the Inf/NaN pattern, as gloo would produce it) is the caller's.
 
+    `out`: a writable C-contiguous float32 array of the tensor's size that receives the sum
+    in place and is returned as `result.tensor` (as torch's all_reduce fills its tensor): no
+    new array per call.  It may be the input tensor itself (in-place all-reduce: each
+    block's input is read when it is first sent, before its result can come); an `out` that
+    overlaps the input any other way gets a copy of the input first.  After an error its
+    contents are undefined.
+
     `rank`: this worker's position in the job, for the errors (optional).  Raises QuantError
     for a bad tensor (before sending anything), RejectedError at once when the switch
     refuses this worker's DATA (its member count, K, length, slots or schedule disagree with
@@ -52,7 +60,7 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
     `timing.progress_deadline` seconds (naming the members the switch says are missing, and
     the job's last refusal), TransportError for socket failures."""
     return _call(tensor, transport, job, timing, rounds, clock, on_event, rank, None,
-                 nonfinite)
+                 nonfinite, out)
 
 
 def reduce_scatter(tensor: object, transport: Transport, job: JobConfig, *, rank: int,
@@ -79,16 +87,35 @@ def _flat(tensor: object) -> np.ndarray:
     return quant.as_tensor(tensor)
 
 
+def _apart(tensor: object, out: np.ndarray) -> object:
+    """The tensor to read when the sum goes into `out`: itself when `out` is its very memory
+    (in place: safe, see allreduce) or does not touch it, else a copy of it (a partial
+    overlap: a block's result could land on another block's input before it is sent)."""
+    if not isinstance(out, np.ndarray):
+        return tensor
+    x = _flat(tensor)
+    if not np.may_share_memory(x, out):
+        return tensor
+    same = (x.__array_interface__["data"][0] == out.__array_interface__["data"][0] and
+            x.nbytes == out.nbytes and x.dtype == out.dtype)
+    return tensor if same else x.copy()
+
+
 def _call(tensor: object, transport: Transport, job: JobConfig, timing: Timing,
           rounds: Sequence[int] | None, clock: Callable[[], float],
           on_event: Callable[[Event], None] | None, rank: int | None,
-          shards: Sequence[int] | None, nonfinite: npt.ArrayLike | None) -> AllreduceResult:
+          shards: Sequence[int] | None, nonfinite: npt.ArrayLike | None,
+          out: np.ndarray | None = None) -> AllreduceResult:
     if not all(callable(getattr(transport, m, None)) for m in ("send", "receive")):
         raise TypeError(f"transport must have send() and receive(), got "
                         f"{type(transport).__name__}")
+    if out is not None:
+        tensor = _apart(tensor, out)
     driver = Driver(transport, clock, on_event=on_event, route=False)
     core = driver.core(tensor, job, timing, rounds, rank=rank, shards=shards,
                        nonfinite=nonfinite)
+    if out is not None:
+        core.write_into(out)
     driver.run(core)
     try:
         return core.result()
@@ -110,9 +137,10 @@ class Worker:
         self._rounds: tuple[int, ...] | None = None
         self._broken: str | None = None
 
-    def allreduce(self, tensor: object, nonfinite: npt.ArrayLike | None = None
-                  ) -> AllreduceResult:
-        return self._call(tensor, None, nonfinite)
+    def allreduce(self, tensor: object, nonfinite: npt.ArrayLike | None = None, *,
+                  out: np.ndarray | None = None) -> AllreduceResult:
+        """See the module's `allreduce` (`out`: the sum in place, as there)."""
+        return self._call(tensor, None, nonfinite, out)
 
     def reduce_scatter(self, tensor: object, shards: Sequence[int] | None = None,
                        nonfinite: npt.ArrayLike | None = None) -> AllreduceResult:
@@ -123,7 +151,8 @@ class Worker:
         return self._call(tensor, shards, nonfinite)
 
     def _call(self, tensor: object, shards: Sequence[int] | None,
-              nonfinite: npt.ArrayLike | None) -> AllreduceResult:
+              nonfinite: npt.ArrayLike | None, out: np.ndarray | None = None
+              ) -> AllreduceResult:
         if self._broken:
             raise ProtocolStateError(
                 f"job {self.job.job_id}: a previous allreduce failed ({self._broken}); the "
@@ -131,7 +160,7 @@ class Worker:
                 "Worker")
         try:
             result = _call(tensor, self.transport, self.job, self.timing, self._rounds,
-                           time.monotonic, None, self.rank, shards, nonfinite)
+                           time.monotonic, None, self.rank, shards, nonfinite, out)
         except SumOverflowError as exc:
             self._rounds = exc.next_rounds
             raise

@@ -108,7 +108,7 @@ class WorkerCore(ResultAcceptance):
         self._nb = nb = plan.num_blocks
         # Validates finiteness before anything is sent: a bad gradient never reaches the wire.
         try:
-            self._proposals: list[int] = quant.block_exponents(rows.reshape(-1), k).tolist()
+            self._proposals: list[int] = self._propose(rows)
         except NonFiniteError as exc:   # an index into the rows: the tensor's offset instead
             b, j = divmod(exc.offset, k)
             raise NonFiniteError(int(plan.starts[b]) + j, exc.value) from None
@@ -143,8 +143,10 @@ class WorkerCore(ResultAcceptance):
         #: per slot: the frame to send (prefix + packet), as the transport sends it
         self.frames = self._win.frames
         # Result values by block, big-endian as received; result() converts them in one pass.
-        self._sums = bytearray(nb * 4 * k)
+        self._sums = self._sums_buffer(nb * 4 * k)
         self._sums_mv = memoryview(self._sums)
+        #: the caller's output array (write_into), or None: result() makes one
+        self._dst: np.ndarray | None = None
         #: every slot's state: the use in flight, its round, timer and transmissions
         #: (workers/slots.py); its rounds are every slot of the job's
         self._slots = SlotTable(w, got, timing.rto_initial, timing.fast_retransmit > 0)
@@ -171,6 +173,40 @@ class WorkerCore(ResultAcceptance):
         self.status_frames = 0
         self.status = StatusBook(job.num_workers)     # what they said (workers/status.py)
         self._status_at = 0.0
+
+    def _propose(self, rows: np.ndarray) -> list[int]:
+        """Per block of the (nb, k) rows, this worker's exponent proposal; NonFiniteError
+        (an index into the rows) for the first NaN/Inf."""
+        props: list[int] = quant.block_exponents(rows.reshape(-1), self._job.k).tolist()
+        return props
+
+    def _sums_buffer(self, size: int) -> bytearray:
+        """Where `_accept` keeps the results' values (big-endian int32 by block)."""
+        return bytearray(size)
+
+    def write_into(self, out: np.ndarray) -> None:
+        """Have `result()` write the sum into `out` (a writable, C-contiguous float32 array of
+        the result's size: the tensor's, or this rank's shard's) and return it as the result's
+        `tensor`, as torch's in-place all_reduce does.  Before `start`.  `out` may be the
+        input tensor itself: a block's input is read only when it is first sent (its
+        retransmissions send the frame kept from then), before its result can come.  On an
+        error the contents of `out` are undefined."""
+        self._check("start")
+        size = self._result_length()
+        if not isinstance(out, np.ndarray) or out.dtype != np.float32 or \
+                not out.flags.c_contiguous or not out.flags.writeable or out.size != size:
+            got = f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else \
+                type(out).__name__
+            raise ValueError(f"out must be a writable C-contiguous float32 array of {size} "
+                             f"elements, got {got}")
+        self._dst = out
+
+    def _result_length(self) -> int:
+        """How many elements result() returns: the tensor's, or this rank's shard's."""
+        if self.blocks.shards:
+            assert self._rank is not None
+            return self.blocks.shards[self._rank][1]
+        return self._length
 
     # -- state machine -----------------------------------------------------------------------
 
@@ -458,22 +494,32 @@ class WorkerCore(ResultAcceptance):
 
     def result(self) -> AllreduceResult:
         """The sum: the input's shape (all-reduce), or this rank's shard (reduce-scatter,
-        1-D); `flags` per block: where some rank's tensor held Inf/NaN."""
+        1-D), or the caller's `out` (write_into); `flags` per block: where some rank's tensor
+        held Inf/NaN.  `bound` is computed when it is read (a float64 per element)."""
         self._check("result")
         job, plan = self._job, self.blocks
-        sums = np.frombuffer(self._sums, dtype=">i4").reshape(self._nb, job.k)
         agreed, shape = self._agreed, self._shape
-        length = self._length
+        b0, b1 = 0, self._nb
+        length = self._result_length()
         if plan.shards:
             assert self._rank is not None
             b0, b1 = plan.blocks_of(self._rank)
-            sums, agreed = sums[b0:b1], agreed[b0:b1]
-            length = plan.shards[self._rank][1]
+            agreed = agreed[b0:b1]
             shape = (length,)
-        if length:
-            out = quant.dequantize(sums, agreed, job.num_workers, length)
-        else:
-            out = np.zeros(0, dtype=np.float32)      # a rank whose shard is empty
-        bound = quant.error_bound(agreed, job.num_workers, job.k, length)
-        return AllreduceResult(out.reshape(shape), self.stats(), self.next_rounds(),
-                               self._agreed.copy(), bound, self._rflags.copy(), plan)
+        out = self._values(b0, b1, length)
+        tensor = out.reshape(shape) if self._dst is None else self._dst
+        return AllreduceResult(tensor, self.stats(), self.next_rounds(), self._agreed.copy(),
+                               (agreed.copy(), job.num_workers, job.k, length),
+                               self._rflags.copy(), plan)
+
+    def _values(self, b0: int, b1: int, length: int) -> np.ndarray:
+        """The result's `length` float32 values (flat) from blocks b0..b1-1 of the sums: into
+        `_dst` when the caller gave one."""
+        if not length:
+            return np.zeros(0, dtype=np.float32)      # a rank whose shard is empty
+        sums = np.frombuffer(self._sums, dtype=">i4").reshape(self._nb, self._k)[b0:b1]
+        out = quant.dequantize(sums, self._agreed[b0:b1], self._job.num_workers, length)
+        if self._dst is not None:
+            np.copyto(self._dst.reshape(-1), out)
+            return self._dst.reshape(-1)
+        return out

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsum.wire import HEADER_BYTES, K_DEFAULT, MAX_SLOTS, MAX_WORKERS, Flags
-from netsum.workers import wire
+from netsum.workers import quant, wire
 from netsum.workers.blocks import BlockPlan
 from netsum.workers.errors import ResultError, WireError
 
@@ -199,15 +199,28 @@ class AllreduceResult:
     stats: Stats
     next_rounds: tuple[int, ...]  # per slot of the job: the round its next use must take
     exponents: np.ndarray = field(compare=False, repr=False)  # agreed, biased, per block
-    # Per element, before float32, from the exponents the switch returned: what this worker
-    # can say about its own result.  A check of the switch must not use it (a switch that
-    # returns too high an exponent widens it): derive bounds from the inputs instead.
-    bound: np.ndarray = field(compare=False, repr=False)
+    # What `bound` is made of: the array itself, or (the agreed exponents of the result's
+    # blocks, workers, k, length) for quant.error_bound, computed the first time `bound` is
+    # read (a float64 per element: 128 MB for 16M elements, which few callers want).
+    bound_of: np.ndarray | tuple[np.ndarray, int, int, int] = field(compare=False, repr=False)
     # Per block of `blocks`: the RESULT's flags & NONFINITE (the OR over every rank's DATA
     # flags for that block): where some rank's tensor held Inf/NaN.
     flags: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8), compare=False,
                               repr=False)
     blocks: BlockPlan | None = field(default=None, compare=False, repr=False)
+    _bound: np.ndarray | None = field(default=None, init=False, compare=False, repr=False)
+
+    @property
+    def bound(self) -> np.ndarray:
+        """Per element, before float32, from the exponents the switch returned: what this
+        worker can say about its own result.  A check of the switch must not use it (a switch
+        that returns too high an exponent widens it): derive bounds from the inputs instead."""
+        if self._bound is None:
+            src = self.bound_of
+            made = src if isinstance(src, np.ndarray) else quant.error_bound(*src)
+            object.__setattr__(self, "_bound", made)
+            return made
+        return self._bound
 
 
 def rejection(payload: object, job_id: int, k: int) -> str:

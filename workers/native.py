@@ -1,11 +1,15 @@
 """The worker core's per-packet path compiled: `NativeCore`, a `WorkerCore` whose frames API
 runs in C (workers/wcore.c), and `native_status()`, whether it is here and why not.
 
-`NativeCore` is set up by `WorkerCore.__init__` (the plan, the exponent proposals, the window's
-frame rows, the result buffers); from `start_frames` on, acceptance, agreement, the values into
-the sums, RTT/RTO, the congestion window, fast retransmit, timers and the launches with their
-quantization run in C over one slot table that lives across the calls, writing the Python
-core's own buffers, so `result()`, `stats()` and the errors are WorkerCore's.  What C does not
+`NativeCore` is set up by `WorkerCore.__init__` (the plan, the window's frame rows, the
+per-block buffers), with the exponent proposals and the finiteness check in one C pass over
+the input (workers/wquant.c, a module of its own); from `start_frames` on, acceptance,
+agreement, each result's values dequantized straight into the float32 output (the caller's
+`out`, `write_into`, or an array of its own: no big-endian sums buffer), RTT/RTO, the
+congestion window, fast retransmit, timers and the launches with their quantization run in C
+over one slot table that lives across the calls, writing the Python core's own buffers, so
+`stats()` and the errors are WorkerCore's; `result()` raises the dequantization's errors
+(recorded in C: the lowest block, the lowest offset) as the reference does.  What C does not
 handle it hands back frame by frame (SLOW), in order: STATUS frames, REJECTs, garbage, an ACK
 for a chunk this rank owns go through the reference's own code.  The frames a call sends are
 copied into `frames` (rows of one buffer) as they are queued; a call returns their indices.
@@ -32,7 +36,7 @@ import numpy as np
 from netsum.wire import HEADER_BYTES
 from netsum.workers import wire
 from netsum.workers.coretypes import AgreementError, CoreState, Step, Stats, Trigger
-from netsum.workers.errors import ResultError
+from netsum.workers.errors import NonFiniteError, QuantError, ResultError, SumOverflowError
 from netsum.workers.core import WorkerCore
 
 __all__ = ["NativeCore", "native_module", "native_status", "ENV"]
@@ -43,7 +47,7 @@ OK, SLOW, BOOT_NONZERO, AGREE_LOW, AGREE_NONZERO, TIMEOUT, OUT_FULL = range(7)
 _LAYOUT = {"msg_type": 0, "flags": 1, "job_id": 2, "slot": 4, "exp": 6, "count": 7,
            "round": 8, "offset": 12, "workers": 16, "dest": 17, "reason": 18, "klog2": 19,
            "length": 20}
-# What wcore.c + wio.c are compiled after: wio.c's system headers come first, with socket.h's
+# What wvalues.c + wcore.c + wio.c are compiled after: wio.c's system headers come first, with socket.h's
 # `accept` renamed (wcore.c has a function of that name).
 _PRELUDE = """#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
@@ -72,11 +76,16 @@ def _pool() -> dict[int, list[tuple[bytearray, list[memoryview], list[memoryview
         pools = _local.pools = {}
     return pools
 _module: ModuleType | None = None
+_qmodule: ModuleType | None = None      # wquant.c: the set-up's per-value passes
 _why = ""
+#: What both modules are compiled with: floating point as written (no contraction into FMA:
+#: the values must be the reference's), and the loop vectoriser's full cost model (-O2's
+#: "very cheap" one leaves the per-value loops of a K-value block scalar).
+_FLAGS = ("-ffp-contract=off", "-fvect-cost-model=dynamic")
 
 
 def _load() -> None:
-    global _module, _why
+    global _module, _qmodule, _why
     from netsum.switch.native.build import IO_CFLAGS, BuildError, available, build_module
     if wire.OFFSETS != _LAYOUT or HEADER_BYTES != 24:
         _why = "the wire header is not the layout wcore.c was written for"
@@ -86,10 +95,14 @@ def _load() -> None:
         _why = why
         return
     here = resources.files("netsum.workers")
-    text = here.joinpath("wcore.c").read_text() + here.joinpath("wio.c").read_text()
+    text = "".join(here.joinpath(f).read_text() for f in ("wvalues.c", "wcore.c", "wio.c"))
     source = _PRELUDE + text
+    qsource = "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n" + \
+        here.joinpath("wquant.c").read_text()
     try:
-        _module = build_module(source, IO_CFLAGS + ("-ffp-contract=off",), prefix="nsk")
+        qmod = build_module(qsource, IO_CFLAGS + _FLAGS, prefix="nsq")
+        _module = build_module(source, IO_CFLAGS + _FLAGS, prefix="nsk")
+        _qmodule = qmod
     except BuildError as exc:
         _why = str(exc)
 
@@ -130,14 +143,20 @@ class NativeCore(WorkerCore):
                         np.asarray(self._dests, dtype=np.uint8),
                         np.asarray(self._nf, dtype=np.uint8),
                         np.asarray(self._mine, dtype=np.uint8),
-                        np.asarray(self._proposals, dtype=np.uint8))
+                        self._props)
         self._stride = len(win.frames[0])
         self._hr = self._stride - self._size
+        # The result's values, written by C as they come (write_into: the caller's array).
+        # np.empty: its pages are touched only where C writes.
+        length = self._result_length()
+        b0 = self.blocks.blocks_of(self._rank)[0] if self.blocks.shards and \
+            self._rank is not None else 0
+        self._vals = np.empty(length, dtype=np.float32)
         self._c = mod.new(win.buf, self._rows, *self._nat_in, self._agreed, self._rflags,
-                          self._latency, self._sums, list(self._slots.round), self._stride,
+                          self._latency, self._vals, list(self._slots.round), self._stride,
                           self._hr, w, nb, k, self._job_id, win._shift, t.rto_initial,
                           t.rto_min, t.rto_max, t.backoff, int(t.adaptive), t.initial_window,
-                          t.window_min, t.fast_retransmit)
+                          t.window_min, t.fast_retransmit, b0, length)
         mod.config(self._c, t.progress_deadline)
         # The output rows: taken from this thread's pool (allocating them and their views
         # each call cost more than a small call's whole work), back in it when the core goes.
@@ -153,6 +172,37 @@ class NativeCore(WorkerCore):
         if self._cap < need:
             self._out, self.frames, self._payload_views, self._cap = bytearray(), [], [], 0
             self._grow(need)
+
+    def _propose(self, rows: np.ndarray) -> list[int]:
+        """The proposals and the finiteness check in one C pass (wquant.c)."""
+        native_module()
+        if _qmodule is None:
+            raise RuntimeError(f"the compiled worker core is not here: {_why}")
+        rows = np.ascontiguousarray(rows, dtype=np.float32)
+        self._props = props = np.empty(len(rows), dtype=np.uint8)
+        bad = _qmodule.proposals(rows, self._job.k, props)
+        if bad >= 0:
+            raise NonFiniteError(bad, float(rows.reshape(-1)[bad]))
+        out: list[int] = props.tolist()
+        return out
+
+    def _sums_buffer(self, size: int) -> bytearray:
+        return bytearray()          # the values go straight into the output (wcore.c)
+
+    def write_into(self, out: np.ndarray) -> None:
+        super().write_into(out)
+        self._mod.config(self._c, self._timing.progress_deadline, out)
+        self._vals = out.reshape(-1)
+
+    def _values(self, b0: int, b1: int, length: int) -> np.ndarray:
+        """The values C wrote, after quant.dequantize's checks (raised as it raises them)."""
+        *_, zero_bad, inf_at, inf_val = self._mod.counters(self._c)
+        if zero_bad >= 0:
+            raise QuantError(f"block {zero_bad} has agreed exponent 0 (all zero) but nonzero "
+                             "sums")
+        if inf_at >= 0:
+            raise SumOverflowError(inf_at, inf_val)
+        return self._vals
 
     def __del__(self) -> None:
         if not getattr(self, "_cap", 0):
@@ -225,7 +275,8 @@ class NativeCore(WorkerCore):
 
     def _after(self, code: int) -> None:
         """State and errors after a C call (the reference's messages)."""
-        (*_, running, done, _s, finished, _p, a, b, c, _sp) = self._mod.counters(self._c)
+        (*_, running, done, _s, finished, _p, a, b, c, _sp, _z, _i, _v) = \
+            self._mod.counters(self._c)
         if done and self._running:
             self._fire(Trigger.LAST_RESULT)
             self._finished = finished
@@ -264,7 +315,7 @@ class NativeCore(WorkerCore):
         """The Python core's view of the C state (for its messages, stats and rounds)."""
         (self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
          self._chunks, self._fast, _r, _d, self._started, finished, self._progress,
-         _a, _b, _c, self._rec.spurious) = self._mod.counters(self._c)
+         _a, _b, _c, self._rec.spurious, _z, _i, _v) = self._mod.counters(self._c)
         if _d:
             self._finished = finished
         cur, rounds, want, nxt = self._mod.slots(self._c)

@@ -4,14 +4,18 @@
  * reference; tests/unit/test_worker_native.py runs both on the same frames and clock and
  * compares every frame sent), for what a call does per packet: matching a RESULT or ACK to
  * the slot use in flight (or counting it as a duplicate or stale), exponent agreement, the
- * result's values into the sums, RTT/RTO (RFC 6298), the congestion window, fast retransmit
+ * result's values dequantized into the caller's float32 output, RTT/RTO (RFC 6298), the congestion window, fast retransmit
  * (RACK's reordering window), timers with backoff, and the launch of the next blocks:
  * header words written in the slot's row, the block quantized into it, the frame copied out.
  *
  * The slots' state is one array of `Slot` kept across the calls of the API (the slot table);
  * the per-block arrays (offsets, owners, flags, proposals) and the outputs (agreed exponents,
- * result flags, latencies, the big-endian sums) are buffers of the Python core, written in
- * place, so WorkerCore.result() reads them as it reads its own.
+ * result flags, latencies) are buffers of the Python core, written in place.  A RESULT's
+ * values go straight into the float32 output (`dst`: the tensor, or this rank's shard) when
+ * the result is accepted: int32 times 2^(E-s) in double, rounded once to float32, as
+ * quant.dequantize computes them; its two checks (nonzero sums under EXP_ZERO, an Inf after
+ * the rounding) are recorded (the lowest block, the lowest offset) and raised by
+ * NativeCore.result() as the reference raises them, after the call.
  *
  * Anything that is not a RESULT/ACK of this job (a STATUS, a REJECT, garbage, an ACK for a
  * chunk this rank owns) stops the batch at that frame with SLOW: the Python core handles it
@@ -51,7 +55,7 @@ typedef struct {
 } Slot;
 
 enum { B_TX, B_ROWS, B_OFFSETS, B_DESTS, B_NF, B_MINE, B_PROPS, B_AGREED, B_RFLAGS, B_LAT,
-       B_SUMS, NBUF };
+       B_DST, NBUF };
 
 typedef struct {
     Py_buffer buf[NBUF];
@@ -62,9 +66,14 @@ typedef struct {
     const float *rows;
     const uint32_t *offsets;
     const uint8_t *dests, *nf, *mine, *props;
-    uint8_t *agreed, *rflags, *sums;
+    uint8_t *agreed, *rflags;
+    float *dst;             /* the result: block b's values at (b - dst_b0) * k */
     double *lat;
     int64_t stride, hr, w, nb, k, cap, nout, job_id, shift, fr, window_min;
+    int64_t dst_b0, dst_len;
+    int64_t zero_bad;       /* lowest block (from dst_b0) with sums under EXP_ZERO, or -1 */
+    int64_t inf_at;         /* lowest offset in dst rounded to Inf, or -1 */
+    double inf_val;         /* its value before the rounding */
     double rto_initial, rto_min, rto_max, backoff, deadline;
     int adaptive;
     Slot *s;
@@ -142,20 +151,74 @@ static int queue(Core *c, int64_t i) {
     return OK;
 }
 
-/* Block b's values into slot i's row: rint(x * 2^(s-E)) as big-endian int32 (float64 holds
- * x * 2^d exactly for every float32 x and every d the exponent field allows, so these are
- * quant.quantize_block's integers and the window's float32 ones). */
+/* -- the per-value loops (workers/wvalues.c, compiled before this file) ------------- */
+/* Block b's values into slot i's row: rint(x * 2^(s-E)) as big-endian int32, the integers
+ * of quant.quantize_block (float64) and of the window's float32 ones: multiplying a float32
+ * by a power of two float32 holds is exact (a product below 2^-126 rounds to 0 under rint
+ * either way), and so is rint.  Where 2^(s-E) is beyond float32 (E below 2^-97), float64
+ * and nearbyint, value by value, as the reference's quantize_block. */
 static void quantize(Core *c, int64_t i, int64_t b) {
-    uint8_t *v = c->tx + i * c->stride + c->hr + HB;
+    uint8_t *restrict v = c->tx + i * c->stride + c->hr + HB;
+    const float *restrict x = c->rows + b * c->k;
+    int64_t k = c->k, j = 0;
     int e = c->agreed[b];
     if (e == EXP_ZERO) {
-        memset(v, 0, 4 * c->k);
+        memset(v, 0, 4 * k);
         return;
     }
-    double f = ldexp(1.0, (int)(c->shift - (e - EXP_BIAS)));
-    const float *x = c->rows + b * c->k;
-    for (int64_t j = 0; j < c->k; j++)
-        put32(v + 4 * j, (uint32_t)(int32_t)nearbyint((double)x[j] * f));
+    int d = (int)(c->shift - (e - EXP_BIAS));
+    if (d > F32_MAX_EXP) {
+        double f = ldexp(1.0, d);
+        for (; j < k; j++) put32(v + 4 * j, (uint32_t)(int32_t)nearbyint((double)x[j] * f));
+        return;
+    }
+    quantize_f32(v, x, ldexpf(1.0f, d), k);
+}
+
+/* Block b's sums (big-endian int32 at v) into the output: the result of this rank's block,
+ * dequantized with its agreed exponent E: int32 times 2^(E-s) in double (exact: a 31-bit
+ * integer and an exponent well inside float64's range), rounded once to float32, as
+ * quant.dequantize computes them.  Where no result can be subnormal (2^(E-s) >= 2^-126),
+ * float32 gives the same value: rounding the integer to float32 first and then scaling by a
+ * power of two is the same single rounding when nothing under- or overflows, and overflows
+ * (to Inf) exactly when the rounded value is beyond float32.  Its n real values (the rest of
+ * the K is the last block's padding) are written; the checks of quant.dequantize are kept
+ * and recorded (lowest block, lowest offset) for result(). */
+static void dequantize(Core *c, int64_t b, const uint8_t *restrict v) {
+    int64_t db = b - c->dst_b0, at = db * c->k, n = c->dst_len - at, j = 0;
+    if (n > c->k) n = c->k;
+    float *restrict out = c->dst + at;
+    int e = c->agreed[b];
+    if (e == EXP_ZERO) {
+        /* every rank proposed EXP_ZERO: every rank's values were zeros, so is their sum */
+        uint32_t any = 0;
+        for (int64_t t = 0; t < 4 * c->k; t++) any |= v[t];
+        if (any && (c->zero_bad < 0 || db < c->zero_bad)) c->zero_bad = db;
+        memset(out, 0, sizeof(float) * (size_t)(n > 0 ? n : 0));
+        return;
+    }
+    int m = (int)(e - EXP_BIAS - c->shift);
+    int big = 0;
+    if (m >= -126) {
+        big = dequantize_f32(out, v, ldexpf(1.0f, m), n);
+    } else {
+        const double f = ldexp(1.0, m);
+        for (; j < n; j++) {
+            out[j] = (float)((double)(int32_t)be32(v + 4 * j) * f);
+            big |= isinf(out[j]);
+        }
+    }
+    if (big && (c->inf_at < 0 || at < c->inf_at)) {
+        const double f = ldexp(1.0, m);
+        for (j = 0; j < n; j++)
+            if (isinf(out[j])) {
+                if (c->inf_at < 0 || at + j < c->inf_at) {
+                    c->inf_at = at + j;
+                    c->inf_val = (double)(int32_t)be32(v + 4 * j) * f;
+                }
+                break;
+            }
+    }
 }
 
 static void launch_row(Core *c, int64_t i, int exp, uint32_t round, uint32_t offset, int dest,
@@ -289,7 +352,7 @@ static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, in
     }
     double rtt = now - s->first_sent;
     if (block >= 0) {
-        if (p && c->mine[block]) memcpy(c->sums + block * k4, p + HB, k4);
+        if (p && c->mine[block]) dequantize(c, block, p + HB);
         c->rflags[block] = flags & F_NONFINITE;
         c->lat[block] = rtt;
         c->chunks++;
@@ -439,13 +502,14 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     if (!c) return PyErr_NoMemory();
     PyObject *rounds;
     long long stride, hr, w, nb, k, job_id, shift, adaptive, initial_window, window_min, fr;
-    if (!PyArg_ParseTuple(args, "w*y*y*y*y*y*y*w*w*w*w*OLLLLLLLddddLLLL",
+    long long dst_b0, dst_len;
+    if (!PyArg_ParseTuple(args, "w*y*y*y*y*y*y*w*w*w*w*OLLLLLLLddddLLLLLL",
                           &c->buf[B_TX], &c->buf[B_ROWS], &c->buf[B_OFFSETS], &c->buf[B_DESTS],
                           &c->buf[B_NF], &c->buf[B_MINE], &c->buf[B_PROPS], &c->buf[B_AGREED],
-                          &c->buf[B_RFLAGS], &c->buf[B_LAT], &c->buf[B_SUMS], &rounds,
+                          &c->buf[B_RFLAGS], &c->buf[B_LAT], &c->buf[B_DST], &rounds,
                           &stride, &hr, &w, &nb, &k, &job_id, &shift,
                           &c->rto_initial, &c->rto_min, &c->rto_max, &c->backoff, &adaptive,
-                          &initial_window, &window_min, &fr)) {
+                          &initial_window, &window_min, &fr, &dst_b0, &dst_len)) {
         free(c);
         return NULL;
     }
@@ -459,11 +523,13 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     }
     c->stride = stride; c->hr = hr; c->w = w; c->nb = nb; c->k = k; c->job_id = job_id;
     c->shift = shift; c->adaptive = (int)adaptive; c->window_min = window_min; c->fr = fr;
+    c->dst_b0 = dst_b0; c->dst_len = dst_len; c->zero_bad = c->inf_at = -1;
     if (c->buf[B_TX].len < w * stride || c->buf[B_ROWS].len < (Py_ssize_t)(nb * k * 4) ||
         c->buf[B_OFFSETS].len < nb * 4 || c->buf[B_DESTS].len < nb || c->buf[B_NF].len < nb ||
         c->buf[B_MINE].len < nb || c->buf[B_PROPS].len < nb || c->buf[B_AGREED].len < nb ||
         c->buf[B_RFLAGS].len < nb || c->buf[B_LAT].len < nb * 8 ||
-        c->buf[B_SUMS].len < nb * k * 4 || !PyList_Check(rounds) ||
+        dst_len < 0 || dst_b0 < 0 || c->buf[B_DST].len < dst_len * 4 ||
+        !PyList_Check(rounds) ||
         PyList_GET_SIZE(rounds) < w || w < 1 || k < 1 || w > (1 << SLOT_BITS)) {
         Py_DECREF(cap);
         PyErr_SetString(PyExc_ValueError, "wcore.new: buffers do not match the window");
@@ -479,7 +545,13 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     c->agreed = c->buf[B_AGREED].buf;
     c->rflags = c->buf[B_RFLAGS].buf;
     c->lat = c->buf[B_LAT].buf;
-    c->sums = c->buf[B_SUMS].buf;
+    c->dst = c->buf[B_DST].buf;
+    for (int64_t b = 0; b < nb; b++)   /* every block this rank keeps lies inside dst */
+        if (c->mine[b] && (b < dst_b0 || (b - dst_b0) * k >= dst_len)) {
+            Py_DECREF(cap);
+            PyErr_SetString(PyExc_ValueError, "wcore.new: a kept block lies outside dst");
+            return NULL;
+        }
     c->s = calloc(w, sizeof(Slot));
     c->pending = malloc(sizeof(int64_t) * (w + 1));
     c->fly_cap = 4 * w + 4;
@@ -511,7 +583,7 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     return cap;
 }
 
-/* The (capsule, float) arguments of config, start and tick. */
+/* The (capsule, float) arguments of start and tick. */
 static Core *core_and_float(PyObject *args, double *v) {
     PyObject *cap;
     if (!PyArg_ParseTuple(args, "Od", &cap, v)) return NULL;
@@ -519,11 +591,27 @@ static Core *core_and_float(PyObject *args, double *v) {
 }
 
 static PyObject *w_config(PyObject *self, PyObject *args) {
-    /* (capsule, progress_deadline): set apart from new() for the format's length */
+    /* (capsule, progress_deadline[, dst]): set apart from new() for the format's length;
+     * dst, a writable buffer of at least dst_len float32, replaces the output (before
+     * start: NativeCore.write_into) */
     (void)self;
+    PyObject *cap, *dst = Py_None;
     double d;
-    Core *c = core_and_float(args, &d);
+    if (!PyArg_ParseTuple(args, "Od|O", &cap, &d, &dst)) return NULL;
+    Core *c = get(cap);
     if (!c) return NULL;
+    if (dst != Py_None) {
+        Py_buffer b;
+        if (PyObject_GetBuffer(dst, &b, PyBUF_WRITABLE) < 0) return NULL;
+        if (b.len < c->dst_len * 4) {
+            PyBuffer_Release(&b);
+            PyErr_SetString(PyExc_ValueError, "wcore.config: dst too short");
+            return NULL;
+        }
+        PyBuffer_Release(&c->buf[B_DST]);
+        c->buf[B_DST] = b;
+        c->dst = b.buf;
+    }
     c->deadline = d;
     Py_RETURN_NONE;
 }
@@ -626,12 +714,13 @@ static PyObject *w_counters(PyObject *self, PyObject *cap) {
     (void)self;
     Core *c = get(cap);
     if (!c) return NULL;
-    return Py_BuildValue("(LLLLLLLLiidddLLLL)", (long long)c->sent, (long long)c->retx,
+    return Py_BuildValue("(LLLLLLLLiidddLLLLLLd)", (long long)c->sent, (long long)c->retx,
                          (long long)c->boot, (long long)c->results, (long long)c->dups,
                          (long long)c->stale, (long long)c->chunks, (long long)c->fast,
                          c->running, c->done, c->started, c->finished, c->progress,
                          (long long)c->err_a, (long long)c->err_b, (long long)c->err_c,
-                         (long long)c->spurious);
+                         (long long)c->spurious, (long long)c->zero_bad,
+                         (long long)c->inf_at, c->inf_val);
 }
 
 static PyObject *w_slots(PyObject *self, PyObject *cap) {
