@@ -28,10 +28,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from netsum.rig import Mode, Rig, RigConfig  # noqa: E402
-from netsum.training.compare import TrainOptions, VariantResult, run_variant  # noqa: E402
+from netsum.rig import Mode, Rig, RigConfig
+from netsum.training.compare import TrainOptions, VariantResult, run_variant
 
 VARIANTS = ("gloo", "netsum-hook", "netsum-backend", "netsum-hook/pyroute",
             "netsum-backend/pyroute")
