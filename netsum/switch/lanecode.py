@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from netsum.switch.expressions import parse_hexstr, unwrap
-from netsum.switch.lanes import LanePlan, LaneRun, VectorRange
+from netsum.switch.lanes import LanePlan, LaneRun, VectorRange, mark_refs
 from netsum.switch.layout import Layout
 from netsum.switch.primregistry import Namespace, PrimCtx
 from netsum.switch.stateful import RegisterArray
@@ -23,19 +23,6 @@ from netsum.switch.stateful import RegisterArray
 __all__ = ["run_source", "fallback_source", "LazyFunction"]
 
 Value = tuple[str, bool]           # (source, is an array); an int otherwise
-
-
-def _mark(node: Any, counter: list[int]) -> Any:
-    """Same traversal as lanes._canon: register and field references become {"$pos": k}."""
-    if isinstance(node, dict):
-        if node.get("type") in ("register_array", "field"):
-            k = counter[0]
-            counter[0] += 1
-            return {"$pos": k, "ref": node}
-        return {k: _mark(v, counter) for k, v in sorted(node.items()) if k != "source_info"}
-    if isinstance(node, list):
-        return [_mark(x, counter) for x in node]
-    return node
 
 
 class _Emitter:
@@ -182,7 +169,7 @@ class _Emitter:
         out: list[str] = []
         counter = [0]
         for p in self.run.block:
-            mp = _mark(p, counter)
+            mp = mark_refs(p, counter)
             params = mp["parameters"]
             op = p["op"]
             if op in ("assign", "modify_field"):

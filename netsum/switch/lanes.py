@@ -47,7 +47,7 @@ from netsum.switch.layout import HeaderInfo, Layout
 from netsum.switch.program import Action
 from netsum.switch.stateful import RegisterArray
 
-__all__ = ["MIN_LANES", "LanePlan", "LaneRun", "VectorRange", "plan_lanes"]
+__all__ = ["MIN_LANES", "LanePlan", "LaneRun", "VectorRange", "plan_lanes", "mark_refs"]
 
 MIN_LANES = 4          # fewer lanes are not worth a numpy call
 MAX_BLOCK = 8          # primitives per lane block considered
@@ -104,6 +104,23 @@ class LanePlan:
 
 
 # -- canonical form of primitives -------------------------------------------------------------
+def mark_refs(node: Any, counter: list[int]) -> Any:
+    """`node` with each register and field reference wrapped as {"$pos": k, "ref": node},
+    numbered in _canon's traversal order (sorted keys, source_info left out): the k-th
+    reference is the k-th entry _canon appends to `binds`.  The code generators (lanecode.py,
+    native/cvec.py) read a run's primitives through it."""
+    if isinstance(node, dict):
+        if node.get("type") in ("register_array", "field"):
+            k = counter[0]
+            counter[0] += 1
+            return {"$pos": k, "ref": node}
+        return {k: mark_refs(v, counter) for k, v in sorted(node.items())
+                if k != "source_info"}
+    if isinstance(node, list):
+        return [mark_refs(x, counter) for x in node]
+    return node
+
+
 def _canon(node: Any, binds: list[tuple[Any, ...]]) -> Any:
     """`node` with register and field references replaced by kind markers; the references
     themselves appended to `binds` in traversal order."""

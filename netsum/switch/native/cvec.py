@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from netsum.switch.lanes import LanePlan, LaneRun, VectorRange
+from netsum.switch.lanes import LanePlan, LaneRun, VectorRange, mark_refs
 from netsum.switch.layout import HeaderInfo, Layout
 from netsum.switch.native.cexpr import Decline, hexval, unwrap
 
@@ -101,20 +101,6 @@ def vec_layout(plan: LanePlan | None) -> VecLayout:
     return VecLayout(plan)
 
 
-def _mark(node: Any, counter: list[int]) -> Any:
-    """Register and field references -> {"$pos": k, "ref": node}, numbered in the traversal
-    order of lanes.py's canonical form (sorted keys, source_info left out)."""
-    if isinstance(node, dict):
-        if node.get("type") in ("register_array", "field"):
-            k = counter[0]
-            counter[0] += 1
-            return {"$pos": k, "ref": node}
-        return {k: _mark(v, counter) for k, v in sorted(node.items()) if k != "source_info"}
-    if isinstance(node, list):
-        return [_mark(x, counter) for x in node]
-    return node
-
-
 def _peel(node: Any) -> Any:
     while isinstance(node, dict) and node.get("type") == "expression" and "$pos" not in node:
         node = node.get("value")
@@ -150,7 +136,7 @@ class RunEmitter:
         self.blocks = []
         counter = [0]
         for p in run.block:
-            mp = _mark(p, counter)
+            mp = mark_refs(p, counter)
             self.blocks.append(mp)
             if p["op"] in ("assign", "modify_field", "register_read"):
                 d = mp["parameters"][0]
