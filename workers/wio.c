@@ -469,6 +469,33 @@ static PyObject *io_send(PyObject *self, PyObject *args) {
     return Py_BuildValue("(LL)", (long long)sent, bad);
 }
 
+/* The start of a wake-up of cycle / cycle_many: a batch received into the rows.  Returns -1
+ * (a Python error), IO_CHECK (row *len's bytes are for Python's check; recv resumes after it)
+ * or the batch's status, with the receive counters handed over in *got / *bad. */
+static int io_wake(Io *io, double timeout, unsigned int *len, long long *got, long long *bad) {
+    io_abandon(io);
+    int r = io_recv_batch(io, timeout, 0, 0);
+    if (r < 0) return r;
+    *got = io->got;
+    *bad = io->bad;
+    if (r == IO_CHECK) {
+        io->busy = 1;
+        *len = io->kind == K_UDP ? io->lens[io->j] : io->lens[0];
+        return r;
+    }
+    io->got = io->bad = 0;
+    return r;
+}
+
+/* clock() as a double; -1 with a Python error set when it fails. */
+static int io_now(PyObject *clock, double *now) {
+    PyObject *t = PyObject_CallNoArgs(clock);
+    if (!t) return -1;
+    *now = PyFloat_AsDouble(t);
+    Py_DECREF(t);
+    return *now == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
 /* cycle(io, core, timeout, clock, job) -> (status, rows, x, now, got, bad, sent, txbad):
  * receive a batch, hand it to the core (job >= 0: only if every payload is that job's,
  * else IO_ROUTE), send what it queued.  IO_CHECK: x is the length of row `rows`, for
@@ -484,16 +511,12 @@ static PyObject *io_cycle(PyObject *self, PyObject *args) {
     Io *io = io_get(cap);
     Core *c = get(ccap);
     if (!io || !c) return NULL;
-    io_abandon(io);
-    int r = io_recv_batch(io, timeout, 0, 0);
+    unsigned int len = 0;
+    long long got = 0, bad = 0;
+    int r = io_wake(io, timeout, &len, &got, &bad);
     if (r < 0) return NULL;
-    long long got = io->got, bad = io->bad;
-    if (r == IO_CHECK) {
-        io->busy = 1;
-        unsigned int len = io->kind == K_UDP ? io->lens[io->j] : io->lens[0];
+    if (r == IO_CHECK)
         return Py_BuildValue("(iLIdLLLL)", r, (long long)io->n, len, 0.0, 0LL, 0LL, 0LL, 0LL);
-    }
-    io->got = io->bad = 0;
     int64_t n = io->n, size = HB + 4 * c->k;
     if (!n || size != io->frame - io->skip)
         return Py_BuildValue("(iLIdLLLL)", n ? IO_ROUTE : IO_DONE, (long long)n, 0u, 0.0,
@@ -506,11 +529,8 @@ static PyObject *io_cycle(PyObject *self, PyObject *args) {
                 return Py_BuildValue("(iLIdLLLL)", IO_ROUTE, (long long)n, 0u, 0.0, got, bad,
                                      0LL, 0LL);
         }
-    PyObject *t = PyObject_CallNoArgs(clock);
-    if (!t) return NULL;
-    double now = PyFloat_AsDouble(t);
-    Py_DECREF(t);
-    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    double now;
+    if (io_now(clock, &now) < 0) return NULL;
     c->nout = 0;
     int64_t j = 0;
     int code = OK;
@@ -570,26 +590,19 @@ static PyObject *io_cycle_many(PyObject *self, PyObject *args) {
         qj[q] = PyLong_AsLong(PyTuple_GET_ITEM(quiet, q));
         if (qj[q] == -1 && PyErr_Occurred()) return NULL;
     }
-    io_abandon(io);
-    int r = io_recv_batch(io, timeout, 0, 0);
+    unsigned int len = 0;
+    long long got = 0, bad = 0;
+    int r = io_wake(io, timeout, &len, &got, &bad);
     if (r < 0) return NULL;
-    long long got = io->got, bad = io->bad;
-    if (r == IO_CHECK) {
-        io->busy = 1;
-        unsigned int len = io->kind == K_UDP ? io->lens[io->j] : io->lens[0];
+    if (r == IO_CHECK)
         return Py_BuildValue("(iLdLLLLLOO)", r, (long long)io->n, (double)len, 0LL, 0LL, 0LL,
                              0LL, 0LL, Py_None, Py_None);
-    }
-    io->got = io->bad = 0;
     int64_t n = io->n, size = HB + 4 * cs[0]->k;
     if (!n || size != io->frame - io->skip)
         return Py_BuildValue("(iLdLLLLLOO)", n ? IO_ROUTE : IO_DONE, (long long)n, 0.0, got,
                              bad, 0LL, 0LL, 0LL, Py_None, Py_None);
-    PyObject *t = PyObject_CallNoArgs(clock);
-    if (!t) return NULL;
-    double now = PyFloat_AsDouble(t);
-    Py_DECREF(t);
-    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    double now;
+    if (io_now(clock, &now) < 0) return NULL;
     const uint8_t *rows = io->rx + io->skip;
     int order[IO_MANY], norder = 0, code[IO_MANY];
     int64_t taken[IO_MANY], stop[IO_MANY], sent[IO_MANY];
