@@ -41,7 +41,7 @@ from netsum.workers import wire
 from netsum.workers.cio import ROUTE, CIo, CycleMany
 from netsum.workers.core import CoreState, Event, JobConfig, Step, Timing, WorkerCore
 from netsum.workers.errors import WorkerError
-from netsum.workers.native import NativeCore, native_status
+from netsum.workers.native import OK as _OK, NativeCore, native_status
 from netsum.workers.retxtrace import TracingCore, trace_dir
 from netsum.workers.transport import BatchTransport, Transport
 
@@ -275,7 +275,7 @@ class Driver:
             core = cores[i]
             _taken, nout, sent, code, at = got.per_core[i]
             if code == _OK:
-                self._call(core, out, _after_ok, nout, sent, cio, transport.send_frames)
+                self._call(core, out, _after_ok, nout, sent, transport.send_frames)
             else:
                 self._call(core, out, _finish_stopped, payloads, n, at, code, got.now, cio,
                            transport.send_frames)
@@ -377,10 +377,7 @@ class Driver:
                 self._on_event(ev)
 
 
-_OK = 0     # wcore.c's OK: the payload taken
-
-
-def _after_ok(core: NativeCore, nout: int, sent: int, cio: CIo,
+def _after_ok(core: NativeCore, nout: int, sent: int,
               rest: Callable[[Sequence[memoryview], Sequence[int]], None]) -> None:
     """A core whose payloads C took whole: its state, then what the kernel did not take."""
     core._after(_OK)

@@ -34,9 +34,9 @@ from types import ModuleType
 import numpy as np
 
 from netsum.wire import HEADER_BYTES
-from netsum.workers import wire
+from netsum.workers import quant, wire
 from netsum.workers.coretypes import AgreementError, CoreState, Step, Stats, Trigger
-from netsum.workers.errors import NonFiniteError, QuantError, ResultError, SumOverflowError
+from netsum.workers.errors import NonFiniteError, ResultError, SumOverflowError
 from netsum.workers.core import WorkerCore
 
 __all__ = ["NativeCore", "native_module", "native_status", "ENV"]
@@ -198,8 +198,7 @@ class NativeCore(WorkerCore):
         """The values C wrote, after quant.dequantize's checks (raised as it raises them)."""
         *_, zero_bad, inf_at, inf_val = self._mod.counters(self._c)
         if zero_bad >= 0:
-            raise QuantError(f"block {zero_bad} has agreed exponent 0 (all zero) but nonzero "
-                             "sums")
+            raise quant.zero_block_error(zero_bad)
         if inf_at >= 0:
             raise SumOverflowError(inf_at, inf_val)
         return self._vals

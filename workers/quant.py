@@ -29,7 +29,8 @@ from netsum.workers.errors import NonFiniteError, QuantError, SumOverflowError
 __all__ = [
     "EXP_MIN", "EXP_MAX", "INT32_MAX", "as_tensor", "num_blocks", "scale_shift",
     "block_exponents", "quantize", "quantize_block", "dequantize", "error_bound", "unbias",
-    "blocks", "agreed_exponents", "Sanitized", "sanitize", "class_codes", "apply_classes",
+    "blocks", "agreed_exponents", "zero_block_error", "Sanitized", "sanitize", "class_codes",
+    "apply_classes",
     "CODE_POS_INF", "CODE_NEG_INF", "CODE_NAN", "CODE_RANGE", "CODE_FIELD",
 ]
 
@@ -203,6 +204,12 @@ def quantize_block(row: np.ndarray, agreed: int, shift: int) -> bytes:
     return np.rint(row.astype(np.float64) * factor).astype(">i4").tobytes()
 
 
+def zero_block_error(block: int) -> QuantError:
+    """The error of a result whose block came back with agreed exponent 0 (every rank's block
+    all zero) but nonzero sums: the switch's answer is not a sum of these tensors."""
+    return QuantError(f"block {block} has agreed exponent 0 (all zero) but nonzero sums")
+
+
 def dequantize(sums: np.ndarray, agreed: np.ndarray, num_workers: int, length: int) -> np.ndarray:
     """float32 tensor of `length` elements from (nb, k) int sums (any integer dtype and byte
     order) and their agreed exponents."""
@@ -216,7 +223,7 @@ def dequantize(sums: np.ndarray, agreed: np.ndarray, num_workers: int, length: i
     zero = agreed == EXP_ZERO
     if (sums[zero] != 0).any():
         b = int(np.flatnonzero(zero & (sums != 0).any(axis=1))[0])
-        raise QuantError(f"block {b} has agreed exponent 0 (all zero) but nonzero sums")
+        raise zero_block_error(b)
     # int32 times a power of two is exact in float64 (31-bit integer, exponent within range);
     # float64 -> float32 then rounds once, as astype does.  Cache-sized chunks: the float64
     # temporary never leaves the cache (one pass over memory instead of four).
