@@ -9,13 +9,17 @@ counted at the same block leaders).  A primitive outside the supported set raise
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netsum.switch.actions import LOOP_LIMIT
+from netsum.switch.lanes import LanePlan, LaneRun
 from netsum.switch.layout import Layout
 from netsum.switch.program import Action
 from netsum.switch.native.cexpr import CE, CExpr, Decline, MAX_NATIVE_WIDTH, hexval, store, unwrap
 from netsum.switch.primregistry import StdFields
+
+if TYPE_CHECKING:
+    from netsum.switch.native.cvec import VecLayout
 
 __all__ = ["Gen", "RegInfo", "CalcInfo"]
 
@@ -47,8 +51,8 @@ class Gen:
     fns: list[str] = field(default_factory=list)
     #: the register lanes (netsum/switch/lanes.py LanePlan) and where their vector ranges
     #: live in Pkt.V (cvec.VecLayout); lane runs are emitted as loops (cvec.py)
-    lanes: Any = None
-    vec: Any = None
+    lanes: LanePlan | None = None
+    vec: VecLayout | None = None
     #: register families the lane loops address as one row: consecutive columns (checked
     #: against the bound storage when the module is loaded)
     lane_regs: list[tuple[str, ...]] = field(default_factory=list)
@@ -345,10 +349,11 @@ class Gen:
         self.fns.append(f"static int {fname}(Ctx *c, Pkt *p, const u64 *P) {{\n" +
                         "".join(f"    {s}\n" for s in body if s) + "}\n")
 
-    def lane_run(self, fname: str, a: Action, run: Any) -> list[str]:
+    def lane_run(self, fname: str, a: Action, run: LaneRun) -> list[str]:
         """A lane run (cvec.py): its loop when the index is inside the arrays, else its
         scalar code on the range unpacked into F[] (skips counted there, as always)."""
         from netsum.switch.native.cvec import RunEmitter
+        assert self.lanes is not None and self.vec is not None   # a run comes from them
         scalar: list[str] = []
         for i in range(run.start, run.stop):
             prim = a.primitives[i]

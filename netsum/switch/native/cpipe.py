@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from netsum.match import MatchKind
+from netsum.switch.lanes import LanePlan
 from netsum.switch.layout import Layout
 from netsum.switch.native.cexpr import Decline, MAX_NATIVE_WIDTH, hexval
 from netsum.switch.native.cgen import CalcInfo, Gen, RegInfo
@@ -332,7 +333,7 @@ static int process_pkt(Ctx *c, u64 port, const u8 *data, Py_ssize_t len, u64 now
 
 
 def _egress_writes_v(controls: dict[str, Control], actions: tuple[Action, ...],
-                    lanes: Any) -> bool:
+                    lanes: LanePlan | None) -> bool:
     """May an egress action write a vector range?  Only lane runs write them."""
     if lanes is None or not lanes.runs:
         return False
@@ -344,7 +345,7 @@ def generate(j: dict[str, Any], layout: Layout, std: StdFields, regs: dict[str, 
              ctrs: dict[str, tuple[int, int]], uses_timestamps: bool,
              checksums: tuple[Checksum, ...], actions: tuple[Action, ...],
              parser: Parser, deparser: Deparser, controls: dict[str, Control],
-             lanes: Any = None) -> Program:
+             lanes: LanePlan | None = None) -> Program:
     """The C source of the program (module name left to the builder), or `Decline`.
     `lanes`: the pipeline's LanePlan (netsum/switch/lanes.py), whose runs become loops."""
     _precheck(j, actions, parser, controls)
