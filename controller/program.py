@@ -8,6 +8,8 @@ with the schema's "Did you mean" error instead of a wrong write.
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Mapping
 
 from netsum.controller.errors import JobError
@@ -20,6 +22,7 @@ __all__ = [
     "DMAC", "ARP", "SERVICE_SRC", "JOB", "MEMBER", "EPOCH", "REPLICA", "RESULT_PORT", "DROP_SIM_IN",
     "DROP_SIM_OUT", "DROP_ACTIONS", "FLOOD_MGID", "JOB_COUNTERS", "REFUSALS", "PORT_COUNTERS",
     "entry", "next_epoch", "job_mgid", "replica_rid", "drop_threshold", "max_jobs", "slot_pool",
+    "built_k",
 ]
 
 DMAC = "NetsumIngress.dmac"                  # ethernet.dstAddr → forward(port) | broadcast(mgid)
@@ -142,3 +145,10 @@ def slot_pool(schema: Schema, default: int) -> int:
         if r.preamble.name.endswith(".bitmap"):
             return r.size // 2
     return default
+
+
+def built_k(register_names: Iterable[str]) -> int | None:
+    """The K a netsum.p4 pipeline was built for, from its P4Info's register names (one value
+    register `val<i>` per lane of the packet); None for a program without them."""
+    lanes = [n for n in register_names if re.fullmatch(r"(?:.*\.)?val\d+", n)]
+    return len(lanes) or None

@@ -39,16 +39,16 @@ import contextlib
 import ctypes
 import json
 import os
-import re
 import secrets
 import socket
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from netsum.controller.errors import AllocationError, ControllerError
 from netsum.controller.fabric import Controller
+from netsum.controller.program import built_k
 from netsum.controller.leases import Heartbeat, Lease, create_leased, lease_of, reclaim_dead, release
 from netsum.controller.topology import Host, JobSpec, Topology, load_topology
 from netsum.training.lanes import LaneSpec
@@ -60,7 +60,7 @@ from netsum.workers.transport import Transport, parse_hostport
 from netsum.workers.wire import Endpoint
 
 __all__ = ["RegistrationError", "TrainingJob", "Rendezvous", "StoreRendezvous", "env_int",
-           "env_k", "switch_k", "host_for_rank", "per_rank", "register", "join", "unregister", "open_transport", "in_netns",
+           "env_k", "host_for_rank", "per_rank", "register", "join", "unregister", "open_transport", "in_netns",
            "MAX_JOB_ID"]
 
 MAX_JOB_ID = 255   # the program's per-job counters have 256 cells (NETSUM_MAX_JOBS)
@@ -221,7 +221,7 @@ def _create(topo: Topology, hosts: list[str], lanes: int, slots: int, held: set[
         ctl.connect()
         ctl.adopt()
         for sw in topo.switches:
-            built = switch_k(ctl.schema(sw.name).registers.by_name)
+            built = built_k(ctl.schema(sw.name).registers.by_name)
             if built is not None and built != k:
                 beyond = " (beyond Tofino-class hardware)" if built > K_HARDWARE_MAX else ""
                 raise RegistrationError(
@@ -382,13 +382,6 @@ def _k(k: int | None, env: Mapping[str, str]) -> int:
         raise RegistrationError(f"k={k}: values per packet must be one of "
                                 f"{', '.join(map(str, K_SUPPORTED))}")
     return k
-
-
-def switch_k(register_names: Iterable[str]) -> int | None:
-    """The K a netsum.p4 pipeline was built for, from its P4Info's register names (one value
-    register `val<i>` per lane of the packet); None for a program without them."""
-    lanes = [n for n in register_names if re.fullmatch(r"(?:.*\.)?val\d+", n)]
-    return len(lanes) or None
 
 
 @contextlib.contextmanager

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from netsum.controller.topology import parse_topology
+from netsum.controller.program import built_k as switch_k
 from netsum.training.register import (RegistrationError, StoreRendezvous, env_k, host_for_rank,
-                                      per_rank, register, switch_k)
+                                      per_rank, register)
 from netsum.training.stepsplit import split_step, union_length
 
 TOPO = """
