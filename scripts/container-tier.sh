@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The container tier: builds the Containerfile's image and runs netsum's unit and unprivileged
-# end-to-end tiers inside it (every test not marked privileged), then the demo (UDP-port mode). Exit status: the tests' (pytest's
+# end-to-end tiers inside it (every test not marked privileged, or --marks), then the demo (UDP-port mode). Exit status: the tests' (pytest's
 # own code), or the demo's when the tests passed and the demo did not; 2 for a set-up error.
 #
 #   scripts/container-tier.sh [--fresh] [--form auto|run|build] [--demo-form auto|run|build]
-#                             [--tests PATHS] [--no-demo] [-- PYTEST_ARGS...]
+#                             [--tests PATHS] [--marks EXPR] [--no-demo] [-- PYTEST_ARGS...]
 #
 #   --fresh      use a private, temporary image store (podman only), removed at exit: every
 #                image is built from nothing, as on a new machine (CI does this)
@@ -15,6 +15,9 @@
 #   --demo-form  the same choice for the demo (default: --form's)
 #   --tests      the test paths inside the image (default `tests`: both tiers; CI gives
 #                `tests/e2e`, its host step having run the unit tier already)
+#   --marks      the pytest marker expression (default `not privileged`; it must exclude
+#                privileged tests. CI gives `not privileged and not slow`: its host step ran the
+#                slow ones as root with the compiled paths, and they would double its time)
 #
 # The base image is debian:12: used when present, else pulled, else (no registry reachable)
 # made with debootstrap from the Debian mirror of this machine's apt sources and imported as
@@ -23,13 +26,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fresh=0 form=auto demo_form="" demo=1 tests=tests pytest_args=()
+fresh=0 form=auto demo_form="" demo=1 tests=tests marks="not privileged" pytest_args=()
 while [ $# -gt 0 ]; do
     case $1 in
         --fresh) fresh=1 ;;
         --form) form=${2:?--form needs auto, run or build}; shift ;;
         --demo-form) demo_form=${2:?--demo-form needs auto, run or build}; shift ;;
         --tests) tests=${2:?--tests needs test paths}; shift ;;
+        --marks) marks=${2:?--marks needs a marker expression}; shift ;;
         --no-demo) demo=0 ;;
         -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         --) shift; pytest_args=("$@"); break ;;
@@ -38,6 +42,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 demo_form=${demo_form:-$form}
+# A container has no CAP_NET_ADMIN: an expression that lets privileged tests in would fail them.
+case $marks in *"not privileged"*) ;; *) echo "container-tier: --marks '$marks' must exclude privileged tests ('not privileged and ...')" >&2; exit 2 ;; esac
 for f in "$form" "$demo_form"; do
     case $f in auto|run|build) ;; *) echo "container-tier: form '$f' is not auto, run or build" >&2; exit 2 ;; esac
 done
@@ -181,7 +187,8 @@ run_in_image() {  # FORM TARGET ARGS_NAME ARGS...
     if [ "$f" = run ]; then
         set +e
         if [ "$target" = test ]; then
-            "${run_engine[@]}" run "${run_opts[@]}" -e "NETSUM_TESTS=$tests" -e "PYTEST_ADDOPTS=$*" \
+            "${run_engine[@]}" run "${run_opts[@]}" -e "NETSUM_TESTS=$tests" -e "NETSUM_MARKS=$marks" \
+                -e "PYTEST_ADDOPTS=$*" \
                 "$IMAGE" 2>&1 | tee "$log"
         else
             "${run_engine[@]}" run "${run_opts[@]}" "$IMAGE" .venv/bin/netsum demo "$@" 2>&1 | tee "$log"
@@ -194,6 +201,7 @@ run_in_image() {  # FORM TARGET ARGS_NAME ARGS...
     set +e
     "${engine[@]}" build "${build_opts[@]}" --target "$target" -t "localhost/netsum:$target" \
         --build-arg "NETSUM_RUN=$(date +%s%N)" --build-arg "NETSUM_TESTS=$tests" \
+        --build-arg "NETSUM_MARKS=$marks" \
         --build-arg "$argname=$*" -f Containerfile . 2>&1 \
         | tee "$log"
     set -e
@@ -207,7 +215,7 @@ run_in_image() {  # FORM TARGET ARGS_NAME ARGS...
 }
 
 t0=$(now)
-say "tests not marked privileged under '$tests' inside the image ($form form)"
+say "tests marked '$marks' under '$tests' inside the image ($form form)"
 if run_in_image "$form" test PYTEST_ADDOPTS "${pytest_args[@]}"; then rc_tests=0; else rc_tests=$?; fi
 t_tests=$(( $(now) - t0 ))
 summary=$(grep -E '^=+ .*(passed|failed|errors?|skipped|deselected|no tests ran).* in [0-9.]+s' \
