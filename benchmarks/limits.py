@@ -6,6 +6,8 @@ benchmarks/bare_limits.c (built here with the C compiler) runs one forwarder and
 processes that keep 64 frames of one netsum frame's size in flight (throughput), and one
 sender with one frame in flight (round-trip time), over:
   * udp: loopback UDP, recvmmsg/sendmmsg batches (what netsum's C port loop does per frame);
+  * gso: the same with UDP GSO/GRO: datagrams to one address sent as one sendmsg (UDP_SEGMENT),
+    received coalesced (UDP_GRO), forwarded as one GSO send (what NETSUM_UDP_GSO=1 does);
   * shm: a ring pair per sender in shared memory with the discipline of netsum/shmring.py
     (a frame copied out of one ring and into the other, a spin, then an eventfd doorbell).
 A completed slot costs a switch n frames in and n out, which the forwarder does as n
@@ -69,7 +71,7 @@ def run_all(seconds: float, senders: int, k: int, spin_us: int) -> list[Limit]:
     with tempfile.TemporaryDirectory(prefix="netsum-limits-") as tmp:
         exe = build(Path(tmp))
         return [measure(exe, kind, n, frame, w, seconds, spin_us)
-                for n, w in ((senders, 64), (1, 1)) for kind in ("udp", "shm")]
+                for n, w in ((senders, 64), (1, 1)) for kind in ("udp", "gso", "shm")]
 
 
 def print_limits(limits: list[Limit], k: int) -> None:
