@@ -85,14 +85,15 @@ def plan_groups(lengths: list[int], max_bytes: int = MAX_BYTES,
                 max_segments: int = MAX_SEGMENTS) -> list[tuple[int, int]]:
     """(first, count) of each send when datagrams of `lengths` (to one destination, in this
     order) are grouped as ioloop.c groups them: a run of equal lengths, optionally ended by
-    one shorter datagram (a GSO send's last segment may be shorter), at most `max_segments`
-    datagrams and `max_bytes` bytes; count 1 is a plain send."""
+    one shorter datagram (a GSO send's last segment may be shorter, but not empty: an empty
+    datagram would vanish in it), at most `max_segments` datagrams and `max_bytes` bytes;
+    count 1 is a plain send."""
     out: list[tuple[int, int]] = []
     i, n = 0, len(lengths)
     while i < n:
         seg, total, j = lengths[i], lengths[i], i + 1
         while j < n and j - i < max_segments and total + lengths[j] <= max_bytes and \
-                lengths[j] <= seg:
+                0 < lengths[j] <= seg:
             total += lengths[j]
             j += 1
             if lengths[j - 1] < seg:

@@ -442,7 +442,7 @@ static Py_ssize_t gso_run(const Loop *L, Py_ssize_t i, Py_ssize_t b) {
     Py_ssize_t seg = L->out[L->order[i]].len, total = seg, j = i + 1;
     while (j < b && j - i < GSO_SEGS) {
         Py_ssize_t len = L->out[L->order[j]].len;
-        if (len > seg || total + len > GSO_BYTES) break;
+        if (len == 0 || len > seg || total + len > GSO_BYTES) break;   /* empty: its own send */
         total += len;
         j++;
         if (len < seg) break;            /* a shorter segment ends the send */
