@@ -152,6 +152,7 @@ class NativeIO:
                 return
             self.mod = mod
             self.device.stat_sources.append(self.take_stats)
+            self.device.udp_gso = self.gso_stats
         self.loop = loop            # published last: run() uses it from here on
         self._set(RUNNING)
 
@@ -218,9 +219,10 @@ class NativeIO:
                 setattr(stats, name, getattr(stats, name) + v)
 
     def gso_stats(self) -> dict[str, int]:
-        """The C loop's GSO/GRO counters since the last call (not in Device.stats: the Python
-        loop sends one by one): coalesced buffers received and their datagrams, GSO sends and
-        their datagrams, sends the kernel refused as GSO; `ports_on`: UDP ports sending GSO."""
+        """The C loop's GSO/GRO counters so far (not in Device.stats: the Python loop sends
+        one by one; served by GetStats as `udp_gso`): coalesced buffers received and their
+        datagrams, GSO sends and their datagrams, sends the kernel refused as GSO;
+        `ports_on`: UDP ports sending GSO now."""
         if self.loop is None or self.mod is None:
             return {}
         names = ("rx_buffers", "rx_segments", "tx_sends", "tx_segments", "refused", "ports_on")

@@ -699,7 +699,8 @@ static PyObject *m_run(PyObject *self, PyObject *const *args, Py_ssize_t n) {
 }
 
 /* gso_stats(loop) -> (coalesced buffers received, their datagrams, GSO sends, their
- * datagrams, GSO sends refused) since the last call; ports with GSO on now */
+ * datagrams, GSO sends refused) since the loop was made; ports with GSO on now.  Read while
+ * the loop may run without the GIL: a figure may lag by the wake-up in progress. */
 static PyObject *m_gso_stats(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
     if (n != 1) { PyErr_SetString(PyExc_TypeError, "gso_stats(loop)"); return NULL; }
@@ -709,7 +710,6 @@ static PyObject *m_gso_stats(PyObject *self, PyObject *const *args, Py_ssize_t n
     for (int i = 0; i < L->nports; i++) on += L->ports[i].kind == KIND_UDP && L->ports[i].gso;
     PyObject *t = Py_BuildValue("(KKKKKi)", L->gcnt[0], L->gcnt[1], L->gcnt[2], L->gcnt[3],
                                 L->gcnt[4], on);
-    if (t) memset(L->gcnt, 0, sizeof L->gcnt);
     return t;
 }
 
@@ -735,7 +735,7 @@ static PyMethodDef methods[] = {
     {"new", (PyCFunction)(void (*)(void))m_new, METH_FASTCALL, "a loop over port sockets"},
     {"run", (PyCFunction)(void (*)(void))m_run, METH_FASTCALL, "serve the ports for a while"},
     {"take_stats", (PyCFunction)(void (*)(void))m_take_stats, METH_FASTCALL, "counters since last call"},
-    {"gso_stats", (PyCFunction)(void (*)(void))m_gso_stats, METH_FASTCALL, "GSO/GRO counters since last call"},
+    {"gso_stats", (PyCFunction)(void (*)(void))m_gso_stats, METH_FASTCALL, "GSO/GRO counters so far"},
     {NULL, NULL, 0, NULL}
 };
 
