@@ -11,8 +11,10 @@ UDP_GRO gets them one by one (the kernel segments them on delivery).
 
 Used by the switch's UDP-tunnel ports (netsum/switch/native/ioloop.c: a coalesced buffer
 is split into its datagrams, each its own frame through the pipeline; outputs of equal length
-to one port go out as one GSO send) and by the workers' UDP sockets (workers/wio.c: a core's
-queued frames, all of one length, as GSO sends).  `NETSUM_UDP_GSO=0` turns both off (A/B
+to one port go out as one GSO send) and by the workers' UDP sockets (workers/wgso.c: a core's
+queued frames, all of one length, as GSO sends).  GSO sends go to loopback addresses only
+(`sends_to`); GRO, which only changes how a socket hands over what already arrived, is on
+wherever the C loops read.  `NETSUM_UDP_GSO=0` turns both off (A/B
 runs); the kernel refusing a GSO send (EIO, EINVAL, ENOPROTOOPT, EOPNOTSUPP: no checksum
 offload on the route, a segment above the route's MTU, ...) turns it off for that socket
 and the same frames go out one by one.
@@ -23,11 +25,12 @@ aside).  It imports nothing of the project.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 
 __all__ = ["ENV", "SOL_UDP", "UDP_SEGMENT", "UDP_GRO", "MAX_SEGMENTS", "MAX_BYTES", "enabled",
-           "enable_gro", "segments", "segment_size", "split", "plan_groups"]
+           "sends_to", "enable_gro", "segments", "segment_size", "split", "plan_groups"]
 
 ENV = "NETSUM_UDP_GSO"
 SOL_UDP = 17                # <netinet/udp.h>: IPPROTO_UDP as a socket level
@@ -41,6 +44,16 @@ def enabled() -> bool:
     """Whether GSO/GRO may be used: Linux, and NETSUM_UDP_GSO is not "0"."""
     return os.environ.get(ENV, "1").strip() != "0" and hasattr(socket, "CMSG_SPACE") and \
         os.uname().sysname == "Linux"
+
+
+def sends_to(host: str) -> bool:
+    """Whether datagrams to `host` may leave as GSO sends: enabled() and a loopback address.
+    Not over a real or virtual link (veth, Mininet): a GSO send reaches the link's qdisc as
+    one large packet, so shaping (tbf, netem) would see one 64 KB burst, not its datagrams."""
+    try:
+        return enabled() and ipaddress.ip_address(host.partition("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def enable_gro(sock: socket.socket) -> bool:

@@ -19,7 +19,8 @@ rows are set up (`attach`), and then:
   by the driver, and it and the cores after it send from Python, in the same order.
 
 Over UDP, C sends a core's frames (one length, back to back) as GSO sends of up to 64
-datagrams each, and with UDP_GRO on the socket reads coalesced buffers and copies each
+datagrams each where the destination is a loopback address (the UDP-tunnel ports; not the
+kernel-UDP transport in Mininet or namespaces, whose links may be shaped), and with UDP_GRO on the socket reads coalesced buffers and copies each
 datagram into its own row (workers/wgso.c, netsum/udpgso.py; `NETSUM_UDP_GSO=0`: off), so
 the checks, rows and counters after the read are the same; `gso_stats()` counts both.
 
@@ -102,7 +103,7 @@ class CIo:
         io = cls(cap, mod, rows, headlen, frame, counters)
         if udpgso.enabled():
             rx = udpgso.enable_gro(sock)
-            _tx, on = mod.io_gso(cap, True, rx)
+            _tx, on = mod.io_gso(cap, udpgso.sends_to(dest[0]), rx)
             if rx and not on:           # too few rows for a coalesced buffer: one by one
                 sock.setsockopt(udpgso.SOL_UDP, udpgso.UDP_GRO, 0)
             io.gro = bool(on)

@@ -1,5 +1,6 @@
 /* UDP GSO/GRO for the worker's C I/O over UDP (netsum/udpgso.py has the why and the knob,
- * NETSUM_UDP_GSO): appended before wio.c, which owns a `Gso` per UDP Io where it is on.
+ * NETSUM_UDP_GSO): appended before wio.c, which owns a `Gso` per UDP Io where it is on
+ * (sends: to a loopback destination only, workers/cio.py decides).
  *
  * Send: a core's queued frames are all one length and lie back to back (`out`, `stride`),
  * so up to GSO_SEGS of them (and GSO_BYTES) go out as ONE message: one iovec over the run

@@ -214,3 +214,31 @@ def test_gso_off_sends_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     assert status == nio.RUNNING
     assert len(frames) == _expected_out() and all(seg == 0 for seg, _n in bufs)
     assert gso["tx_sends"] == 0 and gso["ports_on"] == 0
+
+
+def test_gso_sends_go_to_loopback_peers_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(udpgso.ENV, "1")
+    assert udpgso.sends_to("127.0.0.1") and udpgso.sends_to("127.3.2.1") and \
+        udpgso.sends_to("::1")
+    assert not udpgso.sends_to("10.0.0.1") and not udpgso.sends_to("192.0.2.7")
+    assert not udpgso.sends_to("localhost")          # ports hold numeric peers
+    monkeypatch.setenv(udpgso.ENV, "0")
+    assert not udpgso.sends_to("127.0.0.1")
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"native backend not buildable: {WHY}")
+def test_a_port_whose_peer_is_not_loopback_sends_one_by_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A UDP tunnel to another host may cross a shaped link: no GSO sends there (GRO on its
+    socket is harmless: it only changes how what arrived is handed over)."""
+    monkeypatch.setenv(udpgso.ENV, "1")
+    monkeypatch.setenv(nio.ENV, "1")
+    ps = PortSet([parse_port_spec("1@udp:127.0.0.1:0=127.0.0.1:9"),
+                  parse_port_spec("2@udp:127.0.0.1:0=192.0.2.7:9")], _device())
+    ps.open()
+    try:
+        assert ps.fast is not None and ps.fast.ready
+        assert ps.fast.gso_stats()["ports_on"] == 1 and ps.fast._gso == [1]
+        assert ps.ports[1].gro and ps.ports[2].gro
+    finally:
+        ps.close()

@@ -109,3 +109,23 @@ def test_coalesced_deliveries_give_what_one_by_one_gives(
     if junk:
         assert sum(res.stats.rejected for res in got.results.values()) + \
             sum(c[2] + c[3] for c in got.counters.values()), "no hostile datagram"
+
+
+def test_gso_sends_only_to_a_loopback_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from netsum.workers.transport import FrameTransport
+    monkeypatch.setenv(udpgso.ENV, "1")
+    for dest, tx in ((("127.0.0.1", 9), 1), (("192.0.2.7", 9), 0)):
+        t = FrameTransport(dest, test_cio.local(0), test_cio.SERVICE, k=test_cio.K)
+        try:
+            assert t.cio is not None and t.cio.gro
+            got = t.cio.gso_stats()
+            assert (got["tx_on"], got["rx_on"]) == (tx, 1), dest
+        finally:
+            t.close()
+    monkeypatch.setenv(udpgso.ENV, "0")
+    t = FrameTransport(("127.0.0.1", 9), test_cio.local(0), test_cio.SERVICE, k=test_cio.K)
+    try:
+        assert t.cio is not None and not t.cio.gro
+        assert t.cio.gso_stats()["tx_on"] == 0
+    finally:
+        t.close()

@@ -10,7 +10,7 @@ port's ring per wake-up, its outputs put in the peer's ring; before sleeping the
 for $NETSUM_SHM_SPIN_US (default 0) on the rings, then arms their doorbells, which poll()
 watches with the sockets.  UDP-tunnel ports use GSO/GRO (netsum/udpgso.py, ioloop.c): a
 coalesced receive is split into its datagrams, and a port's outputs of one length leave as
-one GSO send; `gso_stats` counts both (NETSUM_UDP_GSO=0: plain sendmmsg).  A peer connecting to a port's socket makes run() return
+one GSO send where the peer is a loopback address; `gso_stats` counts both (NETSUM_UDP_GSO=0: plain sendmmsg).  A peer connecting to a port's socket makes run() return
 (CONTROL) so that the PortSet accepts or refuses it.  It is the same semantics or it does
 not run:
 
@@ -108,6 +108,8 @@ class NativeIO:
         self.status = "python: C port loop not loaded yet"
         self._ports: list[tuple[Any, ...]] = []
         self._control = list(control or [])
+        #: UDP ports whose outputs may leave as GSO sends: loopback peers (udpgso.sends_to)
+        self._gso: list[int] = []
         self.spin_us = int(spin_seconds() * 1e6)
         for number, sock, kind, peer in ports:
             if kind == KIND_SHM:
@@ -119,6 +121,8 @@ class NativeIO:
                     raise ValueError(f"port {number}: UDP peer {peer[0]} is not a numeric "
                                      "address")
                 self._ports.append((number, sock.fileno(), kind, got[0], got[1], peer[1]))
+                if udpgso.sends_to(peer[0]):
+                    self._gso.append(number)
             else:
                 self._ports.append((number, sock.fileno(), kind, 0, b"", 0))
         self._lock = device.lock
@@ -143,7 +147,7 @@ class NativeIO:
         try:
             mod = build_module(src, IO_CFLAGS, "nsio")
             loop = mod.new(self._ports, -1 if self.device.cpu_port is None
-                           else self.device.cpu_port, self._control, int(udpgso.enabled()))
+                           else self.device.cpu_port, self._control, self._gso)
         except (BuildError, OSError, ValueError, TypeError) as e:
             self._set(f"python: C port loop build failed: {e}", logging.WARNING)
             return

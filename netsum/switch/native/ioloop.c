@@ -137,20 +137,18 @@ static void loop_free(PyObject *cap) {
 static Loop *get_loop(PyObject *cap) { return (Loop *)PyCapsule_GetPointer(cap, "netsum.ioloop"); }
 
 /* new([(number, fd, kind, family, addr_bytes, peer_port[, shm]), ...], cpu_port or -1,
- *     [control fd, ...], gso); shm: shm_init's tuple, for KIND_SHM (fd: the switch's
- *     doorbell); gso: 1 to send the UDP ports' outputs as GSO sends where they group */
+ *     [control fd, ...], [port number, ...]); shm: shm_init's tuple, for KIND_SHM (fd: the
+ *     switch's doorbell); the last list: the UDP ports whose outputs go as GSO sends */
 static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 4 || !PyList_Check(args[0]) || !PyList_Check(args[2])) {
+    if (n != 4 || !PyList_Check(args[0]) || !PyList_Check(args[2]) || !PyList_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError,
-                        "new(ports: list, cpu_port: int, control: list, gso: int)");
+                        "new(ports: list, cpu_port: int, control: list, gso: list)");
         return NULL;
     }
     Py_ssize_t np = PyList_GET_SIZE(args[0]), nc = PyList_GET_SIZE(args[2]);
     long cpu = PyLong_AsLong(args[1]);
     if (cpu == -1 && PyErr_Occurred()) return NULL;
-    int gso = PyObject_IsTrue(args[3]);
-    if (gso < 0) return NULL;
     Loop *L = (Loop *)PyMem_Calloc(1, sizeof(Loop));
     if (!L) return PyErr_NoMemory();
     L->sink.emit = emit;
@@ -195,7 +193,6 @@ static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
                 goto fail;
             }
             p->family = family; p->port = (uint16_t)port;
-            p->gso = gso;
             memcpy(p->addr, addr, (size_t)alen);
             memset(&p->peer, 0, sizeof p->peer);
             if (family == AF_INET) {
@@ -213,6 +210,13 @@ static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         L->index[number] = (int)i;
         L->pfd[i].fd = fd;
         L->pfd[i].events = POLLIN;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(args[3]); i++) {
+        long number = PyLong_AsLong(PyList_GET_ITEM(args[3], i));
+        if (number == -1 && PyErr_Occurred()) goto fail;
+        if (number >= 0 && number <= MAX_PORT && L->index[number] >= 0 &&
+                L->ports[L->index[number]].kind == KIND_UDP)
+            L->ports[L->index[number]].gso = 1;
     }
     for (Py_ssize_t i = 0; i < nc; i++) {
         int fd = (int)PyLong_AsLong(PyList_GET_ITEM(args[2], i));
