@@ -163,3 +163,22 @@ static int64_t gro_read(Gso *g, int fd, uint8_t *rows, int64_t rowlen, unsigned 
     }
     return at - m;
 }
+
+/* (Re)make *slot for GSO sends (tx) and GRO reads (rx: only with GRO_ROOM rows); -1: no
+ * memory. */
+static int gso_setup(Gso **slot, int tx, int rx, int64_t limit) {
+    rx = rx && limit >= GRO_ROOM;
+    gso_free(*slot);
+    *slot = NULL;
+    if ((tx || rx) && !(*slot = gso_new(tx, rx))) return -1;
+    return 0;
+}
+
+/* The counters since the last call and whether sends / reads are on (zeros without a Gso). */
+static PyObject *gso_stats_take(Gso *g) {
+    if (!g) return Py_BuildValue("(LLLLLLii)", 0LL, 0LL, 0LL, 0LL, 0LL, 0LL, 0, 0);
+    PyObject *t = Py_BuildValue("(LLLLLLii)", g->rx_bufs, g->rx_segs, g->tx_sends, g->tx_segs,
+                                g->refused, g->cut, g->tx_on, g->rx_on);
+    g->rx_bufs = g->rx_segs = g->tx_sends = g->tx_segs = g->refused = g->cut = 0;
+    return t;
+}

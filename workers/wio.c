@@ -724,10 +724,7 @@ static PyObject *io_gso(PyObject *self, PyObject *args) {
     Io *io = io_get(cap);
     if (!io) return NULL;
     if (io->kind != K_UDP) { PyErr_SetString(PyExc_ValueError, "wio.gso: UDP only"); return NULL; }
-    rx = rx && io->limit >= GRO_ROOM;
-    gso_free(io->gso);
-    io->gso = NULL;
-    if ((tx || rx) && !(io->gso = gso_new(tx, rx))) return PyErr_NoMemory();
+    if (gso_setup(&io->gso, tx, rx, io->limit) < 0) return PyErr_NoMemory();
     return Py_BuildValue("(ii)", io->gso ? io->gso->tx_on : 0, io->gso ? io->gso->rx_on : 0);
 }
 
@@ -736,14 +733,7 @@ static PyObject *io_gso(PyObject *self, PyObject *args) {
 static PyObject *io_gso_stats(PyObject *self, PyObject *cap) {
     (void)self;
     Io *io = io_get(cap);
-    if (!io) return NULL;
-    Gso *g = io->gso, zero;
-    memset(&zero, 0, sizeof zero);
-    if (!g) g = &zero;
-    PyObject *t = Py_BuildValue("(LLLLLLii)", g->rx_bufs, g->rx_segs, g->tx_sends, g->tx_segs,
-                                g->refused, g->cut, g->tx_on, g->rx_on);
-    g->rx_bufs = g->rx_segs = g->tx_sends = g->tx_segs = g->refused = g->cut = 0;
-    return t;
+    return io ? gso_stats_take(io->gso) : NULL;
 }
 
 static PyObject *io_close(PyObject *self, PyObject *cap) {
