@@ -242,3 +242,26 @@ def test_a_port_whose_peer_is_not_loopback_sends_one_by_one(
         assert ps.ports[1].gro and ps.ports[2].gro
     finally:
         ps.close()
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"native backend not buildable: {WHY}")
+def test_a_refused_gso_send_goes_out_one_by_one_and_gso_stays_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel refuses GSO on a socket without UDP checksums (SO_NO_CHECK: EINVAL): the
+    same frames must still leave, in order, and the port sends one by one from then on."""
+    monkeypatch.setenv(udpgso.ENV, "1")
+    dev = _device()
+    with looped(dev, [1, 2, 3], "c") as lp:
+        lp.ps.ports[2].sock.setsockopt(socket.SOL_SOCKET, 11, 1)      # SO_NO_CHECK
+        lp.peers[2].setsockopt(udpgso.SOL_UDP, udpgso.UDP_GRO, 1)
+        sender, dest = lp.peers[1], lp.addr[1]
+        frames = [_frame(300, i) for i in range(20)]
+        for _ in range(2):
+            with dev.lock:                      # one wake-up: a run of 20 for port 2
+                _gso_send(sender, frames, dest)
+            lp.taken += len(frames)
+            lp._wait(10.0)
+        got, bufs = _collect(lp.peers[2], 40)
+        gso = lp.ps.fast.gso_stats()
+    assert [g[34:] for g in got] == [f[34:] for f in frames] * 2 and len(bufs) == 40   # past IPv4
+    assert gso["refused"] == 1 and gso["tx_sends"] == 0 and gso["ports_on"] == 2

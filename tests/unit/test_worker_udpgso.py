@@ -111,6 +111,31 @@ def test_coalesced_deliveries_give_what_one_by_one_gives(
             sum(c[2] + c[3] for c in got.counters.values()), "no hostile datagram"
 
 
+def test_a_refused_gso_send_leaves_one_by_one(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel refuses GSO on a socket without UDP checksums (SO_NO_CHECK: EINVAL): every
+    worker must still send exactly the frames of the Python loops, GSO off after the first."""
+    kind, n, length, loss, dup, reorder, junk = CASES[0]
+    seed = n * 100 + length
+    (tmp_path / "pyio").mkdir()
+    ref = run_job(kind, "pyio", tmp_path / "pyio", seed, n, length, loss, dup, reorder, junk)
+    monkeypatch.setenv(udpgso.ENV, "1")
+    co = Coalescing(monkeypatch)
+    init = test_cio.Port.__init__
+
+    def no_check(port: Any, *args: Any) -> None:
+        init(port, *args)
+        port.transport._sock._sock.setsockopt(socket.SOL_SOCKET, 11, 1)   # SO_NO_CHECK
+    monkeypatch.setattr(test_cio.Port, "__init__", no_check)
+    (tmp_path / "cio").mkdir()
+    got = run_job(kind, "cio", tmp_path / "cio", seed, n, length, loss, dup, reorder, junk)
+    for r in range(n):
+        assert got.sent[r] == ref.sent[r], f"worker {r} sent other frames"
+        assert got.counters[r] == ref.counters[r], r
+    assert co.stats["refused"] == n and co.stats["tx_sends"] == 0
+    assert co.stats["rx_buffers"] > 0                # receiving coalesced is unaffected
+
+
 def test_gso_sends_only_to_a_loopback_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     from netsum.workers.transport import FrameTransport
     monkeypatch.setenv(udpgso.ENV, "1")
