@@ -569,8 +569,8 @@ static PyObject *io_cycle(PyObject *self, PyObject *args) {
  * Driver._route_frames does it in Python: each received payload goes to the core of its job
  * id (jobs[i] is cores[i]'s), in the batch's order; a payload of no core is counted in
  * `foreign` unless its job is in `quiet`.  Each core's queued frames go out in the order in
- * which its job first appeared in the batch (`order`: core indices), all in one sendmmsg /
- * ring put, up to the first core that stopped: a core stops at a payload take() leaves to
+ * which its job first appeared in the batch (`order`: core indices), all in one sendmmsg
+ * (with GSO sends: core by core, wgso.c) / ring put, up to the first core that stopped: a core stops at a payload take() leaves to
  * Python (SLOW) or refuses (an error code); its remaining payloads are not taken, and it and
  * every core after it in `order` are sent by Python once it handled the stop.  per_core[i] =
  * (payloads taken, frames queued, frames sent, code, index in the batch where it stopped or

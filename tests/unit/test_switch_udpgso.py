@@ -265,3 +265,28 @@ def test_a_refused_gso_send_goes_out_one_by_one_and_gso_stays_off(
         gso = lp.ps.fast.gso_stats()
     assert [g[34:] for g in got] == [f[34:] for f in frames] * 2 and len(bufs) == 40   # past IPv4
     assert gso["refused"] == 1 and gso["tx_sends"] == 0 and gso["ports_on"] == 2
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"native backend not buildable: {WHY}")
+@pytest.mark.parametrize("io", ["c", "python-split"])
+def test_a_coalesced_buffer_from_a_foreign_address_never_reaches_the_program(
+        monkeypatch: pytest.MonkeyPatch, io: str) -> None:
+    """A buffer has one source: from anyone but the port's peer, each of its datagrams is
+    counted in udp_foreign and none is run (the C loop, and the Python loop's split)."""
+    monkeypatch.setenv(udpgso.ENV, "1")
+    dev = _device()
+    frames = [_frame(300, i) for i in range(5)]
+    with looped(dev, [1, 2], "c") as lp:
+        if io == "c":
+            with dev.lock:
+                _gso_send(lp.foreign, frames, lp.addr[1])
+            lp.taken += len(frames)
+            lp._wait(10.0)
+        else:
+            lp._stop = True                     # the test drives the Python drain itself
+            lp._thread.join(10)
+            _gso_send(lp.foreign, frames, lp.addr[1])
+            time.sleep(0.05)
+            lp.ps._drain(lp.ps.ports[1])
+        stats = dev.stats.as_dict()
+    assert stats["udp_foreign"] == 5 and stats["rx_packets"] == 0 and stats["tx_packets"] == 0
