@@ -6,6 +6,13 @@
  *   bare_limits udp|shm NSENDERS FRAME WINDOW SECONDS SPIN_US
  *
  * udp: loopback UDP sockets, recvmmsg/sendmmsg batches of up to 64 (as netsum's C port loop).
+ * gsonogro: as gso, but the senders' sockets without UDP_GRO (they receive datagram by
+ *      datagram; the kernel segments the forwarder's GSO sends on delivery).
+ * gso: the same sockets with UDP GSO/GRO (Linux >= 5.0): every socket has UDP_GRO on, so
+ *      datagrams sent together to it arrive as one buffer (its cmsg gives the segment size);
+ *      each received buffer goes back as ONE sendmsg with a UDP_SEGMENT cmsg (the senders'
+ *      window too is sent that way), still batched with recvmmsg/sendmmsg.  Forwards are
+ *      counted per datagram (segment), so the figure compares with udp's directly.
  * shm: a ring pair per sender in shared memory (the discipline of netsum/shmring.py: u32
  *      free-running head/tail, descriptors of offset and length, a frame copied out of the
  *      ring and into the other ring as the switch does, a spin of SPIN_US then wake = 1, a
@@ -16,6 +23,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -32,7 +40,7 @@
 
 #define BATCH 64
 #define SLOTS 512
-#define BUF 2048
+#define BUF 4352                 /* a K = 1024 frame (4162 bytes) fits */
 
 static double now(void) {
     struct timespec t;
@@ -99,6 +107,119 @@ static void udp_forwarder(int s, double end) {
         if (n <= 0) continue;
         for (int i = 0; i < n; i++) v[i].iov_len = m[i].msg_len;
         sendmmsg(s, m, (unsigned)n, 0);
+    }
+}
+
+
+/* -- gso: UDP segmentation offload both ways ----------------------------------------- */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#define GBATCH 16
+#define GBUF 65536
+#define GCTL CMSG_SPACE(sizeof(uint16_t))
+
+typedef struct {
+    char buf[GBATCH][GBUF];
+    struct mmsghdr m[GBATCH];
+    struct iovec v[GBATCH];
+    struct sockaddr_in a[GBATCH];
+    union { struct cmsghdr h; char b[64]; } c[GBATCH];
+} Gso;
+
+static void gso_arm(Gso *g) {
+    for (int i = 0; i < GBATCH; i++) {
+        g->v[i].iov_base = g->buf[i]; g->v[i].iov_len = GBUF;
+        memset(&g->m[i], 0, sizeof g->m[i]);
+        g->m[i].msg_hdr.msg_iov = &g->v[i]; g->m[i].msg_hdr.msg_iovlen = 1;
+        g->m[i].msg_hdr.msg_name = &g->a[i]; g->m[i].msg_hdr.msg_namelen = sizeof g->a[i];
+        g->m[i].msg_hdr.msg_control = g->c[i].b; g->m[i].msg_hdr.msg_controllen = sizeof g->c[i].b;
+    }
+}
+
+/* The segment size of received message i (its whole length when not coalesced). */
+static int gso_seg(Gso *g, int i) {
+    struct msghdr *h = &g->m[i].msg_hdr;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+            int v; memcpy(&v, CMSG_DATA(c), sizeof v); return v;
+        }
+    return (int)g->m[i].msg_len;
+}
+
+/* Turn received message i into one GSO send of the same bytes (segment `seg`). */
+static void gso_reply(Gso *g, int i, int seg, int named) {
+    struct msghdr *h = &g->m[i].msg_hdr;
+    g->v[i].iov_len = g->m[i].msg_len;
+    if (!named) { h->msg_name = NULL; h->msg_namelen = 0; }
+    h->msg_control = g->c[i].b; h->msg_controllen = GCTL;
+    struct cmsghdr *c = CMSG_FIRSTHDR(h);
+    c->cmsg_level = SOL_UDP; c->cmsg_type = UDP_SEGMENT; c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t s16 = (uint16_t)seg; memcpy(CMSG_DATA(c), &s16, sizeof s16);
+}
+
+static int gso_socket_on(int s) {
+    int one = 1;
+    return setsockopt(s, SOL_UDP, UDP_GRO, &one, sizeof one);
+}
+
+/* Sends `count` frames to the connected forwarder as GSO sends of up to `per` segments. */
+static void gso_send(int s, Gso *g, int frame, int per, long count) {
+    while (count > 0) {
+        int k = count < per ? (int)count : per;
+        struct msghdr *h = &g->m[0].msg_hdr;
+        g->m[0].msg_len = (unsigned)(k * frame);
+        gso_reply(g, 0, frame, 0);
+        if (k == 1) { h->msg_control = NULL; h->msg_controllen = 0; }
+        sendmsg(s, h, 0);
+        count -= k;
+    }
+}
+
+/* gro: 0 for the `gsonogro` mode (senders send with GSO, receive datagram by datagram). */
+static long gso_sender(struct sockaddr_in *fwd, int frame, int window, double end, int gro) {
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    int big = 4 << 20;
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    connect(s, (struct sockaddr *)fwd, sizeof *fwd);
+    if (gro) gso_socket_on(s);
+    static Gso g;
+    int per = 65507 / frame; if (per > 64) per = 64;
+    gso_arm(&g);
+    gso_send(s, &g, frame, per, window);
+    long got = 0;
+    struct pollfd p = {s, POLLIN, 0};
+    while (now() < end) {
+        gso_arm(&g);
+        if (poll(&p, 1, 50) <= 0) { send(s, g.buf[0], (size_t)frame, 0); continue; }
+        int n = recvmmsg(s, g.m, GBATCH, MSG_DONTWAIT, NULL);
+        if (n <= 0) continue;
+        long segs = 0;
+        for (int i = 0; i < n; i++) {
+            int seg = gso_seg(&g, i);
+            segs += ((int)g.m[i].msg_len + seg - 1) / seg;
+        }
+        got += segs;
+        gso_arm(&g);
+        gso_send(s, &g, frame, per, segs);    /* the same number of frames straight back */
+    }
+    return got;
+}
+
+static void gso_forwarder(int s, double end) {
+    static Gso g;
+    gso_socket_on(s);
+    struct pollfd p = {s, POLLIN, 0};
+    while (now() < end) {
+        gso_arm(&g);
+        if (poll(&p, 1, 50) <= 0) continue;
+        int n = recvmmsg(s, g.m, GBATCH, MSG_DONTWAIT, NULL);
+        if (n <= 0) continue;
+        for (int i = 0; i < n; i++) gso_reply(&g, i, gso_seg(&g, i), 1);
+        sendmmsg(s, g.m, (unsigned)n, 0);
     }
 }
 
@@ -191,10 +312,11 @@ static void shm_forwarder(Pair *ps, int n, double end, double spin) {
 
 int main(int argc, char **argv) {
     if (argc != 7) {
-        fprintf(stderr, "usage: %s udp|shm NSENDERS FRAME WINDOW SECONDS SPIN_US\n", argv[0]);
+        fprintf(stderr, "usage: %s udp|gso|gsonogro|shm NSENDERS FRAME WINDOW SECONDS SPIN_US\n", argv[0]);
         return 2;
     }
-    int shm = strcmp(argv[1], "shm") == 0;
+    int shm = strcmp(argv[1], "shm") == 0, gso = strcmp(argv[1], "gso") == 0,
+        nogro = strcmp(argv[1], "gsonogro") == 0;
     int n = atoi(argv[2]), frame = atoi(argv[3]), window = atoi(argv[4]);
     double secs = atof(argv[5]), spin = atof(argv[6]) * 1e-6;
     if (n < 1 || n > 64 || frame < 1 || frame > BUF || window < 1 || window > SLOTS / 2) return 2;
@@ -223,13 +345,16 @@ int main(int argc, char **argv) {
         if (fork() == 0) {
             while (now() < start) usleep(1000);
             counts[i] = shm ? shm_sender(&pairs[i], frame, window, end, spin)
+                      : gso || nogro ? gso_sender(&fwd, frame, window, end, gso)
                             : udp_sender(&fwd, frame, window, end);
             _exit(0);
         }
     }
     double c0 = cpu_of(RUSAGE_SELF);
     while (now() < start) usleep(1000);
-    if (shm) shm_forwarder(pairs, n, end, spin); else udp_forwarder(s, end);
+    if (shm) shm_forwarder(pairs, n, end, spin);
+    else if (gso || nogro) gso_forwarder(s, end);
+    else udp_forwarder(s, end);
     double fwd_cpu = cpu_of(RUSAGE_SELF) - c0;
     for (int i = 0; i < n; i++) wait(NULL);
     long total = 0;

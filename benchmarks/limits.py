@@ -6,6 +6,10 @@ benchmarks/bare_limits.c (built here with the C compiler) runs one forwarder and
 processes that keep 64 frames of one netsum frame's size in flight (throughput), and one
 sender with one frame in flight (round-trip time), over:
   * udp: loopback UDP, recvmmsg/sendmmsg batches (what netsum's C port loop does per frame);
+  * gso: the same with UDP GSO/GRO: datagrams to one address sent as one sendmsg (UDP_SEGMENT),
+    received coalesced (UDP_GRO), forwarded as one GSO send (what NETSUM_UDP_GSO=1 does);
+  * gsonogro: as gso, the senders' sockets without UDP_GRO (the kernel segments the
+    forwarder's GSO sends on delivery: what a peer without GRO costs the forwarder);
   * shm: a ring pair per sender in shared memory with the discipline of netsum/shmring.py
     (a frame copied out of one ring and into the other, a spin, then an eventfd doorbell).
 A completed slot costs a switch n frames in and n out, which the forwarder does as n
@@ -69,16 +73,16 @@ def run_all(seconds: float, senders: int, k: int, spin_us: int) -> list[Limit]:
     with tempfile.TemporaryDirectory(prefix="netsum-limits-") as tmp:
         exe = build(Path(tmp))
         return [measure(exe, kind, n, frame, w, seconds, spin_us)
-                for n, w in ((senders, 64), (1, 1)) for kind in ("udp", "shm")]
+                for n, w in ((senders, 64), (1, 1)) for kind in ("udp", "gso", "gsonogro", "shm")]
 
 
 def print_limits(limits: list[Limit], k: int) -> None:
     print(f"bare C forward loops ({packet_bytes(k)}-byte frames, K={k}):")
-    print(f"  {'kind':>4} {'senders':>7} {'window':>6} {'forwards/s':>11} {'fwd µs CPU':>10} "
+    print(f"  {'kind':>8} {'senders':>7} {'window':>6} {'forwards/s':>11} {'fwd µs CPU':>10} "
           f"{'senders µs':>10} {'RTT µs':>8} {'ceiling M elem/s':>16}")
     for m in limits:
         ceiling = m.forwards * k / m.senders / 1e6
-        print(f"  {m.kind:>4} {m.senders:>7} {m.window:>6} {m.forwards:>11.0f} "
+        print(f"  {m.kind:>8} {m.senders:>7} {m.window:>6} {m.forwards:>11.0f} "
               f"{m.forwarder_us:>10.2f} {m.senders_us:>10.2f} {m.rtt_us:>8.1f} "
               f"{ceiling if m.window > 1 else float('nan'):>16.2f}")
 

@@ -18,6 +18,12 @@ rows are set up (`attach`), and then:
   sendmmsg; a core that stops at a payload (one it leaves to Python, or an error) is finished
   by the driver, and it and the cores after it send from Python, in the same order.
 
+Over UDP, C sends a core's frames (one length, back to back) as GSO sends of up to 64
+datagrams each where the destination is a loopback address (the UDP-tunnel ports; not the
+kernel-UDP transport in Mininet or namespaces, whose links may be shaped), and with UDP_GRO on the socket reads coalesced buffers and copies each
+datagram into its own row (workers/wgso.c, netsum/udpgso.py; `NETSUM_UDP_GSO=0`: off), so
+the checks, rows and counters after the read are the same; `gso_stats()` counts both.
+
 The transports' counters are kept as before (C reports what it read, sent and found bad).
 `NETSUM_WORKER_CIO=0` keeps the I/O in Python (the compiled core still runs), as
 `NETSUM_WORKER_NATIVE=0` (everything in Python) and a machine without a C compiler do;
@@ -31,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from netsum import udpgso
 from netsum.workers.errors import TransportError
 from netsum.workers.native import native_module, native_status
 
@@ -79,6 +86,8 @@ class CIo:
         #: impossible ring indices and descriptors seen (shm), folded by the link
         self.bad = 0
         self.tx_bad = 0
+        #: UDP: datagrams may arrive coalesced (UDP_GRO on the socket): C splits them
+        self.gro = False
 
     @classmethod
     def udp(cls, sock: socket.socket, buf: bytearray, rows: list[memoryview], rowlen: int,
@@ -91,7 +100,14 @@ class CIo:
         ip = int.from_bytes(socket.inet_aton(dest[0]), "big")
         cap = mod.io_udp(sock.fileno(), buf, len(rows), rowlen, skip, frame, headlen, ip,
                          dest[1])
-        return cls(cap, mod, rows, headlen, frame, counters)
+        io = cls(cap, mod, rows, headlen, frame, counters)
+        if udpgso.enabled():
+            rx = udpgso.enable_gro(sock)
+            _tx, on = mod.io_gso(cap, udpgso.sends_to(dest[0]), rx)
+            if rx and not on:           # too few rows for a coalesced buffer: one by one
+                sock.setsockopt(udpgso.SOL_UDP, udpgso.UDP_GRO, 0)
+            io.gro = bool(on)
+        return io
 
     @classmethod
     def shm(cls, peer: Any, spin: float, buf: bytearray, rows: list[memoryview], rowlen: int,
@@ -108,6 +124,14 @@ class CIo:
                          lay.buffers(TO_SWITCH), peer.rx._bell, peer.tx._bell, spin, buf,
                          len(rows), rowlen, skip, frame, headlen)
         return cls(cap, mod, rows, headlen, frame, counters)
+
+    def gso_stats(self) -> dict[str, int]:
+        """GSO/GRO since the last call (UDP; zeros where off): coalesced buffers read and
+        their datagrams, GSO sends and their datagrams, sends refused as GSO, datagrams cut
+        for want of rows; whether GSO sends and GRO reads are on now."""
+        names = ("rx_buffers", "rx_segments", "tx_sends", "tx_segments", "refused", "cut",
+                 "tx_on", "rx_on")
+        return dict(zip(names, self._mod.io_gso_stats(self._cap)))
 
     def close(self) -> None:
         self._mod.io_close(self._cap)

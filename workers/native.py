@@ -95,7 +95,8 @@ def _load() -> None:
         _why = why
         return
     here = resources.files("netsum.workers")
-    text = "".join(here.joinpath(f).read_text() for f in ("wvalues.c", "wcore.c", "wio.c"))
+    text = "".join(here.joinpath(f).read_text() for f in ("wvalues.c", "wcore.c", "wgso.c",
+                                                              "wio.c"))
     source = _PRELUDE + text
     qsource = "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n" + \
         here.joinpath("wquant.c").read_text()

@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from netsum.wire import HEADER_BYTES, K_DEFAULT, K_SUPPORTED, UDP_PORT
+from netsum import udpgso
 from netsum.workers import mmsg, wire
 from netsum.workers.cio import CIo, CycleMany
 from netsum.workers.errors import TransportError, WireError
@@ -141,6 +142,8 @@ class _Socket:
         self._mmsg_rows: list[memoryview] | None = None
         #: the receive and send loops in C (workers/cio.py), once rows are attached
         self.cio: CIo | None = None
+        #: UDP_GRO is on (the C loops asked for it): a read may give several datagrams
+        self._gro = False
 
     @property
     def address(self) -> tuple[str, int]:
@@ -199,6 +202,10 @@ class _Socket:
         if self._mmsg is not None and self._mmsg_rows is rx.rows:
             self.cio = CIo.udp(self._sock, rx.buf, rx.rows, rx.width, skip, frame, headlen, dest,
                                self.counters)
+        gro = self.cio is not None and self.cio.gro
+        if self._gro and not gro:       # the Python loops read one datagram at a time
+            self._sock.setsockopt(udpgso.SOL_UDP, udpgso.UDP_GRO, 0)
+        self._gro = gro
 
     @property
     def syscalls(self) -> str:
@@ -303,8 +310,22 @@ class _Socket:
             ready, _, _ = select.select([self._sock], [], [], timeout)
             if not ready:
                 return []
-        out = []
+        out: list[bytes] = []
         for _ in range(_DRAIN):
+            if len(out) >= _DRAIN:
+                break
+            if self._gro:               # a buffer may hold several datagrams: split it
+                try:
+                    data, anc, _fl, _a = self._sock.recvmsg(65535, 64)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except ConnectionRefusedError:
+                    continue
+                except OSError as exc:
+                    raise TransportError(f"receiving: {exc.strerror}") from None
+                out += [data[o:o + n] for o, n in udpgso.split(len(data),
+                                                              udpgso.segment_size(anc))]
+                continue
             try:
                 out.append(self._sock.recv(65535))
             except (BlockingIOError, InterruptedError):

@@ -13,6 +13,9 @@
  *     buffer area, an impossible head counted and the ring resynchronised, every frame copied
  *     into its row before anything looks at it), the eventfd doorbells as Consumer.wait and
  *     Producer.notify ring them.
+ *   - UDP GSO/GRO (wgso.c, netsum/udpgso.py; NETSUM_UDP_GSO=0: off): the queued frames leave
+ *     as GSO sends of up to 64, and with UDP_GRO on the socket a coalesced buffer's datagrams
+ *     are copied into rows one each, so everything after the read is as without it.
  *
  * The frame check is the transports' fast one: the datagram's length is the one valid length
  * and its first `headlen` bytes equal those of a frame that passed every check before (the
@@ -57,6 +60,7 @@ typedef struct {
     int bell_rx, bell_tx;
     double spin;
     int64_t tx_bad;
+    Gso *gso;                          /* udp: GSO sends / GRO reads where on (wgso.c) */
 } Io;
 
 static void io_release(Io *io) {
@@ -64,6 +68,8 @@ static void io_release(Io *io) {
     if (io->reg_held) PyBuffer_Release(&io->regb);
     io->rx_held = io->reg_held = 0;
     io->closed = 1;
+    gso_free(io->gso);
+    io->gso = NULL;
 }
 
 static void io_free(PyObject *cap) {
@@ -123,9 +129,12 @@ static int row_ok(Io *io, int64_t n, unsigned int len) {
 static int udp_read(Io *io, double timeout) {       /* 0, or -1 with a Python error */
     int waited = timeout <= 0;
     io->m = 0;
+    int gro = io->gso && io->gso->rx_on;
     while (io->m < io->limit) {
-        int r = recvmmsg(io->fd, io->rxh + io->m, (unsigned int)(io->limit - io->m),
-                         MSG_DONTWAIT | MSG_TRUNC, NULL);
+        int r = gro ? (int)gro_read(io->gso, io->fd, io->rx, io->rowlen, io->lens, io->m,
+                                    io->limit)
+                    : recvmmsg(io->fd, io->rxh + io->m, (unsigned int)(io->limit - io->m),
+                               MSG_DONTWAIT | MSG_TRUNC, NULL);
         if (r < 0) {
             if (errno == ECONNREFUSED) continue;      /* an earlier datagram's ICMP */
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -135,10 +144,12 @@ static int udp_read(Io *io, double timeout) {       /* 0, or -1 with a Python er
             r = 0;
         }
         if (r > 0) {
-            for (int i = 0; i < r; i++) io->lens[io->m + i] = io->rxh[io->m + i].msg_len;
+            if (!gro)
+                for (int i = 0; i < r; i++) io->lens[io->m + i] = io->rxh[io->m + i].msg_len;
             io->m += r;
             continue;
         }
+        if (gro && io->limit - io->m < GRO_ROOM) break;   /* full: the rest waits its turn */
         if (io->m || waited) break;
         waited = 1;
         int w = wait_fd(io->fd, timeout);
@@ -280,6 +291,10 @@ static PyObject *recv_result(Io *io, int r) {
 static int64_t io_send_out(Io *io, const uint8_t *out, int64_t stride, int64_t count) {
     int64_t at = 0;
     if (io->kind == K_UDP) {
+        if (io->gso && io->gso->tx_on && count > 1) {
+            int64_t s = gso_send(io->gso, io->fd, &io->dest, out, stride, count);
+            if (s >= 0) return s;        /* else refused: one by one below */
+        }
         while (at < count) {
             int64_t m = count - at < IO_DRAIN ? count - at : IO_DRAIN;
             for (int64_t j = 0; j < m; j++) {
@@ -554,8 +569,8 @@ static PyObject *io_cycle(PyObject *self, PyObject *args) {
  * Driver._route_frames does it in Python: each received payload goes to the core of its job
  * id (jobs[i] is cores[i]'s), in the batch's order; a payload of no core is counted in
  * `foreign` unless its job is in `quiet`.  Each core's queued frames go out in the order in
- * which its job first appeared in the batch (`order`: core indices), all in one sendmmsg /
- * ring put, up to the first core that stopped: a core stops at a payload take() leaves to
+ * which its job first appeared in the batch (`order`: core indices), all in one sendmmsg
+ * (with GSO sends: core by core, wgso.c) / ring put, up to the first core that stopped: a core stops at a payload take() leaves to
  * Python (SLOW) or refuses (an error code); its remaining payloads are not taken, and it and
  * every core after it in `order` are sent by Python once it handled the stop.  per_core[i] =
  * (payloads taken, frames queued, frames sent, code, index in the batch where it stopped or
@@ -641,7 +656,7 @@ static PyObject *io_cycle_many(PyObject *self, PyObject *args) {
     long long total = 0, txbad;
     int upto = 0;
     while (upto < norder && code[order[upto]] == OK) upto++;
-    if (io->kind == K_UDP) {
+    if (io->kind == K_UDP && !(io->gso && io->gso->tx_on)) {
         int o = 0;
         int64_t at = 0;                    /* next frame of core order[o] */
         int full = 0;
@@ -677,13 +692,13 @@ static PyObject *io_cycle_many(PyObject *self, PyObject *args) {
             }
             if (got_m < m) full = 1;       /* Python sends the rest, waiting or counting */
         }
-    } else {
+    } else {                               /* shm, and UDP with GSO: core by core */
         for (int o = 0; o < upto; o++) {
             Core *c = cs[order[o]];
             int64_t s1 = c->nout ? io_send_out(io, c->out, c->stride, c->nout) : 0;
             sent[order[o]] = s1;
             total += s1;
-            if (s1 < c->nout) break;       /* the ring is full: the rest is Python's */
+            if (s1 < c->nout) break;       /* the ring or socket is full: the rest is Python's */
         }
     }
     txbad = io->tx_bad;
@@ -697,6 +712,28 @@ static PyObject *io_cycle_many(PyObject *self, PyObject *args) {
                                                (long long)sent[i], code[i], (long long)stop[i]));
     return Py_BuildValue("(iLdLLLLLNN)", IO_DONE, (long long)n, now, got, bad, foreign,
                          total, txbad, ord, per);
+}
+
+/* gso(io, tx, rx): GSO sends (tx) and GRO reads (rx: the socket has UDP_GRO on) for a UDP
+ * Io; rx needs at least GRO_ROOM rows.  -> (tx on, rx on) */
+static PyObject *io_gso(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    int tx, rx;
+    if (!PyArg_ParseTuple(args, "Opp", &cap, &tx, &rx)) return NULL;
+    Io *io = io_get(cap);
+    if (!io) return NULL;
+    if (io->kind != K_UDP) { PyErr_SetString(PyExc_ValueError, "wio.gso: UDP only"); return NULL; }
+    if (gso_setup(&io->gso, tx, rx, io->limit) < 0) return PyErr_NoMemory();
+    return Py_BuildValue("(ii)", io->gso ? io->gso->tx_on : 0, io->gso ? io->gso->rx_on : 0);
+}
+
+/* gso_stats(io) -> (coalesced buffers read, their datagrams, GSO sends, their datagrams,
+ * refused sends, datagrams cut, tx on, rx on) since the last call */
+static PyObject *io_gso_stats(PyObject *self, PyObject *cap) {
+    (void)self;
+    Io *io = io_get(cap);
+    return io ? gso_stats_take(io->gso) : NULL;
 }
 
 static PyObject *io_close(PyObject *self, PyObject *cap) {
@@ -725,6 +762,8 @@ static PyMethodDef methods[] = {
     {"io_cycle", io_cycle, METH_VARARGS, "receive, take, send: one wake-up"},
     {"io_cycle_many", io_cycle_many, METH_VARARGS,
      "receive, route by job id, take, send: one wake-up of several cores"},
+    {"io_gso", io_gso, METH_VARARGS, "GSO sends / GRO reads on a UDP Io"},
+    {"io_gso_stats", io_gso_stats, METH_O, "GSO/GRO counters since the last call"},
     {"io_close", io_close, METH_O, "let go of the buffers"},
     {NULL, NULL, 0, NULL},
 };

@@ -66,6 +66,8 @@ class Device:
         self.stat_sources: list[Callable[[Stats], None]] = []
         #: Which port loop serves the packets and why (set by the port layer; GetStats).
         self.io_status = "python"
+        #: the C port loop's UDP GSO/GRO counters (netsum/switch/native/io.py), once it runs
+        self.udp_gso: Callable[[], dict[str, int]] | None = None
 
     @property
     def stats(self) -> Stats:

@@ -13,6 +13,9 @@ One thread runs the port loop.  The C loop (netsum/switch/native/io.py: recvmmsg
 the native pipeline) serves the ports whenever it can do exactly what the Python loop does;
 otherwise one selector over all sockets calls `Device.receive` per frame and the device calls
 back `PortSet.transmit` for outputs.  `io_status` says which loop runs and why.
+With the C loop, UDP-tunnel sockets get UDP_GRO (netsum/udpgso.py, NETSUM_UDP_GSO=0: not):
+datagrams a peer sent as one GSO send arrive as one buffer, which either loop splits into
+the datagrams, each delivered as its own frame, in order, as if received one by one.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from netsum import udpgso
 from netsum.shmring import Layout, ShmServer
 from netsum.switch.device import MAX_FRAME, Device
 from netsum.switch.native import io as nio
@@ -140,7 +144,7 @@ class _Control:
 
 
 class _Port:
-    __slots__ = ("spec", "sock", "shm", "peer", "pcap_in", "pcap_out")
+    __slots__ = ("spec", "sock", "shm", "peer", "pcap_in", "pcap_out", "gro")
 
     def __init__(self, spec: PortSpec, sock: socket.socket | None,
                  shm: ShmServer | None = None) -> None:
@@ -152,6 +156,8 @@ class _Port:
         self.peer = _resolve(spec, sock) if spec.kind is PortKind.UDP else None
         self.pcap_in: PcapWriter | None = None
         self.pcap_out: PcapWriter | None = None
+        #: UDP_GRO is on: a received buffer may hold several datagrams (netsum/udpgso.py)
+        self.gro = False
 
 
 def _resolve(spec: PortSpec, sock: socket.socket | None) -> tuple[str, int]:
@@ -229,6 +235,10 @@ class PortSet:
                      for fd in p.shm.control_fds()])
             except ValueError as e:
                 ok, why = False, str(e)
+        if ok:
+            for p in self.ports.values():
+                if p.spec.kind is PortKind.UDP and p.sock is not None:
+                    p.gro = udpgso.enable_gro(p.sock)
         if not ok:
             self._io_why = f"python: {why}"
             self.device.io_status = self._io_why
@@ -361,6 +371,9 @@ class PortSet:
         peer_host, peer_port = p.peer or ("", -1)
         stats = self.device.stats
         plain = p.pcap_in is None and self.log is None
+        if p.gro:
+            self._drain_gro(p)
+            return
         for _ in range(_BATCH):
             try:
                 data, addr = sock.recvfrom(MAX_FRAME + 1)
@@ -379,6 +392,28 @@ class PortSet:
                 receive(num, data)
             else:
                 self._deliver(p, num, data, receive)
+
+    def _drain_gro(self, p: _Port) -> None:
+        """_drain for a socket with UDP_GRO on: a buffer that arrived coalesced is split into
+        its datagrams (netsum/udpgso.py's rule, ioloop.c's), each delivered as one frame; one
+        source address for all of them."""
+        sock = p.sock
+        assert sock is not None
+        receive, num = self.device.receive, p.spec.number
+        peer_host, peer_port = p.peer or ("", -1)
+        for _ in range(_BATCH):
+            try:
+                data, anc, _flags, addr = sock.recvmsg(MAX_FRAME + 1, 64)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            parts = udpgso.split(len(data), udpgso.segment_size(anc))
+            if addr[1] != peer_port or addr[0] != peer_host:
+                self.device.stats.udp_foreign += len(parts)
+                continue
+            for off, length in parts:
+                self._deliver(p, num, data[off:off + length], receive)
 
     def _drain_shm(self, p: _Port, shm: ShmServer) -> None:
         """Up to _BATCH frames of the port's ring, each copied out before the program sees it

@@ -8,7 +8,9 @@ pipeline without a Python object, one sendmmsg per egress port.  Shared-memory p
 (netsum/shmring.py, shmport.c) are served in the same pass: up to 64 frames taken from a
 port's ring per wake-up, its outputs put in the peer's ring; before sleeping the loop spins
 for $NETSUM_SHM_SPIN_US (default 0) on the rings, then arms their doorbells, which poll()
-watches with the sockets.  A peer connecting to a port's socket makes run() return
+watches with the sockets.  UDP-tunnel ports use GSO/GRO (netsum/udpgso.py, ioloop.c): a
+coalesced receive is split into its datagrams, and a port's outputs of one length leave as
+one GSO send where the peer is a loopback address; `gso_stats` counts both (NETSUM_UDP_GSO=0: plain sendmmsg).  A peer connecting to a port's socket makes run() return
 (CONTROL) so that the PortSet accepts or refuses it.  It is the same semantics or it does
 not run:
 
@@ -39,6 +41,7 @@ from importlib import resources
 from types import ModuleType
 from typing import Any
 
+from netsum import udpgso
 from netsum.shmring import HEAD, TAIL, TO_PEER, TO_SWITCH, WAKE, ShmServer, spin_seconds
 from netsum.switch.native.build import IO_CFLAGS, BuildError, available, build_module, is_built
 from netsum.switch.stats import Stats
@@ -105,6 +108,8 @@ class NativeIO:
         self.status = "python: C port loop not loaded yet"
         self._ports: list[tuple[Any, ...]] = []
         self._control = list(control or [])
+        #: UDP ports whose outputs may leave as GSO sends: loopback peers (udpgso.sends_to)
+        self._gso: list[int] = []
         self.spin_us = int(spin_seconds() * 1e6)
         for number, sock, kind, peer in ports:
             if kind == KIND_SHM:
@@ -116,6 +121,8 @@ class NativeIO:
                     raise ValueError(f"port {number}: UDP peer {peer[0]} is not a numeric "
                                      "address")
                 self._ports.append((number, sock.fileno(), kind, got[0], got[1], peer[1]))
+                if udpgso.sends_to(peer[0]):
+                    self._gso.append(number)
             else:
                 self._ports.append((number, sock.fileno(), kind, 0, b"", 0))
         self._lock = device.lock
@@ -140,7 +147,7 @@ class NativeIO:
         try:
             mod = build_module(src, IO_CFLAGS, "nsio")
             loop = mod.new(self._ports, -1 if self.device.cpu_port is None
-                           else self.device.cpu_port, self._control)
+                           else self.device.cpu_port, self._control, self._gso)
         except (BuildError, OSError, ValueError, TypeError) as e:
             self._set(f"python: C port loop build failed: {e}", logging.WARNING)
             return
@@ -149,6 +156,7 @@ class NativeIO:
                 return
             self.mod = mod
             self.device.stat_sources.append(self.take_stats)
+            self.device.udp_gso = self.gso_stats
         self.loop = loop            # published last: run() uses it from here on
         self._set(RUNNING)
 
@@ -213,6 +221,16 @@ class NativeIO:
         for name, v in zip(_COUNTERS, self.mod.take_stats(self.loop)):
             if v:
                 setattr(stats, name, getattr(stats, name) + v)
+
+    def gso_stats(self) -> dict[str, int]:
+        """The C loop's GSO/GRO counters so far (not in Device.stats: the Python loop sends
+        one by one; served by GetStats as `udp_gso`): coalesced buffers received and their
+        datagrams, GSO sends and their datagrams, sends the kernel refused as GSO;
+        `ports_on`: UDP ports sending GSO now."""
+        if self.loop is None or self.mod is None:
+            return {}
+        names = ("rx_buffers", "rx_segments", "tx_sends", "tx_segments", "refused", "ports_on")
+        return dict(zip(names, self.mod.gso_stats(self.loop)))
 
     def close(self) -> None:
         with self.device.lock:

@@ -12,7 +12,15 @@
  * above MAX_FRAME is counted (oversize); an assert, the action loop limit or a Python
  * exception cost the frame and all its outputs; an output to a port without a socket is
  * counted (no_tx_port), a failed send (tx_errors); frames for the CPU port go to the packet-in
- * handler.  Shared-memory ports (shmport.c, netsum/shmring.py) are served in the same pass:
+ * handler.  UDP GSO/GRO (netsum/udpgso.py; Linux >= 5.0, NETSUM_UDP_GSO=0 turns it off): a
+ * datagram buffer that arrives coalesced (a UDP_GRO cmsg gives its segment size, the last
+ * segment may be shorter) is split into its datagrams, each run through the pipeline as its
+ * own frame, exactly as if they came one by one (a buffer has one source address, checked
+ * once for all of them); a port's outputs, grouped in their order into runs of one length
+ * (the last one of a run may be shorter, at most GSO_SEGS datagrams and GSO_BYTES bytes), go
+ * out as one sendmsg with a UDP_SEGMENT cmsg each -- one trip through the kernel's stack for
+ * the run; a refused GSO send (EIO, EINVAL, ENOPROTOOPT, EOPNOTSUPP) turns it off for the
+ * port and the same frames go out one by one.  Shared-memory ports (shmport.c, netsum/shmring.py) are served in the same pass:
  * each wake-up takes up to BATCH frames of a port's ring 0 and puts its outputs in ring 1;
  * before poll() sleeps, the loop spins up to spin_us on the rings, then arms their doorbells
  * (eventfds, in the poll set with the sockets).  Control fds (the shm ports' listening
@@ -24,6 +32,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <linux/if_packet.h>
 #include <poll.h>
 #include <string.h>
@@ -36,11 +45,22 @@
 #define SLOT (RX_LEN + 8)        /* + room to put a VLAN tag back in front of the frame */
 #define MAX_PORT 511
 #define CTL_LEN 64               /* ancillary data space, as recvmsg(..., 64) */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#define GSO_SEGS 64              /* datagrams per GSO send (UDP_MAX_SEGMENTS: 64, 128 since 6.9) */
+#define GSO_BYTES 65507          /* UDP payload of one IPv4 datagram, the most one send holds */
+#define GSO_CTL CMSG_SPACE(sizeof(uint16_t))
 
 enum { KIND_UDP = 0, KIND_LINUX = 1, KIND_SHM = 2 };
 enum { RUN_IDLE = 0, RUN_GATE_CLOSED = 1, RUN_SIGNAL = 2, RUN_CONTROL = 3 };
 enum { C_RX, C_TX, C_OVERSIZE, C_FOREIGN, C_NO_TX, C_TX_ERRORS, C_ASSERT, C_LOOP,
        C_SHM_BAD_DESC, C_SHM_BAD_INDEX, C_SHM_TX_FULL, C_COUNT };
+/* GSO/GRO counters (gso_stats(); not part of switch.stats: the Python loop has no such thing) */
+enum { G_RX_BUFFERS, G_RX_SEGMENTS, G_TX_SENDS, G_TX_SEGMENTS, G_REFUSED, G_COUNT };
 enum { ST_OK = 0, ST_ASSERT = 1, ST_LOOP = 2, ST_PYERR = 3 };
 
 typedef struct {
@@ -50,6 +70,7 @@ typedef struct {
     uint16_t port;                       /* UDP: the peer's port, host order */
     struct sockaddr_storage peer;        /* UDP: where outputs go */
     socklen_t peerlen;
+    int gso;                             /* UDP: group outputs into GSO sends */
     Shm *shm;                            /* SHM: the rings (fd is the switch's doorbell) */
 } Port;
 
@@ -71,8 +92,10 @@ typedef struct {
     uint8_t *arena; Py_ssize_t used, cap;
     Out *out; Py_ssize_t nout, ocap;
     struct mmsghdr *smsg; struct iovec *siov; Py_ssize_t *order; Py_ssize_t scap;  /* scap each */
+    union { struct cmsghdr align; char buf[GSO_CTL]; } *sctl;           /* scap too */
     Py_ssize_t *first, *pos;             /* per port index: start in `order`; scratch */
     unsigned long long cnt[C_COUNT];
+    unsigned long long gcnt[G_COUNT];
 } Loop;
 
 static int grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
@@ -107,18 +130,20 @@ static void loop_free(PyObject *cap) {
         if (L->ports[i].shm) { shm_free(L->ports[i].shm); PyMem_Free(L->ports[i].shm); }
     PyMem_Free(L->ports); PyMem_Free(L->pfd); PyMem_Free(L->rx); PyMem_Free(L->arena);
     PyMem_Free(L->out); PyMem_Free(L->smsg); PyMem_Free(L->siov); PyMem_Free(L->order);
-    PyMem_Free(L->first); PyMem_Free(L->pos);
+    PyMem_Free(L->first); PyMem_Free(L->pos); PyMem_Free(L->sctl);
     PyMem_Free(L);
 }
 
 static Loop *get_loop(PyObject *cap) { return (Loop *)PyCapsule_GetPointer(cap, "netsum.ioloop"); }
 
 /* new([(number, fd, kind, family, addr_bytes, peer_port[, shm]), ...], cpu_port or -1,
- *     [control fd, ...]); shm: shm_init's tuple, for KIND_SHM (fd: the switch's doorbell) */
+ *     [control fd, ...], [port number, ...]); shm: shm_init's tuple, for KIND_SHM (fd: the
+ *     switch's doorbell); the last list: the UDP ports whose outputs go as GSO sends */
 static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 3 || !PyList_Check(args[0]) || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "new(ports: list, cpu_port: int, control: list)");
+    if (n != 4 || !PyList_Check(args[0]) || !PyList_Check(args[2]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "new(ports: list, cpu_port: int, control: list, gso: list)");
         return NULL;
     }
     Py_ssize_t np = PyList_GET_SIZE(args[0]), nc = PyList_GET_SIZE(args[2]);
@@ -185,6 +210,13 @@ static PyObject *m_new(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         L->index[number] = (int)i;
         L->pfd[i].fd = fd;
         L->pfd[i].events = POLLIN;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(args[3]); i++) {
+        long number = PyLong_AsLong(PyList_GET_ITEM(args[3], i));
+        if (number == -1 && PyErr_Occurred()) goto fail;
+        if (number >= 0 && number <= MAX_PORT && L->index[number] >= 0 &&
+                L->ports[L->index[number]].kind == KIND_UDP)
+            L->ports[L->index[number]].gso = 1;
     }
     for (Py_ssize_t i = 0; i < nc; i++) {
         int fd = (int)PyLong_AsLong(PyList_GET_ITEM(args[2], i));
@@ -283,6 +315,20 @@ static int run_frame(Loop *L, Run *r, int number, const uint8_t *data, Py_ssize_
     return -1;
 }
 
+/* The segment size of a buffer that arrived coalesced (its UDP_GRO cmsg), else 0. */
+static Py_ssize_t gro_size(struct msghdr *h) {
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm)) {
+        if (cm->cmsg_level != SOL_UDP || cm->cmsg_type != UDP_GRO) continue;
+        if (cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int v; memcpy(&v, CMSG_DATA(cm), sizeof v); return v;
+        }
+        if (cm->cmsg_len >= CMSG_LEN(sizeof(uint16_t))) {
+            uint16_t v; memcpy(&v, CMSG_DATA(cm), sizeof v); return v;
+        }
+    }
+    return 0;
+}
+
 /* Receive one socket's ready frames and run them; -1 with a Python exception. */
 static int drain(Loop *L, Run *r, Port *p) {
     for (int j = 0; j < BATCH; j++) {
@@ -293,7 +339,7 @@ static int drain(Loop *L, Run *r, Port *p) {
         memset(h, 0, sizeof *h);
         h->msg_iov = &L->riov[j]; h->msg_iovlen = 1;
         h->msg_name = &L->raddr[j]; h->msg_namelen = sizeof L->raddr[j];
-        if (p->kind == KIND_LINUX) { h->msg_control = L->rctl[j].buf; h->msg_controllen = CTL_LEN; }
+        h->msg_control = L->rctl[j].buf; h->msg_controllen = CTL_LEN;  /* VLAN tag, UDP_GRO */
     }
     int m = recvmmsg(p->fd, L->rmsg, BATCH, MSG_DONTWAIT, NULL);
     if (m <= 0) return 0;                /* EAGAIN, or an error the socket survives */
@@ -302,6 +348,17 @@ static int drain(Loop *L, Run *r, Port *p) {
         Py_ssize_t len = (Py_ssize_t)L->rmsg[j].msg_len;
         const uint8_t *data = slot;
         if (p->kind == KIND_UDP) {
+            Py_ssize_t seg = gro_size(&L->rmsg[j].msg_hdr);
+            if (seg > 0 && seg < len) {  /* coalesced: each datagram is its own frame */
+                Py_ssize_t nseg = (len + seg - 1) / seg;
+                if (!from_peer(p, &L->raddr[j])) { L->cnt[C_FOREIGN] += (unsigned long long)nseg; continue; }
+                L->gcnt[G_RX_BUFFERS]++;
+                L->gcnt[G_RX_SEGMENTS] += (unsigned long long)nseg;
+                for (Py_ssize_t off = 0; off < len; off += seg)
+                    if (run_frame(L, r, p->number, slot + off, len - off < seg ? len - off : seg) < 0)
+                        return -1;
+                continue;
+            }
             if (!from_peer(p, &L->raddr[j])) { L->cnt[C_FOREIGN]++; continue; }
         } else {
             const struct sockaddr_ll *ll = (const struct sockaddr_ll *)&L->raddr[j];
@@ -359,7 +416,9 @@ static int plan_sends(Loop *L) {
         if (m) L->smsg = m;
         struct iovec *v = (struct iovec *)PyMem_Realloc(L->siov, sizeof(struct iovec) * (size_t)cap);
         if (v) L->siov = v;
-        if (!o || !m || !v) { PyErr_NoMemory(); return -1; }
+        void *c = PyMem_Realloc(L->sctl, sizeof *L->sctl * (size_t)cap);
+        if (c) L->sctl = c;
+        if (!o || !m || !v || !c) { PyErr_NoMemory(); return -1; }
         L->scap = cap;
     }
     int np = L->nports;
@@ -381,6 +440,82 @@ static int plan_sends(Loop *L) {
     return 0;
 }
 
+/* Where the run of outputs order[i..b) that goes out as one send ends (see plan_groups in
+ * netsum/udpgso.py): equal lengths, the last one possibly shorter, GSO_SEGS / GSO_BYTES. */
+static Py_ssize_t gso_run(const Loop *L, Py_ssize_t i, Py_ssize_t b) {
+    Py_ssize_t seg = L->out[L->order[i]].len, total = seg, j = i + 1;
+    while (j < b && j - i < GSO_SEGS) {
+        Py_ssize_t len = L->out[L->order[j]].len;
+        if (len == 0 || len > seg || total + len > GSO_BYTES) break;   /* empty: its own send */
+        total += len;
+        j++;
+        if (len < seg) break;            /* a shorter segment ends the send */
+    }
+    return j;
+}
+
+/* Send port p's outputs order[a..b) grouped into GSO sends (GIL released).  Returns where
+ * the plain path must go on: b when all went, or the first output of a send the kernel
+ * refused as GSO (then GSO is off for this port from now on). */
+static Py_ssize_t send_gso(Loop *L, Port *p, Py_ssize_t a, Py_ssize_t b, TxCounts *tc) {
+    /* group messages are built at smsg[g] for g from a on: a group never has fewer outputs
+     * than messages before it, so message g's iovecs (from siov[first]) never overlap */
+    Py_ssize_t g = a, i = a;
+    while (i < b) {
+        Py_ssize_t j = gso_run(L, i, b);
+        struct msghdr *h = &L->smsg[g].msg_hdr;
+        memset(h, 0, sizeof *h);
+        for (Py_ssize_t k = i; k < j; k++) {
+            Out *o = &L->out[L->order[k]];
+            L->siov[k].iov_base = L->arena + o->off;
+            L->siov[k].iov_len = (size_t)o->len;
+        }
+        h->msg_iov = &L->siov[i]; h->msg_iovlen = (size_t)(j - i);
+        h->msg_name = &p->peer; h->msg_namelen = p->peerlen;
+        if (j - i > 1) {
+            h->msg_control = L->sctl[g].buf; h->msg_controllen = GSO_CTL;
+            struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+            cm->cmsg_level = SOL_UDP; cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t seg = (uint16_t)L->out[L->order[i]].len;
+            memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+        }
+        L->smsg[g].msg_len = (unsigned int)(j - i);   /* outputs in it, until sent */
+        g++;
+        i = j;
+    }
+    Py_ssize_t m = a, at = a;            /* next message, its first output */
+    while (m < g) {
+        Py_ssize_t chunk = g - m > 1024 ? 1024 : g - m;
+        unsigned int counts[1024];
+        for (Py_ssize_t k = 0; k < chunk; k++) counts[k] = L->smsg[m + k].msg_len;
+        int sent = sendmmsg(p->fd, &L->smsg[m], (unsigned int)chunk, MSG_DONTWAIT);
+        if (sent > 0) {
+            for (int k = 0; k < sent; k++) {
+                if (counts[k] > 1) {
+                    L->gcnt[G_TX_SENDS]++;
+                    L->gcnt[G_TX_SEGMENTS] += counts[k];
+                }
+                at += counts[k];
+            }
+            m += sent;
+            continue;
+        }
+        int err = errno;
+        if (sent < 0 && err == EINTR) continue;
+        if (counts[0] > 1 && (err == EIO || err == EINVAL || err == ENOPROTOOPT ||
+                              err == EOPNOTSUPP)) {
+            p->gso = 0;                  /* the kernel will not: one by one from here */
+            L->gcnt[G_REFUSED]++;
+            return at;
+        }
+        tc->errors += counts[0];         /* each of its frames failed (as sendto raising) */
+        at += counts[0];
+        m++;
+    }
+    return b;
+}
+
 /* Send the planned outputs (GIL released); failures are added to *tc. */
 static void send_all(Loop *L, TxCounts *tc) {
     for (int k = 0; k < L->nports; k++) {
@@ -397,6 +532,7 @@ static void send_all(Loop *L, TxCounts *tc) {
             shm_put_end(p->shm, &t);
             continue;
         }
+        if (p->kind == KIND_UDP && p->gso) a = send_gso(L, p, a, b, tc);
         for (Py_ssize_t i = a; i < b; i++) {
             Out *o = &L->out[L->order[i]];
             struct msghdr *h = &L->smsg[i].msg_hdr;
@@ -566,6 +702,21 @@ static PyObject *m_run(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     return PyLong_FromLong(code);
 }
 
+/* gso_stats(loop) -> (coalesced buffers received, their datagrams, GSO sends, their
+ * datagrams, GSO sends refused) since the loop was made; ports with GSO on now.  Read while
+ * the loop may run without the GIL: a figure may lag by the wake-up in progress. */
+static PyObject *m_gso_stats(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 1) { PyErr_SetString(PyExc_TypeError, "gso_stats(loop)"); return NULL; }
+    Loop *L = get_loop(args[0]);
+    if (!L) return NULL;
+    int on = 0;
+    for (int i = 0; i < L->nports; i++) on += L->ports[i].kind == KIND_UDP && L->ports[i].gso;
+    PyObject *t = Py_BuildValue("(KKKKKi)", L->gcnt[0], L->gcnt[1], L->gcnt[2], L->gcnt[3],
+                                L->gcnt[4], on);
+    return t;
+}
+
 /* take_stats(loop) -> (rx_packets, tx_packets, oversize, udp_foreign, no_tx_port, tx_errors,
  * assert_failures, loop_limit, shm_bad_desc, shm_bad_index, shm_tx_full) since the last call */
 static PyObject *m_take_stats(PyObject *self, PyObject *const *args, Py_ssize_t n) {
@@ -588,6 +739,7 @@ static PyMethodDef methods[] = {
     {"new", (PyCFunction)(void (*)(void))m_new, METH_FASTCALL, "a loop over port sockets"},
     {"run", (PyCFunction)(void (*)(void))m_run, METH_FASTCALL, "serve the ports for a while"},
     {"take_stats", (PyCFunction)(void (*)(void))m_take_stats, METH_FASTCALL, "counters since last call"},
+    {"gso_stats", (PyCFunction)(void (*)(void))m_gso_stats, METH_FASTCALL, "GSO/GRO counters so far"},
     {NULL, NULL, 0, NULL}
 };
 

@@ -7,13 +7,16 @@ bodies (no generated code on either side):
     SetQueueRate  {"device_id": N, "pps": R, "port": PORT | null}      -> {"queues": ...}
     GetQueues     {"device_id": N}                                     -> {"queues": ...}
     GetStats      {"device_id": N}      -> {"stats": {name: count}, "first_error": str | null,
-                                            "native": str | null, "io_loop": str}
+                                            "native": str | null, "io_loop": str,
+                                            "udp_gso": {name: count} | null}
 
 GetStats is the device's data-plane statistics (netsum/switch/stats.py: internal errors, parser
 errors, datagrams refused on UDP-tunnel ports, ...) and the first internal error's message,
 which P4Runtime has no place for; runs read them to fail on what should never happen.
 `native` is the pipeline's native_status, `io_loop` which port loop runs and why
-(netsum/switch/native/io.py).
+(netsum/switch/native/io.py), `udp_gso` the C loop's GSO/GRO counters (coalesced buffers
+received and their datagrams, GSO sends and their datagrams, refused sends; null before the
+C loop is loaded).
 
 `port` null means every port; rate 0 means not limited.  `queues` reports
 {"depth": {"*": 64, "3": 16}, "rate": {"3": 100}}.  Like bmv2's Thrift server it has no access
@@ -83,7 +86,8 @@ def queue_handler(device: Any) -> grpc.GenericRpcHandler:
         pl = device.pipeline
         return {"stats": device.stats.as_dict(), "first_error": device.first_error,
                 "native": pl.native_status if pl is not None else None,
-                "io_loop": device.io_status}
+                "io_loop": device.io_status,
+                "udp_gso": device.udp_gso() if device.udp_gso is not None else None}
 
     methods = {
         "SetQueueDepth": call(lambda r: device.set_queue_depth(number(r, "packets"), port(r))),
