@@ -302,9 +302,7 @@ def _netsum_pair(k: int) -> list[Any]:
     cfg = helpers.netsum_config(k)
     switches = []
     for fuse in (False, True):
-        sw = helpers.NetsumSwitch(cfg)
-        sw.pipeline = Pipeline(json.loads(cfg), fuse=fuse)
-        sw.device.install(sw.pipeline)
+        sw = helpers.NetsumSwitch(cfg, pipeline=Pipeline(json.loads(cfg), fuse=fuse))
         sw.add_job(3, [helpers.worker_host(i) for i in range(4)], num_slots=8)
         switches.append(sw)
     return switches

@@ -124,10 +124,7 @@ def test_fixture_programs_agree_or_decline_with_a_reason(p4c_fixtures: Path) -> 
 def _netsum(k: int, native: bool) -> Any:
     import p4helpers as helpers
     cfg = helpers.netsum_config(k)
-    sw = helpers.NetsumSwitch(cfg)
-    sw.pipeline = Pipeline(json.loads(cfg), native=native)
-    sw.device = Device()
-    sw.device.install(sw.pipeline)
+    sw = helpers.NetsumSwitch(cfg, pipeline=Pipeline(json.loads(cfg), native=native))
     sw.add_job(3, [helpers.worker_host(i) for i in range(4)], num_slots=8)
     return sw
 
