@@ -381,6 +381,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_clients_that_vanish_mid_stream(live: Live) -> None:
     # A primary killed (SIGKILL) while it reads: the seat comes back to the next controller.
     proc = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, live.address],

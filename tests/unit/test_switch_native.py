@@ -158,7 +158,8 @@ def _stream(helpers: Any, rng: random.Random, k: int, hosts: list[Any], cur: lis
     return out
 
 
-@pytest.mark.parametrize("k", K_SUPPORTED)
+@pytest.mark.parametrize("k", [pytest.param(k, marks=pytest.mark.slow) if k >= 512 else k
+                               for k in K_SUPPORTED])
 def test_netsum_p4_random_stream_agrees_at_every_k(k: int) -> None:
     """Members, a non-member, an unknown job, stale and repeated rounds, results, truncated
     and corrupted frames; halfway a member leaves and comes back and the multicast group is
