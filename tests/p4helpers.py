@@ -199,13 +199,16 @@ class NetsumSwitch:
     ING = "NetsumIngress"
     EGR = "NetsumEgress"
 
-    def __init__(self, config: bytes, device_id: int = 0) -> None:
-        """`config`: the BMv2 JSON bytes (e.g. of `netsum.build.ensure_built(k)[0]`)."""
+    def __init__(self, config: bytes, device_id: int = 0, pipeline: Any = None) -> None:
+        """`config`: the BMv2 JSON bytes (e.g. of `netsum.build.ensure_built(k)[0]`);
+        `pipeline`: a `Pipeline` of that config built with other options (the Python path,
+        unfused, native), installed instead of the default one -- building the default one
+        only to replace it cost a test at K=2048 tens of seconds."""
         # Imported here: tests that only build frames do not need the switch package.
         from netsum.switch.device import Device
 
         self.device = Device(device_id=device_id)
-        self.pipeline = Device.build_pipeline(config)
+        self.pipeline = Device.build_pipeline(config) if pipeline is None else pipeline
         self.device.install(self.pipeline)
 
     # ---- control plane ----

@@ -222,6 +222,21 @@ class _Finder:
             return None
         # Grow lane by lane while the run stays valid; keep the longest valid prefix.
         n = len(lanes)
+        # A run needs a register family: a register binding that differs between its lanes.
+        # The lanes of a shorter prefix differ in fewer bindings, never in more, so when all
+        # of them differ in no register binding no prefix can (without this, a long block
+        # of field assignments was checked at every length: minutes at large K).
+        if not any(b[0] == "R" and any(lane[pos] != b for lane in lanes[1:])
+                   for pos, b in enumerate(lanes[0])):
+            return None
+        # The first two lanes decide some failures for every length: a binding in which they
+        # differ varies in every prefix, and a family that its first two names cannot make
+        # (registers of another shape, another header, fields not consecutive) no longer
+        # list of names makes either -- every _family test is of a prefix property.  (A
+        # statement just before a run, of the run's shape, was checked at every length.)
+        if n >= 2 and any(a != b and self._family([a, b]) is None
+                          for a, b in zip(lanes[0], lanes[1])):
+            return None
         while n >= MIN_LANES:
             run = self._check(aidx, prims, s, m, lanes[:n], pat)
             if run is not None:

@@ -22,6 +22,9 @@ from test_allreduce_udp import assert_exact
 
 K = 1024
 WORKERS = 4
+#: Slow as a whole: the module's rigs (K=1024 daemons) take ~18 s to start, whichever test
+#: comes first.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

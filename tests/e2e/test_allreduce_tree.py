@@ -79,6 +79,7 @@ def test_allreduce_through_a_tree(tree: Rig, shape: tuple[int, ...]) -> None:
     assert len(tree.switches) == 3 and all(c.alive() for c in tree.switches.values())
 
 
+@pytest.mark.slow
 def test_tree_with_loss(tmp_path: Path) -> None:
     with Rig(RigConfig(tmp_path, workers=4, leaves=2, slots=64, loss=0.05, timeout=10)) as rig:
         out = rig.run_job(synthetic_inputs(4, (10_000,), seed=8))

@@ -81,6 +81,7 @@ def test_five_percent_loss_stays_exact(tmp_path: Path) -> None:
     assert out.switch_counters["retx"] > 0
 
 
+@pytest.mark.slow
 def test_dead_worker_fails_the_others_then_next_job_succeeds(tmp_path: Path) -> None:
     # Short enough to keep the test quick, long enough that a slow worker start-up on a loaded
     # machine is not taken for a dead peer.
@@ -191,7 +192,8 @@ def test_mismatched_tensors_rejected_before_start(rigs: dict[int, Rig]) -> None:
 
 # K=2048 is left to the pipeline's own tests at every K (test_netsum_p4_agg, test_switch_native):
 # through the daemon it adds nothing that 512 and 1024 do not check, and costs 36-110 s a tier.
-@pytest.mark.parametrize("k", [k for k in K_SUPPORTED if k <= 1024])
+@pytest.mark.parametrize("k", [pytest.param(k, marks=pytest.mark.slow) if k >= 1024 else k
+                               for k in K_SUPPORTED if k <= 1024])
 def test_every_k_is_exact(tmp_path: Path, k: int) -> None:
     # A few windows of multi-packet blocks at each build of netsum.p4, through the same daemon,
     # controller and worker processes as the default K.

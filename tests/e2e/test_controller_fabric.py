@@ -457,6 +457,7 @@ def test_a_change_on_a_restarted_switch_restores_it_first(tree, switches) -> Non
     assert all(np.array_equal(v, vec(1) + vec(2)) for v in results.values())
 
 
+@pytest.mark.slow
 def test_stats_watch_rides_through_a_restart(netsum_program, switches, tmp_path) -> None:
     import threading
     info, js = netsum_program

@@ -77,6 +77,7 @@ def controller(topo: Path) -> Controller:
     return ctl
 
 
+@pytest.mark.slow
 def test_five_crashed_runs_do_not_stop_a_sixth(netsum_program, switches,  # noqa: F811
                                                tmp_path: Path) -> None:
     info, js = netsum_program
@@ -130,6 +131,7 @@ def test_five_crashed_runs_do_not_stop_a_sixth(netsum_program, switches,  # noqa
         assert sorted(ctl.jobs) == [1, 2]           # the file's jobs, untouched throughout
 
 
+@pytest.mark.slow
 def test_renewal_expiry_and_a_lost_job(netsum_program, switches, tmp_path: Path) -> None:
     """In one process, step by step: a renewal moves the expiry on every switch of a tree; a
     lease of an owner out of sight (another machine) is reclaimed only once expired; a job

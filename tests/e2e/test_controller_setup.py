@@ -100,6 +100,7 @@ def run_verb_refuses(topo: Path, *argv: str) -> tuple[int, str, str]:
     return got.returncode, got.stdout, got.stderr
 
 
+@pytest.mark.slow
 def test_a_refused_setup_leaves_a_running_job_as_it_was(netsum_program, switches,  # noqa: F811
                                                         tmp_path: Path) -> None:
     info, js = netsum_program

@@ -101,6 +101,7 @@ def test_demo_udp_mode(tmp_path: Path) -> None:
     assert not processes_mentioning(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_demo_through_a_tree(tmp_path: Path) -> None:
     p = run("demo", "--workers", "4", "--leaves", "2", "--size", "10000e", "--out",
             str(tmp_path))

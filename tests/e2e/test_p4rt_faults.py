@@ -1,7 +1,7 @@
 """P4Runtime under bad input and contention, against a real `netsum-switch` daemon that forwards
 traffic the whole time: malformed updates and reads of every entity kind, oversize batches,
 clients racing for primary, a backup's writes, clients that vanish mid-stream or never
-arbitrate, and 10k requests with the daemon's threads and memory measured.
+arbitrate, and 4k requests with the daemon's threads and memory measured.
 
 The data plane runs tests/p4programs/stateful.p4 (compiled by netsum-p4c): a sender puts
 frames on switch port 1 and every frame must come out of port 2 exactly as the program says
@@ -46,6 +46,10 @@ DST, SRC = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 FLOWS = 64
 OK, ALREADY_EXISTS = 0, 6
 CLIENT_CODES = {3, 5, 6, 7, 8, 9, 11, 12}      # never OK, UNKNOWN (2) or INTERNAL (13)
+#: Bytes of resident-memory growth allowed per request in the leak test: 10 % of the daemon's
+#: warm RSS (68 MiB) spread over 10k requests, as the test's earlier form allowed; ~17 times
+#: what the RSS really does after the warm-up (up to 40 bytes per request measured).
+LEAK_BUDGET = 700
 
 
 def expected_frame(flow: int, k: int) -> bytes:
@@ -377,6 +381,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_clients_that_vanish_mid_stream(live: Live) -> None:
     # A primary killed (SIGKILL) while it reads: the seat comes back to the next controller.
     proc = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, live.address],
@@ -433,9 +438,14 @@ def test_clients_that_vanish_mid_stream(live: Live) -> None:
 
 
 @pytest.mark.slow
-def test_no_thread_or_memory_leak_over_10k_requests(live: Live) -> None:
-    """10k requests of every kind above; the daemon's threads and resident memory measured
-    after a warm-up and at the end (figures printed; the budget is 10 % of the warm RSS).
+def test_no_thread_or_memory_leak_over_3k_requests(live: Live) -> None:
+    """3k requests of every kind above after a 1k warm-up; the daemon's threads and resident
+    memory measured after the warm-up, after every cycle and at the end (figures printed).
+    The RSS budget is a rate, LEAK_BUDGET bytes per measured request (2 MiB over 3k): the
+    same rate the earlier budget of 10 % of the warm RSS (68 MiB) over 10k requests allowed,
+    so a leak of ~0.7 KiB or more per RPC fails either way, in a third of the requests.  What
+    the RSS did over the 3k: +124 KiB (40 bytes per request; +132 KiB over 10k), and a
+    deliberate leak of 4 KiB per Write (~1/3 of the RPCs) grows it by 4.4 MiB and fails.
 
     What the RSS does (measured on this branch, NETSUM_FUZZ_SCALE=10, 101,154 requests):
     67,456 -> 68,584 KiB (+1.7 %), growing 22, 11, 7 and 4.5 bytes per request over the four
@@ -490,7 +500,7 @@ def test_no_thread_or_memory_leak_over_10k_requests(live: Live) -> None:
     time.sleep(1)
     base_threads, base_rss = proc_status(live.pid)
     samples = [(requests, base_threads, base_rss)]
-    while requests < 1000 + fuzz_count(10000):
+    while requests < 1000 + fuzz_count(3000):
         requests += cycle(200)
         samples.append((requests, *proc_status(live.pid)))
     time.sleep(1)
@@ -505,5 +515,6 @@ def test_no_thread_or_memory_leak_over_10k_requests(live: Live) -> None:
     peak = max(t for _, t, _ in samples)
     assert peak <= base_threads + 4, samples
     assert threads <= base_threads + 4
-    assert rss <= base_rss * 1.10
+    measured = requests - samples[0][0]
+    assert (rss - base_rss) * 1024 <= measured * LEAK_BUDGET, (measured, base_rss, rss)
     live.check_data_plane()

@@ -246,6 +246,7 @@ def live(request: pytest.FixtureRequest) -> Iterator[SwitchClient]:
         srv.stop(None)
 
 
+@pytest.mark.slow
 def test_write_fuzz_keeps_server_up_and_state_consistent(live: SwitchClient) -> None:
     model = Model()
     stats = {"ok": 0, "err": 0, "unpredicted": 0}

@@ -232,7 +232,8 @@ def test_jobs_are_independent() -> None:
     assert sw.counter("results_out", 1) == 2 and sw.counter("results_out", 2) == 3
 
 
-@pytest.mark.parametrize("k", K_SUPPORTED)
+@pytest.mark.parametrize("k", [pytest.param(k, marks=pytest.mark.slow) if k >= 2048 else k
+                               for k in K_SUPPORTED])
 def test_every_k_build_aggregates_k_values(k: int) -> None:
     sw, hosts = make_switch(2, k=k)
     rng = random.Random(k)

@@ -227,9 +227,7 @@ def test_netsum_p4_random_stream_agrees_with_unfused_reference() -> None:
         pytest.skip(f"netsum.p4 does not build here: {e}")
     switches = []
     for fuse in (False, True):
-        sw = helpers.NetsumSwitch(cfg)
-        sw.pipeline = Pipeline(json.loads(cfg), fuse=fuse)
-        sw.device.install(sw.pipeline)
+        sw = helpers.NetsumSwitch(cfg, pipeline=Pipeline(json.loads(cfg), fuse=fuse))
         hosts = [helpers.worker_host(i) for i in range(4)]
         sw.add_job(3, hosts, num_slots=8)
         switches.append(sw)

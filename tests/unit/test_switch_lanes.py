@@ -302,9 +302,7 @@ def _netsum_pair(k: int) -> list[Any]:
     cfg = helpers.netsum_config(k)
     switches = []
     for fuse in (False, True):
-        sw = helpers.NetsumSwitch(cfg)
-        sw.pipeline = Pipeline(json.loads(cfg), fuse=fuse)
-        sw.device.install(sw.pipeline)
+        sw = helpers.NetsumSwitch(cfg, pipeline=Pipeline(json.loads(cfg), fuse=fuse))
         sw.add_job(3, [helpers.worker_host(i) for i in range(4)], num_slots=8)
         switches.append(sw)
     return switches
@@ -333,6 +331,29 @@ def test_netsum_p4_random_stream_at_k(k: int) -> None:
         assert outs[0] == outs[1]
     assert _state(switches[0].pipeline) == _state(switches[1].pipeline)
     assert switches[0].device.stats.as_dict() == switches[1].device.stats.as_dict()
+
+
+def test_planning_netsum_p4_visits_each_lane_a_few_times(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """The planner's work grows with K, not K^2: netsum.p4 at K=256 has 7 runs of K lanes;
+    each needs one successful check of its K lanes (2,307 lanes visited in all), and the
+    candidate just before a run (a statement of the run's shape, whose first two lanes make
+    no family) must be declined without a check at every shorter length, which visited
+    ~K^2/2 lanes per action (287k here; 20 s at K=2048, on every switch start)."""
+    import p4helpers as helpers
+    from netsum.switch import lanes
+    k = 256
+    visited = [0]
+    check = lanes._Finder._check
+
+    def counting(self: Any, aidx: int, prims: Any, s: int, m: int, lane_binds: Any,
+                 pat: Any) -> Any:
+        visited[0] += len(lane_binds)
+        return check(self, aidx, prims, s, m, lane_binds, pat)
+    monkeypatch.setattr(lanes._Finder, "_check", counting)
+    pl = Pipeline(json.loads(helpers.netsum_config(k)))
+    assert pl.lanes.lanes_fused() >= 5 * k                    # the runs are still found
+    assert visited[0] <= 20 * k, visited[0]
 
 
 def test_fused_registers_read_and_write_one_array_at_a_time() -> None:

@@ -263,7 +263,7 @@ def test_multicast_copies_each_rewrite_the_original_values_in_egress() -> None:
         assert _vals(out, 32) == [(v + q[i] + port) & 0xFFFFFFFF for i, v in enumerate(vals)]
 
 
-@pytest.mark.parametrize("k", [32, 256, 1024])
+@pytest.mark.parametrize("k", [32, 256, pytest.param(1024, marks=pytest.mark.slow)])
 def test_netsum_p4_aggregates_through_the_lane_loops(k: int) -> None:
     """netsum.p4 at K: every lane run is a loop; four members' contributions of one slot
     come back as their sum wrapped to int32, from the native and the Python switch alike."""

@@ -20,11 +20,9 @@ def test_inlined_pipeline_matches_reference() -> None:
         pytest.skip(f"netsum.p4 does not build here: {e}")
     switches = []
     for depth in (None, 0):
-        sw = p4h.NetsumSwitch(config)
-        if depth is not None:              # swap in the reference pipeline, same controls
-            pl = Pipeline(load_json(config), inline_depth=depth)
-            sw.device.install(pl)
-            sw.pipeline = pl
+        # depth 0: the reference pipeline (nothing inlined), same controls
+        sw = p4h.NetsumSwitch(config, pipeline=None if depth is None else
+                              Pipeline(load_json(config), inline_depth=depth))
         hosts = [p4h.worker_host(i) for i in range(4)]
         sw.add_job(3, hosts, num_slots=8)
         switches.append((sw, hosts))

@@ -36,9 +36,7 @@ def test_netsum_result_is_deparsed_once_per_multicast(dest: int) -> None:
     outs = []
     calls = []
     for fuse in (False, True):
-        sw = helpers.NetsumSwitch(cfg)
-        sw.pipeline = Pipeline(json.loads(cfg), fuse=fuse)
-        sw.device.install(sw.pipeline)
+        sw = helpers.NetsumSwitch(cfg, pipeline=Pipeline(json.loads(cfg), fuse=fuse))
         sw.add_job(3, hosts, num_slots=4)
         assert sw.device._v1 is not None
         v1 = sw.device._v1
