@@ -47,7 +47,7 @@ OK, SLOW, BOOT_NONZERO, AGREE_LOW, AGREE_NONZERO, TIMEOUT, OUT_FULL = range(7)
 _LAYOUT = {"msg_type": 0, "flags": 1, "job_id": 2, "slot": 4, "exp": 6, "count": 7,
            "round": 8, "offset": 12, "workers": 16, "dest": 17, "reason": 18, "klog2": 19,
            "length": 20}
-# What wvalues.c + wcore.c + wio.c are compiled after: wio.c's system headers come first, with socket.h's
+# What wvalues.c + wcore.c + wface.c + wio.c are compiled after: wio.c's system headers come first, with socket.h's
 # `accept` renamed (wcore.c has a function of that name).
 _PRELUDE = """#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
@@ -95,7 +95,8 @@ def _load() -> None:
         _why = why
         return
     here = resources.files("netsum.workers")
-    text = "".join(here.joinpath(f).read_text() for f in ("wvalues.c", "wcore.c", "wio.c"))
+    text = "".join(here.joinpath(f).read_text()
+                   for f in ("wvalues.c", "wcore.c", "wface.c", "wio.c"))
     source = _PRELUDE + text
     qsource = "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n" + \
         here.joinpath("wquant.c").read_text()
