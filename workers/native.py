@@ -158,7 +158,8 @@ class NativeCore(WorkerCore):
                           self._hr, w, nb, k, self._job_id, win._shift, t.rto_initial,
                           t.rto_min, t.rto_max, t.backoff, int(t.adaptive), t.initial_window,
                           t.window_min, t.fast_retransmit, b0, length)
-        mod.config(self._c, t.progress_deadline)
+        mod.config(self._c, t.progress_deadline, None,
+                   int(t.hold_timers and t.fast_retransmit > 0))
         # The output rows: taken from this thread's pool (allocating them and their views
         # each call cost more than a small call's whole work), back in it when the core goes.
         pool = _pool().get(self._stride)
@@ -310,6 +311,10 @@ class NativeCore(WorkerCore):
         else:
             self._reject(bytes(view))
         assert not out, "the reference sent for a frame the compiled core left to it"
+
+    def _held(self, slot: int, round_: int) -> None:
+        """A STATUS for (slot, round_): to the C core's held timers (WorkerCore.on_status)."""
+        self._mod.status(self._c, slot, round_)
 
     def _sync(self) -> None:
         """The Python core's view of the C state (for its messages, stats and rounds)."""

@@ -4,8 +4,10 @@
  * reference; tests/unit/test_worker_native.py runs both on the same frames and clock and
  * compares every frame sent), for what a call does per packet: matching a RESULT or ACK to
  * the slot use in flight (or counting it as a duplicate or stale), exponent agreement, the
- * result's values dequantized into the caller's float32 output, RTT/RTO (RFC 6298), the congestion window, fast retransmit
- * (RACK's reordering window), timers with backoff, and the launch of the next blocks:
+ * result's values dequantized into the caller's float32 output, RTT/RTO (RFC 6298), the
+ * congestion window, fast retransmit (RACK's reordering window), timers with backoff held
+ * behind recovery.py's gate (one probe per doubling interval of silence; the Python face,
+ * workers/wface.c, takes the STATUS that answers a probe), and the launch of the next blocks:
  * header words written in the slot's row, the block quantized into it, the frame copied out.
  *
  * The slots' state is one array of `Slot` kept across the calls of the API (the slot table);
@@ -51,6 +53,7 @@ typedef struct {
     int64_t acc_round, acc_offset;     /* the last accepted use, -1 before one */
     int64_t attempts, seq;
     uint32_t cur_round, want_offset, next_round;
+    int held;               /* a STATUS for the use in flight since its latest copy */
     double first_sent, rto, timer, tx_at;
 } Slot;
 
@@ -83,6 +86,8 @@ typedef struct {
     int64_t spurious;
     int64_t gap_seq, gap;
     double cwnd, ssthresh, last_cut, min_rtt, srtt, rttvar, base_rto, tmin;
+    double gate, free_until;       /* held timers: LossRecovery's fields */
+    int64_t probe;                 /* the probe not yet answered by its result, -1: none */
     double started, finished, progress, deadline_at;
     int has_srtt, running, done;
     int64_t err_a, err_b, err_c;
@@ -275,6 +280,7 @@ static int pump(Core *c, double now) {
         s->timer = t;
         if (t < c->tmin) c->tmin = t;
         s->tx_at = now;
+        s->held = 0;
         s->seq = ++c->tx_count;
         if (c->fr && uq_push(c, s->seq << SLOT_BITS | i)) return OUT_FULL;
         c->in_flight++;
@@ -289,6 +295,7 @@ static int retransmit(Core *c, int64_t i, double now) {
     Slot *s = &c->s[i];
     s->attempts++;                     /* Karn: no RTT sample from this use any more */
     s->tx_at = now;
+    s->held = 0;
     s->seq = ++c->tx_count;
     if (c->fr && uq_push(c, s->seq << SLOT_BITS | i)) return OUT_FULL;
     c->sent++;
@@ -305,6 +312,12 @@ static void loss_signal(Core *c, double now) {
     c->ssthresh = floor > half ? floor : half;
     c->cwnd = c->ssthresh;
     c->last_cut = now;
+}
+
+/* When a timer may fire next: the least timer, held until the gate (LossRecovery.next_timer). */
+static inline double next_timer(const Core *c) {
+    if (c->tmin < c->free_until) return c->tmin;
+    return c->tmin > c->gate ? c->tmin : c->gate;
 }
 
 static int gap_check(Core *c, int64_t seq, double rtt, double now) {
@@ -379,6 +392,15 @@ static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, in
     } else if (now - s->tx_at < c->min_rtt) {
         c->spurious++;                 /* answered from an earlier copy: counted only */
     }
+    /* LossRecovery.answered: a copy sent again answered by itself, no STATUS for it: a
+     * real loss, the due timers fire for an RTO (a probe's cuts the window here) */
+    if (s->attempts && !s->held &&
+        now - s->tx_at >= (c->min_rtt < INFINITY ? c->min_rtt : 0.0)) {
+        c->free_until = now + c->base_rto;
+        if (i == c->probe && c->adaptive) loss_signal(c, now);
+    }
+    if (i == c->probe) c->probe = -1;
+    c->gate = now + c->base_rto;       /* results flow: the gate restarts */
     c->results++;
     s->acc_round = round;
     s->acc_offset = s->want_offset;
@@ -456,6 +478,26 @@ static int expire(Core *c, double now, int64_t *due) {
     int64_t n = 0;
     for (int64_t i = 0; i < c->w; i++)
         if (c->s[i].timer <= now) due[n++] = i;
+    if (n && now >= c->free_until) {
+        if (c->probe >= 0 && !c->s[c->probe].held) {
+            /* the last probe unanswered, not even by a STATUS: a real loss, the due go */
+            c->probe = -1;
+            c->free_until = now + c->base_rto;
+        } else {                       /* a probe: the longest due use alone */
+            int64_t j = due[0];
+            for (int64_t q = 1; q < n; q++)
+                if (c->s[due[q]].timer < c->s[j].timer) j = due[q];
+            Slot *s = &c->s[j];
+            double r = s->rto * c->backoff;
+            s->rto = c->rto_max < r ? c->rto_max : r;
+            s->timer = now + s->rto;
+            c->probe = j;
+            c->gate = now + c->base_rto;
+            n = 0;
+            int e = retransmit(c, j, now);
+            if (e) return e;
+        }
+    }
     if (n && c->adaptive) {
         loss_signal(c, now);
         int64_t allowed = (int64_t)c->cwnd;

@@ -1,7 +1,7 @@
 /* The Python face of the compiled worker core (workers/wcore.c, compiled right before this
  * file into the same module; workers/native.py drives it): new() over the Python core's
- * buffers, config, the output rows, start / receive / tick, the next deadline, the counters
- * and the slots' state for the reference's messages. */
+ * buffers, config, the output rows, start / receive / tick, the next deadline, the counters,
+ * the slots' state for the reference's messages, and the STATUS hook of the held timers. */
 
 static void core_free(PyObject *cap) {
     Core *c = PyCapsule_GetPointer(cap, "netsum.wcore");
@@ -99,6 +99,8 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     c->min_rtt = INFINITY;
     c->base_rto = c->rto_initial;
     c->tmin = INFINITY;
+    c->gate = c->free_until = -INFINITY;
+    c->probe = -1;
     c->gap_seq = -1;
     c->deadline_at = INFINITY;
     return cap;
@@ -112,15 +114,17 @@ static Core *core_and_float(PyObject *args, double *v) {
 }
 
 static PyObject *w_config(PyObject *self, PyObject *args) {
-    /* (capsule, progress_deadline[, dst]): set apart from new() for the format's length;
-     * dst, a writable buffer of at least dst_len float32, replaces the output (before
-     * start: NativeCore.write_into) */
+    /* (capsule, progress_deadline[, dst[, hold]]): set apart from new() for the format's
+     * length; dst, a writable buffer of at least dst_len float32, replaces the output (before
+     * start: NativeCore.write_into); hold (0 or 1; -1: as it is): Timing.hold_timers */
     (void)self;
     PyObject *cap, *dst = Py_None;
     double d;
-    if (!PyArg_ParseTuple(args, "Od|O", &cap, &d, &dst)) return NULL;
+    int hold = -1;
+    if (!PyArg_ParseTuple(args, "Od|Oi", &cap, &d, &dst, &hold)) return NULL;
     Core *c = get(cap);
     if (!c) return NULL;
+    if (hold >= 0) c->free_until = hold ? -INFINITY : INFINITY;
     if (dst != Py_None) {
         Py_buffer b;
         if (PyObject_GetBuffer(dst, &b, PyBUF_WRITABLE) < 0) return NULL;
@@ -172,6 +176,7 @@ static PyObject *w_start(PyObject *self, PyObject *args) {
     }
     c->npending = c->w;
     c->active = c->w;
+    c->gate = now + c->base_rto;       /* LossRecovery.start */
     int r = pump(c, now);
     return Py_BuildValue("(iL)", r, (long long)c->nout);
 }
@@ -218,7 +223,7 @@ static PyObject *w_tick(PyObject *self, PyObject *args) {
     int r = OK;
     if (c->running) {
         if (now >= c->deadline_at) r = TIMEOUT;
-        else if (now >= c->tmin) r = expire(c, now, c->due);
+        else if (now >= next_timer(c)) r = expire(c, now, c->due);
     }
     return Py_BuildValue("(iL)", r, (long long)c->nout);
 }
@@ -228,7 +233,23 @@ static PyObject *w_deadline(PyObject *self, PyObject *cap) {
     Core *c = get(cap);
     if (!c) return NULL;
     if (!c->running) Py_RETURN_NONE;
-    return PyFloat_FromDouble(c->tmin < c->deadline_at ? c->tmin : c->deadline_at);
+    double t = next_timer(c);
+    return PyFloat_FromDouble(t < c->deadline_at ? t : c->deadline_at);
+}
+
+/* status(capsule, slot, round): a STATUS for that use (LossRecovery.status): the switch holds
+ * this worker's copy, so its answer shows no loss (until it is sent again). */
+static PyObject *w_status(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    long long slot, round;
+    if (!PyArg_ParseTuple(args, "OLL", &cap, &slot, &round)) return NULL;
+    Core *c = get(cap);
+    if (!c) return NULL;
+    if (slot >= 0 && slot < c->w && c->s[slot].cur_block != IDLE &&
+        (long long)c->s[slot].cur_round == round)
+        c->s[slot].held = 1;
+    Py_RETURN_NONE;
 }
 
 static PyObject *w_counters(PyObject *self, PyObject *cap) {
