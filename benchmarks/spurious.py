@@ -1,13 +1,16 @@
 """Why workers retransmit on a link that loses nothing: counts and causes, per run.
 
     python benchmarks/spurious.py [--elements N] [--workers 4] [--mode udp,shm] [--repeat R]
-                                  [--loss 0.0] [--core traced,native]
+                                  [--loss 0.0] [--core traced,native] [--timers hold,all]
+                                  [--k 256]
 
 Each run is one all-reduce of N float32 per worker through the embedded switch (netsum.rig,
 real netsum-worker processes).  Core `native`: the default compiled core; counted only
 (retransmissions, fast ones, Stats.spurious).  Core `traced`: the Python core with
 NETSUM_RETX_TRACE set (workers/retxtrace.py), whose traces of every retransmission and its
-answer are classified here.  A retransmitted use is classified once, by its first
+answer are classified here.  `--timers`: the workers' timers held (the default,
+Timing.hold_timers) or all firing on their own (`netsum-worker --all-timers`, the behaviour
+before), runs of each alternated.  A retransmitted use is classified once, by its first
 retransmission and how it was answered:
 
   fast      sent on a gap (fast retransmit), not by the timer
@@ -89,7 +92,7 @@ def analyse(traces: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_once(mode: Mode, workers: int, elements: int, loss: float, traced: bool,
-             seed: int) -> dict[str, Any]:
+             seed: int, timers: str = "hold", k: int = 256) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="netsum-spurious-") as tmp:
         work = Path(tmp)
         tdir = work / "trace"
@@ -99,10 +102,11 @@ def run_once(mode: Mode, workers: int, elements: int, loss: float, traced: bool,
         else:
             os.environ.pop("NETSUM_RETX_TRACE", None)
         try:
-            cfg = RigConfig(work / "rig", workers=workers, k=256, mode=mode, slots=256,
+            cfg = RigConfig(work / "rig", workers=workers, k=k, mode=mode, slots=256,
                             timeout=20, loss=loss, seed=seed)
             inputs = synthetic_inputs(workers, (elements,), seed=seed)
-            start = ["--start-at", f"{time.time() + 3.0:.3f}"]
+            start = ["--start-at", f"{time.time() + 3.0:.3f}"] + \
+                (["--all-timers"] if timers == "all" else [])
             with Rig(cfg) as rig:
                 job = rig.start_job(inputs, worker_args=start)
                 out = job.wait()
@@ -136,18 +140,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loss", type=float, default=0.0)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--core", default="traced,native")
+    ap.add_argument("--timers", default="hold", help="hold, all, or both: hold,all")
+    ap.add_argument("--k", type=int, default=256)
     a = ap.parse_args(argv)
     modes = [Mode(m) for m in a.mode.split(",")]
     cores = a.core.split(",")
-    print(f"{a.workers} workers, {a.elements} float32 each, K=256, loss {a.loss:.1%}")
-    head = (f"{'mode':5} {'core':7} {'ok':3} {'time s':>7} {'sent':>7} {'retx':>6} {'%':>5} "
+    timers = a.timers.split(",")
+    print(f"{a.workers} workers, {a.elements} float32 each, K={a.k}, loss {a.loss:.1%}, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    head = (f"{'mode':5} {'core':7} {'timer':5} {'ok':3} {'time s':>7} {'sent':>7} {'retx':>6} {'%':>5} "
             f"{'fast':>5} {'spur':>5}  {'rtt p50/p99/max ms':>19} {'rto':>5}  causes")
     print(head)
     for rep in range(a.repeat):
         for mode in modes:
-            for core in cores:     # alternating, so load drifts hit both alike
-                r = run_once(mode, a.workers, a.elements, a.loss, core == "traced", 1 + rep)
-                line = (f"{mode.value:5} {core:7} {'y' if r['ok'] else 'N':3} "
+            for core, tm in [(c, t) for c in cores for t in timers]:  # alternated, so
+                # load drifts hit both alike
+                r = run_once(mode, a.workers, a.elements, a.loss, core == "traced", 1 + rep,
+                             tm, a.k)
+                line = (f"{mode.value:5} {core:7} {tm:5} {'y' if r['ok'] else 'N':3} "
                         f"{r['slowest']:7.3f} {r['sent']:7d} {r['retx']:6d} "
                         f"{100 * r['retx'] / max(1, r['sent']):5.2f} {r['fast']:5d} "
                         f"{r['spurious']:5d}")

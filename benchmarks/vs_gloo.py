@@ -19,6 +19,8 @@ machine's load of that minute:
     where it builds, so `udp,udp/py` compares the two in one run;
   * KIND/pyio (udp/pyio, shm/pyio): the compiled core with the transports' receive and send
     loops in Python (NETSUM_WORKER_CIO=0, workers/cio.py), before/after the C I/O loops;
+  * KIND/all (udp/all, shm/all): every due timer of the ranks fires on its own
+    (Timing.hold_timers off), before/after the held timers (docs/performance.md, 17);
   * backend: `torch.distributed.all_reduce` on the "netsum" backend (netsum.training: the
     lane engine, one lane with the whole window, as `udp` has) over the same UDP-tunnel
     ports: the difference to `udp` is what the training path adds per call;
@@ -75,11 +77,13 @@ SPIN_ENV = "NETSUM_SHM_SPIN_US"
 PY = "/py"
 #: a kind ending in it runs the compiled core with the I/O loops in Python (NETSUM_WORKER_CIO=0)
 PYIO = "/pyio"
+#: a kind ending in it runs its ranks with every timer on its own (Timing.hold_timers off)
+ALL = "/all"
 
 
 def _base(kind: str) -> str:
-    """The kind without its /py or /pyio."""
-    return kind.removesuffix(PY).removesuffix(PYIO)
+    """The kind without its /py, /pyio or /all."""
+    return kind.removesuffix(ALL).removesuffix(PY).removesuffix(PYIO)
 
 
 def _direct(kind: str) -> bool:
@@ -190,7 +194,7 @@ def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
         transport = FrameTransport(parse_hostport(link), local, service, parse_hostport(bind),
                                    k=plan.k)
     job = JobConfig(plan.job_id, n, plan.slots, plan.k)
-    timing = Timing(progress_deadline=30.0)
+    timing = Timing(progress_deadline=30.0, hold_timers=ALL not in plan.kind)
     stats = {"packets": 0, "retx": 0, "spurious": 0}
     if plan.lanes:
         return _lanes_op(transport, job, timing, stats, plan.lanes)
@@ -400,8 +404,9 @@ def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
     from netsum.workers.native import ENV as NATIVE_ENV
     mode = Mode.SHM if kind.startswith("shm") else Mode.UDP
     spin = _base(kind).partition("@")[2]
-    env = {SPIN_ENV: spin or None, NATIVE_ENV: "0" if kind.endswith(PY) else None,
-           CIO_ENV: "0" if kind.endswith(PYIO) else None}
+    bare = kind.removesuffix(ALL)
+    env = {SPIN_ENV: spin or None, NATIVE_ENV: "0" if bare.endswith(PY) else None,
+           CIO_ENV: "0" if bare.endswith(PYIO) else None}
     old = {name: os.environ.get(name) for name in env}
     for name, value in env.items():     # the switch and the spawned ranks inherit them
         if value is not None:
@@ -600,7 +605,8 @@ def main() -> int:
     ranks = [int(x) for x in a.ranks.split(",")]
     sizes = [int(x) for x in a.sizes.split(",")]
     kinds = [x for x in a.kinds.split(",") if x]
-    if not all(k in KINDS or re.fullmatch(r"(udp|shm(@\d+)?|lanes)(/py|/pyio)?", k) for k in kinds):
+    if not all(k in KINDS or re.fullmatch(r"(udp|shm(@\d+)?|lanes)(/py|/pyio)?(/all)?", k)
+               for k in kinds):
         ap.error(f"--kinds: one or more of {', '.join(KINDS)}, shm@SPIN_US, and udp, shm, "
                  "shm@SPIN_US or lanes with /py (the Python worker core) or /pyio (the "
                  "I/O loops in Python)")

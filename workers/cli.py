@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="floor of the congestion window after loss (slot uses)")
     run.add_argument("--fixed-window", action="store_true",
                      help="send the whole window at once (no congestion window)")
+    run.add_argument("--all-timers", action="store_true",
+                     help="every due timer fires on its own, also while results come in "
+                          "(default: held; one probe per doubling interval of silence)")
     run.add_argument("--json", action="store_true", help="one JSON object per iteration")
     run.add_argument("--start-at", type=float, metavar="UNIX_TIME",
                      help="wait until this wall-clock time before the first all-reduce (so "
@@ -248,7 +251,8 @@ def run(a: argparse.Namespace) -> int:
         timing = Timing(rto_initial=a.rto,
                         rto_min=min(a.rto, 0.005) if a.rto_min is None else a.rto_min,
                         progress_deadline=a.timeout, adaptive=not a.fixed_window,
-                        fast_retransmit=a.fast_retransmit, window_min=a.window_min)
+                        fast_retransmit=a.fast_retransmit, window_min=a.window_min,
+                        hold_timers=not a.all_timers)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     tensor = _tensor(a)

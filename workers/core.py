@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from netsum.wire import DEST_ALL, EXP_ZERO, HEADER_BYTES, ROUND_BITS, Flags
-from netsum.workers import quant
+from netsum.workers import quant, wire
 from netsum.workers.acceptance import ResultAcceptance
 from netsum.workers.blocks import BlockPlan, plan_blocks
 from netsum.workers.coretypes import (ALLOWED_CALLS, TRANSITIONS, AgreementError, AllreduceResult,
@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 _ROUND_SPAN = 1 << ROUND_BITS
+_SLOT_ROUND = wire.field_reader(("slot", "round"))
 _NONFINITE = int(Flags.NONFINITE)
 _RETX = int(Flags.RETX)
 
@@ -280,6 +281,7 @@ class WorkerCore(ResultAcceptance):
         for i in range(self._w):
             self._pending.append(i - self._w)   # ascending: already a heap
         self._active = self._w
+        self._rec.start(now)
         out = self._begin()
         self._pump(now, out)
         return out
@@ -309,8 +311,8 @@ class WorkerCore(ResultAcceptance):
             self._fire(Trigger.NO_PROGRESS)
             self._timed_out(now)
         out = self._begin()
-        if now < self._slots.tmin:
-            return out                   # no timer is due (tmin is a lower bound)
+        if now < self._rec.next_timer():
+            return out                   # no timer may fire (a lower bound, as tmin)
         self._expire(now, out)
         return out
 
@@ -331,9 +333,20 @@ class WorkerCore(ResultAcceptance):
         earliest retransmission (a tick() before it does nothing and makes this exact)."""
         if not self._running:
             return None
-        return min(self._slots.tmin, self._deadline_at)
+        return min(self._rec.next_timer(), self._deadline_at)
 
     # -- receiving ---------------------------------------------------------------------------
+
+    def on_status(self, payload: memoryview) -> None:
+        """ResultAcceptance.on_status, and the loss recovery told which use the switch holds
+        this worker's copy of (a probe it answers found no loss: workers/recovery.py)."""
+        super().on_status(payload)
+        slot, round_ = _SLOT_ROUND(payload)
+        self._held(slot, round_)
+
+    def _held(self, slot: int, round_: int) -> None:
+        """A STATUS for (slot, round_): the compiled core tells its own recovery instead."""
+        self._rec.status(slot, round_)
 
     def _accept(self, i: int, block: int, round_: int, exp: int, flags: int,
                 view: memoryview | None, now: float, out: list[int]) -> None:

@@ -65,7 +65,17 @@ class Timing:
     results come back nearly in send order and a gap of 3 means a loss (TCP's three
     duplicate ACKs).  After a random loss the job so waits about an RTT instead of an RTO.
     `window_min` is 16, not 2, so that a cut window still leaves enough later results for
-    fast retransmit (docs/protocol.md, "Loss recovery", has the measurements)."""
+    fast retransmit (docs/protocol.md, "Loss recovery", has the measurements).
+
+    `hold_timers` (on by default) keeps timers from firing on a peer's skew: while results
+    come in, a due use waits (its loss is fast retransmit's to find, as TCP restarts its one
+    timer on every ACK); once nothing was accepted for an RTO, one due use goes as a probe,
+    one per RTO while the switch answers them with a STATUS (it holds this worker's copy: a
+    peer is late), and only when a real loss shows (a copy sent again answered by itself, or
+    a probe not answered at all) do the due uses go as before, for an RTO
+    (workers/recovery.py).  Off, or without fast retransmit (which finds the losses while
+    results flow): every use's timer fires on its own (the behaviour before;
+    docs/performance.md, section 18)."""
     rto_initial: float = 0.05
     rto_min: float = 0.005
     rto_max: float = 1.0
@@ -75,6 +85,7 @@ class Timing:
     initial_window: int = 16
     window_min: int = 16
     fast_retransmit: int = 3
+    hold_timers: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:

@@ -47,7 +47,7 @@ OK, SLOW, BOOT_NONZERO, AGREE_LOW, AGREE_NONZERO, TIMEOUT, OUT_FULL = range(7)
 _LAYOUT = {"msg_type": 0, "flags": 1, "job_id": 2, "slot": 4, "exp": 6, "count": 7,
            "round": 8, "offset": 12, "workers": 16, "dest": 17, "reason": 18, "klog2": 19,
            "length": 20}
-# What wvalues.c + wcore.c + wio.c are compiled after: wio.c's system headers come first, with socket.h's
+# What wvalues.c + wcore.c + wface.c + wio.c are compiled after: wio.c's system headers come first, with socket.h's
 # `accept` renamed (wcore.c has a function of that name).
 _PRELUDE = """#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
@@ -95,8 +95,8 @@ def _load() -> None:
         _why = why
         return
     here = resources.files("netsum.workers")
-    text = "".join(here.joinpath(f).read_text() for f in ("wvalues.c", "wcore.c", "wgso.c",
-                                                              "wio.c"))
+    text = "".join(here.joinpath(f).read_text()
+                   for f in ("wvalues.c", "wcore.c", "wface.c", "wgso.c", "wio.c"))
     source = _PRELUDE + text
     qsource = "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n" + \
         here.joinpath("wquant.c").read_text()
@@ -158,7 +158,8 @@ class NativeCore(WorkerCore):
                           self._hr, w, nb, k, self._job_id, win._shift, t.rto_initial,
                           t.rto_min, t.rto_max, t.backoff, int(t.adaptive), t.initial_window,
                           t.window_min, t.fast_retransmit, b0, length)
-        mod.config(self._c, t.progress_deadline)
+        mod.config(self._c, t.progress_deadline, None,
+                   int(t.hold_timers and t.fast_retransmit > 0))
         # The output rows: taken from this thread's pool (allocating them and their views
         # each call cost more than a small call's whole work), back in it when the core goes.
         pool = _pool().get(self._stride)
@@ -310,6 +311,10 @@ class NativeCore(WorkerCore):
         else:
             self._reject(bytes(view))
         assert not out, "the reference sent for a frame the compiled core left to it"
+
+    def _held(self, slot: int, round_: int) -> None:
+        """A STATUS for (slot, round_): to the C core's held timers (WorkerCore.on_status)."""
+        self._mod.status(self._c, slot, round_)
 
     def _sync(self) -> None:
         """The Python core's view of the C state (for its messages, stats and rounds)."""

@@ -6,6 +6,28 @@ window with its cut on a loss.  docs/protocol.md, "Loss recovery", says why each
 (workers/slots.py): it reads the slots' transmissions and moves their timers; it decides what
 is sent again and the core sends it (WorkerCore._retransmit: the frame, the counters, the
 events).
+
+Held timers (`Timing.hold_timers`).  At 0 % loss a use waits for the slowest member: a peer
+descheduled for tens of ms on shared cores, or one whose window opened later, holds every
+use it has not sent.  A per-use timer cannot tell that from a loss, and fired for 4-7 % of
+the packets, nearly all answered by a STATUS (the switch had this worker's copy:
+docs/performance.md, sections 8 and 17).  So a due timer fires only through a gate:
+
+* while results come in, the gate stays an RTO after the latest accepted one (TCP's one
+  timer, restarted on every ACK, RFC 6298 5.3); a loss among flowing results is fast
+  retransmit's to find, which sees every unanswered use in turn;
+* after an RTO of silence one due use (the longest due) goes alone, a probe, and the gate
+  moves an RTO on: while the switch answers each probe with a STATUS (it holds this
+  worker's copy: a peer is late), a stalled peer costs one probe per RTO, not every
+  waiting use per RTO;
+* a probe with no answer at all by the next one's time, not even a STATUS, found this
+  worker's copy missing at the switch (or the switch silent): a real loss, as below;
+* a retransmitted use (a probe, or sent on a gap) answered by a RESULT with no STATUS for it
+  since, later than the least round trip after the copy (so by that copy itself), shows a
+  real loss: for an RTO the due timers fire as without the gate (up to cwnd at once, the
+  window cut), so a tail of lost uses is recovered together, one round trip after the probe,
+  and a lossy path recovers in parallel as before, where fast retransmit alone would find
+  its losses one oldest use at a time.
 """
 from __future__ import annotations
 
@@ -23,7 +45,8 @@ class LossRecovery:
     """The loss recovery of one call over its slot table `slots`."""
 
     __slots__ = ("slots", "timing", "w", "adaptive", "cwnd", "ssthresh", "last_cut", "fr",
-                 "gap_seq", "gap", "min_rtt", "srtt", "rttvar", "base_rto", "spurious")
+                 "gap_seq", "gap", "min_rtt", "srtt", "rttvar", "base_rto", "spurious",
+                 "gate", "free_until", "probe")
 
     def __init__(self, slots: SlotTable, timing: Timing) -> None:
         self.slots = slots
@@ -46,6 +69,33 @@ class LossRecovery:
         self.base_rto = timing.rto_initial
         #: retransmissions found spurious (answered sooner after it than any round trip)
         self.spurious = 0
+        #: held timers (see the module): no due timer fires before `gate` unless before
+        #: `free_until` (after a real loss was seen; always, without hold_timers or without
+        #: fast retransmit, which finds the losses among flowing results); the probe not yet
+        #: answered by its result (a slot, -1: none)
+        self.gate = -math.inf
+        self.free_until = -math.inf if timing.hold_timers and self.fr else math.inf
+        self.probe = -1
+
+    def start(self, now: float) -> None:
+        """The call starts at `now`: the first probe may go an RTO after it."""
+        self.gate = now + self.base_rto
+
+    def next_timer(self) -> float:
+        """When a timer may fire next: the least timer, held until the gate (see the module;
+        a lower bound, as the slot table's `tmin`)."""
+        tmin = self.slots.tmin
+        if tmin < self.free_until:
+            return tmin
+        return tmin if tmin > self.gate else self.gate
+
+    def status(self, i: int, round_: int) -> None:
+        """A STATUS for slot i's use of round `round_`: the switch holds this worker's copy,
+        so if that use is in flight its answer will not show a loss (until it is sent
+        again)."""
+        slots = self.slots
+        if 0 <= i < self.w and slots.block[i] != IDLE and slots.round[i] == round_:
+            slots.held[i] = True
 
     def answered(self, i: int, rtt: float, now: float) -> int:
         """Slot i's use was answered, `rtt` after its first transmission (the slot table has
@@ -79,6 +129,18 @@ class LossRecovery:
             # RFC 3522, made by time).  Counted only: an RTO floor raised to such a use's wait
             # was tried and slowed recovery from real loss (docs/performance.md, section 6).
             self.spurious += 1
+        if slots.attempts[i] and not slots.held[i] and now - slots.tx_at[i] >= (
+                self.min_rtt if self.min_rtt < math.inf else 0.0):
+            # A copy sent again answered by itself (not sooner than a round trip after it)
+            # and no STATUS said the switch held it: the first copy was lost, and so may be
+            # the other due uses': they go as without the gate for an RTO.  A probe's loss
+            # cuts the window here (a gap's cut it when it was found).
+            self.free_until = now + self.base_rto
+            if i == self.probe and self.adaptive:
+                self._loss_signal(now)
+        if i == self.probe:
+            self.probe = -1
+        self.gate = now + self.base_rto       # results flow: the gate restarts
         if self.fr:
             j = self._gap_check(slots.seq[i], now - slots.tx_at[i], now)
             if j >= 0:
@@ -99,11 +161,29 @@ class LossRecovery:
 
     def expire(self, now: float) -> list[int]:
         """The uses whose timer is due, to send again now (at most cwnd of them when adaptive,
-        oldest first), each timer re-armed with its RTO doubled up to rto_max."""
+        oldest first), each timer re-armed with its RTO doubled up to rto_max; with held
+        timers and no loss found, the probe alone (the caller calls this at next_timer())."""
         t = self.timing
         slots = self.slots
         timer = slots.timer
         due = slots.due(now)
+        if len(due) and now >= self.free_until:
+            p = self.probe
+            if p >= 0 and not slots.held[p]:
+                # The last probe is unanswered, not even by a STATUS: this worker's copy was
+                # not at the switch.  A real loss: the due uses go (below), for an RTO.
+                self.probe = -1
+                self.free_until = now + self.base_rto
+            else:
+                # A probe: the longest due use alone (lowest slot among equal timers); the
+                # next one no sooner than an RTO later while nothing is accepted.
+                j = int(due[np.argmin(timer[due])])
+                slots.rto[j] = min(slots.rto[j] * t.backoff, t.rto_max)
+                timer[j] = now + slots.rto[j]
+                self.probe = j
+                self.gate = now + self.base_rto
+                slots.retime()
+                return [j]
         if len(due) and self.adaptive:
             self._loss_signal(now)
             allowed = max(1, int(self.cwnd))

@@ -57,7 +57,7 @@ class SlotTable:
 
     __slots__ = ("w", "block", "round", "want", "acc_offset", "first_sent", "attempts", "rto",
                  "timer", "tmin", "seq", "tx_at", "qcall", "qpos", "in_flight", "tx", "sent",
-                 "_flying")
+                 "held", "_flying")
 
     def __init__(self, w: int, rounds: list[int], rto: float, log_sends: bool) -> None:
         self.w = w
@@ -86,6 +86,9 @@ class SlotTable:
         self.tx = 0                      # transmissions so far (the last sequence number)
         #: seq << SLOT_BITS | slot of every transmission in send order (None: not kept)
         self.sent: deque[int] | None = deque() if log_sends else None
+        #: per slot: a STATUS said the switch holds this worker's copy of the use in flight
+        #: since its latest transmission (workers/recovery.py: its answer shows no loss)
+        self.held = [False] * w
         # Heap of launched blocks, for the lowest block in flight; entries whose slot has
         # moved on (block[b % w] != b) are stale and dropped when they reach the top.
         self._flying: list[int] = []
@@ -118,6 +121,7 @@ class SlotTable:
         """Slot i's packet leaves now: its send sequence number and its place in the call's
         output (call, pos)."""
         self.tx_at[i] = now
+        self.held[i] = False
         self.tx = tx = self.tx + 1
         self.seq[i] = tx
         if self.sent is not None:

@@ -4,8 +4,10 @@
  * reference; tests/unit/test_worker_native.py runs both on the same frames and clock and
  * compares every frame sent), for what a call does per packet: matching a RESULT or ACK to
  * the slot use in flight (or counting it as a duplicate or stale), exponent agreement, the
- * result's values dequantized into the caller's float32 output, RTT/RTO (RFC 6298), the congestion window, fast retransmit
- * (RACK's reordering window), timers with backoff, and the launch of the next blocks:
+ * result's values dequantized into the caller's float32 output, RTT/RTO (RFC 6298), the
+ * congestion window, fast retransmit (RACK's reordering window), timers with backoff held
+ * behind recovery.py's gate (one probe per doubling interval of silence; the Python face,
+ * workers/wface.c, takes the STATUS that answers a probe), and the launch of the next blocks:
  * header words written in the slot's row, the block quantized into it, the frame copied out.
  *
  * The slots' state is one array of `Slot` kept across the calls of the API (the slot table);
@@ -51,6 +53,7 @@ typedef struct {
     int64_t acc_round, acc_offset;     /* the last accepted use, -1 before one */
     int64_t attempts, seq;
     uint32_t cur_round, want_offset, next_round;
+    int held;               /* a STATUS for the use in flight since its latest copy */
     double first_sent, rto, timer, tx_at;
 } Slot;
 
@@ -83,6 +86,8 @@ typedef struct {
     int64_t spurious;
     int64_t gap_seq, gap;
     double cwnd, ssthresh, last_cut, min_rtt, srtt, rttvar, base_rto, tmin;
+    double gate, free_until;       /* held timers: LossRecovery's fields */
+    int64_t probe;                 /* the probe not yet answered by its result, -1: none */
     double started, finished, progress, deadline_at;
     int has_srtt, running, done;
     int64_t err_a, err_b, err_c;
@@ -275,6 +280,7 @@ static int pump(Core *c, double now) {
         s->timer = t;
         if (t < c->tmin) c->tmin = t;
         s->tx_at = now;
+        s->held = 0;
         s->seq = ++c->tx_count;
         if (c->fr && uq_push(c, s->seq << SLOT_BITS | i)) return OUT_FULL;
         c->in_flight++;
@@ -289,6 +295,7 @@ static int retransmit(Core *c, int64_t i, double now) {
     Slot *s = &c->s[i];
     s->attempts++;                     /* Karn: no RTT sample from this use any more */
     s->tx_at = now;
+    s->held = 0;
     s->seq = ++c->tx_count;
     if (c->fr && uq_push(c, s->seq << SLOT_BITS | i)) return OUT_FULL;
     c->sent++;
@@ -305,6 +312,12 @@ static void loss_signal(Core *c, double now) {
     c->ssthresh = floor > half ? floor : half;
     c->cwnd = c->ssthresh;
     c->last_cut = now;
+}
+
+/* When a timer may fire next: the least timer, held until the gate (LossRecovery.next_timer). */
+static inline double next_timer(const Core *c) {
+    if (c->tmin < c->free_until) return c->tmin;
+    return c->tmin > c->gate ? c->tmin : c->gate;
 }
 
 static int gap_check(Core *c, int64_t seq, double rtt, double now) {
@@ -379,6 +392,15 @@ static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, in
     } else if (now - s->tx_at < c->min_rtt) {
         c->spurious++;                 /* answered from an earlier copy: counted only */
     }
+    /* LossRecovery.answered: a copy sent again answered by itself, no STATUS for it: a
+     * real loss, the due timers fire for an RTO (a probe's cuts the window here) */
+    if (s->attempts && !s->held &&
+        now - s->tx_at >= (c->min_rtt < INFINITY ? c->min_rtt : 0.0)) {
+        c->free_until = now + c->base_rto;
+        if (i == c->probe && c->adaptive) loss_signal(c, now);
+    }
+    if (i == c->probe) c->probe = -1;
+    c->gate = now + c->base_rto;       /* results flow: the gate restarts */
     c->results++;
     s->acc_round = round;
     s->acc_offset = s->want_offset;
@@ -456,6 +478,26 @@ static int expire(Core *c, double now, int64_t *due) {
     int64_t n = 0;
     for (int64_t i = 0; i < c->w; i++)
         if (c->s[i].timer <= now) due[n++] = i;
+    if (n && now >= c->free_until) {
+        if (c->probe >= 0 && !c->s[c->probe].held) {
+            /* the last probe unanswered, not even by a STATUS: a real loss, the due go */
+            c->probe = -1;
+            c->free_until = now + c->base_rto;
+        } else {                       /* a probe: the longest due use alone */
+            int64_t j = due[0];
+            for (int64_t q = 1; q < n; q++)
+                if (c->s[due[q]].timer < c->s[j].timer) j = due[q];
+            Slot *s = &c->s[j];
+            double r = s->rto * c->backoff;
+            s->rto = c->rto_max < r ? c->rto_max : r;
+            s->timer = now + s->rto;
+            c->probe = j;
+            c->gate = now + c->base_rto;
+            n = 0;
+            int e = retransmit(c, j, now);
+            if (e) return e;
+        }
+    }
     if (n && c->adaptive) {
         loss_signal(c, now);
         int64_t allowed = (int64_t)c->cwnd;
@@ -481,265 +523,3 @@ static int expire(Core *c, double now, int64_t *due) {
     return OK;
 }
 
-/* -- the Python face -------------------------------------------------------------------- */
-static void core_free(PyObject *cap) {
-    Core *c = PyCapsule_GetPointer(cap, "netsum.wcore");
-    if (!c) return;
-    for (int j = 0; j < NBUF; j++)
-        if (c->held[j]) PyBuffer_Release(&c->buf[j]);
-    if (c->out_held) PyBuffer_Release(&c->outb);
-    free(c->s); free(c->pending); free(c->flying); free(c->uq); free(c->due);
-    free(c);
-}
-
-static Core *get(PyObject *cap) {
-    return PyCapsule_GetPointer(cap, "netsum.wcore");
-}
-
-static PyObject *w_new(PyObject *self, PyObject *args) {
-    (void)self;
-    Core *c = calloc(1, sizeof(Core));
-    if (!c) return PyErr_NoMemory();
-    PyObject *rounds;
-    long long stride, hr, w, nb, k, job_id, shift, adaptive, initial_window, window_min, fr;
-    long long dst_b0, dst_len;
-    if (!PyArg_ParseTuple(args, "w*y*y*y*y*y*y*w*w*w*w*OLLLLLLLddddLLLLLL",
-                          &c->buf[B_TX], &c->buf[B_ROWS], &c->buf[B_OFFSETS], &c->buf[B_DESTS],
-                          &c->buf[B_NF], &c->buf[B_MINE], &c->buf[B_PROPS], &c->buf[B_AGREED],
-                          &c->buf[B_RFLAGS], &c->buf[B_LAT], &c->buf[B_DST], &rounds,
-                          &stride, &hr, &w, &nb, &k, &job_id, &shift,
-                          &c->rto_initial, &c->rto_min, &c->rto_max, &c->backoff, &adaptive,
-                          &initial_window, &window_min, &fr, &dst_b0, &dst_len)) {
-        free(c);
-        return NULL;
-    }
-    /* from here on core_free releases what was taken */
-    for (int j = 0; j < NBUF; j++) c->held[j] = 1;
-    PyObject *cap = PyCapsule_New(c, "netsum.wcore", core_free);
-    if (!cap) {
-        for (int j = 0; j < NBUF; j++) PyBuffer_Release(&c->buf[j]);
-        free(c);
-        return NULL;
-    }
-    c->stride = stride; c->hr = hr; c->w = w; c->nb = nb; c->k = k; c->job_id = job_id;
-    c->shift = shift; c->adaptive = (int)adaptive; c->window_min = window_min; c->fr = fr;
-    c->dst_b0 = dst_b0; c->dst_len = dst_len; c->zero_bad = c->inf_at = -1;
-    if (c->buf[B_TX].len < w * stride || c->buf[B_ROWS].len < (Py_ssize_t)(nb * k * 4) ||
-        c->buf[B_OFFSETS].len < nb * 4 || c->buf[B_DESTS].len < nb || c->buf[B_NF].len < nb ||
-        c->buf[B_MINE].len < nb || c->buf[B_PROPS].len < nb || c->buf[B_AGREED].len < nb ||
-        c->buf[B_RFLAGS].len < nb || c->buf[B_LAT].len < nb * 8 ||
-        dst_len < 0 || dst_b0 < 0 || c->buf[B_DST].len < dst_len * 4 ||
-        !PyList_Check(rounds) ||
-        PyList_GET_SIZE(rounds) < w || w < 1 || k < 1 || w > (1 << SLOT_BITS)) {
-        Py_DECREF(cap);
-        PyErr_SetString(PyExc_ValueError, "wcore.new: buffers do not match the window");
-        return NULL;
-    }
-    c->tx = c->buf[B_TX].buf;
-    c->rows = c->buf[B_ROWS].buf;
-    c->offsets = c->buf[B_OFFSETS].buf;
-    c->dests = c->buf[B_DESTS].buf;
-    c->nf = c->buf[B_NF].buf;
-    c->mine = c->buf[B_MINE].buf;
-    c->props = c->buf[B_PROPS].buf;
-    c->agreed = c->buf[B_AGREED].buf;
-    c->rflags = c->buf[B_RFLAGS].buf;
-    c->lat = c->buf[B_LAT].buf;
-    c->dst = c->buf[B_DST].buf;
-    for (int64_t b = 0; b < nb; b++)   /* every block this rank keeps lies inside dst */
-        if (c->mine[b] && (b < dst_b0 || (b - dst_b0) * k >= dst_len)) {
-            Py_DECREF(cap);
-            PyErr_SetString(PyExc_ValueError, "wcore.new: a kept block lies outside dst");
-            return NULL;
-        }
-    c->s = calloc(w, sizeof(Slot));
-    c->pending = malloc(sizeof(int64_t) * (w + 1));
-    c->fly_cap = 4 * w + 4;
-    c->flying = malloc(sizeof(int64_t) * c->fly_cap);
-    c->uq_cap = 4 * w + 4;
-    c->uq = malloc(sizeof(int64_t) * c->uq_cap);
-    c->due = malloc(sizeof(int64_t) * w);
-    if (!c->s || !c->pending || !c->flying || !c->uq || !c->due) {
-        Py_DECREF(cap);
-        return PyErr_NoMemory();
-    }
-    for (int64_t i = 0; i < w; i++) {
-        Slot *s = &c->s[i];
-        s->cur_block = IDLE;
-        s->acc_round = s->acc_offset = -1;
-        s->rto = c->rto_initial;
-        s->timer = INFINITY;
-        s->next_round = (uint32_t)PyLong_AsUnsignedLongMask(PyList_GET_ITEM(rounds, i));
-    }
-    if (PyErr_Occurred()) { Py_DECREF(cap); return NULL; }
-    c->cwnd = (double)(adaptive ? (initial_window < w ? initial_window : w) : w);
-    c->ssthresh = (double)w;
-    c->last_cut = -INFINITY;
-    c->min_rtt = INFINITY;
-    c->base_rto = c->rto_initial;
-    c->tmin = INFINITY;
-    c->gap_seq = -1;
-    c->deadline_at = INFINITY;
-    return cap;
-}
-
-/* The (capsule, float) arguments of start and tick. */
-static Core *core_and_float(PyObject *args, double *v) {
-    PyObject *cap;
-    if (!PyArg_ParseTuple(args, "Od", &cap, v)) return NULL;
-    return get(cap);
-}
-
-static PyObject *w_config(PyObject *self, PyObject *args) {
-    /* (capsule, progress_deadline[, dst]): set apart from new() for the format's length;
-     * dst, a writable buffer of at least dst_len float32, replaces the output (before
-     * start: NativeCore.write_into) */
-    (void)self;
-    PyObject *cap, *dst = Py_None;
-    double d;
-    if (!PyArg_ParseTuple(args, "Od|O", &cap, &d, &dst)) return NULL;
-    Core *c = get(cap);
-    if (!c) return NULL;
-    if (dst != Py_None) {
-        Py_buffer b;
-        if (PyObject_GetBuffer(dst, &b, PyBUF_WRITABLE) < 0) return NULL;
-        if (b.len < c->dst_len * 4) {
-            PyBuffer_Release(&b);
-            PyErr_SetString(PyExc_ValueError, "wcore.config: dst too short");
-            return NULL;
-        }
-        PyBuffer_Release(&c->buf[B_DST]);
-        c->buf[B_DST] = b;
-        c->dst = b.buf;
-    }
-    c->deadline = d;
-    Py_RETURN_NONE;
-}
-
-static PyObject *w_set_out(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *cap;
-    Py_buffer b;
-    long long n;
-    if (!PyArg_ParseTuple(args, "Ow*L", &cap, &b, &n)) return NULL;
-    Core *c = get(cap);
-    if (!c || b.len < n * c->stride) {
-        PyBuffer_Release(&b);
-        if (c) PyErr_SetString(PyExc_ValueError, "wcore.set_out: buffer too short");
-        return NULL;
-    }
-    if (c->out_held) PyBuffer_Release(&c->outb);
-    c->outb = b;
-    c->out_held = 1;
-    c->out = b.buf;
-    c->cap = n;
-    Py_RETURN_NONE;
-}
-
-static PyObject *w_start(PyObject *self, PyObject *args) {
-    (void)self;
-    double now;
-    Core *c = core_and_float(args, &now);
-    if (!c) return NULL;
-    c->nout = 0;
-    c->running = 1;
-    c->started = c->progress = now;
-    c->deadline_at = now + c->deadline;
-    for (int64_t i = 0; i < c->w; i++) {
-        c->s[i].cur_round = c->s[i].next_round;
-        c->pending[i] = i - c->w;          /* ascending: already a heap */
-    }
-    c->npending = c->w;
-    c->active = c->w;
-    int r = pump(c, now);
-    return Py_BuildValue("(iL)", r, (long long)c->nout);
-}
-
-/* receive(capsule, payloads, first, n, now, cont) -> (code, index, frames out) */
-static PyObject *w_receive(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *cap, *seq;
-    Py_ssize_t first, n;
-    double now;
-    int cont;
-    if (!PyArg_ParseTuple(args, "OOnndp", &cap, &seq, &first, &n, &now, &cont)) return NULL;
-    Core *c = get(cap);
-    if (!c) return NULL;
-    if (!PySequence_Check(seq)) {
-        PyErr_SetString(PyExc_TypeError, "wcore.receive: payloads must be a sequence");
-        return NULL;
-    }
-    if (!cont) c->nout = 0;
-    int r = OK;
-    Py_ssize_t j = first;
-    for (; j < n; j++) {
-        PyObject *item = PySequence_GetItem(seq, j);
-        if (!item) return NULL;
-        Py_buffer b;
-        if (PyObject_GetBuffer(item, &b, PyBUF_SIMPLE) < 0) {
-            Py_DECREF(item);
-            return NULL;
-        }
-        r = take(c, b.buf, b.len, now);
-        PyBuffer_Release(&b);
-        Py_DECREF(item);
-        if (r) break;
-    }
-    return Py_BuildValue("(inL)", r, j, (long long)c->nout);
-}
-
-static PyObject *w_tick(PyObject *self, PyObject *args) {
-    (void)self;
-    double now;
-    Core *c = core_and_float(args, &now);
-    if (!c) return NULL;
-    c->nout = 0;
-    int r = OK;
-    if (c->running) {
-        if (now >= c->deadline_at) r = TIMEOUT;
-        else if (now >= c->tmin) r = expire(c, now, c->due);
-    }
-    return Py_BuildValue("(iL)", r, (long long)c->nout);
-}
-
-static PyObject *w_deadline(PyObject *self, PyObject *cap) {
-    (void)self;
-    Core *c = get(cap);
-    if (!c) return NULL;
-    if (!c->running) Py_RETURN_NONE;
-    return PyFloat_FromDouble(c->tmin < c->deadline_at ? c->tmin : c->deadline_at);
-}
-
-static PyObject *w_counters(PyObject *self, PyObject *cap) {
-    (void)self;
-    Core *c = get(cap);
-    if (!c) return NULL;
-    return Py_BuildValue("(LLLLLLLLiidddLLLLLLd)", (long long)c->sent, (long long)c->retx,
-                         (long long)c->boot, (long long)c->results, (long long)c->dups,
-                         (long long)c->stale, (long long)c->chunks, (long long)c->fast,
-                         c->running, c->done, c->started, c->finished, c->progress,
-                         (long long)c->err_a, (long long)c->err_b, (long long)c->err_c,
-                         (long long)c->spurious, (long long)c->zero_bad,
-                         (long long)c->inf_at, c->inf_val);
-}
-
-static PyObject *w_slots(PyObject *self, PyObject *cap) {
-    (void)self;
-    Core *c = get(cap);
-    if (!c) return NULL;
-    PyObject *cb = PyList_New(c->w), *cr = PyList_New(c->w), *wo = PyList_New(c->w),
-             *nr = PyList_New(c->w);
-    if (!cb || !cr || !wo || !nr) goto fail;
-    for (int64_t i = 0; i < c->w; i++) {
-        PyList_SET_ITEM(cb, i, PyLong_FromLongLong(c->s[i].cur_block));
-        PyList_SET_ITEM(cr, i, PyLong_FromUnsignedLong(c->s[i].cur_round));
-        PyList_SET_ITEM(wo, i, PyLong_FromUnsignedLong(c->s[i].want_offset));
-        PyList_SET_ITEM(nr, i, PyLong_FromUnsignedLong(c->s[i].next_round));
-    }
-    return Py_BuildValue("(NNNN)", cb, cr, wo, nr);
-fail:
-    Py_XDECREF(cb); Py_XDECREF(cr); Py_XDECREF(wo); Py_XDECREF(nr);
-    return NULL;
-}
-
-/* The module's method table and init are at the end of wio.c (appended to this file). */

@@ -752,6 +752,7 @@ static PyMethodDef methods[] = {
     {"receive", w_receive, METH_VARARGS, "a batch of payloads -> (code, index, frames out)"},
     {"tick", w_tick, METH_VARARGS, "timers -> (code, frames out)"},
     {"deadline", w_deadline, METH_O, "next_deadline()"},
+    {"status", w_status, METH_VARARGS, "a STATUS for (slot, round): the held timers' probe"},
     {"counters", w_counters, METH_O, "statistics and state"},
     {"slots", w_slots, METH_O, "per slot: block, round, offset, next round"},
     {"io_udp", io_udp, METH_VARARGS, "an Io over a UDP socket's fd and receive rows"},

@@ -3,6 +3,8 @@ netsum.p4's algorithm) over a fake link that loses, duplicates and reorders; exa
 the documented bound, statistics, the timeout error, and bad input."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from oracle import LossyLink, Network, OracleSwitch
@@ -233,7 +235,11 @@ def test_data_and_other_jobs_are_rejected() -> None:
 
 
 def test_retransmission_sets_flag_and_backs_off() -> None:
-    core, boot = one_core()
+    """Every due timer on its own (hold_timers off; the held timers' probe:
+    tests/unit/test_worker_holdtimers.py)."""
+    core = WorkerCore(np.ones(100, np.float32), JobConfig(5, 1, 2, K),
+                      dataclasses.replace(FAST, hold_timers=False))
+    boot = list(core.start(0.0).send)
     assert core.next_deadline() == pytest.approx(FAST.rto_initial)
     assert core.tick(0.001).send == ()
     step = core.tick(FAST.rto_initial)

@@ -156,5 +156,7 @@ def test_cli_timing_options_reach_the_core(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(Stop):
         cli.run(cli.build_parser().parse_args(
             ["--job", "1", "--workers", "2", "--slots", "4", "--size", "8", "--udp", "x",
-             "--fast-retransmit", "5", "--rto-min", "0.01", "--window-min", "4"]))
+             "--fast-retransmit", "5", "--rto-min", "0.01", "--window-min", "4",
+             "--all-timers"]))
     assert (seen[0].fast_retransmit, seen[0].rto_min, seen[0].window_min) == (5, 0.01, 4)
+    assert seen[0].hold_timers is False
