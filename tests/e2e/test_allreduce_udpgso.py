@@ -7,7 +7,11 @@ Every worker's result must be, bit for bit, the integer sums computed from the i
 coalesced receives really happened.  Then, on the ports the workers used, a coalesced buffer
 whose last datagram is 10 bytes (cut inside the Ethernet header) goes to the switch: it must
 count exactly what the same datagrams sent one by one make it count (each datagram its own
-frame, the short one a parser error, no internal error), and the next job is exact again."""
+frame, the short one a parser error, no internal error), and the next job is exact again.
+Where the C port loop cannot be built (no C compiler: the container tier), the Python loop
+serves the same sockets with GRO and splits coalesced buffers by the same rule, so the sums
+and the counts are checked all the same; only the C loop's GSO counters are missing, and the
+checks that read them skip, saying why."""
 from __future__ import annotations
 
 import os
@@ -15,7 +19,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
@@ -24,6 +28,7 @@ from exactsums import dequantized, expected_sums
 from helpers import assert_switch_clean, started_rigs, switch_stats
 from netsum import udpgso
 from netsum.rig import Rig
+from netsum.switch.native import build
 from netsum.tensors import synthetic_inputs
 from test_allreduce_udp import assert_exact
 
@@ -65,10 +70,18 @@ def _exact_job(rig: Rig, n: int, seed: int) -> None:
         assert r.reshape(-1).tobytes() == want.tobytes()
 
 
-def _gso(rig: Rig) -> dict[str, int]:
+def _gso(rig: Rig) -> dict[str, int] | None:
+    """The C loop's GSO/GRO counters; None where it is not built here (and only there)."""
     (addr,) = rig.grpc_addrs.values()
-    got: dict[str, int] = switch_stats(addr)["udp_gso"]
+    got: dict[str, int] | None = switch_stats(addr)["udp_gso"]
+    if got is None:
+        assert build.available() is not None, "the C loop builds here but served no counters"
     return got
+
+
+def _no_counters() -> NoReturn:
+    pytest.skip(f"the switch's C port loop is not built here ({build.available()}): the "
+                "GSO/GRO counters come from it (the sums and counts above were checked)")
 
 
 def test_sums_are_the_reference_bit_for_bit_and_gso_was_used(rig: Rig) -> None:
@@ -76,6 +89,8 @@ def test_sums_are_the_reference_bit_for_bit_and_gso_was_used(rig: Rig) -> None:
     for n, seed in ((1, 1), (K + 1, 2), (300 * K + 7, 3)):
         _exact_job(rig, n, seed)
     after = _gso(rig)
+    if before is None or after is None:
+        _no_counters()
     assert after["ports_on"] == WORKERS and after["refused"] == 0
     # the workers' windows arrived coalesced, and the results left as GSO sends
     assert after["rx_buffers"] > before["rx_buffers"]
@@ -118,11 +133,13 @@ def test_a_short_last_segment_counts_as_one_by_one_and_breaks_nothing(rig: Rig) 
         coalesced = _delta_after(rig, lambda: s.sendmsg(frames, cm, 0, dest), 4)
         gso_after = _gso(rig)
         one_by_one = _delta_after(rig, lambda: [s.sendto(f, dest) for f in frames], 4)
-    assert gso_after["rx_buffers"] == gso_before["rx_buffers"] + 1
-    assert gso_after["rx_segments"] == gso_before["rx_segments"] + 4
     assert coalesced == one_by_one
     assert coalesced["rx_packets"] == 4 and coalesced.get("parser_errors", 0) >= 1
     assert not coalesced.get("internal_errors") and not coalesced.get("udp_foreign")
     _exact_job(rig, 40 * K + 7, 4)
     (addr,) = rig.grpc_addrs.values()
     assert_switch_clean(addr)
+    if gso_before is None or gso_after is None:
+        _no_counters()
+    assert gso_after["rx_buffers"] == gso_before["rx_buffers"] + 1
+    assert gso_after["rx_segments"] == gso_before["rx_segments"] + 4
