@@ -49,6 +49,17 @@ def dequantized(agreed: np.ndarray, sums: np.ndarray, workers: int) -> np.ndarra
     return (sums.astype(np.float64) * factor[:, None]).reshape(-1).astype(np.float32)
 
 
+def reference_results(xs: list[np.ndarray], k: int) -> np.ndarray:
+    """Every worker's result from the inputs alone, bit for bit: the inputs (flattened, as
+    float32) padded with zeros to whole blocks of k, summed as integers and dequantized, cut
+    back to the inputs' length."""
+    length = xs[0].size
+    pad = np.zeros(-length % k, np.float32)
+    padded = [np.concatenate([x.reshape(-1).astype(np.float32), pad]) for x in xs]
+    agreed, sums = expected_sums(padded, k)
+    return dequantized(agreed, sums, len(xs))[:length]
+
+
 @dataclass
 class ResultCheck:
     """Call with every netsum RESULT (or STATUS, or REJECT) frame a switch sends (slot `slot`
@@ -98,3 +109,4 @@ class ResultCheck:
         self.checked[kind] += 1
         if not ok:
             self.bad.append(f"slot {slot} round {rnd} offset {off}: wrong RESULT")
+

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
-from exactsums import dequantized, expected_sums
+from exactsums import reference_results
 from helpers import assert_switch_clean, started_rigs
 from netsum.rig import Mode, Rig
 from netsum.tensors import synthetic_inputs
@@ -38,14 +37,6 @@ def rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Mode, Rig]]:
         yield out
 
 
-def reference(xs: list[np.ndarray]) -> np.ndarray:
-    n = xs[0].size
-    padded = [np.concatenate([x.reshape(-1).astype(np.float32),
-                              np.zeros(-n % K, np.float32)]) for x in xs]
-    agreed, sums = expected_sums(padded, K)
-    return dequantized(agreed, sums, len(xs))[:n]
-
-
 @pytest.mark.parametrize("mode", [Mode.SHM, Mode.UDP], ids=["shm", "udp"])
 @pytest.mark.parametrize("n", [1, K, K + 1, 40 * K + 7], ids=["one", "K", "K+1", "windows"])
 def test_k1024_sums_are_the_reference_bit_for_bit(rigs: dict[Mode, Rig], mode: Mode,
@@ -54,7 +45,7 @@ def test_k1024_sums_are_the_reference_bit_for_bit(rigs: dict[Mode, Rig], mode: M
     out = rigs[mode].run_job(xs, keep_results=True)
     assert_exact(out)
     assert out.problems == ()
-    want = reference(xs)
+    want = reference_results(xs, K)
     assert len(out.results) == WORKERS
     for r in out.results:
         assert r.reshape(-1).tobytes() == want.tobytes()

@@ -21,10 +21,9 @@ import time
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
-import numpy as np
 import pytest
 
-from exactsums import dequantized, expected_sums
+from exactsums import reference_results
 from helpers import assert_switch_clean, started_rigs, switch_stats
 from netsum import udpgso
 from netsum.rig import Rig
@@ -51,20 +50,12 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             os.environ[udpgso.ENV] = old
 
 
-def reference(xs: list[np.ndarray]) -> np.ndarray:
-    n = xs[0].size
-    padded = [np.concatenate([x.reshape(-1).astype(np.float32),
-                              np.zeros(-n % K, np.float32)]) for x in xs]
-    agreed, sums = expected_sums(padded, K)
-    return dequantized(agreed, sums, len(xs))[:n]
-
-
 def _exact_job(rig: Rig, n: int, seed: int) -> None:
     xs = synthetic_inputs(WORKERS, (n,), seed=seed)
     out = rig.run_job(xs, keep_results=True)
     assert_exact(out)
     assert out.problems == ()
-    want = reference(xs)
+    want = reference_results(xs, K)
     assert len(out.results) == WORKERS
     for r in out.results:
         assert r.reshape(-1).tobytes() == want.tobytes()

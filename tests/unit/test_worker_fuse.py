@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
-from exactsums import dequantized, expected_sums, shift
+from exactsums import expected_sums, reference_results, shift
 from oracle import LossyLink, Network, OracleSwitch
 from test_transport import Peer, to_result
 
@@ -109,15 +109,6 @@ def wide_inputs(seed: int, n: int, length: int) -> list[np.ndarray]:
     return out
 
 
-def reference(xs: list[np.ndarray], k: int) -> np.ndarray:
-    """Every worker's result from the inputs alone (tests/exactsums.py), bit for bit."""
-    length = len(xs[0])
-    pad = -length % k
-    padded = [np.concatenate([x, np.zeros(pad, np.float32)]) for x in xs]
-    agreed, sums = expected_sums(padded, k)
-    return dequantized(agreed, sums, len(xs))[:length]
-
-
 @pytest.mark.parametrize("cls", CORES, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("length", [4096, 4000])
 def test_in_place_under_loss_is_the_integer_reference(cls: type[WorkerCore],
@@ -127,7 +118,7 @@ def test_in_place_under_loss_is_the_integer_reference(cls: type[WorkerCore],
     landed on an input not yet sent)."""
     n, slots, k = 3, 8, 32
     xs = wide_inputs(length, n, length)
-    want = reference(xs, k)
+    want = reference_results(xs, k)
     arrays = [x.copy() for x in xs]
     job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=k)
     cores = {r: cls(arrays[r], job, FAST) for r in range(n)}
@@ -147,7 +138,7 @@ def test_results_into_a_fresh_output_and_a_shard() -> None:
     block partial) lands at the shard's offsets."""
     n, k, length = 2, 32, 1000
     xs = wide_inputs(9, n, length)
-    want = reference(xs, k)
+    want = reference_results(xs, k)
     job = JobConfig(job_id=5, num_workers=n, num_slots=4, k=k)
     cores = {r: NativeCore(xs[r], job, FAST) for r in range(n)}
     lossy(1, n, 4, k).run(cores)  # type: ignore[arg-type]
@@ -162,7 +153,7 @@ def test_results_into_a_fresh_output_and_a_shard() -> None:
     parts = []
     for r, core in cores.items():
         sub = [x[sum(shards[:r]):sum(shards[:r + 1])] for x in xs]
-        parts.append(reference(sub, k))
+        parts.append(reference_results(sub, k))
         assert core.result().tensor.tobytes() == parts[r].tobytes(), f"rank {r}"
 
 
@@ -268,7 +259,7 @@ def test_out_overlapping_the_input(echo: Peer) -> None:
     rng = np.random.default_rng(5)
     buf = np.zeros(length + at, np.float32)
     buf[:length] = rng.standard_normal(length).astype(np.float32)
-    want = reference([buf[:length].copy()], k)
+    want = reference_results([buf[:length].copy()], k)
     with UdpTransport(echo.address, bind=("127.0.0.1", 0)) as t:
         res = allreduce(buf[:length], t, job, timing=FAST, out=buf[at:])
     assert res.tensor.base is buf
@@ -279,7 +270,7 @@ def test_worker_allreduce_in_place_and_a_bad_out(echo: Peer) -> None:
     k, length = 32, 1024
     job = JobConfig(job_id=3, num_workers=1, num_slots=4, k=k)
     x = np.random.default_rng(6).standard_normal(length).astype(np.float32)
-    want = reference([x.copy()], k)
+    want = reference_results([x.copy()], k)
     with UdpTransport(echo.address, bind=("127.0.0.1", 0)) as t:
         w = Worker(t, job, FAST)
         with pytest.raises(ValueError, match="float32 array of 1024"):
