@@ -95,8 +95,9 @@ def _load() -> None:
         _why = why
         return
     here = resources.files("netsum.workers")
-    text = "".join(here.joinpath(f).read_text()
-                   for f in ("wvalues.c", "wcore.c", "wface.c", "wgso.c", "wio.c"))
+    gso = resources.files("netsum.switch.native").joinpath("udpgso.h")  # the switch's limits
+    text = "".join(here.joinpath(f).read_text() for f in ("wvalues.c", "wcore.c", "wface.c")) + \
+        gso.read_text() + "".join(here.joinpath(f).read_text() for f in ("wgso.c", "wio.c"))
     source = _PRELUDE + text
     qsource = "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n" + \
         here.joinpath("wquant.c").read_text()

@@ -13,15 +13,8 @@
  * the row moves of wio.c are unchanged).  A read is made only with GRO_ROOM rows free, so a
  * buffer from our switch (at most GSO_SEGS datagrams) always fits; more datagrams than rows
  * (a sender of 128 segments) are dropped and counted (`cut`): loss the core recovers from. */
-#include <netinet/udp.h>
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-#define GSO_SEGS 64
-#define GSO_BYTES 65507
+/* UDP_SEGMENT, UDP_GRO, GSO_SEGS, GSO_BYTES, udp_gro_size(): the switch's udpgso.h,
+ * compiled in front of this file (workers/native.py) */
 #define GSO_TX 256                      /* messages per sendmmsg (wio.c's IO_DRAIN) */
 #define GRO_BUFS 4
 #define GRO_LEN 65536
@@ -113,21 +106,6 @@ static int64_t gso_send(Gso *g, int fd, struct sockaddr_in *dest, const uint8_t 
     return at;
 }
 
-/* The UDP_GRO segment size of received buffer k, 0 when it is one datagram. */
-static int64_t gro_seg(Gso *g, int k) {
-    struct msghdr *h = &g->rxh[k].msg_hdr;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm)) {
-        if (cm->cmsg_level != SOL_UDP || cm->cmsg_type != UDP_GRO) continue;
-        if (cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
-            int v; memcpy(&v, CMSG_DATA(cm), sizeof v); return v;
-        }
-        if (cm->cmsg_len >= CMSG_LEN(sizeof(uint16_t))) {
-            uint16_t v; memcpy(&v, CMSG_DATA(cm), sizeof v); return v;
-        }
-    }
-    return 0;
-}
-
 /* One recvmmsg of coalesced buffers, their datagrams into rows m.. (up to `limit`) with
  * their lengths in lens[].  Returns the rows filled (0: nothing was queued or no room), or
  * -1 with errno set. */
@@ -147,7 +125,7 @@ static int64_t gro_read(Gso *g, int fd, uint8_t *rows, int64_t rowlen, unsigned 
     int64_t at = m;
     for (int k = 0; k < r; k++) {
         const uint8_t *buf = g->rx + (size_t)k * GRO_LEN;
-        int64_t len = g->rxh[k].msg_len, seg = gro_seg(g, k);
+        int64_t len = g->rxh[k].msg_len, seg = udp_gro_size(&g->rxh[k].msg_hdr);
         if (seg <= 0 || seg >= len) seg = len ? len : 1;   /* one datagram (maybe empty) */
         else { g->rx_bufs++; g->rx_segs += (len + seg - 1) / seg; }
         int64_t off = 0;

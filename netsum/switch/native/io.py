@@ -65,7 +65,7 @@ def source() -> str:
     rt = resources.files("netsum.switch.native")
     return ("#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n" +
             rt.joinpath("nsio.h").read_text() + rt.joinpath("shmport.c").read_text() +
-            rt.joinpath("ioloop.c").read_text())
+            rt.joinpath("udpgso.h").read_text() + rt.joinpath("ioloop.c").read_text())
 
 
 def wanted() -> tuple[bool, str]:

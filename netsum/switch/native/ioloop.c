@@ -45,14 +45,7 @@
 #define SLOT (RX_LEN + 8)        /* + room to put a VLAN tag back in front of the frame */
 #define MAX_PORT 511
 #define CTL_LEN 64               /* ancillary data space, as recvmsg(..., 64) */
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-#define GSO_SEGS 64              /* datagrams per GSO send (UDP_MAX_SEGMENTS: 64, 128 since 6.9) */
-#define GSO_BYTES 65507          /* UDP payload of one IPv4 datagram, the most one send holds */
+/* UDP_SEGMENT, UDP_GRO, GSO_SEGS, GSO_BYTES, udp_gro_size(): udpgso.h, compiled in front */
 #define GSO_CTL CMSG_SPACE(sizeof(uint16_t))
 
 enum { KIND_UDP = 0, KIND_LINUX = 1, KIND_SHM = 2 };
@@ -315,20 +308,6 @@ static int run_frame(Loop *L, Run *r, int number, const uint8_t *data, Py_ssize_
     return -1;
 }
 
-/* The segment size of a buffer that arrived coalesced (its UDP_GRO cmsg), else 0. */
-static Py_ssize_t gro_size(struct msghdr *h) {
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm)) {
-        if (cm->cmsg_level != SOL_UDP || cm->cmsg_type != UDP_GRO) continue;
-        if (cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
-            int v; memcpy(&v, CMSG_DATA(cm), sizeof v); return v;
-        }
-        if (cm->cmsg_len >= CMSG_LEN(sizeof(uint16_t))) {
-            uint16_t v; memcpy(&v, CMSG_DATA(cm), sizeof v); return v;
-        }
-    }
-    return 0;
-}
-
 /* Receive one socket's ready frames and run them; -1 with a Python exception. */
 static int drain(Loop *L, Run *r, Port *p) {
     for (int j = 0; j < BATCH; j++) {
@@ -348,7 +327,7 @@ static int drain(Loop *L, Run *r, Port *p) {
         Py_ssize_t len = (Py_ssize_t)L->rmsg[j].msg_len;
         const uint8_t *data = slot;
         if (p->kind == KIND_UDP) {
-            Py_ssize_t seg = gro_size(&L->rmsg[j].msg_hdr);
+            Py_ssize_t seg = (Py_ssize_t)udp_gro_size(&L->rmsg[j].msg_hdr);
             if (seg > 0 && seg < len) {  /* coalesced: each datagram is its own frame */
                 Py_ssize_t nseg = (len + seg - 1) / seg;
                 if (!from_peer(p, &L->raddr[j])) { L->cnt[C_FOREIGN] += (unsigned long long)nseg; continue; }
