@@ -87,10 +87,12 @@ def test_dead_worker_fails_the_others_then_next_job_succeeds(tmp_path: Path) -> 
     # machine is not taken for a dead peer.
     timeout = 4.0
     with Rig(RigConfig(tmp_path, workers=4, slots=64, timeout=timeout)) as rig:
-        job = rig.start_job(synthetic_inputs(4, (600_000,), seed=3))
+        # 8M elements: ~0.35 s of job on a quiet machine with UDP GSO/GRO (600k, the size
+        # before, took ~25 ms there and could finish between two polls of its progress).
+        job = rig.start_job(synthetic_inputs(4, (8 << 20,), seed=3))
         deadline = time.monotonic() + 30
         while job.progress() < 0.05 and not job.done() and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.01)
         assert not job.done(), "the job finished before a worker could be killed"
         job.children[1].popen.kill()
         killed_at = time.monotonic()
