@@ -17,7 +17,8 @@ import numpy as np
 from netsum.wire import HEADER_BYTES
 from netsum.workers import wire
 
-__all__ = ["shift", "expected_sums", "dequantized", "ResultCheck"]
+__all__ = ["shift", "speculated", "expected_sums", "dequantized", "reference_results",
+           "ResultCheck"]
 
 _NETSUM_AT = 14 + 20 + 8
 _HEADER = HEADER_BYTES
@@ -29,13 +30,28 @@ def shift(workers: int) -> int:
     return (((1 << 31) - 1) // workers).bit_length() - 1
 
 
-def expected_sums(xs: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(agreed biased exponents, int32 sums) per block of k elements."""
+def speculated(maxima: np.ndarray, predict: np.ndarray, slack: int) -> np.ndarray:
+    """The exponents blocks are quantized with when each rank sends block b first with the
+    prediction P_b (docs/quantization.md, "Speculative exponents"): P_b where the max M_b of
+    the proposals is at most P_b and P_b at most M_b + slack (a hit), EXP_ZERO (0) where every
+    block is zero, M_b otherwise (the block sent again with M_b)."""
+    m = maxima.astype(int)
+    p = predict.astype(int)
+    used = np.where((m <= p) & (p <= m + slack), p, m)
+    return np.where(m == 0, 0, used).astype(np.uint8)
+
+
+def expected_sums(xs: list[np.ndarray], k: int, predict: np.ndarray | None = None,
+                  slack: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(the biased exponents used, int32 sums) per block of k elements: the max of every
+    worker's proposal, or with predictions the exponents `speculated` gives."""
     blocks = xs[0].size // k
     rows = [x.astype(np.float64).reshape(blocks, k) for x in xs]
     peak = np.max([np.abs(r).max(axis=1) for r in rows], axis=0)
     e = np.array([math.frexp(p)[1] - (math.frexp(p)[0] == 0.5) if p else 0 for p in peak])
     biased = np.where(peak > 0, np.clip(e + 127, 1, 255), 0)
+    if predict is not None:
+        biased = speculated(biased, np.asarray(predict), slack).astype(int)
     s = shift(len(xs))
     scale = np.where(biased > 0, np.ldexp(1.0, (s - (biased - 127)).astype(int)), 0.0)
     total = np.sum([np.rint(r * scale[:, None]).astype(np.int64) for r in rows], axis=0)
@@ -49,14 +65,15 @@ def dequantized(agreed: np.ndarray, sums: np.ndarray, workers: int) -> np.ndarra
     return (sums.astype(np.float64) * factor[:, None]).reshape(-1).astype(np.float32)
 
 
-def reference_results(xs: list[np.ndarray], k: int) -> np.ndarray:
+def reference_results(xs: list[np.ndarray], k: int, predict: np.ndarray | None = None,
+                      slack: int = 0) -> np.ndarray:
     """Every worker's result from the inputs alone, bit for bit: the inputs (flattened, as
     float32) padded with zeros to whole blocks of k, summed as integers and dequantized, cut
-    back to the inputs' length."""
+    back to the inputs' length (with predictions: quantized as `speculated` says)."""
     length = xs[0].size
     pad = np.zeros(-length % k, np.float32)
     padded = [np.concatenate([x.reshape(-1).astype(np.float32), pad]) for x in xs]
-    agreed, sums = expected_sums(padded, k)
+    agreed, sums = expected_sums(padded, k, predict, slack)
     return dequantized(agreed, sums, len(xs))[:length]
 
 

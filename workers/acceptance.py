@@ -61,6 +61,9 @@ class ResultAcceptance:
     def _fire(self, trigger: Trigger) -> None:
         raise NotImplementedError
 
+    def _qexp_of(self, block: int) -> int:
+        raise NotImplementedError
+
     def _take(self, view: memoryview, now: float, out: list[int]) -> None:
         """One payload of a header and K values: a RESULT to accept, a STATUS to note, or
         counted as not ours."""
@@ -149,7 +152,8 @@ class ResultAcceptance:
         if flying is not None:
             block, round_, offset = flying
             use = {"round": round_, "offset": offset,
-                   "dest": self._dests[block] if block >= 0 else DEST_ALL}
+                   "dest": self._dests[block] if block >= 0 else DEST_ALL,
+                   "qexp": self._qexp_of(block)}
         job = self._job
         if not applies(fields, workers=job.num_workers, k=self._k, length=self._length,
                        window=self._w, use=use):

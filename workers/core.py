@@ -80,7 +80,8 @@ class WorkerCore(ResultAcceptance):
     def __init__(self, tensor: object, job: JobConfig, timing: Timing = Timing(),
                  rounds: Sequence[int] | None = None, prefix: bytes = b"", *,
                  rank: int | None = None, shards: Sequence[int] | None = None,
-                 nonfinite: npt.ArrayLike | None = None) -> None:
+                 nonfinite: npt.ArrayLike | None = None, predict: npt.ArrayLike | None = None,
+                 slack: int = 0) -> None:
         if not isinstance(job, JobConfig):
             raise TypeError(f"job must be a JobConfig, got {type(job).__name__}")
         if not isinstance(timing, Timing):
@@ -113,7 +114,26 @@ class WorkerCore(ResultAcceptance):
         except NonFiniteError as exc:   # an index into the rows: the tensor's offset instead
             b, j = divmod(exc.offset, k)
             raise NonFiniteError(int(plan.starts[b]) + j, exc.value) from None
+        #: per block: the exponent its values are quantized with (dequantize uses it)
         self._agreed = np.zeros(nb, dtype=np.uint8)
+        #: per block: the max of every rank's proposal, as the switch returned it
+        self._maxima = np.zeros(nb, dtype=np.uint8)
+        # Speculative exponents (docs/quantization.md): per block the prediction, and whether
+        # its next launch is the retry with the agreed exponent (1) or the speculative use (0).
+        self._spec = predict is not None
+        self._pred = np.zeros(nb, dtype=np.uint8)
+        self._tried = np.zeros(nb, dtype=np.uint8)
+        if predict is not None:
+            got_p = np.asarray(predict)
+            if got_p.shape != (nb,) or got_p.dtype.kind not in "iu" or \
+                    (nb and not 0 <= int(got_p.min()) <= int(got_p.max()) <= 255):
+                raise ValueError(f"predict must be {nb} biased exponents in 0..255 (one per "
+                                 f"block), got {got_p.dtype} {got_p.shape}")
+            self._pred[:] = got_p
+        if isinstance(slack, bool) or not isinstance(slack, int) or not 0 <= slack <= 8:
+            raise ValueError(f"slack must be an integer in 0..8, got {slack!r}")
+        self._slack = slack
+        self._misses = 0
         self._offsets: list[int] = plan.starts.tolist()
         self._dests: list[int] = plan.owners.tolist()
         # Whether this rank keeps a block's values (all-reduce: every block).
@@ -163,6 +183,7 @@ class WorkerCore(ResultAcceptance):
         self._started = self._finished = self._progress = 0.0
         self._deadline_at = math.inf    # _progress + progress_deadline
         self._sent = self._retx = self._fast = self._boot = self._results = 0
+        self._misses = 0
         self._dups = self._stale = self._rejected = self._chunks = 0
         self._last_reject = ""
         self._ev: list[Event] | None = None   # events are recorded only for the Step API
@@ -278,12 +299,15 @@ class WorkerCore(ResultAcceptance):
         self._fire(Trigger.START)
         self._started = self._progress = now
         self._deadline_at = now + self._timing.progress_deadline
-        for i in range(self._w):
-            self._pending.append(i - self._w)   # ascending: already a heap
+        # ascending: already a heap; without predictions every slot starts with its bootstrap
+        first = 0 if self._spec else -self._w
+        self._pending.extend(range(first, first + self._w))
         self._active = self._w
         self._rec.start(now)
         out = self._begin()
         self._pump(now, out)
+        if self._win.todo:            # speculative first uses carry values
+            self._win.flush()
         return out
 
     def receive_frames(self, payloads: Sequence[memoryview], n: int, now: float) -> list[int]:
@@ -353,21 +377,27 @@ class WorkerCore(ResultAcceptance):
         """The result of slot i's use in flight (values in `view`, or None for the ACK of a
         chunk another rank owns): check what can be checked, keep what is this rank's, agree
         the exponent of the slot's next block and move the slot on."""
-        if block < 0 and view is not None and view[HEADER_BYTES:] != self._zeros:
+        hit = True
+        if self._spec:
+            hit = self._verdict(i, block, exp)
+            # a hit: on to the slot's next block; a miss: the same block again
+            ahead = block + self._w if hit else block
+        elif block < 0 and view is not None and view[HEADER_BYTES:] != self._zeros:
             # Every worker's bootstrap carries zeros, so their sum is zero whatever the switch
             # held: anything else is a sum the switch got wrong (or added twice).
             raise ResultError(
                 f"job {self._job_id} slot {i} round {round_}: the bootstrap result (a sum "
                 f"of zeros) is not zero; the switch added something that was not sent for "
                 "this round")
-        ahead = block + self._w
-        if ahead < self._nb:
+        if self._spec:
+            pass
+        elif (ahead := block + self._w) < self._nb:
             if exp < self._proposals[ahead]:
                 raise AgreementError(
                     f"job {self._job_id} slot {i}: result agrees exponent "
                     f"{exp} for block {ahead}, below this worker's proposal "
                     f"{self._proposals[ahead]}; the switch must return max(exp)")
-            self._agreed[ahead] = exp
+            self._agreed[ahead] = self._maxima[ahead] = exp
             self._win.agree(ahead, exp)
         elif exp != EXP_ZERO:
             # No block follows: every worker (same tensor length) proposed EXP_ZERO.
@@ -377,7 +407,7 @@ class WorkerCore(ResultAcceptance):
                 "max(exp)")
         slots = self._slots
         rtt = now - slots.first_sent[i]
-        if block >= 0:
+        if block >= 0 and hit:
             if view is not None and self._mine[block]:
                 size = 4 * self._k
                 self._sums_mv[block * size:(block + 1) * size] = view[HEADER_BYTES:]
@@ -405,6 +435,41 @@ class WorkerCore(ResultAcceptance):
                     self._ev.append(Finished(now - self._started))
         if self._running:
             self._pump(now, out)
+
+    def _verdict(self, i: int, block: int, m: int) -> bool:
+        """Speculative mode: whether the use of `block` just answered, whose result says the
+        max of every rank's proposal is `m`, was quantized with a good exponent (a hit: the
+        values count) or must be sent again with `m` (a miss); docs/quantization.md."""
+        if m < self._proposals[block]:
+            raise AgreementError(
+                f"job {self._job_id} slot {i}: result says exponent {m} is the max of the "
+                f"proposals for block {block}, below this worker's own proposal "
+                f"{self._proposals[block]}; the switch must return max(exp)")
+        self._maxima[block] = m
+        if self._tried[block]:
+            if m != self._agreed[block]:
+                raise AgreementError(
+                    f"job {self._job_id} slot {i}: block {block} was sent again with the "
+                    f"exponent {self._agreed[block]} its first result agreed, and its second "
+                    f"result says {m}; the data did not change, so the max cannot")
+            return True
+        p = int(self._pred[block])
+        if m == EXP_ZERO or m <= p <= m + self._slack:
+            self._agreed[block] = EXP_ZERO if m == EXP_ZERO else p
+            return True
+        self._agreed[block] = m
+        self._tried[block] = 1
+        self._misses += 1
+        return False
+
+    def _qexp_of(self, block: int) -> int:
+        """The exponent the values of a use of `block` (< 0: a bootstrap use) are quantized
+        with: what its DATA carries in byte 18 (the `reason` field)."""
+        if block < 0:
+            return EXP_ZERO
+        if self._spec and not self._tried[block]:
+            return int(self._pred[block])
+        return int(self._agreed[block])
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -445,6 +510,7 @@ class WorkerCore(ResultAcceptance):
         offsets, dests, nf = self._offsets, self._dests, self._nf
         rounds = slots.round
         base = rec.base_rto
+        spec, pred, tried, agreed = self._spec, self._pred, self._tried, self._agreed
         while pending:
             block = pending[0]
             if slots.in_flight >= rec.cwnd and block > slots.lowest_in_flight(block):
@@ -453,13 +519,31 @@ class WorkerCore(ResultAcceptance):
             i = block % w
             if qcall[i] == call:
                 self._keep(i, out)
+            if spec:
+                # this worker's proposal for the block itself; the values quantized with the
+                # prediction (zeros if the block exceeds it: a miss for every rank, and no
+                # overflow), or on the retry with the exponent its first result agreed
+                if tried[block]:
+                    qexp = qe = int(agreed[block])
+                else:
+                    qexp = int(pred[block])
+                    qe = qexp if props[block] <= qexp else EXP_ZERO
+                win.agree(block, qe)
+                offset = offsets[block]
+                win.launch(i, props[block], rounds[i], offset, dests[block], nf[block], qexp)
+                todo.append(block)
+                launch(i, block, offset, now, base, call, len(out))
+                self._sent += 1
+                out.append(i)
+                continue
             ahead = block + w
             # A bootstrap use (block < 0) is tagged with the offset of the block it proposes
             # for, and its (zero) values go to every rank.
             exp = props[ahead] if ahead < nb else EXP_ZERO
             if block >= 0:
                 offset = offsets[block]
-                win.launch(i, exp, rounds[i], offset, dests[block], nf[block])
+                win.launch(i, exp, rounds[i], offset, dests[block], nf[block],
+                           int(agreed[block]))
                 todo.append(block)
             else:
                 offset = offsets[ahead]
@@ -498,7 +582,7 @@ class WorkerCore(ResultAcceptance):
             self._progress if now is None else now)
         return Stats(self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
                      self._rejected, self._chunks, end - self._started, self._latency.copy(),
-                     self._fast, self._rec.spurious)
+                     self._fast, self._rec.spurious, self._misses)
 
     def next_rounds(self) -> tuple[int, ...]:
         """Per slot of the job, the round its next use takes: the next call of the same job
@@ -523,7 +607,7 @@ class WorkerCore(ResultAcceptance):
         tensor = out.reshape(shape) if self._dst is None else self._dst
         return AllreduceResult(tensor, self.stats(), self.next_rounds(), self._agreed.copy(),
                                (agreed.copy(), job.num_workers, job.k, length),
-                               self._rflags.copy(), plan)
+                               self._rflags.copy(), plan, self._maxima.copy())
 
     def _values(self, b0: int, b1: int, length: int) -> np.ndarray:
         """The result's `length` float32 values (flat) from blocks b0..b1-1 of the sums: into

@@ -196,6 +196,8 @@ class Stats:
     #: uses answered sooner after their last retransmission than any round trip (it was
     #: not needed: WorkerCore._accept)
     spurious: int = 0
+    #: speculative uses whose prediction missed, sent again with the agreed exponent
+    misses: int = 0
 
     def latency_percentiles(self, q: Sequence[float] = (50, 99)) -> tuple[float, ...]:
         if not len(self.latencies):
@@ -219,6 +221,10 @@ class AllreduceResult:
     flags: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8), compare=False,
                               repr=False)
     blocks: BlockPlan | None = field(default=None, compare=False, repr=False)
+    # Per block of `blocks`, biased: the max of every rank's proposal as the switch returned
+    # it (= `exponents` without predictions): what the next call's predictions come from.
+    maxima: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8), compare=False,
+                               repr=False)
     _bound: np.ndarray | None = field(default=None, init=False, compare=False, repr=False)
 
     @property

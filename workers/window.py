@@ -4,7 +4,8 @@ Row i of one `bytearray` is slot i's frame: `prefix` (a transport's link-layer h
 for the whole call; empty for kernel UDP), then the netsum header, then K big-endian int32.
 What never changes for the row (prefix, msg_type DATA, job_id, slot i, count 0, and protocol
 v2's workers, klog2 and length: what the sum's meaning depends on) is written once; a launch writes flags (NONFINITE, as the caller flagged the block) and, with one struct
-call, exp, round, offset and dest (the block's owner, or DEST_ALL), and the block's
+call, exp, round, offset, dest (the block's owner, or DEST_ALL) and qexp (the exponent the
+values are quantized with, in the `reason` byte), and the block's
 values are written by numpy straight into the row (`flush`).  A retransmission sends the row
 as it is with RETX set.  Transports send `frames[i]` (a memoryview), so a packet is never
 built, copied or concatenated as a Python object.
@@ -88,7 +89,7 @@ class TxWindow:
         self._value_rows = list(self.values)                          # views, made once
         self._flags = hr + wire.field_offset("flags")
         self._launch_at, self._launch = wire.field_writer(("exp", "count", "round", "offset",
-                                                           "workers", "dest"))
+                                                           "workers", "dest", "reason"))
         self._launch_at += hr
         self._workers = workers
         self._rows = rows
@@ -110,16 +111,20 @@ class TxWindow:
             self._tiny[block] = exp
         else:
             self.factors[block, 0] = self._factor[block] = f
+            if self._tiny:       # a block agreed again (a speculative miss's retry)
+                self._tiny.pop(block, None)
 
     def launch(self, i: int, exp: int, round_: int, offset: int, dest: int,
-               flags: int = 0) -> None:
+               flags: int = 0, qexp: int = EXP_ZERO) -> None:
         """Slot i's row carries a new use: `flags` (NONFINITE or 0: not a retransmission),
-        the exponent proposal, its round, offset and dest.  Values: `todo.append(block)` (or
+        the exponent proposal, its round, offset and dest, and `qexp` (byte 18, the `reason`
+        field of a DATA: the exponent its values are quantized with, which the switch checks
+        to be the same in every contribution of a round).  Values: `todo.append(block)` (or
         zeros, as the bootstrap rows are from allocation)."""
         at = i * self._stride
         self.buf[at + self._flags] = flags
         self._launch.pack_into(self.buf, at + self._launch_at, exp, 0, round_, offset,
-                               self._workers, dest)
+                               self._workers, dest, qexp)
 
     def spill(self, i: int) -> int:
         """A copy of slot i's frame as it is now, appended to `frames` (and its packet to

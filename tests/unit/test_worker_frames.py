@@ -103,7 +103,9 @@ class Expected:
         head = wire.Header(msg_type=MsgType.DATA, flags=flags, job_id=self.job.job_id, slot=i,
                            exp=exp, count=0, round=(self.rounds[i] + use) % _SPAN,
                            offset=(block if block >= 0 else ahead) * self.k,
-                           workers=self.job.num_workers, dest=0xFF, reason=0,
+                           workers=self.job.num_workers, dest=0xFF,
+                           # byte 18: the exponent the values are quantized with (0: zeros)
+                           reason=self.agreed[block] if block >= 0 else EXP_ZERO,
                            klog2=self.k.bit_length() - 1, length=self.length)
         return wire.encode(head, values, self.k)
 
