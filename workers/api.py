@@ -31,7 +31,8 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
               clock: Callable[[], float] = time.monotonic,
               on_event: Callable[[Event], None] | None = None, rank: int | None = None,
               nonfinite: npt.ArrayLike | None = None,
-              out: np.ndarray | None = None) -> AllreduceResult:
+              out: np.ndarray | None = None, predict: npt.ArrayLike | None = None,
+              slack: int = 0) -> AllreduceResult:
     """Sum `tensor` with the other workers of `job`; returns the float32 sum (the input's
     shape), statistics and `next_rounds` to pass to the next call of the same job
     registration (`rounds`: where this call starts; default every slot at round 0).
@@ -53,6 +54,14 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
     overlaps the input any other way gets a copy of the input first.  After an error its
     contents are undefined.
 
+    `predict` (speculative exponents, docs/quantization.md): per block of K elements, the
+    biased exponent to quantize it with on its first use -- typically the previous call's
+    `result.maxima` for the same tensor (a training bucket); a block whose max proposal turns
+    out above the prediction, or more than `slack` below it, is sent once more with the
+    agreed exponent (`result.stats.misses`).  No bootstrap round: a call whose predictions
+    all hit takes one round trip.  Every rank must pass the same predictions and slack (the
+    switch refuses a contribution quantized with another exponent: RejectedError).
+
     `rank`: this worker's position in the job, for the errors (optional).  Raises QuantError
     for a bad tensor (before sending anything), RejectedError at once when the switch
     refuses this worker's DATA (its member count, K, length, slots or schedule disagree with
@@ -60,7 +69,7 @@ def allreduce(tensor: object, transport: Transport, job: JobConfig, *,
     `timing.progress_deadline` seconds (naming the members the switch says are missing, and
     the job's last refusal), TransportError for socket failures."""
     return _call(tensor, transport, job, timing, rounds, clock, on_event, rank, None,
-                 nonfinite, out)
+                 nonfinite, out, predict, slack)
 
 
 def reduce_scatter(tensor: object, transport: Transport, job: JobConfig, *, rank: int,
@@ -68,19 +77,20 @@ def reduce_scatter(tensor: object, transport: Transport, job: JobConfig, *, rank
                    rounds: Sequence[int] | None = None,
                    clock: Callable[[], float] = time.monotonic,
                    on_event: Callable[[Event], None] | None = None,
-                   nonfinite: npt.ArrayLike | None = None) -> AllreduceResult:
+                   nonfinite: npt.ArrayLike | None = None,
+                   predict: npt.ArrayLike | None = None, slack: int = 0) -> AllreduceResult:
     """In-network reduce-scatter: the sum of `tensor` over the job's workers, of which this
     worker (`rank`) gets its own shard alone (`result.tensor`, 1-D float32): rank r owns the
     next `shards[r]` elements (default: torch's reduce_scatter_tensor layout, equal parts,
     the first `len % n` one longer).  Each shard is cut into blocks of its own; the switch
     sends each block's values to its owner only and an ACK to the others, so a rank's
     downlink carries its shard's values (plus a header per other block).  `nonfinite` and
-    `result.flags` as for `allreduce`, per block of `plan_blocks(len, k, shards)`.  Every
-    worker must call with the same length and shards."""
+    `result.flags` as for `allreduce`, per block of `plan_blocks(len, k, shards)`, and so
+    are `predict` and `slack`.  Every worker must call with the same length and shards."""
     if shards is None:
         shards = even_shards(len(_flat(tensor)), job.num_workers)
     return _call(tensor, transport, job, timing, rounds, clock, on_event, rank, shards,
-                 nonfinite)
+                 nonfinite, None, predict, slack)
 
 
 def _flat(tensor: object) -> np.ndarray:
@@ -105,7 +115,8 @@ def _call(tensor: object, transport: Transport, job: JobConfig, timing: Timing,
           rounds: Sequence[int] | None, clock: Callable[[], float],
           on_event: Callable[[Event], None] | None, rank: int | None,
           shards: Sequence[int] | None, nonfinite: npt.ArrayLike | None,
-          out: np.ndarray | None = None) -> AllreduceResult:
+          out: np.ndarray | None = None, predict: npt.ArrayLike | None = None,
+          slack: int = 0) -> AllreduceResult:
     if not all(callable(getattr(transport, m, None)) for m in ("send", "receive")):
         raise TypeError(f"transport must have send() and receive(), got "
                         f"{type(transport).__name__}")
@@ -113,7 +124,7 @@ def _call(tensor: object, transport: Transport, job: JobConfig, timing: Timing,
         tensor = _apart(tensor, out)
     driver = Driver(transport, clock, on_event=on_event, route=False)
     core = driver.core(tensor, job, timing, rounds, rank=rank, shards=shards,
-                       nonfinite=nonfinite)
+                       nonfinite=nonfinite, predict=predict, slack=slack)
     if out is not None:
         core.write_into(out)
     driver.run(core)
@@ -138,21 +149,24 @@ class Worker:
         self._broken: str | None = None
 
     def allreduce(self, tensor: object, nonfinite: npt.ArrayLike | None = None, *,
-                  out: np.ndarray | None = None) -> AllreduceResult:
-        """See the module's `allreduce` (`out`: the sum in place, as there)."""
-        return self._call(tensor, None, nonfinite, out)
+                  out: np.ndarray | None = None, predict: npt.ArrayLike | None = None,
+                  slack: int = 0) -> AllreduceResult:
+        """See the module's `allreduce` (`out`, `predict`, `slack`: as there)."""
+        return self._call(tensor, None, nonfinite, out, predict, slack)
 
     def reduce_scatter(self, tensor: object, shards: Sequence[int] | None = None,
-                       nonfinite: npt.ArrayLike | None = None) -> AllreduceResult:
+                       nonfinite: npt.ArrayLike | None = None, *,
+                       predict: npt.ArrayLike | None = None, slack: int = 0
+                       ) -> AllreduceResult:
         if self.rank is None:
             raise ValueError("reduce_scatter needs the Worker's rank")
         if shards is None:
             shards = even_shards(len(_flat(tensor)), self.job.num_workers)
-        return self._call(tensor, shards, nonfinite)
+        return self._call(tensor, shards, nonfinite, None, predict, slack)
 
     def _call(self, tensor: object, shards: Sequence[int] | None,
-              nonfinite: npt.ArrayLike | None, out: np.ndarray | None = None
-              ) -> AllreduceResult:
+              nonfinite: npt.ArrayLike | None, out: np.ndarray | None = None,
+              predict: npt.ArrayLike | None = None, slack: int = 0) -> AllreduceResult:
         if self._broken:
             raise ProtocolStateError(
                 f"job {self.job.job_id}: a previous allreduce failed ({self._broken}); the "
@@ -160,7 +174,8 @@ class Worker:
                 "Worker")
         try:
             result = _call(tensor, self.transport, self.job, self.timing, self._rounds,
-                           time.monotonic, None, self.rank, shards, nonfinite, out)
+                           time.monotonic, None, self.rank, shards, nonfinite, out, predict,
+                           slack)
         except SumOverflowError as exc:
             self._rounds = exc.next_rounds
             raise

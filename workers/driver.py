@@ -127,17 +127,18 @@ class Driver:
     def core(self, tensor: object, job: JobConfig, timing: Timing = Timing(),
              rounds: Sequence[int] | None = None, *, rank: int | None = None,
              shards: Sequence[int] | None = None,
-             nonfinite: npt.ArrayLike | None = None) -> WorkerCore:
+             nonfinite: npt.ArrayLike | None = None, predict: npt.ArrayLike | None = None,
+             slack: int = 0) -> WorkerCore:
         """A core for this driver's way of moving packets (WorkerCore's arguments)."""
         if not self.frames:
             return WorkerCore(tensor, job, timing, rounds, rank=rank, shards=shards,
-                              nonfinite=nonfinite)
+                              nonfinite=nonfinite, predict=predict, slack=slack)
         assert self._batch is not None
         kind: type[WorkerCore] = NativeCore if self._native else WorkerCore
         if trace_dir() is not None:       # benchmarks/spurious.py: the Python core, traced
             kind = TracingCore
         return kind(tensor, job, timing, rounds, self._batch.frame_prefix, rank=rank,
-                    shards=shards, nonfinite=nonfinite)
+                    shards=shards, nonfinite=nonfinite, predict=predict, slack=slack)
 
     def start(self, core: WorkerCore, now: float | None = None) -> None:
         """Send `core`'s first window; it is driven from now on (one core per job id)."""

@@ -135,7 +135,8 @@ class ProcessGroupNetsum(dist.ProcessGroup):
             StoreRendezvous(store, rank, size), rank, size, topo, env,
             lanes=env_int(env, "NETSUM_LANES", 4), slots=env_int(env, "NETSUM_SLOTS", 256))
         self.engine = LaneEngine(transport, self.job.lanes(),
-                                 Timing(progress_deadline=self.deadline), rank=rank)
+                                 Timing(progress_deadline=self.deadline), rank=rank,
+                                 speculate=env.get("NETSUM_SPECULATE", "1") != "0")
         self.ledger = CommLedger(rank)
         self._calls = 0
         self._closed = False

@@ -171,7 +171,7 @@ class NetsumHookState:
                               lanes=lanes or env_int(env, "NETSUM_LANES", 4),
                               slots=slots or env_int(env, "NETSUM_SLOTS", 256))
         engine = LaneEngine(transport, job.lanes(), Timing(progress_deadline=deadline),
-                            delay=delay)
+                            delay=delay, speculate=env.get("NETSUM_SPECULATE", "1") != "0")
         return cls(engine, job, job.world_size, group)
 
     # -- step bookkeeping ------------------------------------------------------------------
@@ -227,7 +227,7 @@ def netsum_hook(state: NetsumHookState,
     nbytes = buf.numel() * buf.element_size()
     # A copy (staging reads one): the bucket's storage is DDP's until the future completes.
     cf = state.engine.submit(stage.read(buf), f"bucket {index} ({buf.numel()} {buf.dtype}, "
-                             f"step {state._tracing.step})")
+                             f"step {state._tracing.step})", key=index)
     state.ledger.switched("ddp bucket", nbytes)
     world = state.world_size
     tracing = state._tracing

@@ -21,7 +21,8 @@ import pytest
 
 from netsum.training.lanes import LaneEngine, LaneError, LaneSpec, job_id_of
 from oracle import OracleSwitch
-from netsum.workers import JobConfig, Timing, wire
+from exactsums import reference_results, speculated
+from netsum.workers import JobConfig, Timing, quant, wire
 from netsum.workers.native import native_module
 from netsum.wire import Flags, MsgType
 
@@ -175,6 +176,54 @@ def test_sums_of_many_tensors_over_several_lanes_match_the_inputs(transport: str
     if transport == "frames":      # every packet left from the cores' rows, none as bytes
         for t in (a._transport, b._transport):
             assert isinstance(t, FrameLink) and t.sent_frames > 0 and t.sent_bytes == 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_bucket_s_next_step_is_predicted_from_its_last_one(transport: str) -> None:
+    """Speculative exponents across steps (docs/quantization.md): the second step's tensors
+    of each key are quantized with the first step's maxima + 1 where the new max is within
+    two binades below that, else sent again with the new max; bit for bit the integer
+    reference of those exponents, from the inputs alone, on every rank."""
+    link, (a, b) = engines(lanes=2, transport=transport)
+    rng = np.random.default_rng(11)
+    sizes = [300, 1000, 300]          # keys 0 and 2: the same length, told apart by the key
+    steps = []
+    for step in range(2):
+        # each block's magnitude moves by up to 3 binades between the steps
+        steps.append([[(rng.standard_normal(n) * np.repeat(
+            2.0 ** rng.integers(-3, 1, -(-n // K)), K)[:n]).astype(np.float32)
+            for n in sizes] for _ in range(2)])
+    got = []
+    try:
+        for step in steps:
+            for e in (a, b):
+                e.reset_order()
+            fa = [a.submit(x, key=i) for i, x in enumerate(step[0])]
+            fb = [b.submit(x, key=i) for i, x in enumerate(step[1])]
+            got.append([(f0.result(timeout=20), f1.result(timeout=20))
+                        for f0, f1 in zip(fa, fb)])
+    finally:
+        a.close()
+        b.close()
+    predicted = misses = 0
+    for i in range(len(sizes)):
+        first = [steps[0][r][i] for r in range(2)]
+        second = [steps[1][r][i] for r in range(2)]
+        r0, r1 = got[1][i]
+        np.testing.assert_array_equal(got[0][i][0].tensor, reference_results(first, K))
+        m1 = np.max([quant.block_exponents(x, K) for x in first], axis=0)
+        m2 = np.max([quant.block_exponents(x, K) for x in second], axis=0)
+        predict = np.minimum(m1.astype(int) + 1, 255)
+        np.testing.assert_array_equal(r0.tensor, reference_results(second, K, predict, 2))
+        assert np.array_equal(r0.tensor, r1.tensor)
+        used = speculated(m2, predict, 2)
+        predicted += len(m2)
+        misses += int(((used != predict) & (m2 != 0)).sum())
+    assert 0 < misses < predicted
+    for e in (a, b):
+        assert e.totals["predicted"] == predicted and e.totals["misses"] == misses
+        # only the first step paid bootstrap uses
+        assert e.totals["bootstrap"] == sum(min(8, -(-n // K)) for n in sizes)
 
 
 def test_lanes_run_at_the_same_time() -> None:
