@@ -188,18 +188,18 @@ def test_a_bucket_s_next_step_is_predicted_from_its_last_one(transport: str) -> 
     rng = np.random.default_rng(11)
     sizes = [300, 1000, 300]          # keys 0 and 2: the same length, told apart by the key
     steps = []
-    for step in range(2):
+    for _ in range(2):
         # each block's magnitude moves by up to 3 binades between the steps
         steps.append([[(rng.standard_normal(n) * np.repeat(
             2.0 ** rng.integers(-3, 1, -(-n // K)), K)[:n]).astype(np.float32)
             for n in sizes] for _ in range(2)])
     got = []
     try:
-        for step in steps:
+        for xs in steps:
             for e in (a, b):
                 e.reset_order()
-            fa = [a.submit(x, key=i) for i, x in enumerate(step[0])]
-            fb = [b.submit(x, key=i) for i, x in enumerate(step[1])]
+            fa = [a.submit(x, key=i) for i, x in enumerate(xs[0])]
+            fb = [b.submit(x, key=i) for i, x in enumerate(xs[1])]
             got.append([(f0.result(timeout=20), f1.result(timeout=20))
                         for f0, f1 in zip(fa, fb)])
     finally:
