@@ -2,6 +2,7 @@
 a figure the machine's load does not move (the shared machine's CPU times move by 15 % and more).
 
     python benchmarks/worker_instructions.py BEFORE [AFTER] [--k 32,256] [--blocks 2000]
+                                             [--native]
 
 BEFORE and AFTER are checkouts or commits (as benchmarks/switch_trees.py takes them; AFTER
 defaults to this checkout).  For each version, K and face (the frames API, the Step API), one
@@ -11,6 +12,8 @@ taken from that of a run with two, and the rest divided by the packets (blocks +
 bootstrap uses).  Single-threaded BLAS and a fixed hash seed make a count repeat to about
 0.01 % in one place, but the same code counted from another directory moved by up to 1 %
 (paths of other lengths, other allocations): differences below about 1 % are not resolved.
+`--native`: the compiled core (`NativeCore`, workers/wcore.c) instead, each tree's module
+built before it is counted; its count includes the echo's Python, the same in both trees.
 Needs valgrind; slow (about 20 s per count on an idle core).
 """
 from __future__ import annotations
@@ -39,6 +42,10 @@ from netsum.workers import wire
 from netsum.workers.core import JobConfig, Timing, WorkerCore
 MSG, COUNT = wire.OFFSETS["msg_type"], wire.OFFSETS["count"]
 face, k, n, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+native = sys.argv[5:] == ["native"]
+if native:         # the module loaded in the run with no call too: not counted
+    from netsum.workers.native import NativeCore as WorkerCore, native_module
+    native_module()
 x = np.random.default_rng(1).standard_normal(n * k).astype(np.float32)
 def frames():
     core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing())
@@ -50,6 +57,17 @@ def frames():
         rx[0][MSG], rx[0][COUNT] = MsgType.RESULT, 1
         pending += core.receive_frames(rx, 1, m * 1e-6)
     core.result()
+def native_frames():       # the compiled core's rows are reused by its next call: copied
+    core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing())
+    rx = [memoryview(bytearray(core.packet_bytes))]
+    fr, m = core.frames, 0
+    pending = deque([bytes(fr[i]) for i in core.start_frames(0.0)])
+    while pending:
+        m += 1
+        rx[0][:] = pending.popleft()
+        rx[0][MSG], rx[0][COUNT] = MsgType.RESULT, 1
+        pending += [bytes(fr[i]) for i in core.receive_frames(rx, 1, m * 1e-6)]
+    core.result()
 def steps():
     core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing())
     pending, m = deque(core.start(0.0).send), 0
@@ -60,17 +78,22 @@ def steps():
         pending += core.receive(bytes(b), m * 1e-6).send
     core.result()
 for _ in range(calls):
-    frames() if face == "frames" else steps()
-""" % (SLOTS, SLOTS)
+    (native_frames if native else frames)() if face == "frames" else steps()
+""" % (SLOTS, SLOTS, SLOTS)
 _IR = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-def count(where: Path, face: str, k: int, blocks: int, calls: int) -> int:
+def count(where: Path, face: str, k: int, blocks: int, calls: int, native: bool = False) -> int:
     env = dict(os.environ, PYTHONPATH=str(where), PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1",
-               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", NETSUM_WORKER_NATIVE="0")
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               NETSUM_WORKER_NATIVE="1" if native else "0")
+    child = [sys.executable, "-c", CHILD, face, str(k), str(blocks), str(calls)] + \
+        (["native"] if native else [])
+    if native:        # the module built (or found in the cache) outside the count
+        subprocess.run(child[:-2] + ["0", "native"], cwd=where, env=env, check=True,
+                       capture_output=True, timeout=1800)
     res = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
-                          "--cachegrind-out-file=/dev/null", sys.executable, "-c", CHILD, face,
-                          str(k), str(blocks), str(calls)], cwd=where, env=env,
+                          "--cachegrind-out-file=/dev/null", *child], cwd=where, env=env,
                          capture_output=True, text=True, timeout=1800)
     m = _IR.search(res.stderr)
     if res.returncode or m is None:
@@ -84,6 +107,7 @@ def main() -> int:
     ap.add_argument("after", nargs="?", default=str(ROOT))
     ap.add_argument("--k", default="32,256", help="values per packet, comma-separated")
     ap.add_argument("--blocks", type=int, default=2000, help="blocks per call")
+    ap.add_argument("--native", action="store_true", help="the compiled core (NativeCore)")
     a = ap.parse_args()
     packets = a.blocks + min(SLOTS, a.blocks)
     rows = []
@@ -91,12 +115,13 @@ def main() -> int:
         trees = [tree(a.before, Path(tmp)), tree(a.after, Path(tmp))]
         for k in (int(v) for v in a.k.split(",")):
             for face in ("frames", "steps"):
-                got = [(count(t, face, k, a.blocks, 2) - count(t, face, k, a.blocks, 0))
+                got = [(count(t, face, k, a.blocks, 2, a.native) -
+                        count(t, face, k, a.blocks, 0, a.native))
                        // (2 * packets) for t in trees]
                 rows.append((f"{'frames API' if face == 'frames' else 'Step API'}, K={k}", got))
                 print(f"{rows[-1][0]} done", file=sys.stderr, flush=True)
     print(f"before = {a.before}, after = {a.after}; instructions per packet (valgrind), "
-          f"{a.blocks} blocks, window {SLOTS}")
+          f"{a.blocks} blocks, window {SLOTS}, {'compiled' if a.native else 'Python'} core")
     print(f"{'instructions per packet':<24} {'before':>9} {'after':>9} {'after/before':>12}")
     for label, (old, new) in rows:
         print(f"{label:<24} {old:>9,} {new:>9,} {new / old:>12.3f}")
