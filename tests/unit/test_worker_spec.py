@@ -13,6 +13,7 @@ import pytest
 from exactsums import reference_results, speculated
 from oracle import LossyLink, Network, OracleSwitch
 
+from netsum.tensors import check_result, reference
 from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, Flags, MsgType
 from netsum.workers import quant, wire
 from netsum.workers.core import AgreementError, JobConfig, Timing, WorkerCore
@@ -56,9 +57,12 @@ def inputs(seed: int, n: int, length: int) -> list[np.ndarray]:
 def check(results: list, xs: list[np.ndarray], predict: np.ndarray, slack: int) -> None:
     want = reference_results(xs, K, predict, slack)
     used = speculated(maxima_of(xs), predict, slack)
+    ref = reference(xs, K, predict, slack)     # what netsum-worker --check and the rig use
+    np.testing.assert_array_equal(ref.agreed, used)
     for r in results:
         np.testing.assert_array_equal(r.tensor, want)
         np.testing.assert_array_equal(r.exponents, used)
+        assert check_result(r.tensor, ref).ok
         np.testing.assert_array_equal(r.maxima, maxima_of(xs))
 
 
