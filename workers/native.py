@@ -2,9 +2,11 @@
 runs in C (workers/wcore.c), and `native_status()`, whether it is here and why not.
 
 `NativeCore` is set up by `WorkerCore.__init__` (the plan, the window's frame rows, the
-per-block buffers), with the exponent proposals and the finiteness check in one C pass over
-the input (workers/wquant.c, a module of its own); from `start_frames` on, acceptance,
-agreement, each result's values dequantized straight into the float32 output (the caller's
+per-block buffers, predictions included), with the exponent proposals and the finiteness
+check in one C pass over the input (workers/wquant.c, a module of its own); from
+`start_frames` on, acceptance, agreement (or speculation: `predict=`, hits and misses, the
+agreed exponents, maxima and retry marks written into the Python core's arrays), each
+result's values dequantized straight into the float32 output (the caller's
 `out`, `write_into`, or an array of its own: no big-endian sums buffer), RTT/RTO, the
 congestion window, fast retransmit, timers and the launches with their quantization run in C
 over one slot table that lives across the calls, writing the Python core's own buffers, so
@@ -42,7 +44,8 @@ from netsum.workers.core import WorkerCore
 __all__ = ["NativeCore", "native_module", "native_status", "ENV"]
 
 ENV = "NETSUM_WORKER_NATIVE"
-OK, SLOW, BOOT_NONZERO, AGREE_LOW, AGREE_NONZERO, TIMEOUT, OUT_FULL = range(7)
+OK, SLOW, BOOT_NONZERO, AGREE_LOW, AGREE_NONZERO, TIMEOUT, OUT_FULL, SPEC_LOW, RETRY_DIFF = \
+    range(9)
 # The header layout wcore.c reads and writes (protocol v2); checked before it is used.
 _LAYOUT = {"msg_type": 0, "flags": 1, "job_id": 2, "slot": 4, "exp": 6, "count": 7,
            "round": 8, "offset": 12, "workers": 16, "dest": 17, "reason": 18, "klog2": 19,
@@ -154,11 +157,15 @@ class NativeCore(WorkerCore):
         b0 = self.blocks.blocks_of(self._rank)[0] if self.blocks.shards and \
             self._rank is not None else 0
         self._vals = np.empty(length, dtype=np.float32)
-        self._c = mod.new(win.buf, self._rows, *self._nat_in, self._agreed, self._rflags,
-                          self._latency, self._vals, list(self._slots.round), self._stride,
+        # agreed, maxima and tried are the Python core's own arrays, written by C in place
+        # (result(), stats() and a refusal's qexp read them there)
+        self._c = mod.new(win.buf, self._rows, *self._nat_in, self._agreed, self._maxima,
+                          self._rflags, self._latency, self._vals, self._pred, self._tried,
+                          list(self._slots.round), self._stride,
                           self._hr, w, nb, k, self._job_id, win._shift, t.rto_initial,
                           t.rto_min, t.rto_max, t.backoff, int(t.adaptive), t.initial_window,
-                          t.window_min, t.fast_retransmit, b0, length)
+                          t.window_min, t.fast_retransmit, b0, length, int(self._spec),
+                          self._slack)
         mod.config(self._c, t.progress_deadline, None,
                    int(t.hold_timers and t.fast_retransmit > 0))
         # The output rows: taken from this thread's pool (allocating them and their views
@@ -298,6 +305,16 @@ class NativeCore(WorkerCore):
             raise AgreementError(
                 f"job {self._job_id} slot {a}: result agrees exponent {b} where every "
                 f"worker proposed 0 (no block follows); the switch must return max(exp)")
+        if code == SPEC_LOW:
+            raise AgreementError(
+                f"job {self._job_id} slot {a}: result says exponent {b} is the max of the "
+                f"proposals for block {c}, below this worker's own proposal "
+                f"{self._proposals[c]}; the switch must return max(exp)")
+        if code == RETRY_DIFF:
+            raise AgreementError(
+                f"job {self._job_id} slot {a}: block {c} was sent again with the "
+                f"exponent {self._agreed[c]} its first result agreed, and its second "
+                f"result says {b}; the data did not change, so the max cannot")
         raise RuntimeError(f"compiled worker core: internal error {code}")
 
     def _slow(self, view: memoryview, now: float) -> None:
@@ -320,7 +337,7 @@ class NativeCore(WorkerCore):
     def _sync(self) -> None:
         """The Python core's view of the C state (for its messages, stats and rounds)."""
         (self._sent, self._retx, self._boot, self._results, self._dups, self._stale,
-         self._chunks, self._fast, _r, _d, self._started, finished, self._progress,
+         self._chunks, self._fast, self._misses, _r, _d, self._started, finished, self._progress,
          _a, _b, _c, self._rec.spurious, _z, _i, _v) = self._mod.counters(self._c)
         if _d:
             self._finished = finished

@@ -3,16 +3,22 @@
  * The same protocol as workers/core.py, recovery.py, acceptance.py and window.py (the
  * reference; tests/unit/test_worker_native.py runs both on the same frames and clock and
  * compares every frame sent), for what a call does per packet: matching a RESULT or ACK to
- * the slot use in flight (or counting it as a duplicate or stale), exponent agreement, the
+ * the slot use in flight (or counting it as a duplicate or stale), exponent agreement (the
+ * agreed scheme: bootstrap uses, each result agreeing the exponent of the slot's next block;
+ * or speculation, `spec`: each block's first use quantized with the caller's prediction, a
+ * miss sent again once with the switch's max; tests/unit/test_worker_native_spec.py), the
  * result's values dequantized into the caller's float32 output, RTT/RTO (RFC 6298), the
  * congestion window, fast retransmit (RACK's reordering window), timers with backoff held
  * behind recovery.py's gate (one probe per doubling interval of silence; the Python face,
  * workers/wface.c, takes the STATUS that answers a probe), and the launch of the next blocks:
- * header words written in the slot's row, the block quantized into it, the frame copied out.
+ * header words written in the slot's row (byte 18: qexp, the exponent the values are
+ * quantized with), the block quantized into it, the frame copied out.
  *
  * The slots' state is one array of `Slot` kept across the calls of the API (the slot table);
- * the per-block arrays (offsets, owners, flags, proposals) and the outputs (agreed exponents,
- * result flags, latencies) are buffers of the Python core, written in place.  A RESULT's
+ * the per-block arrays (offsets, owners, flags, proposals, predictions) and the outputs
+ * (agreed exponents, maxima, whether a block's next launch is its retry, result flags,
+ * latencies) are buffers of the Python core, written in place: its result(), stats and
+ * refusal code (the qexp of the use a REJECT names) read them there.  A RESULT's
  * values go straight into the float32 output (`dst`: the tensor, or this rank's shard) when
  * the result is accepted: int32 times 2^(E-s) in double, rounded once to float32, as
  * quant.dequantize computes them; its two checks (nonzero sums under EXP_ZERO, an Inf after
@@ -46,7 +52,7 @@
 #define SLOT_BITS 16
 
 enum { OK = 0, SLOW = 1, BOOT_NONZERO = 2, AGREE_LOW = 3, AGREE_NONZERO = 4, TIMEOUT = 5,
-       OUT_FULL = 6 };
+       OUT_FULL = 6, SPEC_LOW = 7, RETRY_DIFF = 8 };
 
 typedef struct {
     int64_t cur_block;      /* block of the use in flight, IDLE for none (<0: bootstrap) */
@@ -57,8 +63,8 @@ typedef struct {
     double first_sent, rto, timer, tx_at;
 } Slot;
 
-enum { B_TX, B_ROWS, B_OFFSETS, B_DESTS, B_NF, B_MINE, B_PROPS, B_AGREED, B_RFLAGS, B_LAT,
-       B_DST, NBUF };
+enum { B_TX, B_ROWS, B_OFFSETS, B_DESTS, B_NF, B_MINE, B_PROPS, B_AGREED, B_MAXIMA, B_RFLAGS,
+       B_LAT, B_DST, B_PRED, B_TRIED, NBUF };
 
 typedef struct {
     Py_buffer buf[NBUF];
@@ -69,7 +75,10 @@ typedef struct {
     const float *rows;
     const uint32_t *offsets;
     const uint8_t *dests, *nf, *mine, *props;
-    uint8_t *agreed, *rflags;
+    uint8_t *agreed, *maxima, *rflags;
+    const uint8_t *pred;    /* speculation (spec): the caller's prediction per block */
+    uint8_t *tried;         /* per block: 0, its next launch is its speculative use; 1, the retry */
+    int spec, slack;
     float *dst;             /* the result: block b's values at (b - dst_b0) * k */
     double *lat;
     int64_t stride, hr, w, nb, k, cap, nout, job_id, shift, fr, window_min;
@@ -83,7 +92,7 @@ typedef struct {
     int64_t *pending, npending, *flying, nflying, fly_cap;
     int64_t *uq, uq_head, uq_len, uq_cap, *due;
     int64_t tx_count, sent, retx, boot, results, dups, stale, chunks, fast, in_flight, active;
-    int64_t spurious;
+    int64_t spurious, misses;
     int64_t gap_seq, gap;
     double cwnd, ssthresh, last_cut, min_rtt, srtt, rttvar, base_rto, tmin;
     double gate, free_until;       /* held timers: LossRecovery's fields */
@@ -157,16 +166,16 @@ static int queue(Core *c, int64_t i) {
 }
 
 /* -- the per-value loops (workers/wvalues.c, compiled before this file) ------------- */
-/* Block b's values into slot i's row: rint(x * 2^(s-E)) as big-endian int32, the integers
+/* Block b's values into slot i's row quantized with the biased exponent e (EXP_ZERO: zeros):
+ * rint(x * 2^(s-E)) as big-endian int32, the integers
  * of quant.quantize_block (float64) and of the window's float32 ones: multiplying a float32
  * by a power of two float32 holds is exact (a product below 2^-126 rounds to 0 under rint
  * either way), and so is rint.  Where 2^(s-E) is beyond float32 (E below 2^-97), float64
  * and nearbyint, value by value, as the reference's quantize_block. */
-static void quantize(Core *c, int64_t i, int64_t b) {
+static void quantize(Core *c, int64_t i, int64_t b, int e) {
     uint8_t *restrict v = c->tx + i * c->stride + c->hr + HB;
     const float *restrict x = c->rows + b * c->k;
     int64_t k = c->k, j = 0;
-    int e = c->agreed[b];
     if (e == EXP_ZERO) {
         memset(v, 0, 4 * k);
         return;
@@ -226,8 +235,11 @@ static void dequantize(Core *c, int64_t b, const uint8_t *restrict v) {
     }
 }
 
+/* Slot i's row carries a new use: flags (NONFINITE or 0), the exponent field, round, offset,
+ * dest and qexp (byte 18: the exponent its values are quantized with, EXP_ZERO for a
+ * bootstrap's zeros). */
 static void launch_row(Core *c, int64_t i, int exp, uint32_t round, uint32_t offset, int dest,
-                       int flags) {
+                       int flags, int qexp) {
     uint8_t *p = c->tx + i * c->stride + c->hr;
     p[1] = flags;
     p[6] = exp;
@@ -235,6 +247,7 @@ static void launch_row(Core *c, int64_t i, int exp, uint32_t round, uint32_t off
     put32(p + 8, round);
     put32(p + 12, offset);
     p[17] = dest;
+    p[18] = qexp;
 }
 
 static int64_t lowest_in_flight(Core *c, int64_t dflt) {
@@ -264,14 +277,26 @@ static int pump(Core *c, double now) {
         }
         heap_push(c->flying, &c->nflying, block);
         int64_t ahead = block + c->w;
-        int exp = ahead < c->nb ? c->props[ahead] : EXP_ZERO;
-        if (block >= 0) {
+        if (c->spec) {
+            /* the proposal for this very block; its first use quantized with the prediction
+             * (zeros where this rank's block is above it: the proposal makes it a miss),
+             * its retry with the exponent the first use's result brought */
+            int q = c->tried[block] ? c->agreed[block] : c->pred[block];
+            int e = c->tried[block] || c->props[block] <= q ? q : EXP_ZERO;
             s->want_offset = c->offsets[block];
-            launch_row(c, i, exp, s->cur_round, s->want_offset, c->dests[block], c->nf[block]);
-            quantize(c, i, block);
+            launch_row(c, i, c->props[block], s->cur_round, s->want_offset, c->dests[block],
+                       c->nf[block], q);
+            quantize(c, i, block, e);
+        } else if (block >= 0) {
+            int exp = ahead < c->nb ? c->props[ahead] : EXP_ZERO;
+            s->want_offset = c->offsets[block];
+            launch_row(c, i, exp, s->cur_round, s->want_offset, c->dests[block], c->nf[block],
+                       c->agreed[block]);
+            quantize(c, i, block, c->agreed[block]);
         } else {
+            int exp = ahead < c->nb ? c->props[ahead] : EXP_ZERO;
             s->want_offset = c->offsets[ahead];
-            launch_row(c, i, exp, s->cur_round, s->want_offset, DEST_ALL, 0);
+            launch_row(c, i, exp, s->cur_round, s->want_offset, DEST_ALL, 0, EXP_ZERO);
             c->boot++;       /* its values are zeros, as the row is from allocation */
         }
         s->first_sent = now;
@@ -348,23 +373,45 @@ static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, in
                   const uint8_t *p, double now) {
     Slot *s = &c->s[i];
     int64_t k4 = 4 * c->k;
-    if (block < 0 && p) {
-        for (int64_t j = 0; j < k4; j++)
-            if (p[HB + j]) { c->err_a = i; c->err_b = round; return BOOT_NONZERO; }
-    }
     int64_t ahead = block + c->w;
-    if (ahead < c->nb) {
-        if (exp < c->props[ahead]) {
-            c->err_a = i; c->err_b = exp; c->err_c = ahead;
-            return AGREE_LOW;
+    int hit = 1;
+    if (c->spec) {
+        /* exp is the max of the proposals for this block itself */
+        if (exp < c->props[block]) {
+            c->err_a = i; c->err_b = exp; c->err_c = block;
+            return SPEC_LOW;
         }
-        c->agreed[ahead] = exp;
-    } else if (exp != EXP_ZERO) {
-        c->err_a = i; c->err_b = exp;
-        return AGREE_NONZERO;
+        c->maxima[block] = exp;
+        if (!c->tried[block]) {
+            int pr = c->pred[block];
+            hit = exp == EXP_ZERO || (exp <= pr && pr <= exp + c->slack);
+            c->agreed[block] = hit ? (exp == EXP_ZERO ? EXP_ZERO : pr) : exp;
+            if (!hit) {
+                c->tried[block] = 1;
+                c->misses++;
+            }
+        } else if (exp != c->agreed[block]) {
+            c->err_a = i; c->err_b = exp; c->err_c = block;
+            return RETRY_DIFF;
+        }
+    } else {
+        if (block < 0 && p) {
+            for (int64_t j = 0; j < k4; j++)
+                if (p[HB + j]) { c->err_a = i; c->err_b = round; return BOOT_NONZERO; }
+        }
+        if (ahead < c->nb) {
+            if (exp < c->props[ahead]) {
+                c->err_a = i; c->err_b = exp; c->err_c = ahead;
+                return AGREE_LOW;
+            }
+            c->agreed[ahead] = c->maxima[ahead] = exp;
+        } else if (exp != EXP_ZERO) {
+            c->err_a = i; c->err_b = exp;
+            return AGREE_NONZERO;
+        }
     }
     double rtt = now - s->first_sent;
-    if (block >= 0) {
+    if (block >= 0 && hit) {
         if (p && c->mine[block]) dequantize(c, block, p + HB);
         c->rflags[block] = flags & F_NONFINITE;
         c->lat[block] = rtt;
@@ -420,7 +467,9 @@ static int accept(Core *c, int64_t i, int64_t block, uint32_t round, int exp, in
     }
     uint32_t nxt = round + 1;
     s->cur_round = nxt;
-    if (ahead < c->nb) {
+    if (!hit) {                        /* a miss: the block again, on the same slot */
+        heap_push(c->pending, &c->npending, block);
+    } else if (ahead < c->nb) {
         heap_push(c->pending, &c->npending, ahead);
     } else {
         s->next_round = nxt;

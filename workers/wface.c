@@ -23,14 +23,16 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     if (!c) return PyErr_NoMemory();
     PyObject *rounds;
     long long stride, hr, w, nb, k, job_id, shift, adaptive, initial_window, window_min, fr;
-    long long dst_b0, dst_len;
-    if (!PyArg_ParseTuple(args, "w*y*y*y*y*y*y*w*w*w*w*OLLLLLLLddddLLLLLL",
+    long long dst_b0, dst_len, spec, slack;
+    if (!PyArg_ParseTuple(args, "w*y*y*y*y*y*y*w*w*w*w*w*y*w*OLLLLLLLddddLLLLLLLL",
                           &c->buf[B_TX], &c->buf[B_ROWS], &c->buf[B_OFFSETS], &c->buf[B_DESTS],
                           &c->buf[B_NF], &c->buf[B_MINE], &c->buf[B_PROPS], &c->buf[B_AGREED],
-                          &c->buf[B_RFLAGS], &c->buf[B_LAT], &c->buf[B_DST], &rounds,
+                          &c->buf[B_MAXIMA], &c->buf[B_RFLAGS], &c->buf[B_LAT], &c->buf[B_DST],
+                          &c->buf[B_PRED], &c->buf[B_TRIED], &rounds,
                           &stride, &hr, &w, &nb, &k, &job_id, &shift,
                           &c->rto_initial, &c->rto_min, &c->rto_max, &c->backoff, &adaptive,
-                          &initial_window, &window_min, &fr, &dst_b0, &dst_len)) {
+                          &initial_window, &window_min, &fr, &dst_b0, &dst_len, &spec,
+                          &slack)) {
         free(c);
         return NULL;
     }
@@ -45,10 +47,12 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     c->stride = stride; c->hr = hr; c->w = w; c->nb = nb; c->k = k; c->job_id = job_id;
     c->shift = shift; c->adaptive = (int)adaptive; c->window_min = window_min; c->fr = fr;
     c->dst_b0 = dst_b0; c->dst_len = dst_len; c->zero_bad = c->inf_at = -1;
+    c->spec = spec != 0; c->slack = (int)slack;
     if (c->buf[B_TX].len < w * stride || c->buf[B_ROWS].len < (Py_ssize_t)(nb * k * 4) ||
         c->buf[B_OFFSETS].len < nb * 4 || c->buf[B_DESTS].len < nb || c->buf[B_NF].len < nb ||
         c->buf[B_MINE].len < nb || c->buf[B_PROPS].len < nb || c->buf[B_AGREED].len < nb ||
-        c->buf[B_RFLAGS].len < nb || c->buf[B_LAT].len < nb * 8 ||
+        c->buf[B_MAXIMA].len < nb || c->buf[B_RFLAGS].len < nb || c->buf[B_LAT].len < nb * 8 ||
+        c->buf[B_PRED].len < nb || c->buf[B_TRIED].len < nb || slack < 0 || slack > 255 ||
         dst_len < 0 || dst_b0 < 0 || c->buf[B_DST].len < dst_len * 4 ||
         !PyList_Check(rounds) ||
         PyList_GET_SIZE(rounds) < w || w < 1 || k < 1 || w > (1 << SLOT_BITS)) {
@@ -64,6 +68,9 @@ static PyObject *w_new(PyObject *self, PyObject *args) {
     c->mine = c->buf[B_MINE].buf;
     c->props = c->buf[B_PROPS].buf;
     c->agreed = c->buf[B_AGREED].buf;
+    c->maxima = c->buf[B_MAXIMA].buf;
+    c->pred = c->buf[B_PRED].buf;
+    c->tried = c->buf[B_TRIED].buf;
     c->rflags = c->buf[B_RFLAGS].buf;
     c->lat = c->buf[B_LAT].buf;
     c->dst = c->buf[B_DST].buf;
@@ -172,7 +179,8 @@ static PyObject *w_start(PyObject *self, PyObject *args) {
     c->deadline_at = now + c->deadline;
     for (int64_t i = 0; i < c->w; i++) {
         c->s[i].cur_round = c->s[i].next_round;
-        c->pending[i] = i - c->w;          /* ascending: already a heap */
+        /* ascending: already a heap; speculation: the blocks themselves, no bootstrap */
+        c->pending[i] = c->spec ? i : i - c->w;
     }
     c->npending = c->w;
     c->active = c->w;
@@ -256,9 +264,10 @@ static PyObject *w_counters(PyObject *self, PyObject *cap) {
     (void)self;
     Core *c = get(cap);
     if (!c) return NULL;
-    return Py_BuildValue("(LLLLLLLLiidddLLLLLLd)", (long long)c->sent, (long long)c->retx,
+    return Py_BuildValue("(LLLLLLLLLiidddLLLLLLd)", (long long)c->sent, (long long)c->retx,
                          (long long)c->boot, (long long)c->results, (long long)c->dups,
                          (long long)c->stale, (long long)c->chunks, (long long)c->fast,
+                         (long long)c->misses,
                          c->running, c->done, c->started, c->finished, c->progress,
                          (long long)c->err_a, (long long)c->err_b, (long long)c->err_c,
                          (long long)c->spurious, (long long)c->zero_bad,

@@ -75,12 +75,13 @@ class Twin:
         a, b = self.py.result(), self.nat.result()
         assert a.tensor.tobytes() == b.tensor.tobytes()
         assert np.array_equal(a.exponents, b.exponents)
+        assert np.array_equal(a.maxima, b.maxima)
         assert np.array_equal(a.flags, b.flags)
         assert a.next_rounds == b.next_rounds
         sa, sb = a.stats, b.stats
         for f in ("packets_sent", "retransmissions", "bootstrap_packets", "results",
                   "duplicates", "stale", "rejected", "chunks", "fast_retransmissions",
-                  "spurious", "elapsed"):
+                  "spurious", "misses", "elapsed"):
             assert getattr(sa, f) == getattr(sb, f), f
         assert np.array_equal(sa.latencies, sb.latencies)
 
