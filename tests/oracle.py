@@ -8,7 +8,8 @@ the P4 switch.
 
 Model (per job, slot and set = round & 1, as netsum.p4's registers): the round held, bitmap of
 workers seen, contribution count, max exponent, done flag, K int32 sums, and (protocol v2) the
-NONFINITE OR and the length, offset and dest the round's first contribution said.  A DATA
+NONFINITE OR and the length, offset, dest and qexp (`reason`: the exponent the values are
+quantized with) the round's first contribution said.  A DATA
 packet of an older round than its set holds is stale and dropped; a newer round (or the first
 use of the set) starts the round with this packet; the same round with the worker's bit clear
 adds (int32 wrap-around, max exponent, NONFINITE ORed), and the last contribution (count ==
@@ -20,11 +21,11 @@ otherwise with a STATUS.
 Protocol v2 agreement, written from docs/protocol.md and not from the P4 program (this model is
 what the program's behaviour is checked against): a member's DATA whose K (its size or
 klog2), member count, dest or slot disagrees with the job, or whose length, offset, dest or
-qexp (the exponent its values are quantized with, in the `reason` byte) disagrees with the
-round's first contribution, is answered with a REJECT to the sender alone
+qexp disagrees with the round's first contribution, is answered with a REJECT to the sender alone
 (the header: reason set, the field it names holding the switch's value) and changes nothing;
 the job's last refusal (reason, member bit; per registration) rides on every STATUS in
-`reason`/`length`.  Members are ranks: member i of `members[job]` has rank i.
+`reason`/`length`; a RESULT carries the round's qexp in `reason`.  Members are ranks: member i
+of `members[job]` has rank i.
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ class SlotSet:
     offset: int = 0
     length: int = 0
     dest: int = DEST_ALL
-    qexp: int = 0              # the exponent the round's values are quantized with
+    qexp: int = 0
     nonfinite: int = 0
     values: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
 
@@ -132,7 +133,7 @@ class OracleSwitch:
                                  ("dest", Reason.DEST)):
                 if getattr(h, name) != getattr(cur, name):
                     return self._refuse(src, h, bit, reason, getattr(cur, name))
-            if h.reason != cur.qexp:      # a DATA's `reason` byte is its qexp
+            if h.reason != cur.qexp:
                 return self._refuse(src, h, bit, Reason.QEXP, cur.qexp)
         self.contributions += 1
         nf = int(h.flags & Flags.NONFINITE)

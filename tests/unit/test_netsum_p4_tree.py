@@ -233,6 +233,11 @@ def test_a_leafs_partial_carries_its_qexp_and_the_root_checks_it() -> None:
         assert [p for p, _ in out] == [UP_PORT]
         assert parse_frame(out[0][1]).header["reason"] == q
         up[j] = out[0][1]
+    # a worker's duplicate (its byte 18 not compared) re-sends the partial with the round's 130
+    again = send_from_worker(t, 0, 1, job_id=JOB, slot=4, values=vec(10), exp=3, reason=0,
+                             flags=Flags.RETX)
+    assert [p for p, _ in again] == [UP_PORT]
+    assert parse_frame(again[0][1]).header["reason"] == 130
     assert t.root.send(1, up[0]) == []
     rej = t.root.send(2, up[1])
     assert [p for p, _ in rej] == [2]
