@@ -11,6 +11,8 @@ per variant, one after the other (as `netsum train` runs them).  Variants:
   netsum-backend  the torch.distributed backend "netsum"
   VARIANT/pyroute the same with the lanes' several busy cores routed in Python
                   (NETSUM_DRIVER_MANY=0), the driver before wio.c's cycle_many
+  VARIANT/nospec  the same without speculative exponents (NETSUM_SPECULATE=0): every
+                  all-reduce pays its bootstrap round (docs/quantization.md)
 
 The mean step after 5 warm-up steps, its exposed communication (hook and gloo), rank 0's
 packets a step (bootstrap and retransmissions included, from the run's totals) and the
@@ -32,7 +34,7 @@ from netsum.rig import Mode, Rig, RigConfig
 from netsum.training.compare import TrainOptions, VariantResult, run_variant
 
 VARIANTS = ("gloo", "netsum-hook", "netsum-backend", "netsum-hook/pyroute",
-            "netsum-backend/pyroute")
+            "netsum-backend/pyroute", "netsum-hook/nospec", "netsum-backend/nospec")
 
 
 def load() -> str:
@@ -51,11 +53,13 @@ def run_block(k: int, args: argparse.Namespace, variants: list[str],
         for name in variants:
             comm, _, how = name.partition("/")
             os.environ["NETSUM_DRIVER_MANY"] = "0" if how == "pyroute" else ""
+            os.environ["NETSUM_SPECULATE"] = "0" if how == "nospec" else "1"
             res = run_variant(rig, comm, replace(opts, out=out / name), lambda _m: None)
             got.append((name, res))
             print(f"  K={k} {name}: {'ok' if res.ok else 'FAILED ' + res.error} "
                   f"(load {load()})", flush=True)
     os.environ.pop("NETSUM_DRIVER_MANY", None)
+    os.environ.pop("NETSUM_SPECULATE", None)
     return got
 
 
@@ -90,13 +94,16 @@ def main() -> int:
             per = pk["packets"] / max(1, args.steps) if isinstance(pk, dict) else float("nan")
             retx = pk["retransmissions"] / max(1, args.steps) if isinstance(pk, dict) else \
                 float("nan")
-            rows.append((k, name, res.ok, step, exposed, per, retx, step / base))
+            # of the blocks sent with a predicted exponent, those that were kept
+            hits = 1 - pk.get("misses", 0) / pk["predicted"] if isinstance(pk, dict) and \
+                pk.get("predicted") else float("nan")
+            rows.append((k, name, res.ok, step, exposed, per, retx, hits, step / base))
     print(f"load average after {load()}")
     print(f"{'K':>5} {'variant':24} {'ok':3} {'step ms':>8} {'exposed':>8} {'pkts/step':>9} "
-          f"{'retx/step':>9} {'/ gloo':>7}")
-    for k, name, ok, step, exposed, per, retx, ratio in rows:
+          f"{'retx/step':>9} {'hits':>5} {'/ gloo':>7}")
+    for k, name, ok, step, exposed, per, retx, hits, ratio in rows:
         print(f"{k:>5} {name:24} {'yes' if ok else 'NO':3} {1e3 * step:8.1f} "
-              f"{1e3 * exposed:8.1f} {per:9.0f} {retx:9.1f} {ratio:7.2f}")
+              f"{1e3 * exposed:8.1f} {per:9.0f} {retx:9.1f} {hits:5.0%} {ratio:7.2f}")
     return 0 if all(r[2] for r in rows) else 1
 
 

@@ -21,6 +21,10 @@ machine's load of that minute:
     loops in Python (NETSUM_WORKER_CIO=0, workers/cio.py), before/after the C I/O loops;
   * KIND/all (udp/all, shm/all): every due timer of the ranks fires on its own
     (Timing.hold_timers off), before/after the held timers (docs/performance.md, 17);
+  * KIND/spec (udp/spec, shm/spec, ...): each call's block exponents predicted from the
+    previous call's maxima of the same size (speculative exponents, docs/quantization.md):
+    no bootstrap round when they hit, as in a loop over tensors whose blocks keep their
+    binade (the same tensor here: every prediction hits);
   * backend: `torch.distributed.all_reduce` on the "netsum" backend (netsum.training: the
     lane engine, one lane with the whole window, as `udp` has) over the same UDP-tunnel
     ports: the difference to `udp` is what the training path adds per call;
@@ -79,11 +83,15 @@ PY = "/py"
 PYIO = "/pyio"
 #: a kind ending in it runs its ranks with every timer on its own (Timing.hold_timers off)
 ALL = "/all"
+#: a kind ending in it predicts each call's exponents from the previous call's maxima of the
+#: same size (speculative exponents, slack 0: what a loop over tensors whose blocks keep their
+#: binade gets; the first warm-up call of each size has no prediction)
+SPEC = "/spec"
 
 
 def _base(kind: str) -> str:
-    """The kind without its /py, /pyio or /all."""
-    return kind.removesuffix(ALL).removesuffix(PY).removesuffix(PYIO)
+    """The kind without its /py, /pyio, /all or /spec."""
+    return kind.removesuffix(SPEC).removesuffix(ALL).removesuffix(PY).removesuffix(PYIO)
 
 
 def _direct(kind: str) -> bool:
@@ -195,18 +203,23 @@ def _netsum_op(rank: int, n: int, plan: NetsumPlan) -> tuple[Any, Any]:
                                    k=plan.k)
     job = JobConfig(plan.job_id, n, plan.slots, plan.k)
     timing = Timing(progress_deadline=30.0, hold_timers=ALL not in plan.kind)
-    stats = {"packets": 0, "retx": 0, "spurious": 0}
+    stats = {"packets": 0, "retx": 0, "spurious": 0, "misses": 0}
     if plan.lanes:
         return _lanes_op(transport, job, timing, stats, plan.lanes)
     worker = Worker(transport, job, timing)
     outs: dict[int, np.ndarray] = {}
+    maxima: dict[int, np.ndarray] = {}
+    spec = plan.kind.endswith(SPEC)
 
     def op(x: np.ndarray) -> np.ndarray:
         # One output per size, filled in place, as gloo's op keeps one tensor per size.
         buf = outs.get(x.size)
         if buf is None:
             buf = outs[x.size] = np.empty(x.size, dtype=np.float32)
-        res = worker.allreduce(x, out=buf)
+        res = worker.allreduce(x, out=buf, predict=maxima.get(x.size))
+        if spec:
+            maxima[x.size] = res.maxima
+        stats["misses"] += getattr(res.stats, "misses", 0)
         stats["packets"] += res.stats.packets_sent
         stats["retx"] += res.stats.retransmissions
         stats["spurious"] += getattr(res.stats, "spurious", 0)
@@ -404,7 +417,7 @@ def netsum_points(kind: str, n: int, k: int, sizes: list[int], seconds: float,
     from netsum.workers.native import ENV as NATIVE_ENV
     mode = Mode.SHM if kind.startswith("shm") else Mode.UDP
     spin = _base(kind).partition("@")[2]
-    bare = kind.removesuffix(ALL)
+    bare = kind.removesuffix(SPEC).removesuffix(ALL)
     env = {SPIN_ENV: spin or None, NATIVE_ENV: "0" if bare.endswith(PY) else None,
            CIO_ENV: "0" if bare.endswith(PYIO) else None}
     old = {name: os.environ.get(name) for name in env}
@@ -605,11 +618,12 @@ def main() -> int:
     ranks = [int(x) for x in a.ranks.split(",")]
     sizes = [int(x) for x in a.sizes.split(",")]
     kinds = [x for x in a.kinds.split(",") if x]
-    if not all(k in KINDS or re.fullmatch(r"(udp|shm(@\d+)?|lanes)(/py|/pyio)?(/all)?", k)
-               for k in kinds):
+    if not all(k in KINDS or re.fullmatch(r"(udp|shm(@\d+)?|lanes)(/py|/pyio)?(/all)?(/spec)?",
+                                          k) for k in kinds):
         ap.error(f"--kinds: one or more of {', '.join(KINDS)}, shm@SPIN_US, and udp, shm, "
                  "shm@SPIN_US or lanes with /py (the Python worker core) or /pyio (the "
-                 "I/O loops in Python)")
+                 "I/O loops in Python), /all (every timer on its own), /spec (exponents "
+                 "predicted from the previous call)")
     if any(k != "gloo" for k in kinds) and not prepare_native(ks):
         print("the native switch backend is not available: netsum runs on the Python path",
               file=sys.stderr)

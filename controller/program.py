@@ -64,6 +64,7 @@ JOB_COUNTERS: tuple[tuple[str, str], ...] = (
     ("reject_k", "NetsumIngress.reject_k"),
     ("reject_dest", "NetsumIngress.reject_dest"),
     ("reject_offset", "NetsumIngress.reject_offset"),
+    ("reject_qexp", "NetsumIngress.reject_qexp"),
 )
 #: The refusal counters among JOB_COUNTERS, by column name.  None of them counts anything in
 #: a run of members only over links that keep each sender's packets in order: after a run,

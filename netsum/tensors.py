@@ -36,7 +36,7 @@ class Reference:
     biased exponent of each K-block, from which the per-element bound follows."""
     shape: tuple[int, ...]
     total: np.ndarray       # float64, flattened
-    agreed: np.ndarray      # uint8 per block: max over ranks of the block's proposal
+    agreed: np.ndarray      # uint8 per block: the exponent it must be quantized with
     workers: int
     k: int
 
@@ -52,7 +52,12 @@ class Reference:
         return bound[lo:lo + (stop - start)] + np.abs(total) * 2.0**-24 + 2.0**-150
 
 
-def reference(inputs: Sequence[np.ndarray], k: int) -> Reference:
+def reference(inputs: Sequence[np.ndarray], k: int, predict: np.ndarray | None = None,
+              slack: int = 0) -> Reference:
+    """What a check needs, from the inputs alone: their float64 sum and the exponent each
+    block must be quantized with -- the max of every rank's proposal, or with predictions
+    (docs/quantization.md, "Speculative exponents") the prediction where that max is at most
+    it and it at most max + slack, EXP_ZERO where every block is zero, the max otherwise."""
     if not inputs:
         raise ValueError("no inputs")
     shape = tuple(inputs[0].shape)
@@ -62,7 +67,15 @@ def reference(inputs: Sequence[np.ndarray], k: int) -> Reference:
     total = np.zeros(flat[0].size, dtype=np.float64)
     for f in flat:
         total += f
-    return Reference(shape, total, quant.agreed_exponents(flat, k), len(flat), k)
+    agreed = quant.agreed_exponents(flat, k)
+    if predict is not None:
+        m = agreed.astype(np.int64)
+        p = np.asarray(predict).astype(np.int64)
+        if p.shape != m.shape:
+            raise ValueError(f"predict has {p.shape} exponents for {m.shape} blocks")
+        hit = (m <= p) & (p <= m + slack)
+        agreed = np.where(m == 0, 0, np.where(hit, p, m)).astype(np.uint8)
+    return Reference(shape, total, agreed, len(flat), k)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ the P4 switch.
 
 Model (per job, slot and set = round & 1, as netsum.p4's registers): the round held, bitmap of
 workers seen, contribution count, max exponent, done flag, K int32 sums, and (protocol v2) the
-NONFINITE OR and the length, offset and dest the round's first contribution said.  A DATA
+NONFINITE OR and the length, offset, dest and qexp (`reason`: the exponent the values are
+quantized with) the round's first contribution said.  A DATA
 packet of an older round than its set holds is stale and dropped; a newer round (or the first
 use of the set) starts the round with this packet; the same round with the worker's bit clear
 adds (int32 wrap-around, max exponent, NONFINITE ORed), and the last contribution (count ==
@@ -19,11 +20,12 @@ otherwise with a STATUS.
 
 Protocol v2 agreement, written from docs/protocol.md and not from the P4 program (this model is
 what the program's behaviour is checked against): a member's DATA whose K (its size or
-klog2), member count, dest or slot disagrees with the job, or whose length, offset or dest
-disagrees with the round's first contribution, is answered with a REJECT to the sender alone
+klog2), member count, dest or slot disagrees with the job, or whose length, offset, dest or
+qexp disagrees with the round's first contribution, is answered with a REJECT to the sender alone
 (the header: reason set, the field it names holding the switch's value) and changes nothing;
 the job's last refusal (reason, member bit; per registration) rides on every STATUS in
-`reason`/`length`.  Members are ranks: member i of `members[job]` has rank i.
+`reason`/`length`; a RESULT carries the round's qexp in `reason`.  Members are ranks: member i
+of `members[job]` has rank i.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ class SlotSet:
     offset: int = 0
     length: int = 0
     dest: int = DEST_ALL
+    qexp: int = 0
     nonfinite: int = 0
     values: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
 
@@ -130,12 +133,15 @@ class OracleSwitch:
                                  ("dest", Reason.DEST)):
                 if getattr(h, name) != getattr(cur, name):
                     return self._refuse(src, h, bit, reason, getattr(cur, name))
+            if h.reason != cur.qexp:
+                return self._refuse(src, h, bit, Reason.QEXP, cur.qexp)
         self.contributions += 1
         nf = int(h.flags & Flags.NONFINITE)
         if age != 0:
             cur.round, cur.bitmap = h.round, bit
             cur.count, cur.exp, cur.done, cur.offset = 1, h.exp, False, h.offset
             cur.length, cur.dest, cur.nonfinite = h.length, h.dest, nf
+            cur.qexp = h.reason
             cur.values = values.copy()
         else:
             cur.bitmap |= bit
@@ -203,7 +209,7 @@ class OracleSwitch:
                            flags=Flags(s.nonfinite) | (Flags.ACK if ack else Flags.NONE),
                            job_id=h.job_id, slot=h.slot, exp=s.exp, count=s.count,
                            round=h.round, offset=h.offset, workers=h.workers, dest=s.dest,
-                           klog2=h.klog2, length=s.length)
+                           reason=s.qexp, klog2=h.klog2, length=s.length)
         return wire.encode(head, None if ack else s.values, self.k)
 
 

@@ -3,12 +3,12 @@ members' deadline error gives for the job's last refusal that STATUS replies car
 
 A REJECT is the refused DATA's header turned around (msg_type 4), `reason` set and the field
 the reason names (`netsum.wire.REASON_FIELD`) holding what the switch has: the job's member
-count, the round's recorded length / offset / dest, the program's log2 K, the job's number of
-slots.  Pure functions over header fields; docs/protocol.md, "Refusals", has the table.
+count, the round's recorded length / offset / dest / qexp, the program's log2 K, the job's
+number of slots.  Pure functions over header fields; docs/protocol.md, "Refusals", has the table.
 """
 from __future__ import annotations
 
-from netsum.wire import DEST_ALL, REASON_FIELD, Reason
+from netsum.wire import DEST_ALL, EXP_BIAS, EXP_ZERO, REASON_FIELD, Reason
 from netsum.workers.errors import RejectedError
 
 __all__ = ["rejected_error", "applies", "describe_reason", "who"]
@@ -16,6 +16,16 @@ __all__ = ["rejected_error", "applies", "describe_reason", "who"]
 
 def who(rank: int | None) -> str:
     return "this worker" if rank is None else f"rank {rank}"
+
+
+def _exp(biased: int | None) -> str:
+    """A biased exponent as the error says it: the field value and the power of two it means
+    (EXP_ZERO: no exponent, the values were zeros)."""
+    if biased is None:
+        return "?"
+    if biased == EXP_ZERO:
+        return f"{EXP_ZERO} (none: zeros)"
+    return f"{biased} (2^{biased - EXP_BIAS})"
 
 
 def _dest(d: int) -> str:
@@ -26,8 +36,9 @@ def applies(fields: dict[str, int], *, workers: int, k: int, length: int, window
             use: dict[str, int] | None) -> bool:
     """Whether a REJECT can be about this worker's DATA: the switch's value differs from what
     this worker sends (its member count, K, tensor length, slots in use), and a refusal
-    against the round names a use in flight (`use`: the round, offset and dest of the slot's
-    use in flight, or None) whose value differs.  A worker fails only on a REJECT that its
+    against the round names a use in flight (`use`: the round, offset, dest and qexp -- what
+    the use carried in `reason` -- of the slot's use in flight, or None) whose value
+    differs.  A worker fails only on a REJECT that its
     own configuration confirms: a frame forged from its own port draws a REJECT too (the
     switch knows a member by port and addresses), which must not stop a correct worker."""
     try:
@@ -46,6 +57,8 @@ def applies(fields: dict[str, int], *, workers: int, k: int, length: int, window
         return fields["length"] != length and use["offset"] == fields["offset"]
     if reason is Reason.OFFSET:
         return fields["offset"] != use["offset"]
+    if reason is Reason.QEXP:
+        return use["qexp"] != fields["exp"]
     if reason is Reason.DEST:
         out_of_range = use["dest"] != DEST_ALL and use["dest"] >= workers
         return (fields["dest"] != use["dest"] or out_of_range) and \
@@ -57,7 +70,7 @@ def rejected_error(fields: dict[str, int], *, job_id: int, rank: int | None, wor
                    k: int, length: int, sent: dict[str, int]) -> RejectedError:
     """The error for a REJECT with header `fields`, received by a worker configured with
     `workers` members, K `k` and a tensor of `length` elements; `sent` holds what this worker
-    put in the refused use's header (offset, dest), when it knows the use."""
+    put in the refused use's header (offset, dest, qexp), when it knows the use."""
     raw = fields["reason"]
     try:
         reason = Reason(raw)
@@ -95,6 +108,11 @@ def rejected_error(fields: dict[str, int], *, job_id: int, rank: int | None, wor
         text = (f"{me}'s chunk at offset {ours if ours is not None else '?'} met the chunk at "
                 f"offset {theirs} ({where}: the members' schedules disagree - the same "
                 "--slots, K and collective on every rank?)")
+    elif reason is Reason.QEXP:
+        ours = sent.get("qexp")
+        text = (f"{me} quantized its values with exponent {_exp(ours)}, the round's other "
+                f"members with {_exp(theirs)} ({where}: the ranks' exponent predictions differ "
+                "- every rank must pass the same `predict`)")
     else:   # DEST
         ours = sent.get("dest")
         if ours is not None and ours != DEST_ALL and ours >= workers:
@@ -115,6 +133,8 @@ _WHY = {
     Reason.DEST: "a destination that differs from the other members'",
     Reason.SLOT: "slots beyond the job's range",
     Reason.OFFSET: "a schedule (offset) that differs from the other members'",
+    Reason.QEXP: "values quantized with another exponent than the other members' (the ranks' "
+                 "exponent predictions differ)",
 }
 
 

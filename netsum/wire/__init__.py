@@ -78,8 +78,9 @@ class Flags(enum.IntFlag):
 
 
 class Reason(enum.IntEnum):
-    """Why the switch refused a DATA packet (the `reason` of a REJECT; 0 in every other
-    packet).  The REJECT carries, in the field `REASON_FIELD` names, what the switch holds."""
+    """Why the switch refused a DATA packet (the `reason` of a REJECT, and of a STATUS: the
+    job's last refusal; a DATA and a RESULT carry qexp in that byte instead).  The REJECT
+    carries, in the field `REASON_FIELD` names, what the switch holds."""
     NONE = 0
     WORKERS = 1   # `workers` differs from the job's member count
     LENGTH = 2    # `length` differs from the one the round's first contribution recorded
@@ -87,14 +88,16 @@ class Reason(enum.IntEnum):
     DEST = 4      # `dest` is not DEST_ALL nor a rank of the job, or differs from the round's
     SLOT = 5      # `slot` is outside the job's slot range
     OFFSET = 6    # `offset` differs from the round's: the members' schedules disagree
+    QEXP = 7      # the values are quantized with another exponent (qexp) than the round's:
+                  # the ranks' exponent predictions differ
 
 
 #: Per reason, the header field in which a REJECT returns the switch's value (the job's member
 #: count, the round's recorded length / dest / offset, the program's log2 K, the job's
-#: number of slots).
+#: number of slots, the round's qexp: `reason` itself says QEXP, so `exp` carries it).
 REASON_FIELD: dict[Reason, str] = {
     Reason.WORKERS: "workers", Reason.LENGTH: "length", Reason.K: "klog2",
-    Reason.DEST: "dest", Reason.SLOT: "slot", Reason.OFFSET: "offset",
+    Reason.DEST: "dest", Reason.SLOT: "slot", Reason.OFFSET: "offset", Reason.QEXP: "exp",
 }
 
 
@@ -121,7 +124,8 @@ HEADER_FIELDS: tuple[Field, ...] = (
     Field("workers", 8, "DATA: the member count the sender was configured with"),
     Field("dest", 8, "DATA: DEST_ALL, or the rank that alone gets the RESULT's values",
           DEST_ALL),
-    Field("reason", 8, "REJECT: Reason; STATUS: the job's last refusal; 0 in DATA"),
+    Field("reason", 8, "REJECT: Reason; STATUS: the job's last refusal; DATA, RESULT: qexp, "
+                       "the biased exponent the values are quantized with (EXP_ZERO: none)"),
     Field("klog2", 8, "DATA: log2(K) of the sender's build"),
     Field("length", 32, "DATA: elements of the whole tensor; STATUS: the worker bit of the "
                         "job's last refusal"),

@@ -181,3 +181,74 @@ def test_reduce_scatter_and_nonfinite_through_the_daemon(tmp_path: Path) -> None
             assert check_result(ar.tensor, reference(xs, K)).ok
         assert bench.counters() == {}
         assert_switch_clean(bench.daemon.grpc_addr)
+
+
+def test_speculative_exponents_through_the_daemon(tmp_path: Path) -> None:
+    """Speculative exponents (docs/quantization.md) on netsum.p4: a second call predicted from
+    the first's maxima (+1, slack 2) is bit for bit the integer sum with the exponents the rule
+    gives from the inputs (some blocks kept at the prediction, the others sent again), and so
+    is a reduce-scatter's shard; then rank 3 predicting one binade above the others is
+    refused by the switch (qexp differs from its round's), and no rank returns a sum."""
+    from exactsums import reference_results, speculated
+
+    from netsum.wire import Reason
+    from netsum.workers import quant
+    from netsum.workers.blocks import even_shards
+    from netsum.workers.errors import RejectedError, WorkerTimeoutError
+
+    rng = np.random.default_rng(33)
+    length = 32 * 90 + 7
+    first = [(rng.standard_normal(length) * 3.0).astype(np.float32) for _ in range(N)]
+    # each block's magnitude moves by -3..0 binades: some predictions hit, some miss
+    scale = np.repeat(2.0 ** rng.integers(-3, 1, -(-length // K)), K)[:length]
+    second = [(rng.standard_normal(length) * 3.0 * scale).astype(np.float32)
+              for _ in range(N)]
+    m1 = np.max([quant.block_exponents(x, K) for x in first], axis=0)
+    m2 = np.max([quant.block_exponents(x, K) for x in second], axis=0)
+    predict = np.minimum(m1.astype(int) + 1, 255)
+    shards = even_shards(length, N)
+    procs = ProcessGroup(tmp_path / "logs")
+    with procs:
+        bench = Bench(tmp_path, procs)
+
+        failures: dict[int, BaseException] = {}
+
+        def work(w: Worker, r: int) -> object:
+            a = w.allreduce(first[r])
+            b = w.allreduce(second[r], predict=a.maxima + 1, slack=2)
+            rs = w.reduce_scatter(second[r], predict=predict_rs, slack=2)
+            try:     # rank 3 predicts one binade above the others
+                w.allreduce(second[r], predict=predict + (r == 3), slack=2)
+            except (RejectedError, WorkerTimeoutError) as exc:
+                failures[r] = exc
+            return a, b, rs
+        from netsum.workers.blocks import plan_blocks
+        plan = plan_blocks(length, K, shards)
+        # the reduce-scatter's blocks are cut per shard: predicted from the inputs' maxima
+        rs_max = np.max([quant.block_exponents(np.concatenate(
+            [np.pad(x[a:a + n], (0, -n % K)) for a, n in zip(np.cumsum([0, *shards[:-1]]),
+                                                              shards)]), K)
+            for x in second], axis=0)
+        assert len(rs_max) == plan.num_blocks
+        predict_rs = rs_max.astype(int)          # exact: every block kept at the first use
+        got = _threads(bench, work)
+        want = reference_results(second, K, predict, 2)
+        used = speculated(m2, predict, 2)
+        misses = int(((used != predict) & (m2 != 0)).sum())
+        assert 0 < misses < len(m2)
+        at = 0
+        for r in range(N):
+            a, b, rs = got[r]  # type: ignore[misc]
+            np.testing.assert_array_equal(a.maxima, m1)
+            np.testing.assert_array_equal(b.tensor, want)
+            np.testing.assert_array_equal(b.exponents, used)
+            assert b.stats.misses == misses and b.stats.bootstrap_packets == 0
+            shard = reference_results([x[at:at + shards[r]] for x in second], K)
+            np.testing.assert_array_equal(rs.tensor, shard)
+            assert rs.stats.misses == 0 and rs.stats.bootstrap_packets == 0
+            at += shards[r]
+        assert sorted(failures) == list(range(N)), "a rank returned a sum"
+        refused = [e for e in failures.values() if isinstance(e, RejectedError)]
+        assert refused and all(e.reason == Reason.QEXP for e in refused)
+        counted = bench.counters()
+        assert set(counted) == {"reject_qexp"} and counted["reject_qexp"] >= len(refused)

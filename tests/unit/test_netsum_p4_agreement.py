@@ -1,6 +1,8 @@
 """netsum.p4 (protocol v2) on the embedded switch: a member whose DATA disagrees with its job or
 with its round gets a header-only REJECT naming why, nothing of the slot changes, and the job's
-last refusal rides on the STATUS replies the other members get (issue 25 point 2).
+last refusal rides on the STATUS replies the other members get (issue 25 point 2); and
+(issue 23, speculative exponents) a DATA's `reason` byte is qexp, the exponent its values are
+quantized with, which every contribution of a round must share.
 
 Frames in, frames out; every expectation is derived here from the packets sent and
 docs/protocol.md ("Refusals"): the REJECT is the DATA's header turned around, msg_type 4,
@@ -17,7 +19,7 @@ from netsum.wire import DEST_ALL, HEADER_BYTES, K_DEFAULT, MsgType, Reason
 JOB = 6
 SLOT_BASE = 2
 REGISTERS = ("bitmap", "contributions", "max_exp", "held_length", "held_offset", "held_dest",
-             "nonfinite", "val000", f"val{K_DEFAULT - 1:03d}")
+             "held_qexp", "nonfinite", "val000", f"val{K_DEFAULT - 1:03d}")
 
 
 def make_switch(n: int = 4, k: int = K_DEFAULT) -> tuple[NetsumSwitch, list[Host]]:
@@ -205,3 +207,100 @@ def test_agreeing_members_sum_exactly_after_a_refusal() -> None:
     out = sw.send(hosts[1].port, data(hosts[1], 1))
     assert sorted(p for p, _ in out) == [1, 2, 3]
     assert {parse_frame(f).values for _, f in out} == {vec_sum([vals(w) for w in range(3)])}
+
+
+# ---- qexp (issue 23): every contribution of a round quantized with one exponent ----
+# A DATA's byte 18 (`reason`) is qexp; values below are small integers, so "quantized with
+# qexp" is only a label here: what the switch must do follows from docs/protocol.md,
+# "Speculative exponents", not from the values.
+
+def test_contributions_of_one_qexp_are_summed_and_the_result_carries_it() -> None:
+    """Four members, all quantized with 130: the exact sum, `exp` the max proposal (123), and
+    byte 18 of every RESULT copy the round's qexp 130; nothing refused."""
+    sw, hosts = make_switch()
+    for w in range(3):
+        assert sw.send(hosts[w].port, data(hosts[w], w, reason=130)) == []
+    out = sw.send(hosts[3].port, data(hosts[3], 3, reason=130))
+    assert sorted(port for port, _ in out) == [1, 2, 3, 4]
+    for _, frame in out:
+        h = parse_frame(frame).header
+        assert (h["msg_type"], h["reason"], h["exp"], h["count"]) == (MsgType.RESULT, 130, 123, 4)
+        assert parse_frame(frame).values == vec_sum([vals(w) for w in range(4)])
+    assert sw.counter("reject_qexp", JOB) == 0
+    assert sw.register("held_qexp", (SLOT_BASE + 1) * 2) == 130
+
+
+@pytest.mark.parametrize("first, second", [(130, 131), (131, 130), (0, 130), (130, 0)])
+def test_a_contribution_of_another_qexp_is_refused_with_the_rounds(first: int,
+                                                                    second: int) -> None:
+    """Rank 0 starts the round with qexp `first`, rank 1 sends `second`: a REJECT(QEXP) to rank
+    1 alone whose `exp` is the round's qexp (not rank 1's proposal 121 nor its qexp), the
+    other fields as rank 1 sent them; the slot as rank 0 left it; counted in reject_qexp and
+    kept as the job's refusal with rank 1's bit.  (0 = EXP_ZERO: a bootstrap use's zeros
+    meeting data, either way round.)"""
+    sw, hosts = make_switch()
+    assert sw.send(hosts[0].port, data(hosts[0], 0, reason=first)) == []
+    after_first = slot_state(sw)
+    p = one_reply(sw.send(hosts[1].port, data(hosts[1], 1, reason=second)), hosts[1])
+    check_reject(p, reason=Reason.QEXP, exp=first, offset=64, dest=DEST_ALL, workers=4,
+                 length=DEFAULT_LENGTH)
+    assert slot_state(sw) == after_first
+    assert sw.counter("reject_qexp", JOB) == 1
+    for other in ("reject_length", "reject_offset", "reject_dest", "reject_workers"):
+        assert sw.counter(other, JOB) == 0, other
+    assert (sw.register("last_refusal", JOB), sw.register("last_refused_bit", JOB)) == \
+        (Reason.QEXP, 0b0010)
+
+
+def test_after_a_qexp_refusal_the_round_completes_with_the_right_ones() -> None:
+    """Rank 1 refused (131 in a round of 130); rank 0, waiting, re-sends and its STATUS names
+    the refusal (reason 7, rank 1's bit) and the bitmap 0b0001; rank 1 then sends with 130
+    and, with ranks 2 and 3, the round completes with the exact sum of all four and qexp 130."""
+    sw, hosts = make_switch()
+    sw.send(hosts[0].port, data(hosts[0], 0, reason=130))
+    one_reply(sw.send(hosts[1].port, data(hosts[1], 1, reason=131)), hosts[1])
+    st = one_reply(sw.send(hosts[0].port, data(hosts[0], 0, reason=130, flags=1)), hosts[0])
+    assert st.header["msg_type"] == MsgType.STATUS and st.values[0] == 0b0001
+    assert (st.header["reason"], st.header["length"], st.header["count"]) == \
+        (Reason.QEXP, 0b0010, 1)
+    for w in (1, 2):
+        assert sw.send(hosts[w].port, data(hosts[w], w, reason=130)) == []
+    out = sw.send(hosts[3].port, data(hosts[3], 3, reason=130))
+    assert sorted(port for port, _ in out) == [1, 2, 3, 4]
+    assert {parse_frame(f).values for _, f in out} == {vec_sum([vals(w) for w in range(4)])}
+    assert {parse_frame(f).header["reason"] for _, f in out} == {130}
+    assert sw.counter("reject_qexp", JOB) == 1
+
+
+def test_a_duplicate_of_an_added_contribution_is_not_compared_again() -> None:
+    """Rank 0's contribution (qexp 130) was added; its retransmission is a duplicate before
+    anything else: a STATUS while the round waits (no REJECT, even if its byte 18 were
+    another), the stored RESULT with the round's qexp 130 once the round is done; never
+    counted as a refusal."""
+    sw, hosts = make_switch(2)
+    sw.send(hosts[0].port, data(hosts[0], 0, reason=130))
+    for q in (130, 131):
+        st = one_reply(sw.send(hosts[0].port, data(hosts[0], 0, reason=q, flags=1)), hosts[0])
+        assert (st.header["msg_type"], st.header["reason"], st.values[0]) == \
+            (MsgType.STATUS, 0, 0b01)
+    assert len(sw.send(hosts[1].port, data(hosts[1], 1, reason=130))) == 2
+    for q in (130, 131):     # the replayed RESULT says the round's qexp, not the duplicate's
+        again = one_reply(sw.send(hosts[0].port, data(hosts[0], 0, reason=q, flags=1)),
+                          hosts[0])
+        assert (again.header["msg_type"], again.header["reason"]) == (MsgType.RESULT, 130)
+        assert again.values == vec_sum([vals(0), vals(1)])
+    assert sw.counter("reject_qexp", JOB) == 0 and sw.counter("retransmissions", JOB) == 4
+
+
+def test_each_round_records_its_own_qexp() -> None:
+    """Round 0 ran with 130; round 2 (the same set) starts with its first contribution's 128 and
+    refuses a 130 then, accepting 128."""
+    sw, hosts = make_switch(2)
+    for w in (0, 1):
+        sw.send(hosts[w].port, data(hosts[w], w, reason=130))
+    assert sw.send(hosts[0].port, data(hosts[0], 0, round_=2, reason=128)) == []
+    assert sw.register("held_qexp", (SLOT_BASE + 1) * 2) == 128
+    p = one_reply(sw.send(hosts[1].port, data(hosts[1], 1, round_=2, reason=130)), hosts[1])
+    check_reject(p, reason=Reason.QEXP, round_=2, exp=128)
+    out = sw.send(hosts[1].port, data(hosts[1], 1, round_=2, reason=128))
+    assert {parse_frame(f).header["reason"] for _, f in out} == {128} and len(out) == 2

@@ -217,3 +217,63 @@ def test_resent_partial_for_an_incomplete_root_slot_is_not_added() -> None:
     down = t.root.send(2, up1[0][1])
     total = tuple(a + b + c + d for a, b, c, d in zip(vec(1), vec(2), vec(3), vec(4)))
     assert {parse_frame(f).values for _, f in down} == {total}
+
+
+def test_a_leafs_partial_carries_its_qexp_and_the_root_checks_it() -> None:
+    """issue 23 in a tree.  Leaf 0's workers quantize with 130 and its partial goes up with
+    byte 18 = 130; leaf 1's with 131: the root refuses that partial with a REJECT(QEXP) to leaf
+    1 alone, `exp` = 130, which leaf 1 keeps as the job's refusal with worker bit 0 (the root
+    refused this leaf) and drops; its workers' STATUS replies then carry it.  Once leaf 1's workers send with 130 (the next round), both
+    levels sum and the final RESULT every worker gets carries qexp 130."""
+    t = make_tree()
+    up: dict[int, bytes] = {}
+    for j, q in ((0, 130), (1, 131)):
+        send_from_worker(t, j, 0, job_id=JOB, slot=4, values=vec(j), exp=2, reason=q)
+        out = send_from_worker(t, j, 1, job_id=JOB, slot=4, values=vec(10), exp=3, reason=q)
+        assert [p for p, _ in out] == [UP_PORT]
+        assert parse_frame(out[0][1]).header["reason"] == q
+        up[j] = out[0][1]
+    # a worker's duplicate (its byte 18 not compared) re-sends the partial with the round's 130
+    again = send_from_worker(t, 0, 1, job_id=JOB, slot=4, values=vec(10), exp=3, reason=0,
+                             flags=Flags.RETX)
+    assert [p for p, _ in again] == [UP_PORT]
+    assert parse_frame(again[0][1]).header["reason"] == 130
+    assert t.root.send(1, up[0]) == []
+    rej = t.root.send(2, up[1])
+    assert [p for p, _ in rej] == [2]
+    p = parse_frame(rej[0][1])
+    assert (p.ip_dst, p.eth_dst) == (leaf_service(1).ip, leaf_service(1).mac)
+    assert (p.header["msg_type"], p.header["reason"], p.header["exp"], p.values) == \
+        (MsgType.REJECT, 7, 130, ())
+    assert t.root.counter("reject_qexp", JOB) == 1
+    assert t.root.register("contributions", 4 * 2) == 1
+    assert t.leaves[1].send(UP_PORT, rej[0][1]) == []
+    assert (t.leaves[1].register("last_refusal", JOB),
+            t.leaves[1].register("last_refused_bit", JOB)) == (7, 0)
+    assert t.leaves[1].counter("drop_malformed", JOB) == 0
+    # a worker of leaf 1 waiting on another slot learns it from its STATUS: reason 7, bit 0
+    send_from_worker(t, 1, 0, job_id=JOB, slot=5, values=vec(0), reason=130)
+    st = send_from_worker(t, 1, 0, job_id=JOB, slot=5, values=vec(0), reason=130,
+                          flags=Flags.RETX)
+    assert [port for port, _ in st] == [t.workers[1][0].port]
+    h = parse_frame(st[0][1]).header
+    assert (h["msg_type"], h["reason"], h["length"]) == (MsgType.STATUS, 7, 0)
+
+    # round 1 (the other set): every worker with 130, both levels complete
+    for j in range(2):
+        send_from_worker(t, j, 0, job_id=JOB, slot=4, round=1, values=vec(j), exp=2,
+                         reason=130)
+        up[j] = send_from_worker(t, j, 1, job_id=JOB, slot=4, round=1, values=vec(10), exp=3,
+                                 reason=130)[0][1]
+    assert t.root.send(1, up[0]) == []
+    down = t.root.send(2, up[1])
+    assert sorted(p for p, _ in down) == [1, 2]
+    total = tuple(a + b + 2 * c for a, b, c in zip(vec(0), vec(1), vec(10)))
+    for port, frame in down:
+        out = t.leaves[port - 1].send(UP_PORT, frame)
+        assert len(out) == 2
+        for _, f in out:
+            h = parse_frame(f)
+            assert (h.header["msg_type"], h.header["reason"], h.values) == \
+                (MsgType.RESULT, 130, total)
+    assert t.root.counter("reject_qexp", JOB) == 1

@@ -13,9 +13,11 @@ import pytest
 from exactsums import reference_results, speculated
 from oracle import LossyLink, Network, OracleSwitch
 
-from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, Flags, MsgType
+from netsum.tensors import check_result, reference
+from netsum.wire import EXP_BIAS, EXP_ZERO, HEADER_BYTES, Flags, MsgType, Reason
 from netsum.workers import quant, wire
 from netsum.workers.core import AgreementError, JobConfig, Timing, WorkerCore
+from netsum.workers.errors import RejectedError, WorkerTimeoutError
 
 K = 32
 FAST = Timing(rto_initial=0.005, rto_min=0.002, rto_max=0.1, progress_deadline=2.0)
@@ -56,9 +58,12 @@ def inputs(seed: int, n: int, length: int) -> list[np.ndarray]:
 def check(results: list, xs: list[np.ndarray], predict: np.ndarray, slack: int) -> None:
     want = reference_results(xs, K, predict, slack)
     used = speculated(maxima_of(xs), predict, slack)
+    ref = reference(xs, K, predict, slack)     # what netsum-worker --check and the rig use
+    np.testing.assert_array_equal(ref.agreed, used)
     for r in results:
         np.testing.assert_array_equal(r.tensor, want)
         np.testing.assert_array_equal(r.exponents, used)
+        assert check_result(r.tensor, ref).ok
         np.testing.assert_array_equal(r.maxima, maxima_of(xs))
 
 
@@ -207,3 +212,29 @@ def test_without_predictions_byte_18_is_the_agreed_exponent() -> None:
     (data,) = core.receive(answer(boot, 131), 0.001).send
     h = wire.decode_header(data, K)
     assert (h.reason, h.exp) == (131, EXP_ZERO) and Flags(h.flags) == Flags.NONE
+
+
+def test_ranks_predicting_differently_are_refused_never_summed() -> None:
+    """Rank 2 predicts one binade above the others: each prediction alone would be a hit
+    (slack 2), and without the switch's check the rounds would add integers of two scales
+    into a sum every rank accepted.  The switch refuses the contributions whose qexp differs
+    from their round's: the call fails on every rank, a refused rank naming QEXP, the others
+    the refusal; no rank returns a sum."""
+    n = 3
+    xs = inputs(5, n, 32 * 12)
+    m = maxima_of(xs)
+    sw = OracleSwitch(k=K, members={5: list(range(n))}, num_slots={5: 4})
+    net = Network(sw, LossyLink(np.random.default_rng(0)), LossyLink(np.random.default_rng(1)))
+    job = JobConfig(job_id=5, num_workers=n, num_slots=4, k=K)
+    cores = {r: WorkerCore(xs[r], job, FAST, rank=r, slack=2,
+                           predict=np.minimum(m.astype(int) + (r == 2), 255))
+             for r in range(n)}
+    net.run(cores, keep_going=True)
+    assert sorted(net.failures) == list(range(n))
+    refused = [e for e in net.failures.values() if isinstance(e, RejectedError)]
+    assert refused and all(e.reason == Reason.QEXP for e in refused)
+    for e in net.failures.values():
+        assert isinstance(e, (RejectedError, WorkerTimeoutError)), e
+        if isinstance(e, WorkerTimeoutError):
+            assert "QEXP" in str(e) or "exponent" in str(e), str(e)
+    assert sw.refused.get(Reason.QEXP, 0) > 0
