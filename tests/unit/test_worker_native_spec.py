@@ -27,6 +27,7 @@ from netsum.wire import EXP_ZERO, HEADER_BYTES, Flags, MsgType, Reason
 from netsum.workers import wire
 from netsum.workers.blocks import even_shards, plan_blocks
 from netsum.workers.core import AgreementError, JobConfig, Step, Timing, WorkerCore
+from netsum.workers.errors import RejectedError, WorkerTimeoutError
 from netsum.workers.native import native_status
 
 pytestmark = pytest.mark.skipif(not native_status()[0],
@@ -326,3 +327,34 @@ def test_a_reject_sees_the_qexp_of_the_use_in_flight(monkeypatch: pytest.MonkeyP
         want = {"round": h.round, "offset": h.offset, "dest": h.dest, "qexp": h.reason}
         assert seen == [want, want]           # the reference's, then the compiled core's
         assert h.reason == (131 if slot == 0 else 130)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["steps", "batches"])
+def test_ranks_predicting_differently_fail_alike_in_both_cores(batched: bool) -> None:
+    """Rank 2 predicts one binade above the others (each alone a hit with slack 2): the
+    switch (tests/oracle.py models netsum.p4's qexp check) refuses the contributions whose
+    qexp differs from their round's with REJECT(QEXP).  Through the compiled core's SLOW path
+    the refusal is judged against the qexp of the use in flight (read from the arrays C
+    writes): both cores of every rank fail the same way, word for word (Twin compares the
+    errors), a refused rank with RejectedError naming QEXP; no rank returns a sum."""
+    n, k, slots = 3, 32, 4
+    xs = tensors(5, n, 32 * 12)
+    m = maxima_of(xs, k)
+    rng = np.random.default_rng(5)
+    switch = OracleSwitch(k=k, members={5: list(range(n))}, num_slots={5: slots})
+    network = Network(switch, LossyLink(rng), LossyLink(rng))
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=k)
+    timing = Timing(rto_initial=0.004, rto_min=0.002, rto_max=0.05, progress_deadline=0.5)
+    twins: dict[int, Twin] = {}
+    for r in range(n):
+        pred = np.minimum(m.astype(int) + (r == 2), 255)
+        kw: dict[str, object] = {"rank": r, "slack": 2, "predict": pred}
+        twins[r] = BatchTwin(rng, xs[r], job, timing, None, b"\x02" * 14, **kw) if batched \
+            else Twin(xs[r], job, timing, **kw)
+    network.run(twins, keep_going=True)     # type: ignore[arg-type]
+    assert sorted(network.failures) == list(range(n))
+    refused = [e for e in network.failures.values() if isinstance(e, RejectedError)]
+    assert refused and all(e.reason == Reason.QEXP for e in refused)
+    assert all(isinstance(e, (RejectedError, WorkerTimeoutError))
+               for e in network.failures.values())
+    assert switch.refused.get(Reason.QEXP, 0) > 0
