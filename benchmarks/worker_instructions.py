@@ -14,6 +14,8 @@ bootstrap uses).  Single-threaded BLAS and a fixed hash seed make a count repeat
 (paths of other lengths, other allocations): differences below about 1 % are not resolved.
 `--native`: the compiled core (`NativeCore`, workers/wcore.c) instead, each tree's module
 built before it is counted; its count includes the echo's Python, the same in both trees.
+`--after-predict`: AFTER with speculative exponents (docs/quantization.md), each block
+predicted right (all hits: no bootstrap, its packets are the blocks alone).
 Needs valgrind; slow (about 20 s per count on an idle core).
 """
 from __future__ import annotations
@@ -38,17 +40,18 @@ import sys
 from collections import deque
 import numpy as np
 from netsum.wire import MsgType
-from netsum.workers import wire
+from netsum.workers import quant, wire
 from netsum.workers.core import JobConfig, Timing, WorkerCore
 MSG, COUNT = wire.OFFSETS["msg_type"], wire.OFFSETS["count"]
 face, k, n, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-native = sys.argv[5:] == ["native"]
+native, predict = "native" in sys.argv[5:], "predict" in sys.argv[5:]
 if native:         # the module loaded in the run with no call too: not counted
     from netsum.workers.native import NativeCore as WorkerCore, native_module
     native_module()
 x = np.random.default_rng(1).standard_normal(n * k).astype(np.float32)
+kw = {"predict": quant.block_exponents(x, k)} if predict else {}   # one worker: its maxima
 def frames():
-    core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing())
+    core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing(), **kw)
     rx = [memoryview(bytearray(core.packet_bytes))]
     pending, fr, m = deque(core.start_frames(0.0)), core.frames, 0
     while pending:
@@ -58,7 +61,7 @@ def frames():
         pending += core.receive_frames(rx, 1, m * 1e-6)
     core.result()
 def native_frames():       # the compiled core's rows are reused by its next call: copied
-    core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing())
+    core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing(), **kw)
     rx = [memoryview(bytearray(core.packet_bytes))]
     fr, m = core.frames, 0
     pending = deque([bytes(fr[i]) for i in core.start_frames(0.0)])
@@ -69,7 +72,7 @@ def native_frames():       # the compiled core's rows are reused by its next cal
         pending += [bytes(fr[i]) for i in core.receive_frames(rx, 1, m * 1e-6)]
     core.result()
 def steps():
-    core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing())
+    core = WorkerCore(x, JobConfig(1, 1, %d, k), Timing(), **kw)
     pending, m = deque(core.start(0.0).send), 0
     while pending:
         m += 1
@@ -83,14 +86,15 @@ for _ in range(calls):
 _IR = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-def count(where: Path, face: str, k: int, blocks: int, calls: int, native: bool = False) -> int:
+def count(where: Path, face: str, k: int, blocks: int, calls: int, native: bool = False,
+          predict: bool = False) -> int:
     env = dict(os.environ, PYTHONPATH=str(where), PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                NETSUM_WORKER_NATIVE="1" if native else "0")
-    child = [sys.executable, "-c", CHILD, face, str(k), str(blocks), str(calls)] + \
-        (["native"] if native else [])
+    opts = (["native"] if native else []) + (["predict"] if predict else [])
+    child = [sys.executable, "-c", CHILD, face, str(k), str(blocks), str(calls), *opts]
     if native:        # the module built (or found in the cache) outside the count
-        subprocess.run(child[:-2] + ["0", "native"], cwd=where, env=env, check=True,
+        subprocess.run(child[:6] + ["0", *opts], cwd=where, env=env, check=True,
                        capture_output=True, timeout=1800)
     res = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
                           "--cachegrind-out-file=/dev/null", *child], cwd=where, env=env,
@@ -108,20 +112,24 @@ def main() -> int:
     ap.add_argument("--k", default="32,256", help="values per packet, comma-separated")
     ap.add_argument("--blocks", type=int, default=2000, help="blocks per call")
     ap.add_argument("--native", action="store_true", help="the compiled core (NativeCore)")
+    ap.add_argument("--after-predict", action="store_true",
+                    help="AFTER with speculative exponents, every prediction right")
     a = ap.parse_args()
-    packets = a.blocks + min(SLOTS, a.blocks)
+    boot = a.blocks + min(SLOTS, a.blocks)
+    packets = [boot, a.blocks if a.after_predict else boot]
     rows = []
     with tempfile.TemporaryDirectory(prefix="worker-ir-") as tmp:
         trees = [tree(a.before, Path(tmp)), tree(a.after, Path(tmp))]
         for k in (int(v) for v in a.k.split(",")):
             for face in ("frames", "steps"):
-                got = [(count(t, face, k, a.blocks, 2, a.native) -
-                        count(t, face, k, a.blocks, 0, a.native))
-                       // (2 * packets) for t in trees]
+                got = [(count(t, face, k, a.blocks, 2, a.native, p) -
+                        count(t, face, k, a.blocks, 0, a.native, p)) // (2 * pk)
+                       for t, p, pk in zip(trees, (False, a.after_predict), packets)]
                 rows.append((f"{'frames API' if face == 'frames' else 'Step API'}, K={k}", got))
                 print(f"{rows[-1][0]} done", file=sys.stderr, flush=True)
     print(f"before = {a.before}, after = {a.after}; instructions per packet (valgrind), "
-          f"{a.blocks} blocks, window {SLOTS}, {'compiled' if a.native else 'Python'} core")
+          f"{a.blocks} blocks, window {SLOTS}, {'compiled' if a.native else 'Python'} core"
+          + (", after with right predictions" if a.after_predict else ""))
     print(f"{'instructions per packet':<24} {'before':>9} {'after':>9} {'after/before':>12}")
     for label, (old, new) in rows:
         print(f"{label:<24} {old:>9,} {new:>9,} {new / old:>12.3f}")

@@ -22,7 +22,8 @@ transports with the frames API (`BatchTransport`: UDP tunnel and shared-memory f
 kernel UDP) unless `NETSUM_WORKER_NATIVE=0`; without a C compiler it falls back to the
 Python core and `native_status()` says why.  `NETSUM_WORKER_NATIVE=1` makes a missing
 compiler an error instead.  tests/unit/test_worker_native.py compares both cores frame by
-frame under loss, duplicates and reordering.
+frame under loss, duplicates and reordering; tests/unit/test_worker_native_spec.py does the
+same with speculative exponents (hits, misses, the REJECT of differing predictions).
 """
 from __future__ import annotations
 
