@@ -247,9 +247,9 @@ def test_speculative_reduce_scatter(batched: bool, slack: int) -> None:
 
 
 def test_a_miss_goes_again_at_once_on_the_same_slot() -> None:
-    """One worker, 2 slots, 4 blocks, every prediction one below: block 0's result (a miss)
-    sends block 0 again in the same call (not block 2), with M_0 in byte 18 and the values
-    quantized with it: the reference's integers."""
+    """One worker, 2 slots, 4 blocks, every prediction one below (its blocks sent as zeros):
+    block 0's result (a miss) sends block 0 again in the same call (not block 2), with M_0
+    in byte 18 and the values quantized with it: the reference's integers."""
     k = 32
     x = np.linspace(-3.0, 5.0, 4 * k).astype(np.float32)
     job = JobConfig(5, 1, 2, k)
@@ -257,6 +257,11 @@ def test_a_miss_goes_again_at_once_on_the_same_slot() -> None:
     t = Twin(x, job, TIMING, predict=m - 1)
     sent = t.start(0.0).send
     assert [_READ(memoryview(p))[4] for p in sent] == [0, k]    # blocks 0 and 1
+    # each block above its prediction (the one worker's proposal is the max): zeros sent,
+    # the prediction in byte 18, the proposal for the block itself in exp
+    for b, p in enumerate(sent):
+        assert not np.frombuffer(p[HEADER_BYTES:], ">i4").any()
+        assert _READ(memoryview(p))[5] == m[b] - 1 and _READ(memoryview(p))[2] == m[b]
     switch = OracleSwitch(k=k, members={5: [0]}, num_slots={5: 2})
     (_, result), = switch.process(0, sent[0])
     again = t.receive(result, 0.001).send
