@@ -42,12 +42,20 @@ import numpy as np
 
 from netsum.wire import ROUND_BITS
 
-__all__ = ["SlotTable", "IDLE", "SLOT_BITS", "SLOT_MASK"]
+__all__ = ["SlotTable", "Rounds", "IDLE", "SLOT_BITS", "SLOT_MASK"]
 
 IDLE = -1 << 62  # block of a slot with nothing in flight
 SLOT_BITS = 16   # fast-retransmit queue entries are seq << 16 | slot (slots < 2^16)
 SLOT_MASK = (1 << SLOT_BITS) - 1
 _ROUND_MASK = (1 << ROUND_BITS) - 1
+
+
+class Rounds(tuple[int, ...]):
+    """What `SlotTable.next_rounds` returns: the rounds of a table that took only checked
+    rounds and moved them itself, so a core that starts from them (the next call of the same
+    job) need not check them again: at 256 slots the check is ~25 us of a call whose whole
+    set-up is ~100 us (a 1-element all-reduce)."""
+    __slots__ = ()
 
 
 class SlotTable:
@@ -191,9 +199,9 @@ class SlotTable:
             return self.block[i], self.round[i], self.want[i]
         return None
 
-    def next_rounds(self) -> tuple[int, ...]:
+    def next_rounds(self) -> Rounds:
         """Per slot of the job, the round its next use takes (see the module)."""
-        return tuple(self.round)
+        return Rounds(self.round)
 
     def mirror(self, block: Sequence[int], round_: Sequence[int], want: Sequence[int]) -> None:
         """Take the in-flight state of slots 0..w-1 from another implementation of this table
