@@ -363,3 +363,38 @@ def test_ranks_predicting_differently_fail_alike_in_both_cores(batched: bool) ->
     assert all(isinstance(e, (RejectedError, WorkerTimeoutError))
                for e in network.failures.values())
     assert switch.refused.get(Reason.QEXP, 0) > 0
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["steps", "batches"])
+@pytest.mark.parametrize("adaptive, hold", [(False, True), (True, False), (False, False)])
+def test_predicted_calls_in_a_row_under_every_timer_mode(batched: bool, adaptive: bool,
+                                                        hold: bool) -> None:
+    """Three predicted calls of one registration (each from the previous one's maxima, +1
+    with slack 2, as the training lanes do), the rounds continuing across misses, with the
+    whole window (no cwnd) and/or every timer on its own, over a lossy network."""
+    n, slots, length, k = 4, 16, 4000, 32
+    network = net(41 + adaptive + 2 * hold, n, slots, k, 0.1, 0.05, 0.1)
+    rng = np.random.default_rng(41)
+    base = tensors(41, n, length)
+    job = JobConfig(job_id=5, num_workers=n, num_slots=slots, k=k)
+    timing = Timing(rto_initial=0.004, rto_min=0.002, rto_max=0.05, progress_deadline=5.0,
+                    adaptive=adaptive, hold_timers=hold)
+    rounds: list[Sequence[int] | None] = [None] * n
+    pred = maxima_of(base, k)
+    for call in range(3):
+        # each block's magnitude moves by -2..+1 binades from call to call
+        moved = np.repeat(2.0 ** rng.integers(-2, 2, len(pred)), k)[:length]
+        xs = [(x * moved).astype(np.float32) for x in base]
+        p = np.minimum(pred.astype(int) + 1, 255).astype(np.uint8)
+        twins = run_job(xs, job, timing, network, rng, batched=batched, predict=p, slack=2,
+                        rounds=rounds)
+        m = maxima_of(xs, k)
+        hit, agreed = expected_qexp(p, m, 2)
+        assert 0 < (~hit).sum() < len(m)
+        for r, t in twins.items():
+            res = t.py.result()
+            assert np.array_equal(res.exponents, agreed) and np.array_equal(res.maxima, m)
+            assert res.stats.misses == int((~hit).sum())
+            rounds[r] = res.next_rounds
+        pred = m
+    assert sum(t.py.stats().retransmissions for t in twins.values()), "no loss exercised"
