@@ -13,6 +13,7 @@ blocks hold a NaN/Inf (`any_per_block`) and, back again, which elements a flagge
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -104,6 +105,20 @@ def even_shards(length: int, n: int) -> tuple[int, ...]:
     return tuple(base + (r < extra) for r in range(n))
 
 
+@functools.lru_cache(maxsize=32)
+def _allreduce_plan(length: int, k: int) -> BlockPlan:
+    """An all-reduce's plan, kept for the last few (length, K): a training loop or a Worker
+    calls with the same few lengths again and again, and making one is a sixth of a
+    one-packet call's set-up.  Its arrays are read-only (one plan serves many calls)."""
+    nb = -(-length // k)
+    starts = np.arange(nb, dtype=np.int64) * k
+    sizes = np.minimum(k, length - starts)
+    owners = np.full(nb, DEST_ALL, dtype=np.int64)
+    for a in (starts, sizes, owners):
+        a.flags.writeable = False
+    return BlockPlan(k, length, starts, sizes, owners)
+
+
 def plan_blocks(length: int, k: int, shards: Sequence[int] | None = None) -> BlockPlan:
     """The blocks of a tensor of `length` elements: an all-reduce (`shards` None), or a
     reduce-scatter whose rank r owns the next `shards[r]` elements (they add up to
@@ -111,10 +126,7 @@ def plan_blocks(length: int, k: int, shards: Sequence[int] | None = None) -> Blo
     if length < 1:
         raise QuantError(f"a tensor of {length} elements has nothing to send")
     if shards is None:
-        nb = -(-length // k)
-        starts = np.arange(nb, dtype=np.int64) * k
-        sizes = np.minimum(k, length - starts)
-        return BlockPlan(k, length, starts, sizes, np.full(nb, DEST_ALL, dtype=np.int64))
+        return _allreduce_plan(length, k)
     sh = [int(n) for n in shards]
     if not 1 <= len(sh) <= MAX_WORKERS or any(n < 0 for n in sh) or sum(sh) != length:
         raise QuantError(f"shards {sh} must be 1..{MAX_WORKERS} lengths >= 0 adding up to the "

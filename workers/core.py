@@ -125,8 +125,10 @@ class WorkerCore(ResultAcceptance):
         self._tried = np.zeros(nb, dtype=np.uint8)
         if predict is not None:
             got_p = np.asarray(predict)
+            # (uint8, what result.maxima is, needs no range check)
             if got_p.shape != (nb,) or got_p.dtype.kind not in "iu" or \
-                    (nb and not 0 <= int(got_p.min()) <= int(got_p.max()) <= 255):
+                    (nb and got_p.dtype != np.uint8 and
+                     not 0 <= int(got_p.min()) <= int(got_p.max()) <= 255):
                 raise ValueError(f"predict must be {nb} biased exponents in 0..255 (one per "
                                  f"block), got {got_p.dtype} {got_p.shape}")
             self._pred[:] = got_p

@@ -84,9 +84,6 @@ class TxWindow:
         #: per slot: the whole frame a transport sends / the netsum packet within it
         self.frames = [mv[i * stride:(i + 1) * stride] for i in range(w)]
         self.payloads = [mv[i * stride + hr:(i + 1) * stride] for i in range(w)]
-        raw = np.frombuffer(self.buf, dtype=np.uint8).reshape(w, stride)
-        self.values = raw[:, hr + HEADER_BYTES:].view(">i4")          # (w, k), in the rows
-        self._value_rows = list(self.values)                          # views, made once
         self._flags = hr + wire.field_offset("flags")
         self._launch_at, self._launch = wire.field_writer(("exp", "count", "round", "offset",
                                                            "workers", "dest", "reason"))
@@ -95,22 +92,39 @@ class TxWindow:
         self._rows = rows
         self._w = w
         self._shift = shift
-        self._tmp = np.empty((w, k), dtype=np.float32)
-        #: per block: 2^(s-E) as float32 once the block's exponent E is agreed (0 for EXP_ZERO)
-        self.factors = np.zeros((nb, 1), dtype=np.float32)
-        self._factor = [0.0] * nb           # the same as Python floats (for one block alone)
         self._factor_of = _factors(shift)
+        # The quantizer's arrays (values, factors, ...) are made by the first agree(): a
+        # compiled core (workers/native.py) quantizes in C and never needs them, and making
+        # them is a fifth of a one-packet call's set-up.
+        self._factor: list[float] | None = None
         self._tiny: dict[int, int] = {}   # block -> agreed exponent, for the float64 path
         #: blocks launched since the last flush(), whose values are still to be written
         self.todo: list[int] = []
 
+    def _arrays(self) -> list[float]:
+        """Make the quantizer's arrays (see __init__); the per-block factors as floats."""
+        nb, k = self._rows.shape
+        w, hr = self._w, self._prefix_len
+        raw = np.frombuffer(self.buf, dtype=np.uint8).reshape(w, self._stride)
+        #: (w, k) big-endian int32: every slot's values, in the rows
+        self.values = raw[:, hr + HEADER_BYTES:].view(">i4")
+        self._value_rows = list(self.values)                          # views, made once
+        self._tmp = np.empty((w, k), dtype=np.float32)
+        #: per block: 2^(s-E) as float32 once the block's exponent E is agreed (0 for EXP_ZERO)
+        self.factors = np.zeros((nb, 1), dtype=np.float32)
+        self._factor = factor = [0.0] * nb   # the same as Python floats (for one block alone)
+        return factor
+
     def agree(self, block: int, exp: int) -> None:
         """Block `block` will be quantized with the biased agreed exponent `exp`."""
+        factor = self._factor
+        if factor is None:
+            factor = self._arrays()
         f = self._factor_of[exp]
         if f is None:
             self._tiny[block] = exp
         else:
-            self.factors[block, 0] = self._factor[block] = f
+            self.factors[block, 0] = factor[block] = f
             if self._tiny:       # a block agreed again (a speculative miss's retry)
                 self._tiny.pop(block, None)
 
@@ -144,13 +158,16 @@ class TxWindow:
     def flush(self) -> None:
         """Quantize the blocks in `todo` into their slots' rows (block b is on slot b % w)."""
         todo = self.todo
+        factor = self._factor
+        if factor is None:
+            factor = self._arrays()
         w, tmp = self._w, self._tmp
         n = len(todo)
         if n == 1:
             # One block (a batch of one result): views made once, numpy's least calls.
             b = todo[0]
             t = tmp[0]
-            np.multiply(self._rows[b], self._factor[b], out=t)
+            np.multiply(self._rows[b], factor[b], out=t)
             np.rint(t, out=t)
             self._value_rows[b % w][...] = t
             n = 0
