@@ -584,10 +584,9 @@ def write_png(points: list[Point], kinds: list[str], path: Path, dpi: int = 110)
         bot.set_xscale("log")
         bot.set_yscale("log")
         bot.set_xlabel("float32 elements per rank")
-        bot.set_ylabel("netsum time / gloo time")
+        # no legend of its own: it would cover the curves, and the colours are the top's
+        bot.set_ylabel("netsum time / gloo time (colours as above)")
         bot.grid(True, which="both", alpha=0.3)
-        if bot.get_legend_handles_labels()[0]:
-            bot.legend()
     # one rank count is a narrow figure: the title on two lines so it is not cut at the edges
     sep = "\n" if len(ranks) == 1 else ", "
     fig.suptitle(f"netsum vs torch.distributed gloo{sep}same machine, same run")
