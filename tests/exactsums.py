@@ -17,12 +17,24 @@ import numpy as np
 from netsum.wire import HEADER_BYTES
 from netsum.workers import wire
 
-__all__ = ["shift", "speculated", "expected_sums", "dequantized", "reference_results",
+__all__ = ["spread_inputs", "shift", "speculated", "expected_sums", "dequantized", "reference_results",
            "ResultCheck"]
 
 _NETSUM_AT = 14 + 20 + 8
 _HEADER = HEADER_BYTES
 _READ = wire.field_reader(("msg_type", "slot", "count", "round", "offset"))
+
+
+def spread_inputs(seed: int, n: int, length: int, decades: float) -> list[np.ndarray]:
+    """n float32 tensors of `length` normal values, each scaled by its own 10^u (u uniform in
+    +-decades: ranks whose blocks agree on different exponents), a tenth of them zero."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.standard_normal(length) * 10.0 ** rng.uniform(-decades, decades)
+        x[rng.random(length) < 0.1] = 0.0
+        out.append(x.astype(np.float32))
+    return out
 
 
 def shift(workers: int) -> int:

@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from exactsums import spread_inputs
 from oracle import LossyLink, Network, OracleSwitch
 
 from netsum.tensors import check_result, reference
@@ -35,13 +36,7 @@ def make_net(seed: int, n: int, slots: int, k: int = K, loss: float = 0.0, dup: 
 
 
 def inputs(seed: int, n: int, length: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed + 1000)
-    out = []
-    for _ in range(n):
-        x = rng.standard_normal(length) * 10.0 ** rng.uniform(-3, 3)
-        x[rng.random(length) < 0.1] = 0.0
-        out.append(x.astype(np.float32))
-    return out
+    return spread_inputs(seed + 1000, n, length, decades=3)
 
 
 def check_exact(results: list, xs: list[np.ndarray], k: int = K) -> None:

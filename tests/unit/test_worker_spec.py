@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from exactsums import reference_results, speculated
+from exactsums import reference_results, speculated, spread_inputs
 from oracle import LossyLink, Network, OracleSwitch
 
 from netsum.tensors import check_result, reference
@@ -46,13 +46,7 @@ def run(xs: list[np.ndarray], slots: int, predict: np.ndarray | None, slack: int
 
 
 def inputs(seed: int, n: int, length: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        x = rng.standard_normal(length) * 10.0 ** rng.uniform(-2, 2)
-        x[rng.random(length) < 0.1] = 0.0
-        out.append(x.astype(np.float32))
-    return out
+    return spread_inputs(seed, n, length, decades=2)
 
 
 def check(results: list, xs: list[np.ndarray], predict: np.ndarray, slack: int) -> None:
