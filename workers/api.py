@@ -137,16 +137,26 @@ def _call(tensor: object, transport: Transport, job: JobConfig, timing: Timing,
 
 class Worker:
     """One worker process's handle on one job: repeated allreduce (and reduce_scatter) calls
-    on one transport.  `rank`: this worker's rank in the job (needed for reduce_scatter)."""
+    on one transport.  `rank`: this worker's rank in the job (needed for reduce_scatter).
+
+    `speculate`: a call given no `predict` predicts its blocks' exponents from the maxima of
+    this Worker's latest call of the same length and shards (slack 0: a hit quantizes exactly
+    as the agreed scheme would, so the sums are the same bit for bit; a block whose max moved
+    is sent again).  A call that repeats its predecessor's magnitudes then takes one round
+    trip instead of two.  Every worker of the job must make the same choice and the same calls
+    in the same order (the switch refuses a contribution quantized with another exponent)."""
 
     def __init__(self, transport: Transport, job: JobConfig, timing: Timing = Timing(),
-                 rank: int | None = None) -> None:
+                 rank: int | None = None, *, speculate: bool = False) -> None:
         self.transport = transport
         self.job = job
         self.timing = timing
         self.rank = rank
+        self.speculate = speculate
         self._rounds: tuple[int, ...] | None = None
         self._broken: str | None = None
+        # speculate: per (length, shards), the maxima of the latest such call
+        self._maxima: dict[tuple[int, tuple[int, ...] | None], np.ndarray] = {}
 
     def allreduce(self, tensor: object, nonfinite: npt.ArrayLike | None = None, *,
                   out: np.ndarray | None = None, predict: npt.ArrayLike | None = None,
@@ -172,6 +182,10 @@ class Worker:
                 f"job {self.job.job_id}: a previous allreduce failed ({self._broken}); the "
                 "switch's slot state is unknown - reset the job (a new epoch) and start a new "
                 "Worker")
+        key = None
+        if self.speculate and predict is None:
+            key = (len(_flat(tensor)), None if shards is None else tuple(int(v) for v in shards))
+            predict = self._maxima.get(key)
         try:
             result = _call(tensor, self.transport, self.job, self.timing, self._rounds,
                            time.monotonic, None, self.rank, shards, nonfinite, out, predict,
@@ -185,6 +199,10 @@ class Worker:
             self._broken = type(exc).__name__
             raise
         self._rounds = result.next_rounds
+        if key is not None:
+            if len(self._maxima) >= 64 and key not in self._maxima:
+                self._maxima.pop(next(iter(self._maxima)))     # the oldest length
+            self._maxima[key] = result.maxima
         return result
 
     @property

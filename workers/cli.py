@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--all-timers", action="store_true",
                      help="every due timer fires on its own, also while results come in "
                           "(default: held; one probe per doubling interval of silence)")
+    run.add_argument("--speculate", action="store_true",
+                     help="from the second iteration on, predict the blocks' exponents from "
+                          "the previous one's (one round trip a call when they hold; every "
+                          "worker of the job must say it too)")
     run.add_argument("--json", action="store_true", help="one JSON object per iteration")
     run.add_argument("--start-at", type=float, metavar="UNIX_TIME",
                      help="wait until this wall-clock time before the first all-reduce (so "
@@ -262,7 +266,7 @@ def run(a: argparse.Namespace) -> int:
         # a rank given names this worker in errors (the switch's REJECT of its DATA)
         worker = Worker(transport, job, timing,
                         rank=a.rank_given if a.rank_given is not None and
-                        0 <= a.rank_given < a.workers else None)
+                        0 <= a.rank_given < a.workers else None, speculate=a.speculate)
         late = hostcli.wait_until(a.start_at)
         for it in range(a.iterations):
             res = worker.allreduce(tensor)

@@ -91,10 +91,18 @@ def predict(comm: str, numels: Sequence[int], n: int, k: int, window: int, bw_mb
                       forward + max(backward, free) + optimizer)
 
 
-def slot_uses(steps: Sequence[Mapping[str, Any]], k: int, window: int) -> int:
-    """Slot uses of the switch over a run: each bucket's blocks plus its bootstrap uses."""
-    return sum(_blocks(e, k) + min(window, _blocks(e, k))
-               for row in steps for e in row.get("bucket_numels", []))
+def slot_uses(steps: Sequence[Mapping[str, Any]], k: int, window: int,
+              totals: Mapping[str, Any] | None = None) -> int:
+    """Slot uses of the switch over a run: each bucket's blocks plus its exponent agreement.
+    `totals`: the rank's lane engine totals (the metrics' "packets"): with speculative
+    exponents a bucket has no bootstrap round once predicted, and a block whose prediction
+    missed is sent once more, so the agreement's uses are its counted bootstrap uses and
+    misses (the same on every rank: the maxima and predictions are).  Without them, one
+    bootstrap use per slot of every bucket (NETSUM_SPECULATE=0, or an older run's metrics)."""
+    blocks = [_blocks(e, k) for row in steps for e in row.get("bucket_numels", [])]
+    if totals and "bootstrap" in totals and "misses" in totals:
+        return sum(blocks) + int(totals["bootstrap"]) + int(totals["misses"])
+    return sum(b + min(window, b) for b in blocks)
 
 
 def _med(values: Sequence[float]) -> float:
@@ -163,7 +171,7 @@ def row_of(run_id: str, point: Mapping[str, Any], rep: int, run: Any, k: int) ->
     tx, rx, span = _link_bytes(run.telemetry, t0, t1)
     # Steps in the sampled span (the samples nearest the window's ends bound it).
     per_step = count / (t1 - t0) * span if count and span == span and t1 > t0 else float("nan")
-    uses = slot_uses(steps, k, win) if run.comm.startswith("netsum") else 0
+    uses = slot_uses(steps, k, win, m.get("packets")) if run.comm.startswith("netsum") else 0
     roots = [r for r in run.p4 if r.get("role") == "root"]
     leaves = [r for r in run.p4 if r.get("role") == "leaf"]
     new = (lambda rows: sum(int(r.get("data_in", 0)) - int(r.get("retx", 0))

@@ -72,6 +72,9 @@ def test_speedup_falls_toward_one_as_compute_grows() -> None:
 def test_slot_uses_counts_blocks_and_bootstraps() -> None:
     steps = [{"bucket_numels": [1000]}, {"bucket_numels": [100_000, 256]}, {}]
     assert slot_uses(steps, 256, 32) == (4 + 4) + (391 + 32) + (1 + 1)
+    # speculative exponents: the engine's counted bootstrap uses and misses instead
+    totals = {"packets": 999, "bootstrap": 5, "misses": 7, "predicted": 300}
+    assert slot_uses(steps, 256, 32, totals) == (4 + 391 + 1) + 5 + 7
 
 
 @dataclass

@@ -104,6 +104,37 @@ def test_worker_threads_rounds_across_calls(lossy_echo: Peer) -> None:
     np.testing.assert_array_equal(second.tensor, np.full(160, 2.0, np.float32))
 
 
+@pytest.fixture
+def echo() -> Iterator[Peer]:
+    peer = Peer(lambda data, i: [to_result(data)])
+    yield peer
+    peer.close()
+
+
+def test_a_speculating_worker_skips_the_bootstrap_when_magnitudes_repeat(echo: Peer) -> None:
+    """Worker(speculate=True): the first call of a length agrees its exponents (bootstrap);
+    the next one of the same length predicts them from its maxima and, where they hold, sends
+    its data at once; where a block's magnitude moved, that block goes again.  The rounds per
+    slot (5 blocks on 4 slots) worked out from the schedule of docs/quantization.md."""
+    job = JobConfig(job_id=3, num_workers=1, num_slots=4, k=K)
+    x = np.linspace(-1.0, 1.0, 160, dtype=np.float32)
+    with UdpTransport(echo.address, bind=("127.0.0.1", 0)) as t:
+        w = Worker(t, job, TIMING, speculate=True)
+        first = w.allreduce(x)                    # bootstrap, then blocks 0-3 and 4 on slot 0
+        assert first.next_rounds == (3, 2, 2, 2) and first.stats.bootstrap_packets == 4
+        second = w.allreduce(x * 0.9)             # the same binades: every prediction holds
+        assert second.stats.bootstrap_packets == 0 and second.stats.misses == 0
+        assert second.next_rounds == (5, 3, 3, 3)
+        y = x.copy()
+        y[:32] *= 8.0                             # block 0 three binades up: a miss
+        third = w.allreduce(y)
+        assert third.stats.misses == 1 and third.next_rounds == (8, 4, 4, 4)
+        other = w.allreduce(np.ones(40, np.float32))   # another length: no prediction
+        assert other.stats.bootstrap_packets == 2 and other.stats.misses == 0
+    for res, want in ((first, x), (second, x * 0.9), (third, y), (other, np.ones(40))):
+        assert_sum_of_inputs([res], [np.asarray(want, np.float32)], K)
+
+
 def frame_peer_handle(data: bytes, i: int) -> list[bytes]:
     """Dissect with scapy, check what the worker built, answer with a scapy-built frame
     (scapy fills in both checksums, so the worker's UDP checksum check is exercised)."""
