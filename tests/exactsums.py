@@ -17,8 +17,8 @@ import numpy as np
 from netsum.wire import HEADER_BYTES
 from netsum.workers import wire
 
-__all__ = ["spread_inputs", "shift", "speculated", "expected_sums", "dequantized", "reference_results",
-           "ResultCheck"]
+__all__ = ["spread_inputs", "shift", "speculated", "expected_sums", "dequantized",
+           "reference_results", "ResultCheck"]
 
 _NETSUM_AT = 14 + 20 + 8
 _HEADER = HEADER_BYTES

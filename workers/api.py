@@ -184,7 +184,9 @@ class Worker:
                 "Worker")
         key = None
         if self.speculate and predict is None:
-            key = (len(_flat(tensor)), None if shards is None else tuple(int(v) for v in shards))
+            # the length without converting the tensor (the core does that, once)
+            key = (int(np.asarray(tensor).size),
+                   None if shards is None else tuple(int(v) for v in shards))
             predict = self._maxima.get(key)
         try:
             result = _call(tensor, self.transport, self.job, self.timing, self._rounds,

@@ -239,7 +239,6 @@ def test_block_plan_maps_elements_and_blocks() -> None:
         [1, 1, 0, 0, 0, 2, 2]
 
 
-
 def test_a_kept_all_reduce_plan_cannot_be_changed_by_one_caller() -> None:
     """All-reduce plans are kept across calls (one per length and K): their arrays are
     read-only, so no caller can move another call's blocks; the starts and sizes are the
@@ -251,6 +250,7 @@ def test_a_kept_all_reduce_plan_cannot_be_changed_by_one_caller() -> None:
         with pytest.raises(ValueError):
             arr[0] = 1
     assert plan_blocks(70, 64).starts.tolist() == [0, 64]
+
 
 def test_a_reject_its_own_configuration_contradicts_does_not_stop_a_worker() -> None:
     """A frame forged from a member's own port draws a REJECT to that member (the switch knows
